@@ -1,0 +1,305 @@
+//! Write a sluice plugin in Rust.
+//!
+//! A complete plugin is one type, one method and one macro:
+//!
+//! ```ignore
+//! use sluice_guest::{export_plugin, Event, Outcome, Plugin, Record};
+//!
+//! #[derive(serde::Deserialize)]
+//! #[serde(deny_unknown_fields)]
+//! struct Upper {}
+//!
+//! impl Plugin for Upper {
+//!     fn process(&mut self, record: &Record) -> Outcome {
+//!         match record.text() {
+//!             Ok(line) => Outcome::emit_json(&serde_json::json!({ "line": line.to_uppercase() })),
+//!             Err(rejected) => rejected,
+//!         }
+//!     }
+//! }
+//!
+//! export_plugin!(Upper);
+//! ```
+//!
+//! The type *is* the plugin's config: the host passes the plugin's table from
+//! its config file, and serde's error (which names the key at fault) becomes
+//! the refusal an operator sees. See `guest-sdk/README.md` for a walk-through.
+//!
+//! The SDK also compiles natively (the host imports fall back to the system
+//! clock and stderr), so plugin logic can be unit-tested with `cargo test`
+//! and benchmarked against its WebAssembly build.
+
+// Lets the generated bindings name this crate by the same absolute path
+// inside it as from a plugin.
+extern crate self as sluice_guest;
+
+pub mod duration;
+pub mod json;
+pub mod time;
+
+#[doc(hidden)]
+pub mod __bindings {
+    wit_bindgen::generate!({
+        world: "plugin",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_plugin_world",
+        default_bindings_module: "::sluice_guest::__bindings",
+        runtime_path: "::sluice_guest::__wit_bindgen::rt",
+    });
+}
+
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+
+pub use __bindings::sluice::plugin::types::{
+    Event, FilePosition, KafkaPosition, Level, Outcome, Position, Record,
+};
+
+/// The WIT package version this SDK targets; `sluice plugin inspect` shows it.
+pub const WIT_VERSION: &str = "sluice:plugin@0.1.0";
+
+/// A plugin: a config type that knows how to process one record.
+///
+/// The host calls [`Plugin::process_batch`] with a whole batch; its default
+/// calls [`Plugin::process`] once per record, which is all most plugins need.
+pub trait Plugin: serde::de::DeserializeOwned + 'static {
+    /// Finish setting up after the config was deserialized: compile patterns,
+    /// check values that serde cannot. An error refuses the config; name the
+    /// key at fault.
+    fn setup(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Turn one record into its outcome.
+    fn process(&mut self, record: &Record) -> Outcome;
+
+    /// Turn a batch into one outcome per record, in order. Override only to
+    /// share work across a batch.
+    fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
+        batch.iter().map(|r| self.process(r)).collect()
+    }
+}
+
+/// Build a plugin from the JSON config the host passes to `init`. Public so
+/// that native tests and benchmarks construct plugins the way the host does.
+pub fn configure<P: Plugin>(config: &str) -> Result<P, String> {
+    let config = if config.trim().is_empty() { "{}" } else { config };
+    let mut plugin: P =
+        serde_json::from_str(config).map_err(|e| format!("invalid plugin config: {e}"))?;
+    plugin.setup()?;
+    Ok(plugin)
+}
+
+/// Export a [`Plugin`] type as the component's `init` and `process`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        const _: () = {
+            struct SluiceExport;
+
+            ::std::thread_local! {
+                static PLUGIN: ::std::cell::RefCell<::std::option::Option<$plugin>> =
+                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+            }
+
+            impl $crate::__bindings::Guest for SluiceExport {
+                fn init(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
+                    let plugin = $crate::configure::<$plugin>(&config)?;
+                    PLUGIN.with(|slot| *slot.borrow_mut() = ::std::option::Option::Some(plugin));
+                    ::std::result::Result::Ok(())
+                }
+
+                fn process(batch: ::std::vec::Vec<$crate::Record>) -> ::std::vec::Vec<$crate::Outcome> {
+                    PLUGIN.with(|slot| match slot.borrow_mut().as_mut() {
+                        ::std::option::Option::Some(plugin) => $crate::Plugin::process_batch(plugin, &batch),
+                        ::std::option::Option::None => batch
+                            .iter()
+                            .map(|_| $crate::Outcome::reject("plugin used before init"))
+                            .collect(),
+                    })
+                }
+            }
+
+            $crate::__bindings::__export_plugin_world!(SluiceExport with_types_in $crate::__bindings);
+        };
+    };
+}
+
+impl Outcome {
+    /// One event.
+    pub fn emit(event: Event) -> Outcome {
+        Outcome::Emit(vec![event])
+    }
+
+    /// One event whose body is `value` (which should be a JSON object).
+    pub fn emit_json(value: &serde_json::Value) -> Outcome {
+        Outcome::emit(Event::json(value))
+    }
+
+    /// Filter the record out on purpose. Keep `reason` short and stable: it
+    /// labels a metric.
+    pub fn drop(reason: impl Into<String>) -> Outcome {
+        Outcome::Drop(reason.into())
+    }
+
+    /// Send the record to the quarantine. Name the field and value at fault.
+    pub fn reject(reason: impl Into<String>) -> Outcome {
+        Outcome::Reject(reason.into())
+    }
+}
+
+impl Event {
+    /// An event with `body` as its JSON bytes, no id and no timestamp.
+    pub fn new(body: Vec<u8>) -> Event {
+        Event { id: None, timestamp: None, body }
+    }
+
+    /// An event whose body is `value` serialized.
+    pub fn json(value: &serde_json::Value) -> Event {
+        // Serializing a `Value` to a Vec cannot fail.
+        Event::new(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    pub fn with_id(mut self, id: impl Into<String>) -> Event {
+        self.id = Some(id.into());
+        self
+    }
+
+    pub fn with_timestamp(mut self, nanos: i64) -> Event {
+        self.timestamp = Some(nanos);
+        self
+    }
+}
+
+impl Record {
+    /// A record as a file source would hand it over; for tests.
+    pub fn from_line(line: impl Into<Vec<u8>>) -> Record {
+        Record {
+            payload: line.into(),
+            key: None,
+            headers: Vec::new(),
+            source_timestamp: None,
+            position: Position::File(FilePosition { path: "<test>".into(), generation: 0, offset: 0 }),
+            event_id: None,
+            timestamp: None,
+        }
+    }
+
+    /// The payload as UTF-8 text without its line end, or a rejection that
+    /// names the first invalid byte.
+    pub fn text(&self) -> Result<&str, Outcome> {
+        match std::str::from_utf8(&self.payload) {
+            Ok(s) => Ok(s.trim_end_matches(['\r', '\n'])),
+            Err(e) => Err(Outcome::reject(format!(
+                "payload is not valid UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ))),
+        }
+    }
+
+    /// The payload parsed as a JSON object, or a rejection saying why not.
+    pub fn json_object(&self) -> Result<serde_json::Map<String, serde_json::Value>, Outcome> {
+        match serde_json::from_slice::<serde_json::Value>(&self.payload) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            Ok(other) => Err(Outcome::reject(format!(
+                "payload is JSON but not an object (it is {})",
+                json::kind(&other)
+            ))),
+            Err(e) => Err(Outcome::reject(format!("payload is not valid JSON: {e}"))),
+        }
+    }
+
+    /// The header named `name`, if present (the first one, when repeated).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Wall-clock time from the host, in nanoseconds since the Unix epoch.
+pub fn now() -> i64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        __bindings::sluice::plugin::clock::now()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0)
+    }
+}
+
+/// Log through the host, which tags the line with the plugin's name.
+pub fn log(level: Level, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    {
+        __bindings::sluice::plugin::log::log(level, message)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        eprintln!("[{level:?}] {message}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Echo {
+        #[serde(default)]
+        prefix: String,
+    }
+
+    impl Plugin for Echo {
+        fn setup(&mut self) -> Result<(), String> {
+            if self.prefix.len() > 3 {
+                return Err(format!("prefix: at most 3 characters, got {:?}", self.prefix));
+            }
+            Ok(())
+        }
+        fn process(&mut self, record: &Record) -> Outcome {
+            match record.text() {
+                Ok(t) => Outcome::emit_json(&serde_json::json!({ "line": format!("{}{t}", self.prefix) })),
+                Err(r) => r,
+            }
+        }
+    }
+
+    #[test]
+    fn configure_names_the_unknown_key() {
+        let err = configure::<Echo>(r#"{"prefx":"a"}"#).err().unwrap_or_default();
+        assert!(err.contains("unknown field `prefx`"), "{err}");
+    }
+
+    #[test]
+    fn configure_runs_setup_and_reports_its_refusal() {
+        let err = configure::<Echo>(r#"{"prefix":"abcd"}"#).err().unwrap_or_default();
+        assert!(err.starts_with("prefix:"), "{err}");
+        assert!(configure::<Echo>("").is_ok(), "an empty config means defaults");
+    }
+
+    #[test]
+    fn text_strips_line_ends_and_rejects_invalid_utf8() {
+        assert_eq!(Record::from_line("a\r\n").text().ok(), Some("a"));
+        match Record::from_line(vec![b'o', b'k', 0xff]).text() {
+            Err(Outcome::Reject(reason)) => assert!(reason.contains("offset 2"), "{reason}"),
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn process_batch_gives_one_outcome_per_record() {
+        let mut p = configure::<Echo>(r#"{"prefix":">"}"#).unwrap_or_else(|e| panic!("{e}"));
+        let out = p.process_batch(&[Record::from_line("x"), Record::from_line(vec![0xc3])]);
+        assert_eq!(out.len(), 2);
+        match &out[0] {
+            Outcome::Emit(events) => assert_eq!(events[0].body, br#"{"line":">x"}"#),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(out[1], Outcome::Reject(_)));
+    }
+}

@@ -1,0 +1,529 @@
+//! Timestamps as logs write them, to nanoseconds since the Unix epoch.
+//!
+//! One parser serves every format: a format is either a named one or a
+//! strftime-like pattern, compiled once (at plugin setup) into items, so the
+//! per-record cost is a single pass over the input with no allocation.
+//!
+//! | name | example | pattern |
+//! |---|---|---|
+//! | `rfc3339` | `2024-05-01T12:00:00.123Z`, `…+02:00` | (built in; also accepts a space for `T`) |
+//! | `epoch_s`, `epoch_ms`, `epoch_us`, `epoch_ns` | `1714564800` | (integer, or a JSON number) |
+//! | `syslog` | `Dec 10 06:55:46` | `%b %e %H:%M:%S` (no year: see below) |
+//! | `hdfs` | `081109 203615` | `%y%m%d %H%M%S` |
+//! | `apache` | `Sun Dec 04 04:47:44 2005` | `%a %b %d %H:%M:%S %Y` |
+//! | `log4j` | `2015-07-29 17:41:44,747` | `%Y-%m-%d %H:%M:%S,%f` |
+//!
+//! Pattern items: `%Y` (4-digit year), `%y` (2-digit year: 69–99 → 19xx,
+//! 00–68 → 20xx, as POSIX), `%m`, `%d`, `%e` (day, space-padded), `%H`, `%M`,
+//! `%S`, `%f` (fraction digits, any count), `%b` (month name, 3 letters),
+//! `%a` (day name, skipped), `%z` (`Z`, `+hh:mm` or `+hhmm`), `%%`, and a
+//! space, which matches one or more spaces. Without `%z` the time is UTC.
+//!
+//! A format without a year (syslog) takes the year of `now` and steps back
+//! one year when that would put the time more than a day in the future: a
+//! December line read in January belongs to last year.
+
+use std::fmt;
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+
+/// Why a timestamp could not be read; `Display` names the format and input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeError {
+    pub input: String,
+    pub format: String,
+    pub why: String,
+}
+
+impl fmt::Display for TimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot read {:?} as {}: {}", self.input, self.format, self.why)
+    }
+}
+
+impl std::error::Error for TimeError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Item {
+    Literal(u8),
+    Spaces,
+    Year4,
+    Year2,
+    Month,
+    MonthName,
+    Day,
+    DaySpacePadded,
+    DayName,
+    Hour,
+    Minute,
+    Second,
+    Fraction,
+    Zone,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Rfc3339,
+    Epoch { nanos_per_unit: i64 },
+    Pattern(Vec<Item>),
+}
+
+/// A compiled timestamp format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Format {
+    name: String,
+    kind: Kind,
+    has_year: bool,
+}
+
+impl Format {
+    /// Compile a named format or a pattern; the error names what is wrong.
+    pub fn new(spec: &str) -> Result<Format, String> {
+        let kind = match spec {
+            "rfc3339" | "iso8601" => Kind::Rfc3339,
+            "epoch_s" => Kind::Epoch { nanos_per_unit: NANOS_PER_SEC },
+            "epoch_ms" => Kind::Epoch { nanos_per_unit: 1_000_000 },
+            "epoch_us" => Kind::Epoch { nanos_per_unit: 1_000 },
+            "epoch_ns" => Kind::Epoch { nanos_per_unit: 1 },
+            "syslog" => Kind::Pattern(compile("%b %e %H:%M:%S")?),
+            "hdfs" => Kind::Pattern(compile("%y%m%d %H%M%S")?),
+            "apache" => Kind::Pattern(compile("%a %b %d %H:%M:%S %Y")?),
+            "log4j" => Kind::Pattern(compile("%Y-%m-%d %H:%M:%S,%f")?),
+            other if other.contains('%') => Kind::Pattern(compile(other)?),
+            other => {
+                return Err(format!(
+                    "unknown timestamp format {other:?}: use rfc3339, epoch_s, epoch_ms, epoch_us, \
+                     epoch_ns, syslog, hdfs, apache, log4j, or a %-pattern such as \"%Y-%m-%d %H:%M:%S\""
+                ));
+            }
+        };
+        let has_year = match &kind {
+            Kind::Pattern(items) => items.iter().any(|i| matches!(i, Item::Year4 | Item::Year2)),
+            _ => true,
+        };
+        Ok(Format { name: spec.to_string(), kind, has_year })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether [`Format::parse`] needs `now` to fill in a missing year.
+    pub fn needs_year(&self) -> bool {
+        !self.has_year
+    }
+
+    /// Parse `input` (surrounding spaces ignored) to nanoseconds since the
+    /// epoch. `now` (nanoseconds) is used only by formats without a year.
+    pub fn parse(&self, input: &str, now: i64) -> Result<i64, TimeError> {
+        let s = input.trim();
+        let result = match &self.kind {
+            Kind::Rfc3339 => parse_rfc3339(s.as_bytes()),
+            Kind::Epoch { nanos_per_unit } => parse_epoch(s, *nanos_per_unit),
+            Kind::Pattern(items) => parse_pattern(items, s.as_bytes(), self.has_year, now),
+        };
+        result.map_err(|why| TimeError { input: input.to_string(), format: self.name.clone(), why })
+    }
+
+    /// Parse a JSON value: numbers for the epoch formats, strings for all.
+    pub fn parse_json(&self, value: &serde_json::Value, now: i64) -> Result<i64, TimeError> {
+        match (value, &self.kind) {
+            (serde_json::Value::String(s), _) => self.parse(s, now),
+            (serde_json::Value::Number(n), Kind::Epoch { nanos_per_unit }) => {
+                let err = |why: &str| TimeError {
+                    input: n.to_string(),
+                    format: self.name.clone(),
+                    why: why.to_string(),
+                };
+                if let Some(i) = n.as_i64() {
+                    i.checked_mul(*nanos_per_unit).ok_or_else(|| err("out of range"))
+                } else if let Some(f) = n.as_f64() {
+                    let v = f * *nanos_per_unit as f64;
+                    if v.is_finite() && v.abs() < i64::MAX as f64 { Ok(v as i64) } else { Err(err("out of range")) }
+                } else {
+                    Err(err("out of range"))
+                }
+            }
+            (other, _) => Err(TimeError {
+                input: other.to_string(),
+                format: self.name.clone(),
+                why: format!("expected a string, found {}", crate::json::kind(other)),
+            }),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Format {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spec = String::deserialize(d)?;
+        Format::new(&spec).map_err(serde::de::Error::custom)
+    }
+}
+
+fn compile(pattern: &str) -> Result<Vec<Item>, String> {
+    let mut items = Vec::new();
+    let mut bytes = pattern.bytes();
+    while let Some(b) = bytes.next() {
+        let item = match b {
+            b'%' => match bytes.next() {
+                Some(b'Y') => Item::Year4,
+                Some(b'y') => Item::Year2,
+                Some(b'm') => Item::Month,
+                Some(b'b') => Item::MonthName,
+                Some(b'd') => Item::Day,
+                Some(b'e') => Item::DaySpacePadded,
+                Some(b'a') => Item::DayName,
+                Some(b'H') => Item::Hour,
+                Some(b'M') => Item::Minute,
+                Some(b'S') => Item::Second,
+                Some(b'f') => Item::Fraction,
+                Some(b'z') => Item::Zone,
+                Some(b'%') => Item::Literal(b'%'),
+                Some(other) => return Err(format!("timestamp pattern {pattern:?}: unknown item %{}", other as char)),
+                None => return Err(format!("timestamp pattern {pattern:?} ends with a lone %")),
+            },
+            b' ' => Item::Spaces,
+            other => Item::Literal(other),
+        };
+        items.push(item);
+    }
+    Ok(items)
+}
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn digits(&mut self, min: usize, max: usize, what: &str) -> Result<i64, String> {
+        let start = self.i;
+        while self.i < self.s.len() && self.i - start < max && self.s[self.i].is_ascii_digit() {
+            self.i += 1;
+        }
+        if self.i - start < min {
+            return Err(format!("expected {what} at byte {start}"));
+        }
+        Ok(self.s[start..self.i].iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+    }
+
+    fn byte(&mut self, want: u8) -> Result<(), String> {
+        if self.s.get(self.i) == Some(&want) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected {:?} at byte {}", want as char, self.i))
+        }
+    }
+
+    fn spaces(&mut self, min: usize) -> Result<(), String> {
+        let start = self.i;
+        while self.s.get(self.i) == Some(&b' ') {
+            self.i += 1;
+        }
+        if self.i - start < min { Err(format!("expected a space at byte {start}")) } else { Ok(()) }
+    }
+
+    fn word(&mut self) -> &[u8] {
+        let start = self.i;
+        while self.i < self.s.len() && self.s[self.i].is_ascii_alphabetic() {
+            self.i += 1;
+        }
+        &self.s[start..self.i]
+    }
+
+    /// Fraction digits of a second, as nanoseconds (digits past 9 ignored).
+    fn fraction(&mut self) -> Result<i64, String> {
+        let start = self.i;
+        let mut nanos = 0i64;
+        while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
+            if self.i - start < 9 {
+                nanos = nanos * 10 + i64::from(self.s[self.i] - b'0');
+            }
+            self.i += 1;
+        }
+        let n = self.i - start;
+        if n == 0 {
+            return Err(format!("expected fraction digits at byte {start}"));
+        }
+        for _ in n..9 {
+            nanos *= 10;
+        }
+        Ok(nanos)
+    }
+
+    /// `Z`, `z`, `+hh:mm`, `+hhmm` or `+hh`, as seconds east of UTC.
+    fn zone(&mut self) -> Result<i64, String> {
+        match self.s.get(self.i) {
+            Some(b'Z' | b'z') => {
+                self.i += 1;
+                Ok(0)
+            }
+            Some(&sign @ (b'+' | b'-')) => {
+                self.i += 1;
+                let h = self.digits(2, 2, "zone hours")?;
+                if self.s.get(self.i) == Some(&b':') {
+                    self.i += 1;
+                }
+                let m = if self.s.get(self.i).is_some_and(u8::is_ascii_digit) { self.digits(2, 2, "zone minutes")? } else { 0 };
+                if h > 23 || m > 59 {
+                    return Err(format!("zone offset {h:02}:{m:02} out of range"));
+                }
+                let secs = h * 3600 + m * 60;
+                Ok(if sign == b'-' { -secs } else { secs })
+            }
+            _ => Err(format!("expected a zone (Z or +hh:mm) at byte {}", self.i)),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Parts {
+    year: Option<i64>,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    nanos: i64,
+    offset: i64,
+}
+
+fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, now: i64) -> Result<i64, String> {
+    let mut c = Cursor { s, i: 0 };
+    let mut p = Parts { month: 1, day: 1, ..Parts::default() };
+    for item in items {
+        match *item {
+            Item::Literal(b) => c.byte(b)?,
+            Item::Spaces => c.spaces(1)?,
+            Item::Year4 => p.year = Some(c.digits(4, 4, "a 4-digit year")?),
+            Item::Year2 => {
+                let y = c.digits(2, 2, "a 2-digit year")?;
+                p.year = Some(if y >= 69 { 1900 + y } else { 2000 + y });
+            }
+            Item::Month => p.month = c.digits(1, 2, "a month")?,
+            Item::MonthName => {
+                let at = c.i;
+                let w = c.word();
+                p.month = month_from_name(w).ok_or_else(|| format!("expected a month name at byte {at}"))?;
+            }
+            Item::Day => p.day = c.digits(1, 2, "a day")?,
+            Item::DaySpacePadded => {
+                c.spaces(0)?;
+                p.day = c.digits(1, 2, "a day")?;
+            }
+            Item::DayName => {
+                let at = c.i;
+                if c.word().len() < 3 {
+                    return Err(format!("expected a day name at byte {at}"));
+                }
+            }
+            Item::Hour => p.hour = c.digits(1, 2, "an hour")?,
+            Item::Minute => p.minute = c.digits(2, 2, "minutes")?,
+            Item::Second => p.second = c.digits(2, 2, "seconds")?,
+            Item::Fraction => p.nanos = c.fraction()?,
+            Item::Zone => p.offset = c.zone()?,
+        }
+    }
+    if c.i != s.len() {
+        return Err(format!("unexpected text at byte {}", c.i));
+    }
+    if has_year {
+        assemble(&p)
+    } else {
+        // No year in the input: take now's, and last year's when that puts
+        // the time more than a day ahead of now.
+        let year_now = civil_from_days(now.div_euclid(NANOS_PER_SEC * 86_400)).0;
+        let this_year = assemble(&Parts { year: Some(year_now), ..p })?;
+        if this_year > now.saturating_add(86_400 * NANOS_PER_SEC) {
+            assemble(&Parts { year: Some(year_now - 1), ..p })
+        } else {
+            Ok(this_year)
+        }
+    }
+}
+
+fn month_from_name(w: &[u8]) -> Option<i64> {
+    if w.len() < 3 {
+        return None;
+    }
+    let lower = [w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase(), w[2].to_ascii_lowercase()];
+    MONTHS.iter().position(|m| m.as_bytes() == lower).map(|i| i as i64 + 1)
+}
+
+fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
+    let mut c = Cursor { s, i: 0 };
+    let mut p = Parts::default();
+    p.year = Some(c.digits(4, 4, "a 4-digit year")?);
+    c.byte(b'-')?;
+    p.month = c.digits(2, 2, "a month")?;
+    c.byte(b'-')?;
+    p.day = c.digits(2, 2, "a day")?;
+    match s.get(c.i) {
+        Some(b'T' | b't' | b' ') => c.i += 1,
+        _ => return Err(format!("expected 'T' at byte {}", c.i)),
+    }
+    p.hour = c.digits(2, 2, "an hour")?;
+    c.byte(b':')?;
+    p.minute = c.digits(2, 2, "minutes")?;
+    c.byte(b':')?;
+    p.second = c.digits(2, 2, "seconds")?;
+    if s.get(c.i) == Some(&b'.') {
+        c.i += 1;
+        p.nanos = c.fraction()?;
+    }
+    p.offset = c.zone()?;
+    if c.i != s.len() {
+        return Err(format!("unexpected text at byte {}", c.i));
+    }
+    assemble(&p)
+}
+
+fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
+    if let Ok(i) = s.parse::<i64>() {
+        return i.checked_mul(nanos_per_unit).ok_or_else(|| "out of range".to_string());
+    }
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && (f * nanos_per_unit as f64).abs() < i64::MAX as f64 => {
+            Ok((f * nanos_per_unit as f64) as i64)
+        }
+        Ok(_) => Err("out of range".into()),
+        Err(_) => Err("not a number".into()),
+    }
+}
+
+fn assemble(p: &Parts) -> Result<i64, String> {
+    let year = p.year.unwrap_or(1970);
+    if !(1..=12).contains(&p.month) {
+        return Err(format!("month {} out of range", p.month));
+    }
+    if p.day < 1 || p.day > days_in_month(year, p.month) {
+        return Err(format!("day {} out of range for {year}-{:02}", p.day, p.month));
+    }
+    if p.hour > 23 || p.minute > 59 || p.second > 60 {
+        return Err(format!("time {:02}:{:02}:{:02} out of range", p.hour, p.minute, p.second));
+    }
+    let days = days_from_civil(year, p.month, p.day);
+    let secs = days * 86_400 + p.hour * 3600 + p.minute * 60 + p.second.min(59) - p.offset;
+    secs.checked_mul(NANOS_PER_SEC)
+        .and_then(|n| n.checked_add(p.nanos))
+        .ok_or_else(|| format!("year {year} out of range"))
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// algorithm: exact over the whole i64 range we accept, no tables).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The (year, month, day) of a day count since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Nanoseconds since the epoch as RFC 3339 (UTC), for reasons and logs.
+pub fn format_rfc3339(nanos: i64) -> String {
+    let secs = nanos.div_euclid(NANOS_PER_SEC);
+    let frac = nanos.rem_euclid(NANOS_PER_SEC);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    let (hh, mm, ss) = (sod / 3600, sod / 60 % 60, sod % 60);
+    if frac == 0 {
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+    } else {
+        let ms = format!("{frac:09}");
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{}Z", ms.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(spec: &str, input: &str) -> Result<String, String> {
+        // 2026-11-29T12:00:00Z
+        let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC + 12 * 3600 * NANOS_PER_SEC;
+        Format::new(spec)?.parse(input, now).map(format_rfc3339).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn named_formats_read_the_loghub_shapes() {
+        assert_eq!(ts("hdfs", "081109 203615").as_deref(), Ok("2008-11-09T20:36:15Z"));
+        assert_eq!(ts("apache", "Sun Dec 04 04:47:44 2005").as_deref(), Ok("2005-12-04T04:47:44Z"));
+        assert_eq!(ts("log4j", "2015-07-29 17:41:44,747").as_deref(), Ok("2015-07-29T17:41:44.747Z"));
+        assert_eq!(ts("syslog", "Jun 14 15:16:01").as_deref(), Ok("2026-06-14T15:16:01Z"));
+        assert_eq!(ts("syslog", "Jun  4 15:16:01").as_deref(), Ok("2026-06-04T15:16:01Z"));
+    }
+
+    #[test]
+    fn syslog_without_a_year_never_lands_in_the_future() {
+        // A December line read on 2026-11-29 is from December 2025.
+        assert_eq!(ts("syslog", "Dec 10 06:55:46").as_deref(), Ok("2025-12-10T06:55:46Z"));
+        assert_eq!(ts("syslog", "Nov 30 06:00:00").as_deref(), Ok("2026-11-30T06:00:00Z"));
+    }
+
+    #[test]
+    fn rfc3339_with_offsets_and_fractions() {
+        assert_eq!(ts("rfc3339", "2024-02-29T23:59:59.5+01:00").as_deref(), Ok("2024-02-29T22:59:59.5Z"));
+        assert_eq!(ts("rfc3339", "1969-12-31T23:59:59Z").as_deref(), Ok("1969-12-31T23:59:59Z"));
+        assert_eq!(ts("rfc3339", "2024-01-01 00:00:00.123456789123z").as_deref(), Ok("2024-01-01T00:00:00.123456789Z"));
+    }
+
+    #[test]
+    fn epoch_formats() {
+        assert_eq!(ts("epoch_s", "1714564800").as_deref(), Ok("2024-05-01T12:00:00Z"));
+        assert_eq!(ts("epoch_ms", "1714564800123").as_deref(), Ok("2024-05-01T12:00:00.123Z"));
+        assert_eq!(ts("epoch_s", "1714564800.25").as_deref(), Ok("2024-05-01T12:00:00.25Z"));
+        let f = Format::new("epoch_ms").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.parse_json(&serde_json::json!(1000), 0), Ok(NANOS_PER_SEC));
+    }
+
+    #[test]
+    fn errors_name_the_input_format_and_position() {
+        let e = ts("rfc3339", "2024-13-01T00:00:00Z").err().unwrap_or_default();
+        assert!(e.contains("\"2024-13-01T00:00:00Z\"") && e.contains("rfc3339") && e.contains("month 13"), "{e}");
+        let e = ts("hdfs", "081109 2036").err().unwrap_or_default();
+        assert!(e.contains("seconds at byte 11"), "{e}");
+        let e = ts("rfc3339", "2023-02-29T00:00:00Z").err().unwrap_or_default();
+        assert!(e.contains("day 29 out of range"), "{e}");
+        assert!(Format::new("%Q").is_err());
+        assert!(Format::new("yyyy-mm-dd").is_err());
+        assert!(ts("epoch_s", "99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn civil_conversions_round_trip_over_centuries() {
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+}

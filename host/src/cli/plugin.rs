@@ -1,0 +1,169 @@
+//! `sluice plugin run` and `sluice plugin inspect`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use super::{InspectArgs, RunArgs};
+use crate::plugin::{self, inspect, PluginLimits, PluginSpec, Record, Runtime, Verdict};
+use crate::source::framing::LineReader;
+
+/// Read a plugin's config table from a TOML file, as JSON for `init`.
+pub fn read_config_file(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read plugin config {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
+    serde_json::to_value(table).with_context(|| format!("cannot convert {} to JSON", path.display()))
+}
+
+/// Pair each `--config` with the `--plugin` given before it on the command
+/// line, from clap's argument indices.
+pub fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result<Vec<Option<usize>>> {
+    let mut owner = vec![None; plugin_idx.len()];
+    for (c, at) in config_idx.iter().enumerate() {
+        let p = plugin_idx
+            .iter()
+            .rposition(|p| p < at)
+            .with_context(|| format!("--config #{} comes before any --plugin", c + 1))?;
+        anyhow::ensure!(owner[p].is_none(), "plugin #{} has two --config files", p + 1);
+        owner[p] = Some(c);
+    }
+    Ok(owner)
+}
+
+pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
+    let limits = PluginLimits { memory_bytes: (args.memory_mib as usize) << 20, time_per_batch: args.time_limit };
+    let mut specs = Vec::with_capacity(args.plugins.len());
+    for (i, path) in args.plugins.iter().enumerate() {
+        let mut spec = PluginSpec::from_path(path);
+        spec.limits = limits.clone();
+        if let Some(c) = config_of.get(i).copied().flatten() {
+            spec.config = read_config_file(&args.configs[c])?;
+        }
+        specs.push(spec);
+    }
+    let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
+    let mut chain = plugin::build_chain(&runtime, &specs)?;
+
+    let (source_name, reader): (String, Box<dyn BufRead>) = match &args.input {
+        Some(p) => (
+            p.display().to_string(),
+            Box::new(BufReader::new(std::fs::File::open(p).with_context(|| format!("cannot open input {}", p.display()))?)),
+        ),
+        None => ("<stdin>".to_string(), Box::new(BufReader::new(std::io::stdin().lock()))),
+    };
+    let mut lines = LineReader::new(reader);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut counts = Counts::default();
+    let started = Instant::now();
+    let mut line_no: u64 = 0;
+    loop {
+        let mut batch = Vec::with_capacity(args.batch_size as usize);
+        while batch.len() < args.batch_size as usize {
+            match lines.next_line().with_context(|| format!("cannot read {source_name}"))? {
+                Some(line) => batch.push(Record::line(line.bytes, &source_name, 0, line.offset)),
+                None => break,
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let offsets: Vec<u64> = batch.iter().map(offset_of).collect();
+        for (verdict, offset) in chain.run(batch)?.into_iter().zip(offsets) {
+            line_no += 1;
+            counts.add(&verdict);
+            if !args.quiet {
+                serde_json::to_writer(&mut out, &verdict_json(line_no, offset, &verdict))?;
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    out.flush()?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats: Vec<_> = chain
+        .stages()
+        .iter()
+        .map(|s| json!({ "plugin": s.id().to_string(), "faulted_batches": s.stats().faulted_batches, "faulted_records": s.stats().faulted_records, "rebuilds": s.stats().rebuilds }))
+        .collect();
+    eprintln!(
+        "{}",
+        json!({
+            "summary": { "records": line_no, "emitted": counts.emitted, "events": counts.events, "dropped": counts.dropped, "rejected": counts.rejected,
+                         "seconds": (elapsed * 1000.0).round() / 1000.0, "plugins": stats }
+        })
+    );
+    Ok(())
+}
+
+fn offset_of(r: &Record) -> u64 {
+    match &r.position {
+        plugin::Position::File { offset, .. } => *offset,
+        plugin::Position::Kafka { offset, .. } => u64::try_from(*offset).unwrap_or(0),
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    emitted: u64,
+    events: u64,
+    dropped: u64,
+    rejected: u64,
+}
+
+impl Counts {
+    fn add(&mut self, v: &Verdict) {
+        match v {
+            Verdict::Emit(events) => {
+                self.emitted += 1;
+                self.events += events.len() as u64;
+            }
+            Verdict::Drop { .. } => self.dropped += 1,
+            Verdict::Reject { .. } => self.rejected += 1,
+        }
+    }
+}
+
+/// One output line of `plugin run`. Stable field names: scripts and the
+/// test suite read them.
+pub fn verdict_json(line: u64, offset: u64, v: &Verdict) -> serde_json::Value {
+    match v {
+        Verdict::Emit(events) => json!({
+            "line": line, "offset": offset, "outcome": "emit",
+            "events": events.iter().map(|e| json!({
+                "id": e.id,
+                "timestamp": e.timestamp.map(sluice_guest::time::format_rfc3339),
+                "body": e.body_json(),
+            })).collect::<Vec<_>>(),
+        }),
+        Verdict::Drop { plugin, reason } => {
+            json!({ "line": line, "offset": offset, "outcome": "drop", "plugin": plugin.to_string(), "reason": reason })
+        }
+        Verdict::Reject { plugin, reason } => {
+            json!({ "line": line, "offset": offset, "outcome": "reject", "plugin": plugin.to_string(), "reason": reason })
+        }
+    }
+}
+
+pub fn inspect(args: &InspectArgs) -> Result<()> {
+    let runtime = Runtime::new(Runtime::default_cache_dir())?;
+    let name = PluginSpec::from_path(&args.path).name;
+    let i = inspect::inspect(&runtime, &args.path, &name)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&i)?);
+        return Ok(());
+    }
+    println!("name:        {}", i.name);
+    println!("path:        {}", i.path.display());
+    println!("digest:      blake3:{}", i.digest);
+    println!("size:        {} bytes", i.size_bytes);
+    println!("wit:         {}", i.wit_version.as_deref().map(|v| format!("{}@{v}", inspect::WIT_PACKAGE)).unwrap_or_else(|| "not a sluice plugin (no sluice:plugin import)".into()));
+    println!("exports:     {}", i.exports.join(", "));
+    println!("imports:");
+    for imp in &i.imports {
+        println!("  {imp}");
+    }
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! One wasmtime engine per process: compiles each plugin once, keyed by the
+//! blake3 digest of its bytes (in memory, and on disk so that a restart, or
+//! a Python component that takes seconds to compile, pays it once), and
+//! drives the clock that enforces per-batch time limits.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+use super::bindings::{self, BindingsPre};
+use super::sandbox::StoreState;
+use super::{PluginError, PluginId, PluginLimits, PluginSpec};
+
+/// How often the epoch advances; time limits are rounded up to it.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// A plugin compiled, linked and ready to instantiate.
+pub struct LoadedPlugin {
+    pub(super) id: PluginId,
+    pub(super) pre: BindingsPre<StoreState>,
+    pub(super) config_json: String,
+    pub(super) limits: PluginLimits,
+    pub(super) engine: Engine,
+}
+
+impl LoadedPlugin {
+    pub fn id(&self) -> &PluginId {
+        &self.id
+    }
+}
+
+/// The plugin runtime: create one and share it.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    memory_cache: Mutex<HashMap<blake3::Hash, Component>>,
+    disk_cache: Option<PathBuf>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Runtime {
+    /// `disk_cache`: a directory for compiled plugins, or none to compile on
+    /// every start. The directory must be trusted: compiled code is loaded
+    /// from it as is (it is created owner-only).
+    pub fn new(disk_cache: Option<PathBuf>) -> Result<Runtime, PluginError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        // Deep recursion must trap cleanly inside the guest, well before the
+        // host thread's own stack is at risk.
+        config.max_wasm_stack(1 << 20);
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        bindings::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (weak, stop) = (engine.weak(), ticker_stop.clone());
+        std::thread::Builder::new()
+            .name("sluice-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| PluginError::Engine(format!("cannot start the epoch thread: {e}")))?;
+
+        Ok(Runtime { engine, linker, memory_cache: Mutex::new(HashMap::new()), disk_cache, ticker_stop })
+    }
+
+    /// The default on-disk cache: `$XDG_CACHE_HOME/sluice/plugins`.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        dirs::cache_dir().map(|d| d.join("sluice").join("plugins"))
+    }
+
+    /// Read, compile (or fetch from cache) and link a plugin. Does not run
+    /// it: see [`super::Isolated::new`], which instantiates and calls `init`.
+    pub fn load(&self, spec: &PluginSpec) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let bytes = std::fs::read(&spec.path).map_err(|e| PluginError::Read { path: spec.path.clone(), source: e })?;
+        let digest = blake3::hash(&bytes);
+        let id = PluginId { name: spec.name.clone(), digest };
+        let component = self.compile(&spec.path, &bytes, digest)?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| PluginError::Link {
+            plugin: id.to_string(),
+            message: format!("{e:#}"),
+        })?;
+        let pre = BindingsPre::new(instance_pre).map_err(|e| PluginError::Link {
+            plugin: id.to_string(),
+            message: format!("not a sluice plugin (world sluice:plugin/plugin@0.1): {e:#}"),
+        })?;
+        let config_json = serde_json::to_string(&spec.config).map_err(|e| PluginError::Config {
+            plugin: id.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Arc::new(LoadedPlugin { id, pre, config_json, limits: spec.limits.clone(), engine: self.engine.clone() }))
+    }
+
+    /// Compile `bytes`, or take the compiled code from the caches.
+    pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
+        if let Ok(cache) = self.memory_cache.lock() {
+            if let Some(c) = cache.get(&digest) {
+                return Ok(c.clone());
+            }
+        }
+        let cached_file = self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
+        let from_disk = cached_file.as_ref().filter(|f| f.exists()).and_then(|f| {
+            // SAFETY: the cache directory is ours (created owner-only) and
+            // wasmtime checks the artifact's header and engine compatibility;
+            // a stale or corrupt file is an error and we recompile.
+            match unsafe { Component::deserialize_file(&self.engine, f) } {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(file = %f.display(), "ignoring unusable compiled plugin in cache: {e}");
+                    None
+                }
+            }
+        });
+        let component = match from_disk {
+            Some(c) => c,
+            None => {
+                let c = Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile {
+                    path: path.to_path_buf(),
+                    message: format!("{e:#}"),
+                })?;
+                if let Some(file) = &cached_file {
+                    if let Err(e) = write_cache(file, &c) {
+                        tracing::warn!(file = %file.display(), "cannot cache compiled plugin: {e}");
+                    }
+                }
+                c
+            }
+        };
+        if let Ok(mut cache) = self.memory_cache.lock() {
+            cache.insert(digest, component.clone());
+        }
+        Ok(component)
+    }
+
+    /// Distinguishes artifacts of different wasmtime builds and settings.
+    fn compat_tag(&self) -> String {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn write_cache(file: &Path, component: &Component) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let bytes = component.serialize().map_err(|e| std::io::Error::other(e.to_string()))?;
+    // Write then rename, so a concurrent reader never sees half a file.
+    let tmp = dir.join(format!(".{}.tmp-{}", file.file_name().and_then(|n| n.to_str()).unwrap_or("plugin"), std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, file)
+}

@@ -1,0 +1,50 @@
+//! What a plugin file is, without running it: for `sluice plugin inspect`
+//! and for checking a plugin against the contract before a pipeline starts.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{PluginError, Runtime};
+
+/// The WIT package every first-party SDK targets.
+pub const WIT_PACKAGE: &str = "sluice:plugin";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    pub path: PathBuf,
+    pub name: String,
+    /// blake3 of the file's bytes: the plugin's version.
+    pub digest: String,
+    pub size_bytes: u64,
+    /// The `sluice:plugin` version the component was built against, read
+    /// from its import names (`sluice:plugin/log@0.1.0`).
+    pub wit_version: Option<String>,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection, PluginError> {
+    let bytes = std::fs::read(path).map_err(|e| PluginError::Read { path: path.to_path_buf(), source: e })?;
+    let digest = blake3::hash(&bytes);
+    let component = runtime.compile(path, &bytes, digest)?;
+    let ty = component.component_type();
+    let engine = runtime.engine();
+    let mut imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let mut exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    imports.sort();
+    exports.sort();
+    let wit_version = imports
+        .iter()
+        .filter_map(|i| i.strip_prefix(WIT_PACKAGE).and_then(|rest| rest.split_once('@')).map(|(_, v)| v.to_string()))
+        .next();
+    Ok(Inspection {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        digest: digest.to_hex().to_string(),
+        size_bytes: bytes.len() as u64,
+        wit_version,
+        imports,
+        exports,
+    })
+}

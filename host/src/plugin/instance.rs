@@ -1,0 +1,105 @@
+//! One live instance of a plugin: its own store (memory, limits, WASI
+//! context), initialised with its config. A fault leaves the instance in an
+//! unknown state, so the caller throws it away and builds another.
+
+use std::fmt;
+use std::sync::Arc;
+
+use wasmtime::{Store, Trap};
+
+use super::bindings::{self, Bindings};
+use super::engine::{LoadedPlugin, EPOCH_TICK};
+use super::sandbox::StoreState;
+use super::types::{Outcome, Record};
+use super::PluginError;
+
+/// Why a call into a plugin did not return a usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Ran past the per-batch time limit.
+    Timeout { limit_ms: u128 },
+    /// Tried to grow its memory past the limit.
+    OutOfMemory { wanted: usize, limit: usize },
+    /// Any other trap (a panic, an out-of-bounds access, stack exhaustion);
+    /// with what the guest wrote to stderr just before, when anything.
+    Trap { trap: String, stderr: String },
+    /// Returned a number of outcomes different from the number of records.
+    WrongCount { records: usize, outcomes: usize },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Timeout { limit_ms } => write!(f, "timeout: ran past the time limit of {limit_ms} ms"),
+            Fault::OutOfMemory { wanted, limit } => {
+                write!(f, "out of memory: tried to grow memory to {wanted} bytes, limit {limit} bytes")
+            }
+            Fault::Trap { trap, stderr } if stderr.is_empty() => write!(f, "trap: {trap}"),
+            Fault::Trap { trap, stderr } => write!(f, "trap: {trap}; plugin stderr: {stderr}"),
+            Fault::WrongCount { records, outcomes } => {
+                write!(f, "wrong number of outcomes: {outcomes} for {records} records")
+            }
+        }
+    }
+}
+
+pub(super) struct Instance {
+    store: Store<StoreState>,
+    bindings: Bindings,
+    plugin: Arc<LoadedPlugin>,
+}
+
+impl Instance {
+    /// Instantiate and call `init` with the plugin's config.
+    pub(super) fn new(plugin: Arc<LoadedPlugin>) -> Result<Instance, PluginError> {
+        let state = StoreState::new(plugin.id.name.as_str().into(), plugin.limits.memory_bytes);
+        let mut store = Store::new(&plugin.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(deadline_ticks(&plugin));
+        let bindings = plugin.pre.instantiate(&mut store).map_err(|e| PluginError::Instantiate {
+            plugin: plugin.id.to_string(),
+            message: format!("{e:#}"),
+        })?;
+        store.set_epoch_deadline(deadline_ticks(&plugin));
+        let refused = bindings.call_init(&mut store, &plugin.config_json);
+        match refused {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => return Err(PluginError::Config { plugin: plugin.id.to_string(), message }),
+            Err(e) => {
+                let fault = classify(&mut store, &plugin, e);
+                return Err(PluginError::Init { plugin: plugin.id.to_string(), fault });
+            }
+        }
+        Ok(Instance { store, bindings, plugin })
+    }
+
+    /// One call of `process`. The time limit covers this call alone.
+    pub(super) fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, Fault> {
+        let wit_batch: Vec<_> = batch.iter().map(bindings::to_wit).collect();
+        self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
+        match self.bindings.call_process(&mut self.store, &wit_batch) {
+            Ok(outcomes) if outcomes.len() == batch.len() => Ok(outcomes.into_iter().map(bindings::from_wit).collect()),
+            Ok(outcomes) => Err(Fault::WrongCount { records: batch.len(), outcomes: outcomes.len() }),
+            Err(e) => Err(classify(&mut self.store, &self.plugin, e)),
+        }
+    }
+}
+
+fn deadline_ticks(plugin: &LoadedPlugin) -> u64 {
+    let ticks = plugin.limits.time_per_batch.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+    // One tick more: the current tick may be almost over.
+    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
+}
+
+fn classify(store: &mut Store<StoreState>, plugin: &LoadedPlugin, error: wasmtime::Error) -> Fault {
+    if let Some(wanted) = store.data_mut().limiter.refused.take() {
+        return Fault::OutOfMemory { wanted, limit: plugin.limits.memory_bytes };
+    }
+    let stderr = store.data().stderr.take();
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => Fault::Timeout { limit_ms: plugin.limits.time_per_batch.as_millis() },
+        Some(trap) => Fault::Trap { trap: trap.to_string(), stderr },
+        None => Fault::Trap { trap: format!("{error:#}"), stderr },
+    }
+}

@@ -1,0 +1,91 @@
+//! Fault containment. A batch normally crosses into the plugin in one call.
+//! When that call faults (trap, timeout, memory limit, wrong outcome count)
+//! the instance is rebuilt and the batch re-run one record at a time: the
+//! records that still fault are rejected with the fault as their reason
+//! (they go to the quarantine), and every other record gets its real
+//! outcome. One poison record never takes its batch, or the host, down.
+
+use std::sync::Arc;
+
+use super::engine::LoadedPlugin;
+use super::instance::{Fault, Instance};
+use super::types::{Outcome, Record};
+use super::{PluginError, PluginId};
+
+/// Counters a stage keeps about its own health.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StageStats {
+    pub batches: u64,
+    pub faulted_batches: u64,
+    pub faulted_records: u64,
+    pub rebuilds: u64,
+}
+
+/// A plugin instance that survives its own faults.
+pub struct Isolated {
+    plugin: Arc<LoadedPlugin>,
+    instance: Instance,
+    stats: StageStats,
+}
+
+impl Isolated {
+    /// Instantiate and initialise; a config refusal comes back as
+    /// [`PluginError::Config`] with the plugin's own message.
+    pub fn new(plugin: Arc<LoadedPlugin>) -> Result<Isolated, PluginError> {
+        let instance = Instance::new(plugin.clone())?;
+        Ok(Isolated { plugin, instance, stats: StageStats::default() })
+    }
+
+    pub fn id(&self) -> &PluginId {
+        &self.plugin.id
+    }
+
+    pub fn stats(&self) -> StageStats {
+        self.stats
+    }
+
+    /// Exactly one outcome per record, in order. Errs only when the
+    /// instance cannot be rebuilt (which a deterministic plugin that
+    /// initialised once does not do).
+    pub fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, PluginError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.stats.batches += 1;
+        let fault = match self.instance.process(batch) {
+            Ok(outcomes) => return Ok(outcomes),
+            Err(fault) => fault,
+        };
+        self.stats.faulted_batches += 1;
+        tracing::warn!(plugin = %self.plugin.id, records = batch.len(), %fault,
+            "plugin faulted on a batch; re-running it record by record to isolate the record at fault");
+        self.rebuild()?;
+        if batch.len() == 1 {
+            return Ok(vec![self.reject(&fault)]);
+        }
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for record in batch {
+            match self.instance.process(std::slice::from_ref(record)) {
+                Ok(mut one) => outcomes.extend(one.pop()),
+                Err(fault) => {
+                    tracing::warn!(plugin = %self.plugin.id, position = ?record.position, %fault,
+                        "record rejected: the plugin faults on it");
+                    outcomes.push(self.reject(&fault));
+                    self.rebuild()?;
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+
+    fn reject(&mut self, fault: &Fault) -> Outcome {
+        self.stats.faulted_records += 1;
+        Outcome::Reject(format!("plugin {} faulted: {fault}", self.plugin.id))
+    }
+
+    fn rebuild(&mut self) -> Result<(), PluginError> {
+        self.stats.rebuilds += 1;
+        self.instance = Instance::new(self.plugin.clone())?;
+        Ok(())
+    }
+}

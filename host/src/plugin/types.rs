@@ -1,0 +1,81 @@
+//! The host's own view of what crosses the plugin boundary. The generated
+//! WIT bindings stay private (`bindings.rs`); the rest of sluice speaks these.
+
+use serde::Serialize;
+
+/// Where a record sits in its source. Positions track progress (offsets,
+/// checkpoints); event ids identify records. The two stay apart.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Position {
+    Kafka { topic: String, partition: i32, offset: i64 },
+    File { path: String, generation: u64, offset: u64 },
+}
+
+impl Position {
+    /// The event id derived from the position when no plugin sets one:
+    /// stable across replays of the same record, distinct for distinct
+    /// records of one deployment.
+    pub fn default_event_id(&self) -> String {
+        match self {
+            Position::Kafka { topic, partition, offset } => format!("kafka:{topic}/{partition}@{offset}"),
+            Position::File { path, generation, offset } => format!("file:{path}#{generation}@{offset}"),
+        }
+    }
+}
+
+/// A record handed to a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub payload: Vec<u8>,
+    pub key: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Nanoseconds since the Unix epoch (the Kafka message timestamp).
+    pub source_timestamp: Option<i64>,
+    pub position: Position,
+    /// Set by an earlier stage of the chain.
+    pub event_id: Option<String>,
+    /// Nanoseconds since the Unix epoch, set by an earlier stage.
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    /// A line of a file, as the file source (and `sluice plugin run`) hands it over.
+    pub fn line(payload: impl Into<Vec<u8>>, path: &str, generation: u64, offset: u64) -> Record {
+        Record {
+            payload: payload.into(),
+            key: None,
+            headers: Vec::new(),
+            source_timestamp: None,
+            position: Position::File { path: path.to_string(), generation, offset },
+            event_id: None,
+            timestamp: None,
+        }
+    }
+}
+
+/// An event a plugin emitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub id: Option<String>,
+    /// Nanoseconds since the Unix epoch.
+    pub timestamp: Option<i64>,
+    /// One JSON object, UTF-8.
+    pub body: Vec<u8>,
+}
+
+impl Event {
+    /// The body as a JSON value; a body that is not JSON (the contract
+    /// forbids it, but a plugin may err) shows as a string, not an error.
+    pub fn body_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| String::from_utf8_lossy(&self.body).into_owned().into())
+    }
+}
+
+/// What one plugin said of one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Emit(Vec<Event>),
+    Drop(String),
+    Reject(String),
+}

@@ -1,0 +1,122 @@
+//! `json`: JSON lines in, the same JSON object out, with its event id and
+//! timestamp read from configured fields.
+//!
+//! ```toml
+//! id_field = "event_id"            # optional: dotted path of the producer's id
+//! timestamp_field = "ts"           # optional: dotted path of the event time
+//! timestamp_format = "rfc3339"     # see sluice_guest::time (default rfc3339)
+//! require_id = false               # reject records without an id (default false)
+//! ```
+//!
+//! The body is passed through byte for byte (no re-serialization): the
+//! plugin only validates that it is one JSON object.
+
+use serde::Deserialize;
+use sluice_guest::{export_plugin, json, time::Format, Event, Outcome, Plugin, Record};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Json {
+    #[serde(default)]
+    id_field: Option<String>,
+    #[serde(default)]
+    timestamp_field: Option<String>,
+    #[serde(default = "rfc3339")]
+    timestamp_format: Format,
+    #[serde(default)]
+    require_id: bool,
+}
+
+fn rfc3339() -> Format {
+    // A built-in name always compiles.
+    Format::new("rfc3339").unwrap_or_else(|e| unreachable!("{e}"))
+}
+
+impl Plugin for Json {
+    fn setup(&mut self) -> Result<(), String> {
+        if self.require_id && self.id_field.is_none() {
+            return Err("require_id = true needs id_field".into());
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, record: &Record) -> Outcome {
+        let map = match record.json_object() {
+            Ok(map) => map,
+            Err(rejected) => return rejected,
+        };
+        let body = trim_line_end(&record.payload).to_vec();
+        let mut event = Event::new(body);
+        if let Some(field) = &self.id_field {
+            match json::get_in(&map, field).and_then(json::as_id) {
+                Some(id) => event.id = Some(id),
+                None if self.require_id => {
+                    return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
+                }
+                None => {}
+            }
+        }
+        if let Some(field) = &self.timestamp_field {
+            if let Some(value) = json::get_in(&map, field) {
+                let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
+                match self.timestamp_format.parse_json(value, now) {
+                    Ok(ns) => event.timestamp = Some(ns),
+                    Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
+                }
+            }
+        }
+        Outcome::emit(event)
+    }
+}
+
+fn trim_line_end(b: &[u8]) -> &[u8] {
+    let mut end = b.len();
+    while end > 0 && matches!(b[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    &b[..end]
+}
+
+export_plugin!(Json);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_guest::configure;
+
+    fn run(config: &str, line: &str) -> Outcome {
+        let mut p = configure::<Json>(config).unwrap_or_else(|e| panic!("{e}"));
+        p.process(&Record::from_line(line))
+    }
+
+    #[test]
+    fn emits_the_object_with_id_and_timestamp() {
+        let cfg = r#"{"id_field":"meta.id","timestamp_field":"ts"}"#;
+        match run(cfg, "{\"meta\":{\"id\":7},\"ts\":\"2024-05-01T12:00:00Z\"}\r\n") {
+            Outcome::Emit(ev) => {
+                assert_eq!(ev[0].id.as_deref(), Some("7"));
+                assert_eq!(ev[0].timestamp, Some(1_714_564_800_000_000_000));
+                assert_eq!(ev[0].body, br#"{"meta":{"id":7},"ts":"2024-05-01T12:00:00Z"}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_what_is_not_an_object_and_bad_timestamps() {
+        assert!(matches!(run("{}", "[1,2]"), Outcome::Reject(r) if r.contains("not an object")));
+        assert!(matches!(run("{}", "{\"a\":"), Outcome::Reject(r) if r.contains("not valid JSON")));
+        let r = run(r#"{"timestamp_field":"ts"}"#, r#"{"ts":"yesterday"}"#);
+        assert!(matches!(&r, Outcome::Reject(r) if r.contains("\"ts\"") && r.contains("yesterday")), "{r:?}");
+        let r = run(r#"{"id_field":"id","require_id":true}"#, r#"{"x":1}"#);
+        assert!(matches!(&r, Outcome::Reject(r) if r.contains("\"id\"")), "{r:?}");
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let e = configure::<Json>(r#"{"timestamp_format":"dd/mm"}"#).err().unwrap_or_default();
+        assert!(e.contains("dd/mm"), "{e}");
+        let e = configure::<Json>(r#"{"require_id":true}"#).err().unwrap_or_default();
+        assert!(e.contains("id_field"), "{e}");
+    }
+}

@@ -1,0 +1,242 @@
+//! `pattern`: text lines through named-capture patterns, tried in order.
+//!
+//! ```toml
+//! patterns = ['^%{HDFSDATE:Date} %{HDFSTIME:Time} %{INT:Pid} %{LEVEL:Level} %{NOTSPACE:Component}: %{GREEDYDATA:Content}$']
+//! on_no_match = "reject"           # or "drop" (default reject: keep it in quarantine)
+//! id_field = "Id"                  # optional: a capture that is the event id
+//! [timestamp]                      # optional: captures joined by one space, then parsed
+//! fields = ["Date", "Time"]
+//! format = "hdfs"                  # see sluice_guest::time
+//! ```
+//!
+//! A pattern is a regular expression (Rust `regex` syntax) where
+//! `%{SHORTCUT:name}` captures a common piece into field `name` and
+//! `%{SHORTCUT}` matches it without capturing; `(?P<name>...)` works too. The
+//! body is a JSON object of the captured fields, as strings.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+use sluice_guest::time::Format;
+use sluice_guest::{export_plugin, Event, Outcome, Plugin, Record};
+
+/// The shortcuts; `sluice plugin` docs list them. Kept to pieces that are
+/// unambiguous in logs.
+pub const SHORTCUTS: &[(&str, &str)] = &[
+    ("INT", r"[+-]?\d+"),
+    ("NUMBER", r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"),
+    ("WORD", r"\w+"),
+    ("NOTSPACE", r"\S+"),
+    ("SPACE", r"\s*"),
+    ("DATA", r".*?"),
+    ("GREEDYDATA", r".*"),
+    ("LEVEL", r"(?i:trace|debug|info|notice|warn|warning|error|err|crit|critical|alert|emerg|fatal|severe)"),
+    ("IPV4", r"(?:\d{1,3}\.){3}\d{1,3}"),
+    ("IPV6", r"[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+"),
+    ("IP", r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)"),
+    ("HOSTNAME", r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?"),
+    ("HOST", r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?"),
+    ("MONTH", r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"),
+    ("DAY", r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*"),
+    ("MONTHDAY", r"(?:0?[1-9]|[12]\d|3[01])"),
+    ("YEAR", r"\d{4}"),
+    ("TIME", r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"),
+    ("SYSLOGTIMESTAMP", r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d{2}:\d{2}:\d{2}"),
+    ("TIMESTAMP_ISO8601", r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+    ("DATE_ISO", r"\d{4}-\d{2}-\d{2}"),
+    ("HDFSDATE", r"\d{6}"),
+    ("HDFSTIME", r"\d{6}"),
+    ("APACHETIME", r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{2} \d{2}:\d{2}:\d{2} \d{4}"),
+    ("LOG4JTIME", r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"),
+];
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+enum OnNoMatch {
+    #[default]
+    Reject,
+    Drop,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimestampConfig {
+    fields: Vec<String>,
+    format: Format,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pattern {
+    patterns: Vec<String>,
+    #[serde(default)]
+    on_no_match: OnNoMatch,
+    #[serde(default)]
+    id_field: Option<String>,
+    #[serde(default)]
+    timestamp: Option<TimestampConfig>,
+    #[serde(skip)]
+    compiled: Vec<Compiled>,
+}
+
+struct Compiled {
+    regex: Regex,
+    /// (capture group index, field name), in pattern order.
+    fields: Vec<(usize, String)>,
+}
+
+/// Expand `%{SHORTCUT:name}` and `%{SHORTCUT}` into regex syntax.
+pub fn expand(pattern: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut rest = pattern;
+    while let Some(start) = rest.find("%{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| format!("unclosed %{{ in pattern {pattern:?}"))?;
+        let spec = &after[..end];
+        let (name, field) = match spec.split_once(':') {
+            Some((n, f)) => (n, Some(f)),
+            None => (spec, None),
+        };
+        let body = SHORTCUTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, re)| *re)
+            .ok_or_else(|| {
+                let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
+                format!("unknown shortcut %{{{name}}} in pattern {pattern:?}; known: {}", known.join(", "))
+            })?;
+        match field {
+            Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                out.push_str(&format!("(?P<{f}>{body})"));
+            }
+            Some(f) => return Err(format!("field name {f:?} in pattern {pattern:?}: use letters, digits and _")),
+            None => out.push_str(&format!("(?:{body})")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl Plugin for Pattern {
+    fn setup(&mut self) -> Result<(), String> {
+        if self.patterns.is_empty() {
+            return Err("patterns: give at least one pattern".into());
+        }
+        for (i, p) in self.patterns.iter().enumerate() {
+            let expanded = expand(p).map_err(|e| format!("patterns[{i}]: {e}"))?;
+            let regex = Regex::new(&expanded).map_err(|e| format!("patterns[{i}]: {e}"))?;
+            let fields: Vec<(usize, String)> = regex
+                .capture_names()
+                .enumerate()
+                .filter_map(|(idx, n)| n.map(|n| (idx, n.to_string())))
+                .collect();
+            if fields.is_empty() {
+                return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
+            }
+            self.compiled.push(Compiled { regex, fields });
+        }
+        let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n)| n == f));
+        if let Some(id) = &self.id_field {
+            if !named(id) {
+                return Err(format!("id_field {id:?} is not captured by any pattern"));
+            }
+        }
+        if let Some(ts) = &self.timestamp {
+            if ts.fields.is_empty() {
+                return Err("timestamp.fields: name at least one captured field".into());
+            }
+            if let Some(f) = ts.fields.iter().find(|f| !named(f)) {
+                return Err(format!("timestamp.fields: {f:?} is not captured by any pattern"));
+            }
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, record: &Record) -> Outcome {
+        let line = match record.text() {
+            Ok(l) => l,
+            Err(rejected) => return rejected,
+        };
+        let Some((compiled, caps)) = self.compiled.iter().find_map(|c| c.regex.captures(line).map(|caps| (c, caps)))
+        else {
+            return match self.on_no_match {
+                OnNoMatch::Drop => Outcome::drop("no pattern matched"),
+                OnNoMatch::Reject => Outcome::reject(format!("no pattern matched (tried {})", self.compiled.len())),
+            };
+        };
+        let mut fields = BTreeMap::new();
+        let mut body = serde_json::Map::with_capacity(compiled.fields.len());
+        for (idx, name) in &compiled.fields {
+            if let Some(m) = caps.get(*idx) {
+                fields.insert(name.as_str(), m.as_str());
+                body.insert(name.clone(), serde_json::Value::String(m.as_str().to_string()));
+            }
+        }
+        let mut event = Event::json(&serde_json::Value::Object(body));
+        if let Some(id) = &self.id_field {
+            event.id = fields.get(id.as_str()).map(|s| s.to_string());
+        }
+        if let Some(ts) = &self.timestamp {
+            let mut parts = Vec::with_capacity(ts.fields.len());
+            for f in &ts.fields {
+                match fields.get(f.as_str()) {
+                    Some(v) => parts.push(*v),
+                    None => return Outcome::reject(format!("timestamp field {f:?} did not match")),
+                }
+            }
+            let text = parts.join(" ");
+            let now = if ts.format.needs_year() { sluice_guest::now() } else { 0 };
+            match ts.format.parse(&text, now) {
+                Ok(ns) => event.timestamp = Some(ns),
+                Err(e) => return Outcome::reject(format!("timestamp: {e}")),
+            }
+        }
+        Outcome::emit(event)
+    }
+}
+
+export_plugin!(Pattern);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_guest::configure;
+
+    const HDFS: &str = r#"{"patterns":["^%{HDFSDATE:Date} %{HDFSTIME:Time} %{INT:Pid} %{LEVEL:Level} %{NOTSPACE:Component}: %{GREEDYDATA:Content}$"],"timestamp":{"fields":["Date","Time"],"format":"hdfs"}}"#;
+
+    #[test]
+    fn captures_fields_and_the_timestamp() {
+        let mut p = configure::<Pattern>(HDFS).unwrap_or_else(|e| panic!("{e}"));
+        let out = p.process(&Record::from_line("081109 203615 148 INFO dfs.DataNode$PacketResponder: done\r\n"));
+        let Outcome::Emit(ev) = out else { panic!("{out:?}") };
+        let body: serde_json::Value = serde_json::from_slice(&ev[0].body).unwrap_or_default();
+        assert_eq!(body["Pid"], "148");
+        assert_eq!(body["Component"], "dfs.DataNode$PacketResponder");
+        assert_eq!(body["Content"], "done");
+        assert_eq!(ev[0].timestamp, Some(1_226_262_975_000_000_000));
+    }
+
+    #[test]
+    fn no_match_rejects_or_drops_as_configured() {
+        let mut p = configure::<Pattern>(HDFS).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(p.process(&Record::from_line("garbage")), Outcome::Reject(r) if r.contains("no pattern")));
+        let cfg = r#"{"patterns":["^%{INT:n}$"],"on_no_match":"drop"}"#;
+        let mut p = configure::<Pattern>(cfg).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(p.process(&Record::from_line("x")), Outcome::Drop(_)));
+    }
+
+    #[test]
+    fn config_errors_name_the_pattern_and_field() {
+        let e = configure::<Pattern>(r#"{"patterns":["%{NOPE:x}"]}"#).err().unwrap_or_default();
+        assert!(e.contains("patterns[0]") && e.contains("NOPE"), "{e}");
+        let e = configure::<Pattern>(r#"{"patterns":["(unclosed"]}"#).err().unwrap_or_default();
+        assert!(e.contains("patterns[0]"), "{e}");
+        let e = configure::<Pattern>(r#"{"patterns":["%{INT:n}"],"id_field":"m"}"#).err().unwrap_or_default();
+        assert!(e.contains("\"m\""), "{e}");
+        let e = configure::<Pattern>(r#"{"patterns":["%{INT}"]}"#).err().unwrap_or_default();
+        assert!(e.contains("captures no field"), "{e}");
+    }
+}

@@ -1,0 +1,176 @@
+//! `ts-window`: reject events whose time a backend would refuse.
+//!
+//! Analytics backends keep a window of time (OpenObserve's ingestion
+//! window, a ClickHouse TTL, an index lifecycle) and drop an event outside it
+//! while answering "200 OK". This plugin mirrors that window so such an event
+//! goes to the quarantine with a reason, where an operator can see it,
+//! instead of vanishing at the backend.
+//!
+//! ```toml
+//! max_age = "24h"                  # required: oldest accepted = now - max_age
+//! max_future = "5m"                # latest accepted = now + max_future (default 5m)
+//! timestamp_field = "ts"           # optional: read the time from the body when
+//! timestamp_format = "rfc3339"     #   no earlier stage set the event timestamp
+//! ```
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use sluice_guest::time::{format_rfc3339, Format};
+use sluice_guest::{duration, export_plugin, json, Event, Outcome, Plugin, Record};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TsWindow {
+    #[serde(deserialize_with = "duration::deserialize")]
+    max_age: Duration,
+    #[serde(default = "five_minutes", deserialize_with = "duration::deserialize")]
+    max_future: Duration,
+    #[serde(default)]
+    timestamp_field: Option<String>,
+    #[serde(default)]
+    timestamp_format: Option<Format>,
+}
+
+fn five_minutes() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl TsWindow {
+    fn check(&self, record: &Record, now: i64) -> Outcome {
+        let ts = match (record.timestamp, &self.timestamp_field) {
+            (Some(ts), _) => ts,
+            (None, Some(field)) => match self.read_field(record, field, now) {
+                Ok(ts) => ts,
+                Err(rejected) => return rejected,
+            },
+            (None, None) => {
+                return Outcome::reject(
+                    "missing timestamp: no earlier plugin set one and timestamp_field is not configured",
+                );
+            }
+        };
+        let oldest = now.saturating_sub(nanos(self.max_age));
+        let latest = now.saturating_add(nanos(self.max_future));
+        if ts < oldest {
+            return Outcome::reject(format!(
+                "timestamp {} is older than max_age {} (oldest accepted {})",
+                format_rfc3339(ts),
+                duration::display(self.max_age),
+                format_rfc3339(oldest)
+            ));
+        }
+        if ts > latest {
+            return Outcome::reject(format!(
+                "timestamp {} is later than max_future {} (latest accepted {})",
+                format_rfc3339(ts),
+                duration::display(self.max_future),
+                format_rfc3339(latest)
+            ));
+        }
+        let body = record.payload.clone();
+        Outcome::emit(Event { id: record.event_id.clone(), timestamp: Some(ts), body })
+    }
+
+    fn read_field(&self, record: &Record, field: &str, now: i64) -> Result<i64, Outcome> {
+        let map = record.json_object()?;
+        let value = json::get_in(&map, field)
+            .ok_or_else(|| Outcome::reject(format!("missing timestamp: field {field:?} is absent")))?;
+        let format = match &self.timestamp_format {
+            Some(f) => f,
+            None => &Format::new("rfc3339").map_err(Outcome::reject)?,
+        };
+        format
+            .parse_json(value, now)
+            .map_err(|e| Outcome::reject(format!("unparseable timestamp in field {field:?}: {e}")))
+    }
+}
+
+impl Plugin for TsWindow {
+    fn setup(&mut self) -> Result<(), String> {
+        if self.max_age.is_zero() {
+            return Err("max_age must be greater than zero".into());
+        }
+        if self.timestamp_format.is_some() && self.timestamp_field.is_none() {
+            return Err("timestamp_format needs timestamp_field".into());
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, record: &Record) -> Outcome {
+        self.check(record, sluice_guest::now())
+    }
+
+    /// One clock read per batch: the window moves by microseconds within it.
+    fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
+        let now = sluice_guest::now();
+        batch.iter().map(|r| self.check(r, now)).collect()
+    }
+}
+
+export_plugin!(TsWindow);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_guest::configure;
+
+    const NOW: i64 = 1_764_417_600_000_000_000; // 2025-11-29T12:00:00Z
+    const HOUR: i64 = 3_600_000_000_000;
+
+    fn check(config: &str, record: Record) -> Outcome {
+        configure::<TsWindow>(config).unwrap_or_else(|e| panic!("{e}")).check(&record, NOW)
+    }
+
+    fn at(ts: Option<i64>) -> Record {
+        Record { timestamp: ts, event_id: Some("e1".into()), ..Record::from_line("{}") }
+    }
+
+    #[test]
+    fn accepts_inside_the_window_and_keeps_the_id() {
+        match check(r#"{"max_age":"24h"}"#, at(Some(NOW - 23 * HOUR))) {
+            Outcome::Emit(ev) => {
+                assert_eq!(ev[0].id.as_deref(), Some("e1"));
+                assert_eq!(ev[0].timestamp, Some(NOW - 23 * HOUR));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_with_the_bound_and_the_value() {
+        let r = check(r#"{"max_age":"24h"}"#, at(Some(NOW - 25 * HOUR)));
+        let Outcome::Reject(reason) = r else { panic!("{r:?}") };
+        assert_eq!(
+            reason,
+            "timestamp 2025-11-28T11:00:00Z is older than max_age 1d (oldest accepted 2025-11-28T12:00:00Z)"
+        );
+        let r = check(r#"{"max_age":"24h","max_future":"1m"}"#, at(Some(NOW + HOUR)));
+        let Outcome::Reject(reason) = r else { panic!("{r:?}") };
+        assert!(reason.contains("2025-11-29T13:00:00Z") && reason.contains("max_future 1m"), "{reason}");
+    }
+
+    #[test]
+    fn missing_and_unparseable_timestamps_are_rejected() {
+        let r = check(r#"{"max_age":"24h"}"#, at(None));
+        assert!(matches!(&r, Outcome::Reject(x) if x.starts_with("missing timestamp")), "{r:?}");
+        let cfg = r#"{"max_age":"24h","timestamp_field":"ts"}"#;
+        let r = check(cfg, Record::from_line(r#"{"ts":"soon"}"#));
+        assert!(matches!(&r, Outcome::Reject(x) if x.contains("unparseable") && x.contains("soon")), "{r:?}");
+        let r = check(cfg, Record::from_line(r#"{"x":1}"#));
+        assert!(matches!(&r, Outcome::Reject(x) if x.contains("\"ts\" is absent")), "{r:?}");
+        let r = check(cfg, Record::from_line(r#"{"ts":"2025-11-29T11:00:00Z"}"#));
+        assert!(matches!(r, Outcome::Emit(_)));
+    }
+
+    #[test]
+    fn config_is_validated() {
+        assert!(configure::<TsWindow>("{}").err().unwrap_or_default().contains("max_age"));
+        assert!(configure::<TsWindow>(r#"{"max_age":"0s"}"#).is_err());
+        assert!(configure::<TsWindow>(r#"{"max_age":"1d","timestamp_format":"hdfs"}"#).is_err());
+    }
+}

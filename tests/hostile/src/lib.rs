@@ -1,0 +1,121 @@
+//! A plugin that misbehaves on purpose. Its config names the attack; the
+//! attack fires only on records whose payload contains `POISON`, so tests can
+//! check that the other records of the same batch come through untouched.
+//! Every other record is echoed as `{"line": ...}`.
+
+use serde::Deserialize;
+use sluice_guest::{export_plugin, Outcome, Plugin, Record};
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "kebab-case")]
+enum Attack {
+    /// Spin forever: the per-batch time limit must stop it.
+    InfiniteLoop,
+    /// Allocate until the memory limit: the host must refuse to grow.
+    MemoryBomb,
+    /// Recurse without end: wasm's stack guard must trap.
+    DeepRecursion,
+    /// Panic (a trap) in the middle of the batch.
+    Trap,
+    /// Return one outcome too few for a batch holding a poison record.
+    FewerOutcomes,
+    /// Return one outcome too many for a batch holding a poison record.
+    MoreOutcomes,
+    /// Read a host file through WASI: no directory is granted.
+    ReadFile,
+    /// Open a TCP connection through WASI: no network is granted.
+    Connect,
+    /// Read an environment variable: none is granted.
+    ReadEnv,
+    /// Refuse the config at init.
+    RefuseInit,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hostile {
+    attack: Attack,
+    #[serde(skip)]
+    sink: Vec<Vec<u8>>,
+}
+
+fn poisoned(r: &Record) -> bool {
+    r.payload.windows(6).any(|w| w == b"POISON")
+}
+
+fn echo(r: &Record) -> Outcome {
+    Outcome::emit_json(&serde_json::json!({ "line": String::from_utf8_lossy(&r.payload) }))
+}
+
+#[inline(never)]
+#[allow(unconditional_recursion)] // the attack
+fn recurse(depth: u64, acc: &mut [u64; 16]) -> u64 {
+    acc[(depth % 16) as usize] = acc[(depth % 16) as usize].wrapping_add(depth);
+    let mut local = *acc;
+    local[0] = recurse(depth + 1, &mut local);
+    std::hint::black_box(local[0])
+}
+
+impl Hostile {
+    fn attack(&mut self, r: &Record) -> Outcome {
+        match self.attack {
+            Attack::InfiniteLoop => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            Attack::MemoryBomb => loop {
+                self.sink.push(vec![7u8; 1 << 20]);
+                std::hint::black_box(&self.sink);
+            },
+            Attack::DeepRecursion => {
+                let mut acc = [0u64; 16];
+                Outcome::drop(format!("{}", recurse(0, &mut acc)))
+            }
+            Attack::Trap => panic!("hostile plugin: poison record at offset {:?}", r.position),
+            Attack::ReadFile => match std::fs::read_to_string("/etc/passwd") {
+                Ok(s) => Outcome::emit_json(&serde_json::json!({ "stolen": s })),
+                Err(e) => panic!("read /etc/passwd denied: {e}"),
+            },
+            Attack::Connect => match std::net::TcpStream::connect("127.0.0.1:1") {
+                Ok(_) => Outcome::emit_json(&serde_json::json!({ "connected": true })),
+                Err(e) => panic!("connect 127.0.0.1:1 denied: {e}"),
+            },
+            Attack::ReadEnv => match std::env::var("HOME") {
+                Ok(v) => Outcome::emit_json(&serde_json::json!({ "home": v })),
+                Err(e) => panic!("env HOME denied: {e}"),
+            },
+            Attack::FewerOutcomes | Attack::MoreOutcomes | Attack::RefuseInit => echo(r),
+        }
+    }
+}
+
+impl Plugin for Hostile {
+    fn setup(&mut self) -> Result<(), String> {
+        if self.attack == Attack::RefuseInit {
+            return Err("attack: refuse-init refuses every config (this is the test)".into());
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, record: &Record) -> Outcome {
+        if poisoned(record) { self.attack(record) } else { echo(record) }
+    }
+
+    fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
+        let mut out: Vec<Outcome> = batch.iter().map(|r| self.process(r)).collect();
+        if batch.iter().any(poisoned) {
+            match self.attack {
+                Attack::FewerOutcomes => {
+                    out.pop();
+                }
+                Attack::MoreOutcomes => out.push(Outcome::drop("extra")),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+export_plugin!(Hostile);
