@@ -1,0 +1,96 @@
+//! Shared pieces of the end-to-end suites: where the workspace and the
+//! shared test data are, and the plugins built for `wasm32-wasip2`.
+//!
+//! The suites build the plugins themselves (one `cargo build` per test
+//! binary, incremental), so `cargo test` alone is enough on a machine that
+//! has the `wasm32-wasip2` target; `scripts/test` installs it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use sluice::plugin::{PluginLimits, PluginSpec};
+
+/// The plugin crates the suites use, by package name.
+pub const PLUGIN_PACKAGES: &[&str] =
+    &["sluice-plugin-json", "sluice-plugin-pattern", "sluice-plugin-ts-window", "sluice-plugin-hostile"];
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `../shared/data` beside the clone, or `SLUICE_SHARED_DATA`.
+pub fn shared_data() -> PathBuf {
+    let dir = std::env::var_os("SLUICE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("..").join("shared").join("data"));
+    assert!(dir.join("loghub").is_dir(), "shared test data not found at {} (set SLUICE_SHARED_DATA)", dir.display());
+    dir
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// Build every plugin for `wasm32-wasip2` (once per process) and return the
+/// directory holding the `.wasm` files. Panics with cargo's output when the
+/// build fails: a suite must never run against stale plugins.
+pub fn plugin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(workspace_root()).args(["build", "--quiet", "--profile", "wasm", "--target", "wasm32-wasip2"]);
+        for p in PLUGIN_PACKAGES {
+            cmd.args(["-p", p]);
+        }
+        let out = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo to build the plugins: {e}"));
+        assert!(
+            out.status.success(),
+            "building the plugins failed (is the wasm32-wasip2 target installed? scripts/test installs it):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target_dir().join("wasm32-wasip2").join("wasm")
+    })
+}
+
+/// The built component of a first-party plugin: `plugin("ts-window")`.
+pub fn plugin(name: &str) -> PathBuf {
+    let path = plugin_dir().join(format!("sluice_plugin_{}.wasm", name.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+/// A spec for a first-party plugin with a JSON config.
+pub fn spec(name: &str, config: serde_json::Value) -> PluginSpec {
+    PluginSpec { config, ..PluginSpec::from_path(plugin(name)) }
+}
+
+/// A spec with tight limits, so hostile tests finish quickly.
+pub fn spec_with_limits(name: &str, config: serde_json::Value, limits: PluginLimits) -> PluginSpec {
+    PluginSpec { limits, ..spec(name, config) }
+}
+
+/// A plugin config from a TOML file of `examples/`.
+pub fn example_config(relative: &str) -> serde_json::Value {
+    let path = workspace_root().join("examples").join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::to_value(table).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `sluice` binary of this build, rebuilt once per process so a suite
+/// never runs a stale one (a no-op when it is current).
+pub fn sluice_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["build", "--quiet", "-p", "sluice-host", "--bin", "sluice"])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cargo to build sluice: {e}"));
+        assert!(out.status.success(), "building sluice failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        target_dir().join("debug").join("sluice")
+    })
+}
