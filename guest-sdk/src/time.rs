@@ -130,20 +130,11 @@ impl Format {
     pub fn parse_json(&self, value: &serde_json::Value, now: i64) -> Result<i64, TimeError> {
         match (value, &self.kind) {
             (serde_json::Value::String(s), _) => self.parse(s, now),
+            // A JSON number's own text, so that decimals stay exact.
             (serde_json::Value::Number(n), Kind::Epoch { nanos_per_unit }) => {
-                let err = |why: &str| TimeError {
-                    input: n.to_string(),
-                    format: self.name.clone(),
-                    why: why.to_string(),
-                };
-                if let Some(i) = n.as_i64() {
-                    i.checked_mul(*nanos_per_unit).ok_or_else(|| err("out of range"))
-                } else if let Some(f) = n.as_f64() {
-                    let v = f * *nanos_per_unit as f64;
-                    if v.is_finite() && v.abs() < i64::MAX as f64 { Ok(v as i64) } else { Err(err("out of range")) }
-                } else {
-                    Err(err("out of range"))
-                }
+                let text = n.to_string();
+                parse_epoch(&text, *nanos_per_unit)
+                    .map_err(|why| TimeError { input: text, format: self.name.clone(), why })
             }
             (other, _) => Err(TimeError {
                 input: other.to_string(),
@@ -380,17 +371,29 @@ fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
     assemble(&p)
 }
 
+/// An integer or decimal count of units, read exactly (no float rounding:
+/// `1714564800.25` seconds is 250 ms past the second, not 249.999872).
 fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
-    if let Ok(i) = s.parse::<i64>() {
-        return i.checked_mul(nanos_per_unit).ok_or_else(|| "out of range".to_string());
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && frac.is_empty() || !all_digits(whole) || !all_digits(frac) {
+        return Err("not a number".into());
     }
-    match s.parse::<f64>() {
-        Ok(f) if f.is_finite() && (f * nanos_per_unit as f64).abs() < i64::MAX as f64 => {
-            Ok((f * nanos_per_unit as f64) as i64)
-        }
-        Ok(_) => Err("out of range".into()),
-        Err(_) => Err("not a number".into()),
+    let whole: i128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| "out of range".to_string())? };
+    let mut nanos = whole * i128::from(nanos_per_unit);
+    // Fraction digits beyond nanosecond precision cannot matter.
+    let frac = &frac[..frac.len().min(19)];
+    if !frac.is_empty() {
+        let scale = 10i128.pow(frac.len() as u32);
+        let value: i128 = frac.parse().map_err(|_| "not a number".to_string())?;
+        nanos += value * i128::from(nanos_per_unit) / scale;
     }
+    let nanos = if negative { -nanos } else { nanos };
+    i64::try_from(nanos).map_err(|_| "out of range".to_string())
 }
 
 fn assemble(p: &Parts) -> Result<i64, String> {
@@ -517,6 +520,8 @@ mod tests {
         assert!(Format::new("%Q").is_err());
         assert!(Format::new("yyyy-mm-dd").is_err());
         assert!(ts("epoch_s", "99999999999999999999").is_err());
+        assert!(ts("epoch_s", "12a").is_err() && ts("epoch_s", ".").is_err() && ts("epoch_s", "1e5").is_err());
+        assert_eq!(ts("epoch_ms", "-1000.5").as_deref(), Ok("1969-12-31T23:59:58.9995Z"));
     }
 
     #[test]

@@ -116,3 +116,8 @@ pub fn build_chain(runtime: &Runtime, specs: &[PluginSpec]) -> Result<Chain, Plu
 
 /// Shared handle, for callers that build several chains from one load.
 pub type SharedPlugin = Arc<LoadedPlugin>;
+
+/// The hex blake3 digest of a plugin's bytes: its version.
+pub fn digest_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}

@@ -1,0 +1,157 @@
+//! Plugins in a chain (json → ts-window), and the `sluice plugin` commands
+//! as an author uses them: outputs, exit codes, and errors that name the
+//! file or key at fault.
+
+use std::process::Command;
+
+use serde_json::json;
+use sluice::plugin::{build_chain, Record, Runtime, Verdict};
+use sluice_e2e::{plugin, sluice_bin, spec, workspace_root};
+
+fn now_rfc3339(offset_secs: i64) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
+}
+
+#[test]
+fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let mut chain = build_chain(
+        &runtime,
+        &[
+            spec("json", json!({ "id_field": "event_id", "timestamp_field": "ts" })),
+            spec("ts-window", json!({ "max_age": "1h", "max_future": "1m" })),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let lines = [
+        format!(r#"{{"event_id":"a1","ts":"{}","msg":"fresh"}}"#, now_rfc3339(-60)),
+        format!(r#"{{"event_id":"a2","ts":"{}","msg":"stale"}}"#, now_rfc3339(-7200)),
+        r#"{"event_id":"a3","msg":"no time"}"#.to_string(),
+        r#"{"event_id":"a4","#.to_string(),
+        format!(r#"{{"ts":"{}","msg":"no id"}}"#, now_rfc3339(0)),
+    ];
+    let records: Vec<Record> =
+        lines.iter().enumerate().map(|(i, l)| Record::line(l.as_bytes(), "in.log", 0, i as u64 * 100)).collect();
+    let v = chain.run(records).unwrap_or_else(|e| panic!("{e}"));
+    match &v[0] {
+        Verdict::Emit(ev) => {
+            assert_eq!(ev.len(), 1);
+            assert_eq!(ev[0].id.as_deref(), Some("a1"), "the id set by json survives ts-window");
+            assert!(ev[0].timestamp.is_some(), "the time set by json survives ts-window");
+            assert_eq!(ev[0].body_json()["msg"], "fresh");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &v[1] {
+        Verdict::Reject { plugin, reason } => {
+            assert_eq!(plugin.name, "ts-window");
+            assert!(reason.contains("older than max_age 1h"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(&v[2], Verdict::Reject { plugin, reason } if plugin.name == "ts-window" && reason.starts_with("missing timestamp")), "{:?}", v[2]);
+    assert!(matches!(&v[3], Verdict::Reject { plugin, reason } if plugin.name == "json" && reason.contains("not valid JSON")), "{:?}", v[3]);
+    match &v[4] {
+        Verdict::Emit(ev) => assert_eq!(ev[0].id, None, "no id: the host derives one from the position"),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn sluice(args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(sluice_bin())
+        .args(args)
+        .current_dir(workspace_root())
+        .env("SLUICE_PLUGIN_CACHE", std::env::temp_dir().join("sluice-test-plugin-cache"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn plugin_run_prints_one_outcome_per_line_with_configs_paired_in_order() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let json_cfg = dir.path().join("json.toml");
+    let window_cfg = dir.path().join("window.toml");
+    std::fs::write(&json_cfg, "id_field = \"id\"\ntimestamp_field = \"ts\"\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&window_cfg, "max_age = \"1d\"\n").unwrap_or_else(|e| panic!("{e}"));
+    let input = format!("{{\"id\":\"x1\",\"ts\":\"{}\"}}\r\nnot json\r{{\"id\":\"x3\",\"ts\":\"2001-01-01T00:00:00Z\"}}", now_rfc3339(0));
+    let (code, stdout, stderr) = sluice(
+        &[
+            "plugin", "run",
+            "--plugin", &plugin("json").display().to_string(), "--config", &json_cfg.display().to_string(),
+            "--plugin", &plugin("ts-window").display().to_string(), "--config", &window_cfg.display().to_string(),
+        ],
+        &input,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let out: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_default()).collect();
+    assert_eq!(out.len(), 3, "{stdout}");
+    assert_eq!(out[0]["outcome"], "emit");
+    assert_eq!(out[0]["events"][0]["id"], "x1");
+    assert_eq!(out[1]["outcome"], "reject");
+    assert_eq!(out[1]["offset"], input.find("not json").unwrap_or(0));
+    assert!(out[1]["plugin"].as_str().unwrap_or("").starts_with("json@"));
+    assert_eq!(out[2]["outcome"], "reject");
+    assert!(out[2]["reason"].as_str().unwrap_or("").contains("2001-01-01T00:00:00Z"), "{}", out[2]);
+    assert!(stderr.contains("\"rejected\":2"), "{stderr}");
+}
+
+#[test]
+fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bad_toml = dir.path().join("bad.toml");
+    std::fs::write(&bad_toml, "max_age = \n").unwrap_or_else(|e| panic!("{e}"));
+    let unknown_key = dir.path().join("unknown.toml");
+    std::fs::write(&unknown_key, "max_age = \"1d\"\nmax_agee = \"2d\"\n").unwrap_or_else(|e| panic!("{e}"));
+    let bad_value = dir.path().join("value.toml");
+    std::fs::write(&bad_value, "max_age = \"forever\"\n").unwrap_or_else(|e| panic!("{e}"));
+    let window = plugin("ts-window").display().to_string();
+    let cases = [
+        (vec!["--plugin", window.as_str(), "--config", bad_toml.to_str().unwrap_or("")], "bad.toml"),
+        (vec!["--plugin", window.as_str(), "--config", unknown_key.to_str().unwrap_or("")], "unknown field `max_agee`"),
+        (vec!["--plugin", window.as_str(), "--config", bad_value.to_str().unwrap_or("")], "invalid duration \"forever\""),
+        (vec!["--plugin", "/no/such/plugin.wasm"], "/no/such/plugin.wasm"),
+        (vec!["--config", bad_toml.to_str().unwrap_or(""), "--plugin", window.as_str()], "comes before any --plugin"),
+    ];
+    for (args, expect) in cases {
+        let mut full = vec!["plugin", "run"];
+        full.extend(args.iter().copied());
+        let (code, stdout, stderr) = sluice(&full, "{}\n");
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: expected {expect:?} in {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: nothing may be processed: {stdout}");
+    }
+}
+
+#[test]
+fn plugin_inspect_shows_identity_version_and_imports() {
+    let path = plugin("json");
+    let (code, stdout, stderr) = sluice(&["plugin", "inspect", "--json", &path.display().to_string()], "");
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    assert_eq!(v["digest"], blake3_hex(&bytes));
+    assert_eq!(v["wit_version"], "0.1.0");
+    assert_eq!(v["size_bytes"], bytes.len());
+    assert_eq!(v["exports"], json!(["init", "process"]));
+    let imports: Vec<&str> = v["imports"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+    assert!(imports.contains(&"sluice:plugin/clock@0.1.0"), "{imports:?}");
+    assert!(!imports.iter().any(|i| i.starts_with("wasi:sockets") || i.starts_with("wasi:http")), "{imports:?}");
+}
+
+fn blake3_hex(bytes: &[u8]) -> String {
+    sluice::plugin::digest_hex(bytes)
+}
