@@ -2,7 +2,7 @@
 //!
 //! A complete plugin is one type, one method and one macro:
 //!
-//! ```ignore
+//! ```no_run
 //! use sluice_guest::{export_plugin, Event, Outcome, Plugin, Record};
 //!
 //! #[derive(serde::Deserialize)]
