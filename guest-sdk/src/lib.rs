@@ -96,6 +96,7 @@ pub fn configure<P: Plugin>(config: &str) -> Result<P, String> {
 macro_rules! export_plugin {
     ($plugin:ty) => {
         const _: () = {
+            #[allow(dead_code)]
             struct SluiceExport;
 
             ::std::thread_local! {
@@ -121,6 +122,9 @@ macro_rules! export_plugin {
                 }
             }
 
+            // Exports exist only in the component: natively (tests,
+            // benchmarks) several plugins link into one binary.
+            #[cfg(target_arch = "wasm32")]
             $crate::__bindings::__export_plugin_world!(SluiceExport with_types_in $crate::__bindings);
         };
     };

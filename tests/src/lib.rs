@@ -37,21 +37,25 @@ fn target_dir() -> PathBuf {
 /// build fails: a suite must never run against stale plugins.
 pub fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(workspace_root()).args(["build", "--quiet", "--profile", "wasm", "--target", "wasm32-wasip2"]);
-        for p in PLUGIN_PACKAGES {
-            cmd.args(["-p", p]);
-        }
-        let out = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo to build the plugins: {e}"));
-        assert!(
-            out.status.success(),
-            "building the plugins failed (is the wasm32-wasip2 target installed? scripts/test installs it):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target_dir().join("wasm32-wasip2").join("wasm")
-    })
+    DIR.get_or_init(|| build_wasm(PLUGIN_PACKAGES))
+}
+
+/// Build `packages` for `wasm32-wasip2` with the `wasm` profile; returns
+/// the directory of the `.wasm` files.
+pub fn build_wasm(packages: &[&str]) -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root()).args(["build", "--quiet", "--profile", "wasm", "--target", "wasm32-wasip2"]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo to build {packages:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "building {packages:?} for wasm32-wasip2 failed (is the target installed? scripts/setup installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target_dir().join("wasm32-wasip2").join("wasm")
 }
 
 /// The built component of a first-party plugin: `plugin("ts-window")`.

@@ -122,6 +122,7 @@ fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
     let cases = [
         (vec!["--plugin", window.as_str(), "--config", bad_toml.to_str().unwrap_or("")], "bad.toml"),
         (vec!["--plugin", window.as_str(), "--config", unknown_key.to_str().unwrap_or("")], "unknown field `max_agee`"),
+        (vec!["--plugin", window.as_str(), "--config", unknown_key.to_str().unwrap_or("")], "unknown.toml"),
         (vec!["--plugin", window.as_str(), "--config", bad_value.to_str().unwrap_or("")], "invalid duration \"forever\""),
         (vec!["--plugin", "/no/such/plugin.wasm"], "/no/such/plugin.wasm"),
         (vec!["--config", bad_toml.to_str().unwrap_or(""), "--plugin", window.as_str()], "comes before any --plugin"),

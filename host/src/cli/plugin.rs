@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::{InspectArgs, RunArgs};
-use crate::plugin::{self, inspect, PluginLimits, PluginSpec, Record, Runtime, Verdict};
+use crate::plugin::{self, inspect, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict};
 use crate::source::framing::LineReader;
 
 /// Read a plugin's config table from a TOML file, as JSON for `init`.
@@ -35,17 +35,22 @@ pub fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result<Vec<Op
 
 pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
     let limits = PluginLimits { memory_bytes: (args.memory_mib as usize) << 20, time_per_batch: args.time_limit };
-    let mut specs = Vec::with_capacity(args.plugins.len());
+    let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
+    let mut stages = Vec::with_capacity(args.plugins.len());
     for (i, path) in args.plugins.iter().enumerate() {
         let mut spec = PluginSpec::from_path(path);
         spec.limits = limits.clone();
-        if let Some(c) = config_of.get(i).copied().flatten() {
-            spec.config = read_config_file(&args.configs[c])?;
+        let config_file = config_of.get(i).copied().flatten().map(|c| &args.configs[c]);
+        if let Some(file) = config_file {
+            spec.config = read_config_file(file)?;
         }
-        specs.push(spec);
+        let stage = runtime.load(&spec).and_then(Isolated::new).with_context(|| match config_file {
+            Some(file) => format!("--plugin {} with --config {}", path.display(), file.display()),
+            None => format!("--plugin {} (no --config)", path.display()),
+        })?;
+        stages.push(stage);
     }
-    let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
-    let mut chain = plugin::build_chain(&runtime, &specs)?;
+    let mut chain = Chain::new(stages);
 
     let (source_name, reader): (String, Box<dyn BufRead>) = match &args.input {
         Some(p) => (

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,12 +35,28 @@ impl LoadedPlugin {
     }
 }
 
+/// Where compiled plugins came from, since the runtime started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    pub compiled: u64,
+    pub from_disk: u64,
+    pub from_memory: u64,
+}
+
+#[derive(Default)]
+struct CacheCounters {
+    compiled: AtomicU64,
+    from_disk: AtomicU64,
+    from_memory: AtomicU64,
+}
+
 /// The plugin runtime: create one and share it.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<StoreState>,
     memory_cache: Mutex<HashMap<blake3::Hash, Component>>,
     disk_cache: Option<PathBuf>,
+    counters: CacheCounters,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -75,7 +91,14 @@ impl Runtime {
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch thread: {e}")))?;
 
-        Ok(Runtime { engine, linker, memory_cache: Mutex::new(HashMap::new()), disk_cache, ticker_stop })
+        Ok(Runtime {
+            engine,
+            linker,
+            memory_cache: Mutex::new(HashMap::new()),
+            disk_cache,
+            counters: CacheCounters::default(),
+            ticker_stop,
+        })
     }
 
     /// The default on-disk cache: `$XDG_CACHE_HOME/sluice/plugins`.
@@ -109,15 +132,20 @@ impl Runtime {
     pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
         if let Ok(cache) = self.memory_cache.lock() {
             if let Some(c) = cache.get(&digest) {
+                self.counters.from_memory.fetch_add(1, Ordering::Relaxed);
                 return Ok(c.clone());
             }
         }
         let cached_file = self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
         let from_disk = cached_file.as_ref().filter(|f| f.exists()).and_then(|f| {
+            // Read, not mmap (`deserialize_file`): a file truncated under a
+            // mapping kills the process with SIGBUS, and the cache may be
+            // shared or cleaned by other tools.
+            let bytes = std::fs::read(f).ok()?;
             // SAFETY: the cache directory is ours (created owner-only) and
             // wasmtime checks the artifact's header and engine compatibility;
             // a stale or corrupt file is an error and we recompile.
-            match unsafe { Component::deserialize_file(&self.engine, f) } {
+            match unsafe { Component::deserialize(&self.engine, &bytes) } {
                 Ok(c) => Some(c),
                 Err(e) => {
                     tracing::warn!(file = %f.display(), "ignoring unusable compiled plugin in cache: {e}");
@@ -126,8 +154,12 @@ impl Runtime {
             }
         });
         let component = match from_disk {
-            Some(c) => c,
+            Some(c) => {
+                self.counters.from_disk.fetch_add(1, Ordering::Relaxed);
+                c
+            }
             None => {
+                self.counters.compiled.fetch_add(1, Ordering::Relaxed);
                 let c = Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile {
                     path: path.to_path_buf(),
                     message: format!("{e:#}"),
@@ -151,6 +183,14 @@ impl Runtime {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut h);
         format!("{:016x}", h.finish())
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats {
+            compiled: self.counters.compiled.load(Ordering::Relaxed),
+            from_disk: self.counters.from_disk.load(Ordering::Relaxed),
+            from_memory: self.counters.from_memory.load(Ordering::Relaxed),
+        }
     }
 
     pub fn engine(&self) -> &Engine {

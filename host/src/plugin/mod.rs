@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use chain::{Chain, Verdict};
-pub use engine::{LoadedPlugin, Runtime};
+pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
 pub use types::{Event, Outcome, Position, Record};
