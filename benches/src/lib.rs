@@ -3,7 +3,7 @@
 /// `n` JSON lines of about 300 bytes, each with a unique `event_id` and a
 /// `ts` within the last hour before `now_secs` (so a 1 h window keeps all).
 pub fn json_lines(n: usize, now_secs: i64) -> Vec<String> {
-    let pad = "x".repeat(150);
+    let pad = "x".repeat(189);
     (0..n)
         .map(|i| {
             let ts = sluice_guest::time::format_rfc3339((now_secs - (i as i64 % 3000)) * 1_000_000_000);

@@ -9,6 +9,7 @@
 //! that moves a record or an offset.
 
 pub mod cli;
+pub mod offsets;
 pub mod source;
 pub mod plugin;
 

@@ -83,18 +83,12 @@ pub fn example_config(relative: &str) -> serde_json::Value {
     serde_json::to_value(table).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The `sluice` binary of this build, rebuilt once per process so a suite
-/// never runs a stale one (a no-op when it is current).
-pub fn sluice_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["build", "--quiet", "-p", "sluice-host", "--bin", "sluice"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run cargo to build sluice: {e}"));
-        assert!(out.status.success(), "building sluice failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        target_dir().join("debug").join("sluice")
-    })
+/// The `sluice` program of this build (`src/bin/sluice.rs`, the same
+/// `sluice::cli::main` as the real binary). Cargo builds it with the suites
+/// and tells its path to integration tests only, hence a macro.
+#[macro_export]
+macro_rules! sluice_bin {
+    () => {
+        ::std::path::Path::new(env!("CARGO_BIN_EXE_sluice-test-bin"))
+    };
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 use sluice::plugin::{build_chain, Record, Runtime, Verdict};
 use sluice_e2e::{plugin, sluice_bin, spec, workspace_root};
 
+
 fn now_rfc3339(offset_secs: i64) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
@@ -60,7 +61,7 @@ fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
 
 fn sluice(args: &[&str], stdin: &str) -> (i32, String, String) {
     use std::io::Write;
-    let mut child = Command::new(sluice_bin())
+    let mut child = Command::new(sluice_bin!())
         .args(args)
         .current_dir(workspace_root())
         .env("SLUICE_PLUGIN_CACHE", std::env::temp_dir().join("sluice-test-plugin-cache"))
