@@ -9,7 +9,11 @@
 //! that moves a record or an offset.
 
 pub mod cli;
+pub mod config;
+pub mod store;
 pub mod offsets;
+pub mod pipeline;
+pub mod sink;
 pub mod source;
 pub mod plugin;
 

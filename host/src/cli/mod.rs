@@ -2,6 +2,7 @@
 //! one holds the argument grammar (clap) and the dispatch.
 
 pub mod plugin;
+pub mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +24,9 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let result = match &parsed.command {
+        Command::Run(args) => return run::run(args),
+        Command::Check(args) => run::check(args).map_err(|run::BadInput(e)| e),
+        Command::Quarantine(cmd) => run::quarantine(cmd),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
             let indices = |id: &str| -> Vec<usize> { run.and_then(|m| m.indices_of(id)).map(|i| i.collect()).unwrap_or_default() };
@@ -48,9 +52,37 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the pipeline of a config file.
+    Run(ConfigArgs),
+    /// Validate a config, load its plugins, print the resolved pipeline.
+    Check(ConfigArgs),
+    /// List and inspect quarantined records.
+    #[command(subcommand)]
+    Quarantine(QuarantineCommand),
     /// Develop and examine plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct ConfigArgs {
+    /// The pipeline config (TOML); every key can be overridden by an
+    /// environment variable SLUICE__SECTION__KEY.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QuarantineCommand {
+    /// One line per entry: id, time, stage, plugin, reason.
+    List(ConfigArgs),
+    /// One entry in full (original bytes, position, versions).
+    Show {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// The entry id, from `list`.
+        id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

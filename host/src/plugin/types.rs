@@ -1,11 +1,11 @@
 //! The host's own view of what crosses the plugin boundary. The generated
 //! WIT bindings stay private (`bindings.rs`); the rest of sluice speaks these.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a record sits in its source. Positions track progress (offsets,
 /// checkpoints); event ids identify records. The two stay apart.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum Position {
     Kafka { topic: String, partition: i32, offset: i64 },

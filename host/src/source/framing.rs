@@ -22,7 +22,17 @@ pub struct LineReader<R> {
 
 impl<R: BufRead> LineReader<R> {
     pub fn new(inner: R) -> Self {
-        LineReader { inner, offset: 0, after_cr: false }
+        Self::starting_at(inner, 0)
+    }
+
+    /// A reader whose input begins at byte `offset` of its file.
+    pub fn starting_at(inner: R, offset: u64) -> Self {
+        LineReader { inner, offset, after_cr: false }
+    }
+
+    /// The byte position after everything returned so far.
+    pub fn position(&self) -> u64 {
+        self.offset
     }
 
     /// The next line, or none at the end of input.

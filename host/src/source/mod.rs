@@ -1,4 +1,5 @@
-//! Where records come from. For now, the framing every line-based source
-//! shares; the file and Kafka sources arrive with the pipeline.
+//! Where records come from: the line framing every line-based source
+//! shares, and the file source.
 
+pub mod file;
 pub mod framing;

@@ -2,6 +2,10 @@
 //!
 //! ```toml
 //! patterns = ['^%{HDFSDATE:Date} %{HDFSTIME:Time} %{INT:Pid} %{LEVEL:Level} %{NOTSPACE:Component}: %{GREEDYDATA:Content}$']
+//! # or, each pattern with its own timestamp (several formats in one stream):
+//! # [[patterns]]
+//! # regex = '^\[(?P<Time>%{APACHETIME})\] ...'
+//! # timestamp = { fields = ["Time"], format = "apache" }
 //! on_no_match = "reject"           # or "drop" (default reject: keep it in quarantine)
 //! id_field = "Id"                  # optional: a capture that is the event id
 //! [timestamp]                      # optional: captures joined by one space, then parsed
@@ -66,10 +70,30 @@ struct TimestampConfig {
     format: Format,
 }
 
+/// A pattern: a string, or a table with its own timestamp rule.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PatternSpec {
+    Plain(String),
+    Full {
+        regex: String,
+        #[serde(default)]
+        timestamp: Option<TimestampConfig>,
+    },
+}
+
+impl PatternSpec {
+    fn regex(&self) -> &str {
+        match self {
+            PatternSpec::Plain(r) | PatternSpec::Full { regex: r, .. } => r,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pattern {
-    patterns: Vec<String>,
+    patterns: Vec<PatternSpec>,
     #[serde(default)]
     on_no_match: OnNoMatch,
     #[serde(default)]
@@ -84,6 +108,8 @@ struct Compiled {
     regex: Regex,
     /// (capture group index, field name), in pattern order.
     fields: Vec<(usize, String)>,
+    /// This pattern's own timestamp rule, else the top-level one.
+    timestamp: Option<TimestampConfig>,
 }
 
 /// Expand `%{SHORTCUT:name}` and `%{SHORTCUT}` into regex syntax.
@@ -125,8 +151,8 @@ impl Plugin for Pattern {
         if self.patterns.is_empty() {
             return Err("patterns: give at least one pattern".into());
         }
-        for (i, p) in self.patterns.iter().enumerate() {
-            let expanded = expand(p).map_err(|e| format!("patterns[{i}]: {e}"))?;
+        for (i, spec) in std::mem::take(&mut self.patterns).into_iter().enumerate() {
+            let expanded = expand(spec.regex()).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let regex = Regex::new(&expanded).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let fields: Vec<(usize, String)> = regex
                 .capture_names()
@@ -136,7 +162,16 @@ impl Plugin for Pattern {
             if fields.is_empty() {
                 return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
             }
-            self.compiled.push(Compiled { regex, fields });
+            let timestamp = match spec {
+                PatternSpec::Full { timestamp: Some(ts), .. } => {
+                    if let Some(f) = ts.fields.iter().find(|f| !fields.iter().any(|(_, n)| n == *f)) {
+                        return Err(format!("patterns[{i}].timestamp.fields: {f:?} is not captured by this pattern"));
+                    }
+                    Some(ts)
+                }
+                _ => None,
+            };
+            self.compiled.push(Compiled { regex, fields, timestamp });
         }
         let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n)| n == f));
         if let Some(id) = &self.id_field {
@@ -179,7 +214,7 @@ impl Plugin for Pattern {
         if let Some(id) = &self.id_field {
             event.id = fields.get(id.as_str()).map(|s| s.to_string());
         }
-        if let Some(ts) = &self.timestamp {
+        if let Some(ts) = compiled.timestamp.as_ref().or(self.timestamp.as_ref()) {
             let mut parts = Vec::with_capacity(ts.fields.len());
             for f in &ts.fields {
                 match fields.get(f.as_str()) {
@@ -217,6 +252,25 @@ mod tests {
         assert_eq!(body["Component"], "dfs.DataNode$PacketResponder");
         assert_eq!(body["Content"], "done");
         assert_eq!(ev[0].timestamp, Some(1_226_262_975_000_000_000));
+    }
+
+    #[test]
+    fn each_pattern_may_carry_its_own_timestamp() {
+        let cfg = r#"{"patterns":[
+            {"regex":"^(?P<t>\\d{6} \\d{6}) %{GREEDYDATA:m}$","timestamp":{"fields":["t"],"format":"hdfs"}},
+            {"regex":"^(?P<t>%{LOG4JTIME}) %{GREEDYDATA:m}$","timestamp":{"fields":["t"],"format":"log4j"}},
+            "^%{WORD:w}$"]}"#;
+        let mut p = configure::<Pattern>(cfg).unwrap_or_else(|e| panic!("{e}"));
+        let mut ts = |line: &str| match p.process(&Record::from_line(line)) {
+            Outcome::Emit(ev) => ev[0].timestamp,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(ts("081109 203615 x"), Some(1_226_262_975_000_000_000));
+        assert_eq!(ts("2015-07-29 17:41:44,747 y"), Some(1_438_191_704_747_000_000));
+        assert_eq!(ts("plain"), None);
+        let bad = r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":{"fields":["t"],"format":"hdfs"}}]}"#;
+        let e = configure::<Pattern>(bad).err().unwrap_or_default();
+        assert!(e.contains("patterns[0].timestamp.fields") && e.contains("\"t\""), "{e}");
     }
 
     #[test]

@@ -1,0 +1,120 @@
+//! `sluice run`, `sluice check`, `sluice quarantine`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use super::{ConfigArgs, QuarantineCommand};
+use crate::config::Config;
+use crate::pipeline::{self, Stop};
+use crate::plugin::Runtime;
+use crate::store::Store;
+
+/// Bad input (config, plugins, paths): exit 2 before anything is read.
+pub struct BadInput(pub anyhow::Error);
+
+fn load(args: &ConfigArgs) -> Result<(Config, Runtime), BadInput> {
+    let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
+    let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
+    // Every plugin loads and accepts its config, or nothing starts.
+    pipeline::build_chain(&runtime, &cfg).map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    // The state store opens for this pipeline (not another's, not one
+    // another process holds), or nothing starts.
+    Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
+        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    Ok((cfg, runtime))
+}
+
+pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
+    let (cfg, runtime) = load(args)?;
+    let chain = pipeline::build_chain(&runtime, &cfg).map_err(|e| BadInput(e.into()))?;
+    let crate::config::SourceConfig::File(f) = &cfg.source;
+    let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
+    println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
+    println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
+    for s in chain.stages() {
+        println!("  plugin: {} (blake3:{})", s.id(), s.id().digest.to_hex());
+    }
+    println!("  dedup:  window {}, state {}", sluice_guest::duration::display(cfg.dedup.window), cfg.pipeline.state_dir.display());
+    println!("  sink:   {}", pipeline::open_sink(&cfg).map(|s| s.describe()).unwrap_or_else(|e| format!("cannot open: {e}")));
+    Ok(())
+}
+
+pub fn run(args: &ConfigArgs) -> ExitCode {
+    let (cfg, runtime) = match load(args) {
+        Ok(v) => v,
+        Err(BadInput(e)) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let stop = Stop::default();
+    watch_signals(stop.clone(), cfg.shutdown.grace);
+    match pipeline::run(&cfg, &runtime, &stop) {
+        Ok(stats) => {
+            eprintln!("{}", serde_json::json!({ "summary": stats }));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {:#}", anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name)));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// First SIGTERM/SIGINT: stop reading, let in-flight batches finish and
+/// checkpoint, within `grace`. A second signal, or the grace running out,
+/// exits at once: whatever was unfinished is read again next time.
+fn watch_signals(stop: Stop, grace: std::time::Duration) {
+    let spawned = std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+                return;
+            };
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            tracing::warn!("stopping: finishing in-flight batches (a second signal exits at once)");
+            stop.request();
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+                _ = tokio::time::sleep(grace) => tracing::error!("grace period over; exiting"),
+            }
+            std::process::exit(130);
+        });
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot watch signals: {e}");
+    }
+}
+
+pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
+    match cmd {
+        QuarantineCommand::List(args) => {
+            let cfg = Config::load(&args.config)?;
+            let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
+            let mut out = std::io::stdout().lock();
+            for e in store.quarantine_entries()? {
+                let plugin = e.plugin.as_ref().map(|p| format!("{}@{}", p.name, &p.digest[..12])).unwrap_or_default();
+                let replayed = e.replayed.as_deref().map(|t| format!(" replayed {t}")).unwrap_or_default();
+                let line = writeln!(out, "{}  {}  {:<7} {:<24} {}{}", e.id, e.time, e.stage, plugin, e.reason, replayed);
+                // A reader that stopped (`| head`) is not an error.
+                if let Err(e) = line {
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        return Ok(());
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        QuarantineCommand::Show { config, id } => {
+            let cfg = Config::load(&config.config)?;
+            let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
+            let entry = store.quarantine_entry(id)?.with_context(|| format!("no quarantine entry {id}"))?;
+            println!("{}", serde_json::to_string_pretty(&entry)?);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! `sluice run`: sources → plugins → dedup → sink, one task per partition.
+//!
+//! The order of operations inside a batch is the custody rule
+//! (`../shared/DESIGN.md`), in `process_batch` below:
+//!
+//! 1. plugins: one verdict per source record;
+//! 2. dedup look-up: skip events whose id was already delivered;
+//! 3. delivery: the sink answers per event;
+//! 4. for each event the sink accepted, its id goes into the batch's
+//!    `WriteBatch`, with the quarantine entries and the new checkpoint;
+//! 5. offsets: each record that passed a door is marked done, and the
+//!    checkpoint is the end of the contiguous finished prefix;
+//! 6. commit: the `WriteBatch` is written synced. Only now has anything
+//!    moved: a crash before this re-reads the batch (the sink may then get
+//!    a duplicate, never a loss).
+
+mod stats;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocksdb::WriteBatch;
+
+pub use stats::RunStats;
+
+use crate::config::{Config, SinkConfig, SourceConfig};
+use crate::offsets::{Door, OffsetTracker};
+use crate::plugin::{Chain, Isolated, PluginId, Record, Runtime, Verdict};
+use crate::sink::file::{FileSink, StdoutSink};
+use crate::sink::{Answer, Delivery, Sink};
+use crate::source::file::{discover, FilePartition, SourceRecord};
+use crate::store::dedup::{digest, DedupWindow};
+use crate::store::quarantine::{PluginVersion, Quarantine, Rejection};
+use crate::store::{Identity, Store};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::PluginError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Source(#[from] crate::source::file::SourceError),
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
+    #[error("offset tracking: {0}")]
+    Offsets(#[from] crate::offsets::OffsetError),
+    #[error("source paths {0:?} match no file")]
+    NoFiles(Vec<String>),
+}
+
+/// Tells the pipeline to stop reading; in-flight batches finish.
+#[derive(Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The identity a state store is created for.
+pub fn identity(cfg: &Config) -> Identity {
+    let SourceConfig::File(f) = &cfg.source;
+    Identity { pipeline: cfg.pipeline.name.clone(), sources: f.paths.clone() }
+}
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Load every plugin and instantiate one chain; used by `check` and `run`.
+pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
+    let stages = cfg
+        .plugins
+        .iter()
+        .map(|p| runtime.load(&p.spec()).and_then(Isolated::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Chain::new(stages))
+}
+
+pub fn open_sink(cfg: &Config) -> Result<Box<dyn Sink>, PipelineError> {
+    Ok(match &cfg.sink {
+        SinkConfig::File { path } => Box::new(FileSink::open(path)?),
+        SinkConfig::Stdout => Box::new(StdoutSink),
+    })
+}
+
+/// Run the pipeline until every file is read (or, with `follow`, until
+/// `stop`). Partitions run on their own threads, each with its own plugin
+/// instances; the sink and the store are shared.
+pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, PipelineError> {
+    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    let SourceConfig::File(source) = &cfg.source;
+    let files = discover(&source.paths)?;
+    if files.is_empty() {
+        return Err(PipelineError::NoFiles(source.paths.clone()));
+    }
+    let dedup = DedupWindow::new(&store, cfg.dedup.window)?;
+    dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
+    let sink = Mutex::new(open_sink(cfg)?);
+    let stats = Mutex::new(RunStats::default());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .iter()
+            .map(|file| {
+                let (store, dedup, sink, stats) = (&store, &dedup, &sink, &stats);
+                scope.spawn(move || -> Result<(), PipelineError> {
+                    let chain = build_chain(runtime, cfg)?;
+                    let checkpoint = store.checkpoint(&file.display().to_string())?;
+                    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes)?;
+                    let mut task = PartitionTask { cfg, store, dedup, sink, chain, part, stats, stop };
+                    task.run(source.follow, source.poll_interval)
+                })
+            })
+            .collect();
+        let mut first_error = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    stop.request();
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    stop.request();
+                    tracing::error!("a partition task panicked");
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })?;
+    let mut stats = stats.into_inner().unwrap_or_default();
+    stats.seconds = started.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// What became of one source record in a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    Delivered,
+    Duplicate,
+    Dropped { reason: String },
+    Quarantine { stage: &'static str, plugin: Option<PluginId>, reason: String },
+}
+
+impl Fate {
+    fn door(&self) -> Door {
+        match self {
+            Fate::Delivered => Door::Delivered,
+            Fate::Duplicate => Door::Duplicate,
+            Fate::Dropped { .. } => Door::Dropped,
+            Fate::Quarantine { .. } => Door::Quarantined,
+        }
+    }
+}
+
+/// The stages a batch goes through, shared by partitions and replay.
+pub struct Stages<'a, 's> {
+    pub chain: &'a mut Chain,
+    pub dedup: &'a DedupWindow<'s>,
+    pub sink: &'a Mutex<Box<dyn Sink>>,
+}
+
+/// Steps 1 to 4 of the custody order for `records` (each with whether it
+/// is oversize, i.e. never to reach a plugin): plugins, dedup look-up,
+/// delivery, and the accepted ids added to `write`. Returns each record's
+/// fate. Nothing is durable until the caller commits `write`, after adding
+/// what it owes for the fates (quarantine entries, a checkpoint).
+pub fn deliver_batch(
+    stages: &mut Stages<'_, '_>,
+    records: &[(&Record, bool)],
+    max_line: u64,
+    write: &mut WriteBatch,
+    counts: &mut stats::Counts,
+) -> Result<Vec<Fate>, PipelineError> {
+    let now_secs = (now_nanos() / 1_000_000_000) as u64;
+    let mut fates: Vec<Option<Fate>> = vec![None; records.len()];
+
+    // Oversize lines never reach a plugin: quarantined whole.
+    let mut to_plugins = Vec::with_capacity(records.len());
+    let mut index_of = Vec::with_capacity(records.len());
+    for (i, (r, oversize)) in records.iter().enumerate() {
+        if *oversize {
+            let reason = format!("line of {} bytes exceeds source.max_line_bytes {max_line}", r.payload.len());
+            fates[i] = Some(Fate::Quarantine { stage: "source", plugin: None, reason });
+        } else {
+            to_plugins.push((*r).clone());
+            index_of.push(i);
+        }
+    }
+
+    // 1. Plugins.
+    let t = Instant::now();
+    let verdicts = stages.chain.run(to_plugins)?;
+    counts.plugin_seconds += t.elapsed().as_secs_f64();
+
+    // 2. Dedup look-up, for every event of every emitted record.
+    let mut events = Vec::new(); // (record index, delivery, digest)
+    for (verdict, &i) in verdicts.into_iter().zip(&index_of) {
+        match verdict {
+            Verdict::Emit(evs) => {
+                let n = evs.len();
+                for (k, e) in evs.into_iter().enumerate() {
+                    let id = e.id.clone().unwrap_or_else(|| {
+                        let base = records[i].0.position.default_event_id();
+                        if n == 1 { base } else { format!("{base}/{k}") }
+                    });
+                    let d = digest(&id);
+                    let delivery =
+                        Delivery { id, timestamp: e.timestamp.map(sluice_guest::time::format_rfc3339), event: e.body_json() };
+                    events.push((i, delivery, d));
+                }
+            }
+            Verdict::Drop { reason, .. } => fates[i] = Some(Fate::Dropped { reason }),
+            Verdict::Reject { plugin, reason } => fates[i] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason }),
+        }
+    }
+    let digests: Vec<_> = events.iter().map(|(_, _, d)| *d).collect();
+    let mut seen = stages.dedup.seen(&digests, now_secs)?;
+    // An id twice in one batch: the second is a duplicate of the first.
+    let mut in_batch = std::collections::HashSet::with_capacity(digests.len());
+    for (s, d) in seen.iter_mut().zip(&digests) {
+        if !*s && !in_batch.insert(*d) {
+            *s = true;
+        }
+    }
+
+    // 3. Delivery of what is new.
+    let fresh: Vec<usize> = (0..events.len()).filter(|j| !seen[*j]).collect();
+    let deliveries: Vec<Delivery> = fresh.iter().map(|j| events[*j].1.clone()).collect();
+    let answers = if deliveries.is_empty() {
+        Vec::new()
+    } else {
+        let mut sink = stages.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let t = Instant::now();
+        let answers = sink.deliver(&deliveries)?;
+        counts.sink_seconds += t.elapsed().as_secs_f64();
+        answers
+    };
+
+    // 4. Ids of accepted events into the WriteBatch.
+    let mut accepted = Vec::with_capacity(fresh.len());
+    let mut event_fate: Vec<Option<Fate>> = seen.iter().map(|s| s.then_some(Fate::Duplicate)).collect();
+    for (j, answer) in fresh.iter().zip(answers) {
+        event_fate[*j] = Some(match answer {
+            Answer::Accepted => {
+                accepted.push(events[*j].2);
+                Fate::Delivered
+            }
+            // The file sinks never answer these; the http sinks (issue 5)
+            // bring bounded retries. Until then: quarantine with the answer.
+            Answer::Rejected(reason) | Answer::Retry(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
+        });
+    }
+    stages.dedup.record(write, &accepted, now_secs)?;
+
+    // A record's fate from its events': quarantined if any event was (the
+    // whole original is kept; its delivered siblings are deduplicated on
+    // replay), else delivered if any was, else duplicate. An event without
+    // a fate leaves its record owed.
+    let mut per_record: Vec<Vec<Option<Fate>>> = vec![Vec::new(); records.len()];
+    for ((i, _, _), f) in events.iter().zip(event_fate) {
+        per_record[*i].push(f);
+    }
+    for (i, evs) in per_record.into_iter().enumerate() {
+        if evs.is_empty() || fates[i].is_some() {
+            continue;
+        }
+        if evs.iter().any(Option::is_none) {
+            continue;
+        }
+        let evs: Vec<Fate> = evs.into_iter().flatten().collect();
+        fates[i] = Some(
+            evs.iter()
+                .find(|f| matches!(f, Fate::Quarantine { .. }))
+                .cloned()
+                .or_else(|| evs.iter().find(|f| **f == Fate::Delivered).cloned())
+                .unwrap_or(Fate::Duplicate),
+        );
+    }
+    // Every record has a fate here: the sinks answer every event.
+    Ok(fates.into_iter().map(|f| f.unwrap_or(Fate::Quarantine { stage: "sink", plugin: None, reason: "no answer".into() })).collect())
+}
+
+struct PartitionTask<'a> {
+    cfg: &'a Config,
+    store: &'a Store,
+    dedup: &'a DedupWindow<'a>,
+    sink: &'a Mutex<Box<dyn Sink>>,
+    chain: Chain,
+    part: FilePartition,
+    stats: &'a Mutex<RunStats>,
+    stop: &'a Stop,
+}
+
+impl PartitionTask<'_> {
+    fn run(&mut self, follow: bool, poll: Duration) -> Result<(), PipelineError> {
+        let mut tracker = OffsetTracker::new(self.part.position());
+        let quarantine = Quarantine::new(
+            self.store,
+            &self.cfg.pipeline.name,
+            self.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
+            self.cfg.quarantine.mask_fields.clone(),
+        );
+        while !self.stop.requested() {
+            let batch = self.part.next_batch(self.cfg.pipeline.batch_size)?;
+            if batch.is_empty() {
+                if !follow {
+                    break;
+                }
+                if !self.part.follow_rotation()? {
+                    std::thread::sleep(poll);
+                }
+                continue;
+            }
+            self.process_batch(batch, &mut tracker, &quarantine)?;
+        }
+        Ok(())
+    }
+
+    /// The custody order (see the module doc): steps 1 to 4 in
+    /// `deliver_batch`, then quarantine entries, offsets and the commit.
+    fn process_batch(&mut self, batch: Vec<SourceRecord>, tracker: &mut OffsetTracker, quarantine: &Quarantine<'_>) -> Result<(), PipelineError> {
+        for r in &batch {
+            tracker.begin(r.start, r.next)?;
+        }
+        let SourceConfig::File(source) = &self.cfg.source;
+        let mut write = WriteBatch::default();
+        let mut counts = stats::Counts::default();
+        let records: Vec<(&Record, bool)> = batch.iter().map(|r| (&r.record, r.oversize)).collect();
+        let mut stages = Stages { chain: &mut self.chain, dedup: self.dedup, sink: self.sink };
+        let fates = deliver_batch(&mut stages, &records, source.max_line_bytes, &mut write, &mut counts)?;
+
+        // The quarantine entries join the same write.
+        let now = now_nanos();
+        for (r, fate) in batch.iter().zip(&fates) {
+            if let Fate::Quarantine { stage, plugin, reason } = fate {
+                let rejection = Rejection { record: &r.record, stage, plugin: plugin.as_ref(), reason: reason.clone(), attempts: 1 };
+                quarantine.put(&mut write, rejection, now)?;
+            }
+        }
+        // 5. Offsets: every record has passed a door; the checkpoint is the
+        // end of the contiguous finished prefix.
+        for (r, fate) in batch.iter().zip(&fates) {
+            tracker.finish(r.start, fate.door())?;
+            counts.count(fate.door());
+        }
+        let cp = self.part.checkpoint_for(tracker.committable());
+        self.store.put_checkpoint(&mut write, self.part.key(), &cp)?;
+
+        // 6. Commit: ids, quarantine entries and checkpoint, durable together.
+        self.store.commit(write)?;
+        counts.records += batch.len() as u64;
+        if let Ok(mut s) = self.stats.lock() {
+            s.add(self.part.key(), &counts);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! NDJSON files and standard output. The file sink syncs before it answers:
+//! "accepted" means on disk. Lines are `{"id":…,"timestamp":…,"event":{…}}`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Answer, Delivery, Sink, SinkError};
+
+pub struct FileSink {
+    path: PathBuf,
+    file: File,
+}
+
+impl FileSink {
+    pub fn open(path: &Path) -> Result<FileSink, SinkError> {
+        let io = |source| SinkError::Io { target: path.display().to_string(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(io)?;
+        cut_torn_tail(&file).map_err(io)?;
+        Ok(FileSink { path: path.to_path_buf(), file })
+    }
+}
+
+/// A crash in the middle of a write leaves part of a line at the end of the
+/// file. That line was never acknowledged (the sync had not returned), so
+/// its record will be read and delivered again: cut it, or the next line
+/// would be glued onto it.
+fn cut_torn_tail(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut buf = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep < len {
+                tracing::warn!(cut = len - keep, "sink file ended in a torn line (a crash mid-write); cutting it, its record is read again");
+                file.set_len(keep)?;
+                file.sync_data()?;
+            }
+            return Ok(());
+        }
+        end = start;
+    }
+    if len > 0 {
+        file.set_len(0)?;
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_on_open() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("out.ndjson");
+        std::fs::write(&path, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c").unwrap_or_else(|e| panic!("{e}"));
+        let mut sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let d = Delivery { id: "d".into(), timestamp: None, event: serde_json::json!({}) };
+        assert_eq!(sink.deliver(&[d]).ok(), Some(vec![Answer::Accepted]));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.ends_with("{\"id\":\"d\",\"timestamp\":null,\"event\":{}}\n"), "{text}");
+        std::fs::write(&path, "no newline at all").unwrap_or_else(|e| panic!("{e}"));
+        drop(FileSink::open(&path));
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), "");
+    }
+}
+
+pub(crate) fn render(batch: &[Delivery]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(batch.len() * 320);
+    for d in batch {
+        // Serializing owned JSON values cannot fail.
+        if serde_json::to_writer(&mut buf, d).is_ok() {
+            buf.push(b'\n');
+        }
+    }
+    buf
+}
+
+impl Sink for FileSink {
+    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError> {
+        let io = |source| SinkError::Io { target: self.path.display().to_string(), source };
+        self.file.write_all(&render(batch)).map_err(io)?;
+        // The custody rule: accepted means durable.
+        self.file.sync_data().map_err(io)?;
+        Ok(vec![Answer::Accepted; batch.len()])
+    }
+
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+}
+
+/// Standard output: flushed, not durable (for trying things out).
+pub struct StdoutSink;
+
+impl Sink for StdoutSink {
+    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError> {
+        let io = |source| SinkError::Io { target: "stdout".into(), source };
+        let mut out = std::io::stdout().lock();
+        out.write_all(&render(batch)).map_err(io)?;
+        out.flush().map_err(io)?;
+        Ok(vec![Answer::Accepted; batch.len()])
+    }
+
+    fn describe(&self) -> String {
+        "stdout".into()
+    }
+}

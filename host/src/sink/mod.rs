@@ -1,0 +1,40 @@
+//! Where events go. A sink answers per event, never per request: see
+//! `Answer`. The pipeline records an event's id as delivered only after
+//! its sink answered `Accepted`.
+
+pub mod file;
+
+use serde::Serialize;
+
+/// One event on its way to a sink.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    pub id: String,
+    /// RFC 3339, when the event has a time.
+    pub timestamp: Option<String>,
+    pub event: serde_json::Value,
+}
+
+/// A sink's answer about one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Durably accepted: its id may now be recorded as delivered.
+    Accepted,
+    /// Try again later (the backend was not able to take it now).
+    Retry(String),
+    /// Never: the event goes to the quarantine with this reason.
+    Rejected(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("sink {target}: {source}")]
+    Io { target: String, source: std::io::Error },
+}
+
+pub trait Sink: Send {
+    /// One answer per delivery, in order. An `Err` means nothing in the
+    /// call can be assumed accepted.
+    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError>;
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,215 @@
+//! The pipeline's durable state, in one RocksDB on local disk:
+//!
+//! | column family | holds |
+//! |---|---|
+//! | `meta` | what the store was created for (pipeline name, sources), the dedup bucket width |
+//! | `checkpoints` | per partition: the committed position (the contiguous finished prefix) |
+//! | `quarantine` | quarantined records with their context (see `quarantine`) |
+//! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`) |
+//!
+//! One `WriteBatch` per processed batch carries the batch's delivered ids,
+//! its quarantine entries and the new checkpoint, written synced through the
+//! WAL: they become durable together, after the sink accepted the events.
+
+pub mod dedup;
+pub mod quarantine;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rocksdb::{ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options, WriteBatch, WriteOptions};
+use serde::{Deserialize, Serialize};
+
+pub type Db = DBWithThreadMode<MultiThreaded>;
+
+pub(crate) const CF_META: &str = "meta";
+pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
+pub(crate) const CF_QUARANTINE: &str = "quarantine";
+const IDENTITY_KEY: &[u8] = b"identity";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state store {}: {source}", path.display())]
+    Rocks { path: PathBuf, source: rocksdb::Error },
+    #[error("state store {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "state store {path} belongs to pipeline {found:?} (sources {found_sources:?}), not {expected:?} (sources {expected_sources:?}); \
+         point pipeline.state_dir at a folder of its own, or fix pipeline.name",
+        path = path.display()
+    )]
+    WrongPipeline { path: PathBuf, found: String, found_sources: Vec<String>, expected: String, expected_sources: Vec<String> },
+    #[error("state store {}: corrupt {what}: {message}", path.display())]
+    Corrupt { path: PathBuf, what: String, message: String },
+}
+
+/// What a store was created for; a store refuses to open for another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub pipeline: String,
+    pub sources: Vec<String>,
+}
+
+/// A partition's committed position. For a file: which file (its device
+/// and inode, so a rotated file is found again under another name), how
+/// many rotations were followed, and the byte offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub generation: u64,
+    pub offset: u64,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+pub struct Store {
+    db: Arc<Db>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path` for `identity`.
+    pub fn open(path: &Path, identity: &Identity) -> Result<Store, StoreError> {
+        let rocks = |source| StoreError::Rocks { path: path.to_path_buf(), source };
+        std::fs::create_dir_all(path).map_err(|source| StoreError::Io { path: path.to_path_buf(), source })?;
+        #[cfg(unix)]
+        {
+            // Quarantined records may hold secrets: the state is owner-only.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+        }
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
+        for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE] {
+            if !names.iter().any(|n| n == fixed) {
+                names.push(fixed.to_string());
+            }
+        }
+        let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n)));
+        let db = Db::open_cf_descriptors(&opts, path, descriptors).map_err(rocks)?;
+        let store = Store { db: Arc::new(db), path: path.to_path_buf() };
+        store.check_identity(identity)?;
+        Ok(store)
+    }
+
+    /// Open an existing store read-only (for `sluice quarantine list` while
+    /// a pipeline may be running).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let rocks = |source| StoreError::Rocks { path: path.to_path_buf(), source };
+        let opts = Options::default();
+        let names = Db::list_cf(&opts, path).map_err(rocks)?;
+        let db = Db::open_cf_for_read_only(&opts, path, names, false).map_err(rocks)?;
+        Ok(Store { db: Arc::new(db), path: path.to_path_buf() })
+    }
+
+    fn check_identity(&self, expected: &Identity) -> Result<(), StoreError> {
+        let meta = self.cf(CF_META)?;
+        match self.db.get_cf(&meta, IDENTITY_KEY).map_err(|e| self.rocks(e))? {
+            Some(raw) => {
+                let found: Identity = serde_json::from_slice(&raw).map_err(|e| self.corrupt("identity", e))?;
+                if found.pipeline != expected.pipeline || found.sources != expected.sources {
+                    return Err(StoreError::WrongPipeline {
+                        path: self.path.clone(),
+                        found: found.pipeline,
+                        found_sources: found.sources,
+                        expected: expected.pipeline.clone(),
+                        expected_sources: expected.sources.clone(),
+                    });
+                }
+            }
+            None => {
+                let raw = serde_json::to_vec(expected).map_err(|e| self.corrupt("identity", e))?;
+                let mut wo = WriteOptions::default();
+                wo.set_sync(true);
+                self.db.put_cf_opt(&meta, IDENTITY_KEY, raw, &wo).map_err(|e| self.rocks(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn checkpoint(&self, partition: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        match self.db.get_cf(&cf, partition.as_bytes()).map_err(|e| self.rocks(e))? {
+            Some(raw) => serde_json::from_slice(&raw).map(Some).map_err(|e| self.corrupt("checkpoint", e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Add a checkpoint to `batch`; it becomes durable with the batch.
+    pub fn put_checkpoint(&self, batch: &mut WriteBatch, partition: &str, cp: &Checkpoint) -> Result<(), StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        let raw = serde_json::to_vec(cp).map_err(|e| self.corrupt("checkpoint", e))?;
+        batch.put_cf(&cf, partition.as_bytes(), raw);
+        Ok(())
+    }
+
+    /// Write `batch` synced: when this returns, everything in it survives a
+    /// crash of the process or the machine.
+    pub fn commit(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(batch, &wo).map_err(|e| self.rocks(e))
+    }
+
+    pub(crate) fn cf(&self, name: &str) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StoreError> {
+        self.db.cf_handle(name).ok_or_else(|| StoreError::Corrupt {
+            path: self.path.clone(),
+            what: "column family".into(),
+            message: format!("{name} is missing"),
+        })
+    }
+
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        StoreError::Rocks { path: self.path.clone(), source }
+    }
+
+    pub(crate) fn corrupt(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt { path: self.path.clone(), what: what.into(), message: e.to_string() }
+    }
+}
+
+/// Options per column family: bloom filters where look-ups dominate.
+pub(crate) fn cf_options(name: &str) -> Options {
+    let mut o = Options::default();
+    if name.starts_with(dedup::CF_PREFIX) {
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        o.set_block_based_table_factory(&table);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ident(p: &str) -> Identity {
+        Identity { pipeline: p.into(), sources: vec!["/var/log/a.log".into()] }
+    }
+
+    #[test]
+    fn refuses_another_pipeline_and_keeps_checkpoints() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        {
+            let s = Store::open(dir.path(), &ident("orders")).unwrap_or_else(|e| panic!("{e}"));
+            let mut b = WriteBatch::default();
+            let cp = Checkpoint { generation: 2, offset: 4096, dev: 1, ino: 7 };
+            s.put_checkpoint(&mut b, "a.log", &cp).unwrap_or_else(|e| panic!("{e}"));
+            s.commit(b).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let err = Store::open(dir.path(), &ident("payments")).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("belongs to pipeline \"orders\"") && err.contains("\"payments\""), "{err}");
+        let s = Store::open(dir.path(), &ident("orders")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.checkpoint("a.log").ok().flatten().map(|c| c.offset), Some(4096));
+        assert_eq!(s.checkpoint("b.log").ok().flatten(), None);
+    }
+}
