@@ -297,3 +297,93 @@ fn bad_configs_stop_the_start_with_exit_code_2_naming_the_key() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("nope.toml"), "{stderr}");
 }
+
+/// Poll the sink until it holds every id in `want`, or fail after 30 s.
+fn wait_for(f: &Fixture, want: &BTreeSet<String>, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let have: BTreeSet<String> = f.delivered().into_iter().collect();
+        if want.is_subset(&have) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {} ids still missing after 30 s", want.difference(&have).count());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn lines(from: usize, n: usize, ts: &str) -> (String, BTreeSet<String>) {
+    let mut text = String::new();
+    let mut ids = BTreeSet::new();
+    for i in from..from + n {
+        let id = format!("rot-{i:06}");
+        text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\"}}\n"));
+        ids.insert(id);
+    }
+    (text, ids)
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap_or_else(|e| panic!("{e}"));
+    file.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn rotation_by_rename_and_by_copytruncate_during_a_run_loses_nothing() {
+    let f = Fixture::new(0);
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    let text = text
+        .replace("paths = [\"input*.log\"]", "paths = [\"app.log\"]\nfollow = true\npoll_interval = \"20ms\"")
+        .replace("[sink]", "[shutdown]\ngrace = \"5s\"\n\n[sink]");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+    let log = f.path("app.log");
+    let mut all = BTreeSet::new();
+    let mut next = 0;
+    let mut write = |path: &Path, n: usize, all: &mut BTreeSet<String>| {
+        let (text, ids) = lines(next, n, &ts);
+        next += n;
+        append(path, &text);
+        all.extend(ids);
+    };
+
+    write(&log, 1000, &mut all);
+    let mut child = f.spawn(&config);
+    wait_for(&f, &all, "before any rotation");
+
+    // Rename-and-create, with a writer that still appends to the renamed
+    // file after the rename (it holds the old descriptor).
+    write(&log, 500, &mut all);
+    let rotated = f.path("app.log.1");
+    std::fs::rename(&log, &rotated).unwrap_or_else(|e| panic!("{e}"));
+    write(&rotated, 200, &mut all);
+    write(&log, 700, &mut all);
+    wait_for(&f, &all, "after the rename rotation");
+
+    // Copytruncate, then writes that soon pass the old position.
+    std::fs::copy(&log, f.path("app.log.2")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::OpenOptions::new().write(true).open(&log).and_then(|file| file.set_len(0)).unwrap_or_else(|e| panic!("{e}"));
+    write(&log, 2000, &mut all);
+    wait_for(&f, &all, "after the copytruncate rotation");
+
+    // SIGTERM: a clean stop, exit 0.
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "SIGTERM must stop cleanly: {status}");
+
+    let delivered = f.delivered();
+    let dups: Vec<_> = counts(&delivered).into_iter().filter(|(_, n)| *n > 1).map(|(id, _)| id.to_string()).collect();
+    assert!(dups.is_empty(), "no crash, so no duplicate: {dups:?}");
+    assert_eq!(delivered.into_iter().collect::<BTreeSet<_>>(), all, "every id exactly once");
+
+    // A restart after the clean stop re-delivers nothing.
+    let text = std::fs::read_to_string(&config).unwrap_or_default().replace("follow = true", "follow = false");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let before = f.delivered().len();
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(f.delivered().len(), before, "{stderr}");
+}

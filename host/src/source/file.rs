@@ -67,6 +67,20 @@ struct Open {
     generation: u64,
     dev: u64,
     ino: u64,
+    /// The file's first bytes (up to HEAD_BYTES) when last looked at: a
+    /// copytruncate followed by new writes past our position changes them.
+    head: Vec<u8>,
+}
+
+const HEAD_BYTES: usize = 256;
+
+fn read_head(path: &Path) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = File::open(path) else { return Vec::new() };
+    let mut buf = vec![0u8; HEAD_BYTES];
+    let n = f.read_at(&mut buf, 0).unwrap_or(0);
+    buf.truncate(n);
+    buf
 }
 
 /// One file being read, following its rotations.
@@ -87,7 +101,13 @@ fn open_at(path: &Path, offset: u64, generation: u64) -> Result<Open, SourceErro
     let mut file = File::open(path).map_err(io(path))?;
     let meta = file.metadata().map_err(io(path))?;
     file.seek(SeekFrom::Start(offset)).map_err(io(path))?;
-    Ok(Open { reader: LineReader::starting_at(BufReader::with_capacity(256 * 1024, file), offset), generation, dev: meta.dev(), ino: meta.ino() })
+    Ok(Open {
+        reader: LineReader::starting_at(BufReader::with_capacity(256 * 1024, file), offset),
+        generation,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        head: read_head(path),
+    })
 }
 
 /// The file with this device and inode in `dir`, if any: where a rename
@@ -181,10 +201,17 @@ impl FilePartition {
             self.queue.push(open_at(&self.path, 0, generation)?);
             return Ok(true);
         }
-        if meta.len() < self.current.reader.position() {
+        let head = read_head(&self.path);
+        let known = self.current.head.len().min(head.len());
+        let rewritten = head[..known] != self.current.head[..known];
+        if meta.len() < self.current.reader.position() || rewritten {
             tracing::info!(file = %self.key, generation, "file truncated (copytruncate); reading it from the start");
             self.current = open_at(&self.path, 0, generation)?;
             return Ok(true);
+        }
+        if head.len() > self.current.head.len() {
+            // The file was shorter than HEAD_BYTES when opened: remember more.
+            self.current.head = head;
         }
         Ok(false)
     }
