@@ -83,6 +83,20 @@ pub enum QuarantineCommand {
         /// The entry id, from `list`.
         id: String,
     },
+    /// Run entries through the current pipeline (plugins, dedup, sink).
+    /// Those that now pass are marked replayed; the dedup window keeps a
+    /// replay from delivering anything twice. The pipeline must not be
+    /// running (the state store is locked while it does).
+    Replay {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Only these entries (default: every entry not yet replayed).
+        #[arg(long = "id", value_name = "ID")]
+        ids: Vec<String>,
+        /// Also replay masked entries (their masked fields are delivered as `***`).
+        #[arg(long)]
+        include_masked: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

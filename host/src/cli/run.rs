@@ -115,6 +115,11 @@ pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
             let entry = store.quarantine_entry(id)?.with_context(|| format!("no quarantine entry {id}"))?;
             println!("{}", serde_json::to_string_pretty(&entry)?);
         }
+        QuarantineCommand::Replay { config, ids, include_masked } => {
+            let (cfg, runtime) = load(config).map_err(|BadInput(e)| e)?;
+            let summary = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
+            eprintln!("{}", serde_json::json!({ "replay": summary }));
+        }
     }
     Ok(())
 }

@@ -14,6 +14,7 @@
 //!    moved: a crash before this re-reads the batch (the sink may then get
 //!    a duplicate, never a loss).
 
+pub mod replay;
 mod stats;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -181,6 +181,16 @@ impl Store {
         }
     }
 
+    /// A replay failed again: keep the entry, with the new reason and one
+    /// more attempt.
+    pub fn update_quarantined(&self, batch: &mut WriteBatch, entry: &Entry, reason: &str) -> Result<(), StoreError> {
+        let cf = self.cf(CF_QUARANTINE)?;
+        let updated = Entry { reason: reason.to_string(), attempts: entry.attempts + 1, ..entry.clone() };
+        let raw = serde_json::to_vec(&updated).map_err(|e| self.corrupt("quarantine entry", e))?;
+        batch.put_cf(&cf, entry.id.as_bytes(), raw);
+        Ok(())
+    }
+
     /// Record that `entry` was replayed (in `batch`, with the replay's ids).
     pub fn mark_replayed(&self, batch: &mut WriteBatch, entry: &Entry, when: &str) -> Result<(), StoreError> {
         let cf = self.cf(CF_QUARANTINE)?;
