@@ -1,19 +1,34 @@
 //! Shared pieces of the benchmarks: generated input with known properties.
 
-/// `n` JSON lines of about 300 bytes, each with a unique `event_id` and a
-/// `ts` within the last hour before `now_secs` (so a 1 h window keeps all).
+/// Line `i` of the generated stream: about 300 bytes, `event_id` `ev-{i}`,
+/// and a `ts` within the hour before `now_secs` (a 2 h window keeps all).
+pub fn json_line(i: usize, now_secs: i64) -> String {
+    let ts = sluice_guest::time::format_rfc3339((now_secs - (i as i64 % 3000)) * 1_000_000_000);
+    format!(
+        r#"{{"event_id":"ev-{i:010}","ts":"{ts}","service":"checkout","level":"info","user":{},"msg":"{}"}}"#,
+        i % 9973,
+        "x".repeat(189)
+    )
+}
+
+/// Lines `0..n`, every id unique.
 pub fn json_lines(n: usize, now_secs: i64) -> Vec<String> {
-    let pad = "x".repeat(189);
-    (0..n)
-        .map(|i| {
-            let ts = sluice_guest::time::format_rfc3339((now_secs - (i as i64 % 3000)) * 1_000_000_000);
-            let line = format!(
-                r#"{{"event_id":"ev-{i:010}","ts":"{ts}","service":"checkout","level":"info","user":{},"msg":"{pad}"}}"#,
-                i % 9973
-            );
-            line
-        })
-        .collect()
+    (0..n).map(|i| json_line(i, now_secs)).collect()
+}
+
+/// Lines `first..first + n`, each tenth followed by a repeat of itself (the
+/// same event_id: a producer's duplicate). `n` unique ids in `n + n / 10`
+/// lines.
+pub fn json_lines_with_repeats(first: usize, n: usize, now_secs: i64) -> Vec<String> {
+    let mut out = Vec::with_capacity(n + n / 10);
+    for i in first..first + n {
+        let line = json_line(i, now_secs);
+        if i % 10 == 0 {
+            out.push(line.clone());
+        }
+        out.push(line);
+    }
+    out
 }
 
 /// Seconds since the Unix epoch, now.
@@ -29,6 +44,10 @@ mod tests {
         let avg = lines.iter().map(String::len).sum::<usize>() / lines.len();
         assert!((280..=320).contains(&avg), "average {avg} bytes");
         let ids: std::collections::HashSet<&str> = lines.iter().map(|l| &l[13..27]).collect();
+        assert_eq!(ids.len(), 1000);
+        let with = super::json_lines_with_repeats(0, 1000, 1_700_000_000);
+        assert_eq!(with.len(), 1100);
+        let ids: std::collections::HashSet<&str> = with.iter().map(|l| &l[13..27]).collect();
         assert_eq!(ids.len(), 1000);
     }
 }

@@ -1,6 +1,46 @@
 //! Field access in JSON events by dotted path (`user.id`, `items.0.sku`).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
+
+/// A JSON object whose top-level values are kept as unparsed slices of the
+/// payload: the whole document is validated, but only the fields asked for
+/// are turned into values. Several times cheaper than a `Value` when a
+/// plugin reads two fields of a large event.
+pub struct RawObject<'a> {
+    fields: HashMap<Cow<'a, str>, &'a RawValue>,
+}
+
+impl<'a> RawObject<'a> {
+    /// Parse `payload` as one JSON object; the error says why it is not.
+    pub fn parse(payload: &'a [u8]) -> Result<RawObject<'a>, String> {
+        let text = std::str::from_utf8(payload).map_err(|e| format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
+        match serde_json::from_str::<HashMap<Cow<'a, str>, &'a RawValue>>(text) {
+            Ok(fields) => Ok(RawObject { fields }),
+            Err(e) => match serde_json::from_str::<Value>(text) {
+                Ok(other) => Err(format!("payload is JSON but not an object (it is {})", kind(&other))),
+                Err(_) => Err(format!("payload is not valid JSON: {e}")),
+            },
+        }
+    }
+
+    /// The value at a dotted path, parsed; only that value is parsed.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let (first, rest) = match path.split_once('.') {
+            Some((f, r)) => (f, Some(r)),
+            None => (path, None),
+        };
+        let raw = self.fields.get(first)?;
+        let value: Value = serde_json::from_str(raw.get()).ok()?;
+        match rest {
+            Some(r) => get(&value, r).cloned(),
+            None => Some(value),
+        }
+    }
+}
 
 /// The value at `path` (dot-separated keys; a number indexes an array).
 pub fn get<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
@@ -50,6 +90,19 @@ pub fn kind(value: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn raw_objects_validate_everything_and_parse_what_is_asked() {
+        let o = RawObject::parse(br#"{"id":7,"user":{"name":"ann"},"esc\"aped":1,"big":[1,2,{"x":null}]}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(o.get("id"), Some(json!(7)));
+        assert_eq!(o.get("user.name"), Some(json!("ann")));
+        assert_eq!(o.get("esc\"aped"), Some(json!(1)));
+        assert_eq!(o.get("nope"), None);
+        assert!(RawObject::parse(b"[1]").err().unwrap_or_default().contains("not an object"));
+        assert!(RawObject::parse(br#"{"a":[1,}"#).err().unwrap_or_default().contains("not valid JSON"));
+        assert!(RawObject::parse(&[b'{', 0xff, b'}']).err().unwrap_or_default().contains("UTF-8"));
+    }
 
     #[test]
     fn dotted_paths_walk_objects_and_arrays() {

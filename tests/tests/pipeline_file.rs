@@ -292,6 +292,22 @@ fn bad_configs_stop_the_start_with_exit_code_2_naming_the_key() {
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("plugins[0].path") && stderr.contains("/no/such/json.wasm"), "{stderr}");
+    // Sources that match nothing, a sink that cannot be created.
+    std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"nothing-*.log\"]")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("match no file") && stderr.contains("nothing-*.log"), "{stderr}");
+    std::fs::write(&config, text.replace("path = \"out/events.ndjson\"", "path = \"input.log/events.ndjson\"")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("sink.path") && stderr.contains("input.log is not a folder"), "{stderr}");
+    // Another pipeline's state store.
+    std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.run(&config).0, 0);
+    std::fs::write(&config, text.replace("name = \"e2e\"", "name = \"other\"")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("belongs to pipeline \"e2e\""), "{stderr}");
     // A config file that does not exist.
     let (code, stderr) = f.run(&f.path("nope.toml"));
     assert_eq!(code, 2, "{stderr}");

@@ -19,6 +19,16 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     // Every plugin loads and accepts its config, or nothing starts.
     pipeline::build_chain(&runtime, &cfg).map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    // Sources that can be read and a sink that can be written, or nothing starts.
+    let crate::config::SourceConfig::File(f) = &cfg.source;
+    let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
+    if files.is_empty() {
+        return Err(BadInput(anyhow::anyhow!("config {}: source.paths {:?} match no file", args.config.display(), f.paths)));
+    }
+    for file in &files {
+        std::fs::File::open(file).map_err(|e| BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display())))?;
+    }
+    pipeline::open_sink(&cfg).map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
     // The state store opens for this pipeline (not another's, not one
     // another process holds), or nothing starts.
     Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))

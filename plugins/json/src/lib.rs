@@ -41,14 +41,15 @@ impl Plugin for Json {
     }
 
     fn process(&mut self, record: &Record) -> Outcome {
-        let map = match record.json_object() {
-            Ok(map) => map,
-            Err(rejected) => return rejected,
+        // Validates the whole object but parses only the fields read below.
+        let object = match json::RawObject::parse(trim_line_end(&record.payload)) {
+            Ok(o) => o,
+            Err(reason) => return Outcome::reject(reason),
         };
         let body = trim_line_end(&record.payload).to_vec();
         let mut event = Event::new(body);
         if let Some(field) = &self.id_field {
-            match json::get_in(&map, field).and_then(json::as_id) {
+            match object.get(field).as_ref().and_then(json::as_id) {
                 Some(id) => event.id = Some(id),
                 None if self.require_id => {
                     return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
@@ -57,9 +58,9 @@ impl Plugin for Json {
             }
         }
         if let Some(field) = &self.timestamp_field {
-            if let Some(value) = json::get_in(&map, field) {
+            if let Some(value) = object.get(field) {
                 let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
-                match self.timestamp_format.parse_json(value, now) {
+                match self.timestamp_format.parse_json(&value, now) {
                     Ok(ns) => event.timestamp = Some(ns),
                     Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
                 }
