@@ -292,6 +292,16 @@ fn bad_configs_stop_the_start_with_exit_code_2_naming_the_key() {
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("plugins[0].path") && stderr.contains("/no/such/json.wasm"), "{stderr}");
+    // A bad size, and a plugin file that is not a component.
+    std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"lots\"")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("invalid size \"lots\""), "{stderr}");
+    std::fs::write(f.path("fake.wasm"), b"MZ not wasm").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace(&plugin("json").display().to_string(), "fake.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("fake.wasm") && stderr.contains("not a valid WebAssembly component"), "{stderr}");
     // Sources that match nothing, a sink that cannot be created.
     std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"nothing-*.log\"]")).unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
@@ -475,4 +485,26 @@ fn masked_fields_never_reach_the_quarantine() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(f.path("state")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
     assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn a_line_longer_than_the_limit_is_quarantined_whole() {
+    let mut f = Fixture::new(0);
+    let long = format!("{{\"event_id\":\"long\",\"blob\":\"{}\"}}", "y".repeat(100_000));
+    append(&f.path("input.log"), &format!("{long}\n"));
+    f.append(10);
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config).unwrap_or_default().replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"64KiB\"");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "{stderr}");
+    let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    let entries = store.quarantine_entries().unwrap_or_else(|e| panic!("{e}"));
+    let entry = entries.iter().find(|e| e.stage == "source").unwrap_or_else(|| panic!("no source entry: {entries:?}"));
+    assert_eq!(entry.payload.to_vec(), long.as_bytes(), "kept whole");
+    let expect = format!("line of {} bytes exceeds source.max_line_bytes 65536", long.len());
+    assert_eq!(entry.reason, expect);
+    // The lines after it were delivered.
+    let delivered: BTreeSet<String> = f.delivered().into_iter().collect();
+    assert_eq!(delivered, f.good);
 }
