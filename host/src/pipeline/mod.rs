@@ -216,8 +216,7 @@ pub fn deliver_batch(
                         if n == 1 { base } else { format!("{base}/{k}") }
                     });
                     let d = digest(&id);
-                    let delivery =
-                        Delivery { id, timestamp: e.timestamp.map(sluice_guest::time::format_rfc3339), event: e.body_json() };
+                    let delivery = Delivery::new(id, e.timestamp.map(sluice_guest::time::format_rfc3339), &e.body);
                     events.push((i, delivery, d));
                 }
             }
@@ -312,7 +311,13 @@ impl PartitionTask<'_> {
             self.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
             self.cfg.quarantine.mask_fields.clone(),
         );
+        let mut last_expiry = Instant::now();
         while !self.stop.requested() {
+            if last_expiry.elapsed() > Duration::from_secs(60) {
+                // Long runs forget old ids as they go; never a scan.
+                self.dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
+                last_expiry = Instant::now();
+            }
             let batch = self.part.next_batch(self.cfg.pipeline.batch_size)?;
             if batch.is_empty() {
                 if !follow {

@@ -12,7 +12,23 @@ pub struct Delivery {
     pub id: String,
     /// RFC 3339, when the event has a time.
     pub timestamp: Option<String>,
-    pub event: serde_json::Value,
+    /// The event body as the plugin wrote it, checked to be JSON but not
+    /// rebuilt: sinks copy it through.
+    pub event: Box<serde_json::value::RawValue>,
+}
+
+impl Delivery {
+    /// A delivery for `body`; a body that is not JSON (a plugin broke the
+    /// contract) is carried as a JSON string rather than corrupting NDJSON.
+    pub fn new(id: String, timestamp: Option<String>, body: &[u8]) -> Delivery {
+        let event = serde_json::from_slice::<&serde_json::value::RawValue>(body)
+            .map(|raw| raw.to_owned())
+            .unwrap_or_else(|_| {
+                let text = serde_json::to_string(&String::from_utf8_lossy(body)).unwrap_or_else(|_| "null".into());
+                serde_json::value::RawValue::from_string(text).unwrap_or_else(|_| Box::default())
+            });
+        Delivery { id, timestamp, event }
+    }
 }
 
 /// A sink's answer about one event.

@@ -100,10 +100,16 @@ impl<'s> DedupWindow<'s> {
         }
         let bucket = now_secs / self.bucket_secs;
         let name = format!("{CF_PREFIX}{bucket}");
-        if self.store.db().cf_handle(&name).is_none() {
-            self.store.db().create_cf(&name, &cf_options(&name)).map_err(|e| self.store.rocks(e))?;
-            if let Ok(mut b) = self.buckets.lock() {
-                b.insert(bucket);
+        {
+            // Partitions share the window: creating a bucket (and dropping
+            // one, below) happens under the lock, or two threads would race
+            // to create the same column family.
+            let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+            if !buckets.contains(&bucket) {
+                if self.store.db().cf_handle(&name).is_none() {
+                    self.store.db().create_cf(&name, &cf_options(&name)).map_err(|e| self.store.rocks(e))?;
+                }
+                buckets.insert(bucket);
             }
         }
         let cf = self.store.cf(&name)?;
@@ -116,12 +122,11 @@ impl<'s> DedupWindow<'s> {
     /// Drop the buckets that ended more than `window` ago. Returns how many.
     pub fn expire(&self, now_secs: u64) -> Result<usize, StoreError> {
         let oldest = self.oldest_live(now_secs);
-        let old: Vec<u64> = self.buckets.lock().map(|b| b.range(..oldest).copied().collect()).unwrap_or_default();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let old: Vec<u64> = buckets.range(..oldest).copied().collect();
         for bucket in &old {
             self.store.db().drop_cf(&format!("{CF_PREFIX}{bucket}")).map_err(|e| self.store.rocks(e))?;
-            if let Ok(mut b) = self.buckets.lock() {
-                b.remove(bucket);
-            }
+            buckets.remove(bucket);
         }
         Ok(old.len())
     }
@@ -135,6 +140,27 @@ impl<'s> DedupWindow<'s> {
 mod tests {
     use super::*;
     use crate::store::Identity;
+
+    #[test]
+    fn partitions_may_record_into_a_new_bucket_at_the_same_time() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"));
+        let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+        for round in 0..20u64 {
+            std::thread::scope(|s| {
+                for t in 0..8u8 {
+                    let (w, store) = (&w, &store);
+                    s.spawn(move || {
+                        let mut batch = WriteBatch::default();
+                        let now = 1_000_000 + round * 3600;
+                        w.record(&mut batch, &[digest(&format!("{round}-{t}"))], now).unwrap_or_else(|e| panic!("{e}"));
+                        store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+                    });
+                }
+            });
+        }
+        assert_eq!(w.seen(&[digest("19-7")], 1_000_000 + 19 * 3600).ok(), Some(vec![true]));
+    }
 
     #[test]
     fn remembers_inside_the_window_and_forgets_by_dropping_buckets() {

@@ -184,6 +184,10 @@ pub(crate) fn cf_options(name: &str) -> Options {
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         o.set_block_based_table_factory(&table);
+        // Most look-ups are for new ids, which miss: a bloom filter on the
+        // memtable too answers those without walking its skiplist.
+        o.set_memtable_whole_key_filtering(true);
+        o.set_memtable_prefix_bloom_ratio(0.1);
     }
     o
 }
