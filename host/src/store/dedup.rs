@@ -25,7 +25,8 @@ pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 
 /// The digest an id is stored under.
-pub type IdDigest = [u8; 16];
+pub type IdDigest = [u8; DIGEST_BYTES];
+pub(crate) const DIGEST_BYTES: usize = 16;
 
 pub fn digest(id: &str) -> IdDigest {
     let h = blake3::hash(id.as_bytes());
