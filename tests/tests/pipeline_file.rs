@@ -508,3 +508,47 @@ fn a_line_longer_than_the_limit_is_quarantined_whole() {
     let delivered: BTreeSet<String> = f.delivered().into_iter().collect();
     assert_eq!(delivered, f.good);
 }
+
+#[test]
+fn a_failing_partition_stops_the_others_and_the_run_fails() {
+    let mut f = Fixture::new(0);
+    f.append(10);
+    std::fs::write(f.path("input-a-empty.log"), "").unwrap_or_else(|e| panic!("{e}"));
+    let config = f.config("");
+    // Every write to /dev/full fails (ENOSPC). The empty file's partition
+    // would tail forever; the other one's failure must stop it.
+    let text = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nfollow = true\npoll_interval = \"20ms\"")
+        .replace("path = \"out/events.ndjson\"", "path = \"/dev/full\"");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = f
+        .command(&["run", "-c", &config.display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run did not end: a failed partition must stop the others");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/dev/full") && stderr.contains("No space left on device"), "{stderr}");
+    let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        store.checkpoint(&f.path("input.log").display().to_string()).unwrap_or_else(|e| panic!("{e}")).is_none(),
+        "nothing was delivered, so no checkpoint moved"
+    );
+}

@@ -49,6 +49,24 @@ pub enum PipelineError {
     Offsets(#[from] crate::offsets::OffsetError),
     #[error("source paths {0:?} match no file")]
     NoFiles(Vec<String>),
+    #[error("the task of partition {0} panicked (see the log); its unfinished records are read again next time")]
+    Panicked(String),
+}
+
+/// Stops every partition when dropped without being disarmed: a partition
+/// that fails or panics must not leave the others running (in follow mode
+/// they would never end) while the run reports nothing.
+struct StopOnExit<'a> {
+    stop: &'a Stop,
+    armed: bool,
+}
+
+impl Drop for StopOnExit<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.stop.request();
+        }
+    }
 }
 
 /// Tells the pipeline to stop reading; in-flight batches finish.
@@ -114,27 +132,24 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
             .iter()
             .map(|file| {
                 let (store, dedup, sink, stats) = (&store, &dedup, &sink, &stats);
-                scope.spawn(move || -> Result<(), PipelineError> {
+                let handle = scope.spawn(move || -> Result<(), PipelineError> {
+                    let mut guard = StopOnExit { stop, armed: true };
                     let chain = build_chain(runtime, cfg)?;
                     let checkpoint = store.checkpoint(&file.display().to_string())?;
                     let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes)?;
                     let mut task = PartitionTask { cfg, store, dedup, sink, chain, part, stats, stop };
-                    task.run(source.follow, source.poll_interval)
-                })
+                    let result = task.run(source.follow, source.poll_interval);
+                    guard.armed = result.is_err();
+                    result
+                });
+                (file, handle)
             })
             .collect();
         let mut first_error = None;
-        for h in handles {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    stop.request();
-                    first_error.get_or_insert(e);
-                }
-                Err(_) => {
-                    stop.request();
-                    tracing::error!("a partition task panicked");
-                }
+        for (file, h) in handles {
+            let result = h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string())));
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
             }
         }
         first_error.map_or(Ok(()), Err)
