@@ -91,6 +91,9 @@ pub struct FilePartition {
     current: Open,
     /// Files still to read after the current one (after a rotation found at start-up).
     queue: Vec<Open>,
+    /// (generation, device, inode) of files finished since: a checkpoint may
+    /// still point into one of them until a batch moves past its end.
+    retired: Vec<(u64, u64, u64)>,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> SourceError + '_ {
@@ -148,7 +151,7 @@ impl FilePartition {
                 }
             }
         };
-        Ok(FilePartition { path: path.to_path_buf(), key, max_line, current, queue })
+        Ok(FilePartition { path: path.to_path_buf(), key, max_line, current, queue, retired: Vec::new() })
     }
 
     pub fn key(&self) -> &str {
@@ -169,7 +172,9 @@ impl FilePartition {
                 if self.queue.is_empty() {
                     break;
                 }
-                self.current = self.queue.remove(0);
+                let next = self.queue.remove(0);
+                let done = std::mem::replace(&mut self.current, next);
+                self.retired.push((done.generation, done.dev, done.ino));
                 continue;
             };
             let generation = self.current.generation;
@@ -206,7 +211,8 @@ impl FilePartition {
         let rewritten = head[..known] != self.current.head[..known];
         if meta.len() < self.current.reader.position() || rewritten {
             tracing::info!(file = %self.key, generation, "file truncated (copytruncate); reading it from the start");
-            self.current = open_at(&self.path, 0, generation)?;
+            let done = std::mem::replace(&mut self.current, open_at(&self.path, 0, generation)?);
+            self.retired.push((done.generation, done.dev, done.ino));
             return Ok(true);
         }
         if head.len() > self.current.head.len() {
@@ -216,17 +222,51 @@ impl FilePartition {
         Ok(false)
     }
 
-    /// The checkpoint for a committed packed position.
-    pub fn checkpoint_for(&self, committed: u64) -> Checkpoint {
+    /// The checkpoint for a committed packed position. The position may be
+    /// the end of a file already finished (a rotation whose new file was
+    /// still empty): the checkpoint must then name *that* file, or a restart
+    /// would seek the new file to the old file's offset and skip its start.
+    pub fn checkpoint_for(&mut self, committed: u64) -> Checkpoint {
         let (generation, offset) = unpack(committed);
-        let file = std::iter::once(&self.current).chain(&self.queue).find(|o| o.generation == generation).unwrap_or(&self.current);
-        Checkpoint { generation, offset, dev: file.dev, ino: file.ino }
+        self.retired.retain(|(g, _, _)| *g >= generation);
+        let (dev, ino) = std::iter::once(&self.current)
+            .chain(&self.queue)
+            .find(|o| o.generation == generation)
+            .map(|o| (o.dev, o.ino))
+            .or_else(|| self.retired.iter().find(|(g, _, _)| *g == generation).map(|(_, d, i)| (*d, *i)))
+            // Unreachable: positions only come from files this partition read.
+            .unwrap_or((self.current.dev, self.current.ino));
+        Checkpoint { generation, offset, dev, ino }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_at_the_end_of_a_rotated_file_names_that_file() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("app.log");
+        std::fs::write(&log, "a\nb\n").unwrap_or_else(|e| panic!("{e}"));
+        let old_ino = std::fs::metadata(&log).map(|m| m.ino()).unwrap_or(0);
+        let mut part = FilePartition::open(&log, None, 1024).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(part.next_batch(10).map(|b| b.len()).ok(), Some(2));
+        // Rename rotation; the new file is still empty when we switch.
+        std::fs::rename(&log, dir.path().join("app.log.1")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(part.follow_rotation().ok(), Some(true));
+        assert_eq!(part.next_batch(10).map(|b| b.len()).ok(), Some(0), "old file drained, new one empty");
+        let cp = part.checkpoint_for(pack(0, 4));
+        assert_eq!((cp.generation, cp.offset, cp.ino), (0, 4, old_ino), "the checkpoint names the old file");
+        // A restart from it finishes the old file (nothing left) and reads
+        // the new one from its start.
+        std::fs::write(&log, "c\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
+        let lines: Vec<Vec<u8>> = part.next_batch(10).unwrap_or_default().into_iter().map(|r| r.record.payload).collect();
+        assert_eq!(lines, vec![b"c".to_vec()]);
+    }
 
     #[test]
     fn packing_keeps_order_across_generations() {
