@@ -74,6 +74,30 @@ struct Open {
 
 const HEAD_BYTES: usize = 256;
 
+/// What a checkpoint needs to find a file again.
+#[derive(Debug, Clone)]
+struct FileId {
+    generation: u64,
+    dev: u64,
+    ino: u64,
+    head: Vec<u8>,
+}
+
+impl Open {
+    fn id(&self) -> FileId {
+        FileId { generation: self.generation, dev: self.dev, ino: self.ino, head: self.head.clone() }
+    }
+}
+
+/// Whether the file at `path` still begins with the bytes `cp` saw.
+fn same_head(path: &Path, cp: &Checkpoint) -> bool {
+    if cp.head_len == 0 {
+        return true;
+    }
+    let head = read_head(path);
+    head.len() as u64 >= cp.head_len && blake3::hash(&head[..cp.head_len as usize]).to_hex().as_str() == cp.head_hash
+}
+
 fn read_head(path: &Path) -> Vec<u8> {
     use std::os::unix::fs::FileExt;
     let Ok(f) = File::open(path) else { return Vec::new() };
@@ -91,9 +115,9 @@ pub struct FilePartition {
     current: Open,
     /// Files still to read after the current one (after a rotation found at start-up).
     queue: Vec<Open>,
-    /// (generation, device, inode) of files finished since: a checkpoint may
-    /// still point into one of them until a batch moves past its end.
-    retired: Vec<(u64, u64, u64)>,
+    /// Files finished since: a checkpoint may still point into one of them
+    /// until a batch moves past its end.
+    retired: Vec<FileId>,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> SourceError + '_ {
@@ -129,11 +153,11 @@ impl FilePartition {
         let (current, queue) = match checkpoint {
             None => (open_at(path, 0, 0)?, Vec::new()),
             Some(cp) if cp.dev == meta.dev() && cp.ino == meta.ino() => {
-                if meta.len() >= cp.offset {
+                if meta.len() >= cp.offset && same_head(path, cp) {
                     (open_at(path, cp.offset, cp.generation)?, Vec::new())
                 } else {
                     tracing::warn!(file = %key, offset = cp.offset, size = meta.len(),
-                        "file is shorter than its checkpoint: truncated (copytruncate rotation); reading it from the start as a new generation");
+                        "file was truncated since its checkpoint (copytruncate rotation); reading it from the start as a new generation");
                     (open_at(path, 0, cp.generation + 1)?, Vec::new())
                 }
             }
@@ -174,7 +198,7 @@ impl FilePartition {
                 }
                 let next = self.queue.remove(0);
                 let done = std::mem::replace(&mut self.current, next);
-                self.retired.push((done.generation, done.dev, done.ino));
+                self.retired.push(done.id());
                 continue;
             };
             let generation = self.current.generation;
@@ -212,7 +236,7 @@ impl FilePartition {
         if meta.len() < self.current.reader.position() || rewritten {
             tracing::info!(file = %self.key, generation, "file truncated (copytruncate); reading it from the start");
             let done = std::mem::replace(&mut self.current, open_at(&self.path, 0, generation)?);
-            self.retired.push((done.generation, done.dev, done.ino));
+            self.retired.push(done.id());
             return Ok(true);
         }
         if head.len() > self.current.head.len() {
@@ -228,15 +252,24 @@ impl FilePartition {
     /// would seek the new file to the old file's offset and skip its start.
     pub fn checkpoint_for(&mut self, committed: u64) -> Checkpoint {
         let (generation, offset) = unpack(committed);
-        self.retired.retain(|(g, _, _)| *g >= generation);
-        let (dev, ino) = std::iter::once(&self.current)
+        self.retired.retain(|f| f.generation >= generation);
+        let file = std::iter::once(&self.current)
             .chain(&self.queue)
             .find(|o| o.generation == generation)
-            .map(|o| (o.dev, o.ino))
-            .or_else(|| self.retired.iter().find(|(g, _, _)| *g == generation).map(|(_, d, i)| (*d, *i)))
+            .map(Open::id)
+            .or_else(|| self.retired.iter().find(|f| f.generation == generation).cloned())
             // Unreachable: positions only come from files this partition read.
-            .unwrap_or((self.current.dev, self.current.ino));
-        Checkpoint { generation, offset, dev, ino }
+            .unwrap_or_else(|| self.current.id());
+        // Only bytes below the checkpoint are known to be this file's.
+        let head = &file.head[..file.head.len().min(offset as usize)];
+        Checkpoint {
+            generation,
+            offset,
+            dev: file.dev,
+            ino: file.ino,
+            head_len: head.len() as u64,
+            head_hash: blake3::hash(head).to_hex().to_string(),
+        }
     }
 }
 
@@ -266,6 +299,25 @@ mod tests {
         let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
         let lines: Vec<Vec<u8>> = part.next_batch(10).unwrap_or_default().into_iter().map(|r| r.record.payload).collect();
         assert_eq!(lines, vec![b"c".to_vec()]);
+    }
+
+    #[test]
+    fn a_file_truncated_and_regrown_while_stopped_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("app.log");
+        std::fs::write(&log, "first\nsecond\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, None, 1024).unwrap_or_else(|e| panic!("{e}"));
+        let batch = part.next_batch(10).unwrap_or_default();
+        let cp = part.checkpoint_for(batch[1].next);
+        drop(part);
+        // copytruncate while stopped, then more than before is written.
+        let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap_or_else(|e| panic!("{e}"));
+        file.set_len(0).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "third line, longer than before\nfourth\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
+        let lines: Vec<(u64, Vec<u8>)> =
+            part.next_batch(10).unwrap_or_default().into_iter().map(|r| (unpack(r.start).0, r.record.payload)).collect();
+        assert_eq!(lines, vec![(1, b"third line, longer than before".to_vec()), (1, b"fourth".to_vec())]);
     }
 
     #[test]

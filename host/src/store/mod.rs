@@ -59,6 +59,13 @@ pub struct Checkpoint {
     pub offset: u64,
     pub dev: u64,
     pub ino: u64,
+    /// How many of the file's first bytes `head_hash` covers, and their
+    /// blake3: a file truncated and rewritten while sluice was stopped
+    /// keeps its inode, and may have grown past `offset`.
+    #[serde(default)]
+    pub head_len: u64,
+    #[serde(default)]
+    pub head_hash: String,
 }
 
 pub struct Store {
@@ -213,7 +220,7 @@ mod tests {
         {
             let s = Store::open(dir.path(), &ident("orders")).unwrap_or_else(|e| panic!("{e}"));
             let mut b = WriteBatch::default();
-            let cp = Checkpoint { generation: 2, offset: 4096, dev: 1, ino: 7 };
+            let cp = Checkpoint { generation: 2, offset: 4096, dev: 1, ino: 7, head_len: 0, head_hash: String::new() };
             s.put_checkpoint(&mut b, "a.log", &cp).unwrap_or_else(|e| panic!("{e}"));
             s.commit(b).unwrap_or_else(|e| panic!("{e}"));
         }
