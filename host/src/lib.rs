@@ -1,9 +1,14 @@
 //! sluice: a stream processor that never loses a record it was handed.
 //!
 //! Where things happen, by folder:
-//! - `plugin/`: WebAssembly plugins parse and validate records (sandboxed,
+//! - `source/`: records are read (files: framing, partitions, rotation);
+//! - `plugin/`: WebAssembly plugins parse and validate them (sandboxed,
 //!   with fault isolation per record);
-//! - `cli/`: the `sluice` command line.
+//! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
+//! - `sink/`: events are delivered, with an answer per event;
+//! - `pipeline/`: the order of operations that enforces the custody rule;
+//! - `offsets.rs`: the per-partition commit of a finished prefix;
+//! - `config.rs`: the typed config; `cli/`: the `sluice` command line.
 //!
 //! The custody rule (`../shared/DESIGN.md`, README) governs every module
 //! that moves a record or an offset.

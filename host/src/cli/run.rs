@@ -14,11 +14,12 @@ use crate::store::Store;
 /// Bad input (config, plugins, paths): exit 2 before anything is read.
 pub struct BadInput(pub anyhow::Error);
 
-fn load(args: &ConfigArgs) -> Result<(Config, Runtime), BadInput> {
+fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
     let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     // Every plugin loads and accepts its config, or nothing starts.
-    pipeline::build_chain(&runtime, &cfg).map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    let chain = pipeline::build_chain(&runtime, &cfg)
+        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
     // Sources that can be read and a sink that can be written, or nothing starts.
     let crate::config::SourceConfig::File(f) = &cfg.source;
     let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
@@ -33,12 +34,11 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime), BadInput> {
     // another process holds), or nothing starts.
     Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
         .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
-    Ok((cfg, runtime))
+    Ok((cfg, runtime, chain))
 }
 
 pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
-    let (cfg, runtime) = load(args)?;
-    let chain = pipeline::build_chain(&runtime, &cfg).map_err(|e| BadInput(e.into()))?;
+    let (cfg, _runtime, chain) = load(args)?;
     let crate::config::SourceConfig::File(f) = &cfg.source;
     let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
@@ -52,7 +52,7 @@ pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
 }
 
 pub fn run(args: &ConfigArgs) -> ExitCode {
-    let (cfg, runtime) = match load(args) {
+    let (cfg, runtime, _) = match load(args) {
         Ok(v) => v,
         Err(BadInput(e)) => {
             eprintln!("error: {e:#}");
@@ -126,7 +126,7 @@ pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&entry)?);
         }
         QuarantineCommand::Replay { config, ids, include_masked } => {
-            let (cfg, runtime) = load(config).map_err(|BadInput(e)| e)?;
+            let (cfg, runtime, _) = load(config).map_err(|BadInput(e)| e)?;
             let summary = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
             eprintln!("{}", serde_json::json!({ "replay": summary }));
         }
