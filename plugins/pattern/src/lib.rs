@@ -71,21 +71,39 @@ struct TimestampConfig {
 }
 
 /// A pattern: a string, or a table with its own timestamp rule.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum PatternSpec {
     Plain(String),
-    Full {
-        regex: String,
-        #[serde(default)]
-        timestamp: Option<TimestampConfig>,
-    },
+    Full(FullPattern),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FullPattern {
+    regex: String,
+    #[serde(default)]
+    timestamp: Option<TimestampConfig>,
+}
+
+/// By hand rather than `untagged`, so that a mistake in a table names its
+/// key (`unknown field \`regx\``) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for PatternSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(PatternSpec::Plain(s)),
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v).map(PatternSpec::Full).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "a pattern is a string or a table with `regex` (and `timestamp`), not {}",
+                sluice_guest::json::kind(&other)
+            ))),
+        }
+    }
 }
 
 impl PatternSpec {
     fn regex(&self) -> &str {
         match self {
-            PatternSpec::Plain(r) | PatternSpec::Full { regex: r, .. } => r,
+            PatternSpec::Plain(r) | PatternSpec::Full(FullPattern { regex: r, .. }) => r,
         }
     }
 }
@@ -163,7 +181,7 @@ impl Plugin for Pattern {
                 return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
             }
             let timestamp = match spec {
-                PatternSpec::Full { timestamp: Some(ts), .. } => {
+                PatternSpec::Full(FullPattern { timestamp: Some(ts), .. }) => {
                     if let Some(f) = ts.fields.iter().find(|f| !fields.iter().any(|(_, n)| n == *f)) {
                         return Err(format!("patterns[{i}].timestamp.fields: {f:?} is not captured by this pattern"));
                     }
@@ -268,6 +286,10 @@ mod tests {
         assert_eq!(ts("081109 203615 x"), Some(1_226_262_975_000_000_000));
         assert_eq!(ts("2015-07-29 17:41:44,747 y"), Some(1_438_191_704_747_000_000));
         assert_eq!(ts("plain"), None);
+        let e = configure::<Pattern>(r#"{"patterns":[{"regx":"^a$"}]}"#).err().unwrap_or_default();
+        assert!(e.contains("unknown field `regx`"), "{e}");
+        let e = configure::<Pattern>(r#"{"patterns":[7]}"#).err().unwrap_or_default();
+        assert!(e.contains("a pattern is a string or a table"), "{e}");
         let bad = r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":{"fields":["t"],"format":"hdfs"}}]}"#;
         let e = configure::<Pattern>(bad).err().unwrap_or_default();
         assert!(e.contains("patterns[0].timestamp.fields") && e.contains("\"t\""), "{e}");
