@@ -552,3 +552,73 @@ fn a_failing_partition_stops_the_others_and_the_run_fails() {
         "nothing was delivered, so no checkpoint moved"
     );
 }
+
+/// A run stuck in a batch (a plugin spinning on a poison record, with a
+/// generous time limit): the first SIGTERM waits for it within the grace
+/// period, a second one exits at once, and so does the end of the grace.
+#[test]
+fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
+    let f = Fixture::new(0);
+    append(&f.path("input.log"), "POISON\n");
+    let config = f.path("stuck.toml");
+    let write = |grace: &str| {
+        let text = format!(
+            "[pipeline]\nname = \"stuck\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"input.log\"]\n\
+             [[plugins]]\nname = \"hostile\"\npath = \"{}\"\ntime_limit = \"60s\"\nconfig = {{ attack = \"infinite-loop\" }}\n\
+             [sink]\ntype = \"file\"\npath = \"out/events.ndjson\"\n[shutdown]\ngrace = \"{grace}\"\n",
+            plugin("hostile").display()
+        );
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let term = |child: &Child| {
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    };
+    // Start-up is done (and the signal handler installed) once the state
+    // store exists; the batch is stuck soon after.
+    let wait_stuck = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !f.path("state").join("CURRENT").exists() {
+            assert!(std::time::Instant::now() < deadline, "the run never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+    };
+    let wait_exit = |child: &mut Child, within: Duration| -> Option<i32> {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    };
+
+    // Second signal.
+    write("60s");
+    let mut child = f.spawn(&config);
+    wait_stuck();
+    term(&child);
+    assert_eq!(wait_exit(&mut child, Duration::from_millis(800)), None, "the first signal waits for the batch");
+    term(&child);
+    let code = wait_exit(&mut child, Duration::from_secs(3));
+    if code.is_none() {
+        let _ = child.kill();
+    }
+    assert_eq!(code, Some(130), "the second signal exits at once");
+
+    // The grace period running out (a fresh state, so start-up is seen).
+    std::fs::remove_dir_all(f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    write("1s");
+    let mut child = f.spawn(&config);
+    wait_stuck();
+    term(&child);
+    let code = wait_exit(&mut child, Duration::from_secs(5));
+    if code.is_none() {
+        let _ = child.kill();
+    }
+    assert_eq!(code, Some(130), "the end of the grace period exits");
+    // Nothing passed a door, so nothing was committed: the record is read again next time.
+    let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(store.checkpoint(&f.path("input.log").display().to_string()).ok().flatten(), None);
+}
