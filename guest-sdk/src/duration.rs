@@ -49,7 +49,7 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D
 pub fn display(d: Duration) -> String {
     let nanos = d.as_nanos();
     for (unit, per) in [("w", 604_800_000_000_000u128), ("d", 86_400_000_000_000), ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if nanos >= per && nanos % per == 0 {
+        if nanos >= per && nanos.is_multiple_of(per) {
             return format!("{}{unit}", nanos / per);
         }
     }

@@ -345,8 +345,7 @@ fn month_from_name(w: &[u8]) -> Option<i64> {
 
 fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
     let mut c = Cursor { s, i: 0 };
-    let mut p = Parts::default();
-    p.year = Some(c.digits(4, 4, "a 4-digit year")?);
+    let mut p = Parts { year: Some(c.digits(4, 4, "a 4-digit year")?), ..Parts::default() };
     c.byte(b'-')?;
     p.month = c.digits(2, 2, "a month")?;
     c.byte(b'-')?;

@@ -116,11 +116,10 @@ impl<S: Stage> Chain<S> {
 /// A dropped event removes itself; the source record counts as dropped only
 /// when nothing of it is left (a later `Emit` keeps it live).
 fn drop_part(p: &mut Progress, stage: usize, reason: String) {
-    if let Progress::Live(records) = p {
-        if records.is_empty() {
+    if let Progress::Live(records) = p
+        && records.is_empty() {
             *p = Progress::Dropped { stage, reason };
         }
-    }
 }
 
 /// The record the next stage sees for an event: the event's body, with the
@@ -161,7 +160,7 @@ mod tests {
     fn decide(salt: u64, index: u8, r: &Record) -> Outcome {
         let event = |suffix: &[u8], id: Option<String>| Event {
             id,
-            timestamp: (index % 2 == 0).then_some(i64::from(index)),
+            timestamp: index.is_multiple_of(2).then_some(i64::from(index)),
             body: [&r.payload[..], suffix].concat(),
         };
         match choice(salt, index, &r.payload) {

@@ -130,12 +130,11 @@ impl Runtime {
 
     /// Compile `bytes`, or take the compiled code from the caches.
     pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
-        if let Ok(cache) = self.memory_cache.lock() {
-            if let Some(c) = cache.get(&digest) {
+        if let Ok(cache) = self.memory_cache.lock()
+            && let Some(c) = cache.get(&digest) {
                 self.counters.from_memory.fetch_add(1, Ordering::Relaxed);
                 return Ok(c.clone());
             }
-        }
         let cached_file = self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
         let from_disk = cached_file.as_ref().filter(|f| f.exists()).and_then(|f| {
             // Read, not mmap (`deserialize_file`): a file truncated under a
@@ -164,11 +163,10 @@ impl Runtime {
                     path: path.to_path_buf(),
                     message: format!("{e:#}"),
                 })?;
-                if let Some(file) = &cached_file {
-                    if let Err(e) = write_cache(file, &c) {
+                if let Some(file) = &cached_file
+                    && let Err(e) = write_cache(file, &c) {
                         tracing::warn!(file = %file.display(), "cannot cache compiled plugin: {e}");
                     }
-                }
                 c
             }
         };

@@ -55,36 +55,6 @@ fn cut_torn_tail(file: &File) -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_torn_last_line_is_cut_on_open() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.path().join("out.ndjson");
-        std::fs::write(&path, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c").unwrap_or_else(|e| panic!("{e}"));
-        let mut sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
-        let d = Delivery::new("d".into(), None, b"{}");
-        assert_eq!(sink.deliver(&[d]).ok(), Some(vec![Answer::Accepted]));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(text.lines().count(), 3, "{text}");
-        assert!(text.ends_with("{\"id\":\"d\",\"timestamp\":null,\"event\":{}}\n"), "{text}");
-        std::fs::write(&path, "no newline at all").unwrap_or_else(|e| panic!("{e}"));
-        drop(FileSink::open(&path));
-        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), "");
-    }
-
-    #[test]
-    fn bodies_pass_through_and_a_broken_body_stays_valid_ndjson() {
-        let good = render(&[Delivery::new("a".into(), None, br#"{"k": [1, 2]}"#)]);
-        assert_eq!(good, b"{\"id\":\"a\",\"timestamp\":null,\"event\":{\"k\": [1, 2]}}\n");
-        let broken = render(&[Delivery::new("b".into(), None, b"not \"json")]);
-        let v: serde_json::Value = serde_json::from_slice(&broken).unwrap_or_default();
-        assert_eq!(v["event"], "not \"json");
-    }
-}
-
 pub(crate) fn render(batch: &[Delivery]) -> Vec<u8> {
     let mut buf = Vec::with_capacity(batch.len() * 320);
     for d in batch {
@@ -124,5 +94,35 @@ impl Sink for StdoutSink {
 
     fn describe(&self) -> String {
         "stdout".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_on_open() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("out.ndjson");
+        std::fs::write(&path, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c").unwrap_or_else(|e| panic!("{e}"));
+        let mut sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let d = Delivery::new("d".into(), None, b"{}");
+        assert_eq!(sink.deliver(&[d]).ok(), Some(vec![Answer::Accepted]));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.ends_with("{\"id\":\"d\",\"timestamp\":null,\"event\":{}}\n"), "{text}");
+        std::fs::write(&path, "no newline at all").unwrap_or_else(|e| panic!("{e}"));
+        drop(FileSink::open(&path));
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), "");
+    }
+
+    #[test]
+    fn bodies_pass_through_and_a_broken_body_stays_valid_ndjson() {
+        let good = render(&[Delivery::new("a".into(), None, br#"{"k": [1, 2]}"#)]);
+        assert_eq!(good, b"{\"id\":\"a\",\"timestamp\":null,\"event\":{\"k\": [1, 2]}}\n");
+        let broken = render(&[Delivery::new("b".into(), None, b"not \"json")]);
+        let v: serde_json::Value = serde_json::from_slice(&broken).unwrap_or_default();
+        assert_eq!(v["event"], "not \"json");
     }
 }

@@ -38,18 +38,16 @@ impl<R: BufRead> LineReader<R> {
     /// The next line, or none at the end of input.
     pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         let mut bytes = Vec::new();
-        let start = loop {
-            let buf = self.inner.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(None);
-            }
-            if self.after_cr && buf[0] == b'\n' {
-                self.inner.consume(1);
-                self.offset += 1;
-            }
-            self.after_cr = false;
-            break self.offset;
-        };
+        let buf = self.inner.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        // The LF of a CRLF whose CR ended the previous line.
+        if std::mem::take(&mut self.after_cr) && buf[0] == b'\n' {
+            self.inner.consume(1);
+            self.offset += 1;
+        }
+        let start = self.offset;
         loop {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {

@@ -57,15 +57,14 @@ impl Plugin for Json {
                 None => {}
             }
         }
-        if let Some(field) = &self.timestamp_field {
-            if let Some(value) = object.get(field) {
+        if let Some(field) = &self.timestamp_field
+            && let Some(value) = object.get(field) {
                 let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
                 match self.timestamp_format.parse_json(&value, now) {
                     Ok(ns) => event.timestamp = Some(ns),
                     Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
                 }
             }
-        }
         Outcome::emit(event)
     }
 }

@@ -192,11 +192,10 @@ impl Plugin for Pattern {
             self.compiled.push(Compiled { regex, fields, timestamp });
         }
         let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n)| n == f));
-        if let Some(id) = &self.id_field {
-            if !named(id) {
+        if let Some(id) = &self.id_field
+            && !named(id) {
                 return Err(format!("id_field {id:?} is not captured by any pattern"));
             }
-        }
         if let Some(ts) = &self.timestamp {
             if ts.fields.is_empty() {
                 return Err("timestamp.fields: name at least one captured field".into());
