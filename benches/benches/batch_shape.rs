@@ -30,7 +30,8 @@ const CALLS: usize = 300;
 fn main() {
     let dir = sluice_e2e::build_wasm(&["sluice-bench-boundary"]);
     let engine = Engine::default();
-    let component = Component::from_file(&engine, dir.join("sluice_bench_boundary.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    let component =
+        Component::from_file(&engine, dir.join("sluice_bench_boundary.wasm")).unwrap_or_else(|e| panic!("{e}"));
     let mut linker = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap_or_else(|e| panic!("{e}"));
     let mut store = Store::new(&engine, State { wasi: WasiCtx::builder().build(), table: ResourceTable::new() });
@@ -54,7 +55,11 @@ fn main() {
                     key: None,
                     headers: Vec::new(),
                     source_timestamp: None,
-                    position: Position::File(FilePosition { path: path.clone(), generation: 0, offset: i as u64 * 300 }),
+                    position: Position::File(FilePosition {
+                        path: path.clone(),
+                        generation: 0,
+                        offset: i as u64 * 300,
+                    }),
                     event_id: None,
                     timestamp: None,
                 })
@@ -73,7 +78,8 @@ fn main() {
                 ends.push(payloads.len() as u32);
                 offsets.push(i as u64 * 300);
             }
-            checks.1 = b.call_by_buffer(&mut store, &path, &payloads, &ends, &offsets).unwrap_or_else(|e| panic!("{e}"));
+            checks.1 =
+                b.call_by_buffer(&mut store, &path, &payloads, &ends, &offsets).unwrap_or_else(|e| panic!("{e}"));
         }
         buffer_time = buffer_time.min(t.elapsed());
     }

@@ -29,7 +29,9 @@ fn cpu_seconds() -> f64 {
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
 }
@@ -106,10 +108,26 @@ path = "out/events.ndjson"
     assert_eq!(stats.total.duplicate as usize, n / 10, "the repeated ids are absorbed");
 
     let records = stats.total.records as f64;
-    println!("pipeline_file: {} lines ({:.0} MiB, {} unique ids), file → json → ts-window → dedup → file sink", stats.total.records, bytes as f64 / 1048576.0, n);
-    println!("  baseline read+parse+write+sync  {:>9.0} records/s per core  ({:>9.0}/s wall)", records / base_cpu, records / base_wall);
-    println!("  sluice pipeline                 {:>9.0} records/s per core  ({:>9.0}/s wall)", records / cpu, records / wall);
+    println!(
+        "pipeline_file: {} lines ({:.0} MiB, {} unique ids), file → json → ts-window → dedup → file sink",
+        stats.total.records,
+        bytes as f64 / 1048576.0,
+        n
+    );
+    println!(
+        "  baseline read+parse+write+sync  {:>9.0} records/s per core  ({:>9.0}/s wall)",
+        records / base_cpu,
+        records / base_wall
+    );
+    println!(
+        "  sluice pipeline                 {:>9.0} records/s per core  ({:>9.0}/s wall)",
+        records / cpu,
+        records / wall
+    );
     println!("  ratio pipeline/baseline (CPU)   {:>9.2}x", cpu / base_cpu);
-    println!("  plugins {:.1} s, sink {:.1} s of {:.1} s wall", stats.total.plugin_seconds, stats.total.sink_seconds, wall);
+    println!(
+        "  plugins {:.1} s, sink {:.1} s of {:.1} s wall",
+        stats.total.plugin_seconds, stats.total.sink_seconds, wall
+    );
     println!("  peak RSS                        {:>9.0} MiB", peak_rss_mib());
 }

@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{build_chain, Record, Runtime, Verdict};
-use sluice_guest::{configure, Outcome, Plugin};
+use sluice::plugin::{Record, Runtime, Verdict, build_chain};
+use sluice_guest::{Outcome, Plugin, configure};
 use sluice_plugin_json::Json;
 use sluice_plugin_ts_window::TsWindow;
 
@@ -94,7 +94,10 @@ fn main() {
     assert_eq!(wasm_emitted, n, "every generated record lies inside the window");
     assert_eq!(native_emitted, n);
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
-    println!("plugin_chain: json -> ts-window, {n} records of {} bytes on average, batches of {BATCH}, best of {ROUNDS}", bytes / n);
+    println!(
+        "plugin_chain: json -> ts-window, {n} records of {} bytes on average, batches of {BATCH}, best of {ROUNDS}",
+        bytes / n
+    );
     println!("  native Rust (same plugin code)  {:>10.0} records/s per core", rate(native));
     println!("  wasm through the host           {:>10.0} records/s per core", rate(wasm));
     println!("  ratio wasm/native time          {:>10.2}x", wasm.as_secs_f64() / native.as_secs_f64());

@@ -48,7 +48,15 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D
 /// Render a duration the way [`parse`] reads it, for messages.
 pub fn display(d: Duration) -> String {
     let nanos = d.as_nanos();
-    for (unit, per) in [("w", 604_800_000_000_000u128), ("d", 86_400_000_000_000), ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+    for (unit, per) in [
+        ("w", 604_800_000_000_000u128),
+        ("d", 86_400_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
         if nanos >= per && nanos.is_multiple_of(per) {
             return format!("{}{unit}", nanos / per);
         }

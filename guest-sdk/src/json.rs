@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// A JSON object whose top-level values are kept as unparsed slices of the
 /// payload: the whole document is validated, but only the fields asked for
@@ -17,7 +17,8 @@ pub struct RawObject<'a> {
 impl<'a> RawObject<'a> {
     /// Parse `payload` as one JSON object; the error says why it is not.
     pub fn parse(payload: &'a [u8]) -> Result<RawObject<'a>, String> {
-        let text = std::str::from_utf8(payload).map_err(|e| format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
+        let text = std::str::from_utf8(payload)
+            .map_err(|e| format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
         match serde_json::from_str::<HashMap<Cow<'a, str>, &'a RawValue>>(text) {
             Ok(fields) => Ok(RawObject { fields }),
             Err(e) => match serde_json::from_str::<Value>(text) {

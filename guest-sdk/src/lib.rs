@@ -52,9 +52,7 @@ pub mod __bindings {
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
-pub use __bindings::sluice::plugin::types::{
-    Event, FilePosition, KafkaPosition, Level, Outcome, Position, Record,
-};
+pub use __bindings::sluice::plugin::types::{Event, FilePosition, KafkaPosition, Level, Outcome, Position, Record};
 
 /// The WIT package version this SDK targets; `sluice plugin inspect` shows it.
 pub const WIT_VERSION: &str = "sluice:plugin@0.1.0";
@@ -85,14 +83,14 @@ pub trait Plugin: serde::de::DeserializeOwned + 'static {
 /// that native tests and benchmarks construct plugins the way the host does.
 pub fn configure<P: Plugin>(config: &str) -> Result<P, String> {
     let config = if config.trim().is_empty() { "{}" } else { config };
-    let mut plugin: P =
-        serde_json::from_str(config).map_err(|e| format!("invalid plugin config: {e}"))?;
+    let mut plugin: P = serde_json::from_str(config).map_err(|e| format!("invalid plugin config: {e}"))?;
     plugin.setup()?;
     Ok(plugin)
 }
 
 /// Export a [`Plugin`] type as the component's `init` and `process`.
 #[macro_export]
+#[rustfmt::skip] // rustfmt does not settle on this body (it re-indents it every run)
 macro_rules! export_plugin {
     ($plugin:ty) => {
         const _: () = {
@@ -114,10 +112,9 @@ macro_rules! export_plugin {
                 fn process(batch: ::std::vec::Vec<$crate::Record>) -> ::std::vec::Vec<$crate::Outcome> {
                     PLUGIN.with(|slot| match slot.borrow_mut().as_mut() {
                         ::std::option::Option::Some(plugin) => $crate::Plugin::process_batch(plugin, &batch),
-                        ::std::option::Option::None => batch
-                            .iter()
-                            .map(|_| $crate::Outcome::reject("plugin used before init"))
-                            .collect(),
+                        ::std::option::Option::None => {
+                            batch.iter().map(|_| $crate::Outcome::reject("plugin used before init")).collect()
+                        }
                     })
                 }
             }
@@ -195,10 +192,9 @@ impl Record {
     pub fn text(&self) -> Result<&str, Outcome> {
         match std::str::from_utf8(&self.payload) {
             Ok(s) => Ok(s.trim_end_matches(['\r', '\n'])),
-            Err(e) => Err(Outcome::reject(format!(
-                "payload is not valid UTF-8 (invalid byte at offset {})",
-                e.valid_up_to()
-            ))),
+            Err(e) => {
+                Err(Outcome::reject(format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to())))
+            }
         }
     }
 
@@ -206,10 +202,9 @@ impl Record {
     pub fn json_object(&self) -> Result<serde_json::Map<String, serde_json::Value>, Outcome> {
         match serde_json::from_slice::<serde_json::Value>(&self.payload) {
             Ok(serde_json::Value::Object(map)) => Ok(map),
-            Ok(other) => Err(Outcome::reject(format!(
-                "payload is JSON but not an object (it is {})",
-                json::kind(&other)
-            ))),
+            Ok(other) => {
+                Err(Outcome::reject(format!("payload is JSON but not an object (it is {})", json::kind(&other))))
+            }
             Err(e) => Err(Outcome::reject(format!("payload is not valid JSON: {e}"))),
         }
     }
@@ -228,10 +223,7 @@ pub fn now() -> i64 {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
     }
 }
 

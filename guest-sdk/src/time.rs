@@ -133,8 +133,11 @@ impl Format {
             // A JSON number's own text, so that decimals stay exact.
             (serde_json::Value::Number(n), Kind::Epoch { nanos_per_unit }) => {
                 let text = n.to_string();
-                parse_epoch(&text, *nanos_per_unit)
-                    .map_err(|why| TimeError { input: text, format: self.name.clone(), why })
+                parse_epoch(&text, *nanos_per_unit).map_err(|why| TimeError {
+                    input: text,
+                    format: self.name.clone(),
+                    why,
+                })
             }
             (other, _) => Err(TimeError {
                 input: other.to_string(),
@@ -257,7 +260,11 @@ impl Cursor<'_> {
                 if self.s.get(self.i) == Some(&b':') {
                     self.i += 1;
                 }
-                let m = if self.s.get(self.i).is_some_and(u8::is_ascii_digit) { self.digits(2, 2, "zone minutes")? } else { 0 };
+                let m = if self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+                    self.digits(2, 2, "zone minutes")?
+                } else {
+                    0
+                };
                 if h > 23 || m > 59 {
                     return Err(format!("zone offset {h:02}:{m:02} out of range"));
                 }

@@ -241,7 +241,9 @@ impl Config {
         }
         let raw = config::Config::builder()
             .add_source(config::File::from(path).format(config::FileFormat::Toml))
-            .add_source(config::Environment::with_prefix("SLUICE").prefix_separator("__").separator("__").try_parsing(true))
+            .add_source(
+                config::Environment::with_prefix("SLUICE").prefix_separator("__").separator("__").try_parsing(true),
+            )
             .build()
             .map_err(|e| load_err(e.to_string()))?;
         let mut cfg: Config = raw.try_deserialize().map_err(|e| load_err(e.to_string()))?;
@@ -270,19 +272,24 @@ impl Config {
     }
 
     fn validate(&self, file: &Path) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid { path: file.to_path_buf(), key: key.into(), message };
+        let invalid =
+            |key: &str, message: String| ConfigError::Invalid { path: file.to_path_buf(), key: key.into(), message };
         if self.pipeline.name.trim().is_empty() {
             return Err(invalid("pipeline.name", "must not be empty".into()));
         }
         if !(1..=100_000).contains(&self.pipeline.batch_size) {
-            return Err(invalid("pipeline.batch_size", format!("{} is not within 1..=100000", self.pipeline.batch_size)));
+            return Err(invalid(
+                "pipeline.batch_size",
+                format!("{} is not within 1..=100000", self.pipeline.batch_size),
+            ));
         }
         let SourceConfig::File(f) = &self.source;
         if f.paths.is_empty() {
             return Err(invalid("source.paths", "name at least one path or glob".into()));
         }
         for (i, pattern) in f.paths.iter().enumerate() {
-            glob::Pattern::new(pattern).map_err(|e| invalid(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}")))?;
+            glob::Pattern::new(pattern)
+                .map_err(|e| invalid(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}")))?;
         }
         if f.max_line_bytes < 16 {
             return Err(invalid("source.max_line_bytes", "must be at least 16 bytes".into()));
@@ -298,10 +305,16 @@ impl Config {
                 return Err(invalid(&format!("plugins[{i}].config"), "must be a table".into()));
             }
         }
-        if let Some(dup) = self.plugins.iter().enumerate().find_map(|(i, p)| {
-            self.plugins[..i].iter().any(|q| q.name == p.name).then_some(&p.name)
-        }) {
-            return Err(invalid("plugins", format!("two plugins are named {dup:?}: names label metrics and quarantine entries")));
+        if let Some(dup) = self
+            .plugins
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| self.plugins[..i].iter().any(|q| q.name == p.name).then_some(&p.name))
+        {
+            return Err(invalid(
+                "plugins",
+                format!("two plugins are named {dup:?}: names label metrics and quarantine entries"),
+            ));
         }
         if self.dedup.window.is_zero() {
             return Err(invalid("dedup.window", "must be greater than zero".into()));

@@ -15,12 +15,12 @@
 
 pub mod cli;
 pub mod config;
-pub mod store;
 pub mod offsets;
 pub mod pipeline;
+pub mod plugin;
 pub mod sink;
 pub mod source;
-pub mod plugin;
+pub mod store;
 
 /// The host's version, recorded with every quarantined record.
 pub const HOST_VERSION: &str = env!("CARGO_PKG_VERSION");

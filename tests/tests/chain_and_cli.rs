@@ -5,12 +5,12 @@
 use std::process::Command;
 
 use serde_json::json;
-use sluice::plugin::{build_chain, Record, Runtime, Verdict};
+use sluice::plugin::{Record, Runtime, Verdict, build_chain};
 use sluice_e2e::{plugin, sluice_bin, spec, workspace_root};
 
-
 fn now_rfc3339(offset_secs: i64) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
 }
 
@@ -51,8 +51,16 @@ fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(&v[2], Verdict::Reject { plugin, reason } if plugin.name == "ts-window" && reason.starts_with("missing timestamp")), "{:?}", v[2]);
-    assert!(matches!(&v[3], Verdict::Reject { plugin, reason } if plugin.name == "json" && reason.contains("not valid JSON")), "{:?}", v[3]);
+    assert!(
+        matches!(&v[2], Verdict::Reject { plugin, reason } if plugin.name == "ts-window" && reason.starts_with("missing timestamp")),
+        "{:?}",
+        v[2]
+    );
+    assert!(
+        matches!(&v[3], Verdict::Reject { plugin, reason } if plugin.name == "json" && reason.contains("not valid JSON")),
+        "{:?}",
+        v[3]
+    );
     match &v[4] {
         Verdict::Emit(ev) => assert_eq!(ev[0].id, None, "no id: the host derives one from the position"),
         other => panic!("{other:?}"),
@@ -88,12 +96,22 @@ fn plugin_run_prints_one_outcome_per_line_with_configs_paired_in_order() {
     let window_cfg = dir.path().join("window.toml");
     std::fs::write(&json_cfg, "id_field = \"id\"\ntimestamp_field = \"ts\"\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(&window_cfg, "max_age = \"1d\"\n").unwrap_or_else(|e| panic!("{e}"));
-    let input = format!("{{\"id\":\"x1\",\"ts\":\"{}\"}}\r\nnot json\r{{\"id\":\"x3\",\"ts\":\"2001-01-01T00:00:00Z\"}}", now_rfc3339(0));
+    let input = format!(
+        "{{\"id\":\"x1\",\"ts\":\"{}\"}}\r\nnot json\r{{\"id\":\"x3\",\"ts\":\"2001-01-01T00:00:00Z\"}}",
+        now_rfc3339(0)
+    );
     let (code, stdout, stderr) = sluice(
         &[
-            "plugin", "run",
-            "--plugin", &plugin("json").display().to_string(), "--config", &json_cfg.display().to_string(),
-            "--plugin", &plugin("ts-window").display().to_string(), "--config", &window_cfg.display().to_string(),
+            "plugin",
+            "run",
+            "--plugin",
+            &plugin("json").display().to_string(),
+            "--config",
+            &json_cfg.display().to_string(),
+            "--plugin",
+            &plugin("ts-window").display().to_string(),
+            "--config",
+            &window_cfg.display().to_string(),
         ],
         &input,
     );
@@ -124,7 +142,10 @@ fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
         (vec!["--plugin", window.as_str(), "--config", bad_toml.to_str().unwrap_or("")], "bad.toml"),
         (vec!["--plugin", window.as_str(), "--config", unknown_key.to_str().unwrap_or("")], "unknown field `max_agee`"),
         (vec!["--plugin", window.as_str(), "--config", unknown_key.to_str().unwrap_or("")], "unknown.toml"),
-        (vec!["--plugin", window.as_str(), "--config", bad_value.to_str().unwrap_or("")], "invalid duration \"forever\""),
+        (
+            vec!["--plugin", window.as_str(), "--config", bad_value.to_str().unwrap_or("")],
+            "invalid duration \"forever\"",
+        ),
         (vec!["--plugin", "/no/such/plugin.wasm"], "/no/such/plugin.wasm"),
         (vec!["--config", bad_toml.to_str().unwrap_or(""), "--plugin", window.as_str()], "comes before any --plugin"),
     ];
@@ -149,7 +170,8 @@ fn plugin_inspect_shows_identity_version_and_imports() {
     assert_eq!(v["wit_version"], "0.1.0");
     assert_eq!(v["size_bytes"], bytes.len());
     assert_eq!(v["exports"], json!(["init", "process"]));
-    let imports: Vec<&str> = v["imports"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+    let imports: Vec<&str> =
+        v["imports"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
     assert!(imports.contains(&"sluice:plugin/clock@0.1.0"), "{imports:?}");
     assert!(!imports.iter().any(|i| i.starts_with("wasi:sockets") || i.starts_with("wasi:http")), "{imports:?}");
 }

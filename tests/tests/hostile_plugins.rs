@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{build_chain, PluginError, PluginLimits, PluginSpec, Record, Runtime, Verdict};
+use sluice::plugin::{PluginError, PluginLimits, PluginSpec, Record, Runtime, Verdict, build_chain};
 use sluice_e2e::spec_with_limits;
 
 fn limits() -> PluginLimits {
@@ -135,8 +135,11 @@ fn a_component_importing_an_ungranted_capability_is_refused_at_load() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("evil.wat");
     // A component that imports an interface the host does not provide.
-    std::fs::write(&path, r#"(component (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func)))))"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &path,
+        r#"(component (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func)))))"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let err = build_chain(&runtime, &[PluginSpec::from_path(&path)]).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("cannot be linked") && err.contains("wasi:http/outgoing-handler"), "{err}");

@@ -4,7 +4,7 @@
 //! the truth on at least 99% of lines, per file. Lines that the plugin
 //! rejects count as wrong on every field.
 
-use sluice::plugin::{build_chain, Record, Runtime, Verdict};
+use sluice::plugin::{Record, Runtime, Verdict, build_chain};
 use sluice_e2e::{example_config, shared_data, spec};
 
 const SAMPLES: &[(&str, &str)] = &[
@@ -32,10 +32,12 @@ fn pattern_configs_match_the_loghub_ground_truth() {
         let mut truth = csv::Reader::from_path(dir.join(format!("{name}_2k.log_structured.csv")))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let headers: Vec<String> = truth.headers().map(|h| h.iter().map(String::from).collect()).unwrap_or_default();
-        let rows: Vec<csv::StringRecord> = truth.records().map(|r| r.unwrap_or_else(|e| panic!("{name}: {e}"))).collect();
+        let rows: Vec<csv::StringRecord> =
+            truth.records().map(|r| r.unwrap_or_else(|e| panic!("{name}: {e}"))).collect();
         assert_eq!(rows.len(), records.len(), "{name}: the log and its ground truth disagree on the line count");
 
-        let mut chain = build_chain(&runtime, &[spec("pattern", example_config(config))]).unwrap_or_else(|e| panic!("{e}"));
+        let mut chain =
+            build_chain(&runtime, &[spec("pattern", example_config(config))]).unwrap_or_else(|e| panic!("{e}"));
         let verdicts = chain.run(records).unwrap_or_else(|e| panic!("{e}"));
         let fields: Vec<(usize, &String)> =
             headers.iter().enumerate().filter(|(_, h)| !NOT_FIELDS.contains(&h.as_str())).collect();

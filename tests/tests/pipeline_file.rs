@@ -32,7 +32,8 @@ impl Fixture {
     /// duplicate), and every fiftieth line malformed.
     fn append(&mut self, n: usize) {
         use std::io::Write;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
         let mut text = String::new();
         for i in self.written..self.written + n {
@@ -42,7 +43,8 @@ impl Fixture {
                 self.malformed.insert(bad);
             } else {
                 let id = format!("ev-{i:07}");
-                let line = format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(120));
+                let line =
+                    format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(120));
                 text.push_str(&line);
                 if i % 10 == 0 {
                     text.push('\n');
@@ -111,7 +113,8 @@ path = "out/events.ndjson"
     }
 
     fn run(&self, config: &Path) -> (i32, String) {
-        let out = self.command(&["run", "-c", &config.display().to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
+        let out =
+            self.command(&["run", "-c", &config.display().to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
@@ -129,9 +132,11 @@ path = "out/events.ndjson"
         // A line without its end was torn by a kill mid-write: never
         // acknowledged, cut by the sink when it next opens the file.
         let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-        complete.lines()
+        complete
+            .lines()
             .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("sink line {l:?} is not JSON: {e}"));
+                let v: serde_json::Value =
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("sink line {l:?} is not JSON: {e}"));
                 v["id"].as_str().unwrap_or_else(|| panic!("sink line without id: {l}")).to_string()
             })
             .collect()
@@ -253,8 +258,12 @@ fn sigkill_at_random_moments_loses_nothing_and_every_duplicate_has_a_cause() {
             }
             Some(&first) => {
                 duplicates += 1;
-                let explained = boundaries.iter().any(|&b| first < b && first + batch >= b && pos >= b && pos < b + batch);
-                assert!(explained, "duplicate {id} at lines {first} and {pos} is not explained by a kill (boundaries {boundaries:?})");
+                let explained =
+                    boundaries.iter().any(|&b| first < b && first + batch >= b && pos >= b && pos < b + batch);
+                assert!(
+                    explained,
+                    "duplicate {id} at lines {first} and {pos} is not explained by a kill (boundaries {boundaries:?})"
+                );
             }
         }
     }
@@ -284,30 +293,39 @@ fn bad_configs_stop_the_start_with_exit_code_2_naming_the_key() {
     // A plugin that refuses its config, and one that is missing.
     let config = f.config("");
     let text = std::fs::read_to_string(&config).unwrap_or_default();
-    std::fs::write(&config, text.replace("max_age = \"1d\"", "max_age = \"1d\", max_agee = 1")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace("max_age = \"1d\"", "max_age = \"1d\", max_agee = 1"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("ts-window") && stderr.contains("unknown field `max_agee`"), "{stderr}");
-    std::fs::write(&config, text.replace(&plugin("json").display().to_string(), "/no/such/json.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace(&plugin("json").display().to_string(), "/no/such/json.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("plugins[0].path") && stderr.contains("/no/such/json.wasm"), "{stderr}");
     // A bad size, and a plugin file that is not a component.
-    std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"lots\"")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &config,
+        text.replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"lots\""),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("invalid size \"lots\""), "{stderr}");
     std::fs::write(f.path("fake.wasm"), b"MZ not wasm").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&config, text.replace(&plugin("json").display().to_string(), "fake.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace(&plugin("json").display().to_string(), "fake.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("fake.wasm") && stderr.contains("not a valid WebAssembly component"), "{stderr}");
     // Sources that match nothing, a sink that cannot be created.
-    std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"nothing-*.log\"]")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace("paths = [\"input*.log\"]", "paths = [\"nothing-*.log\"]"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("match no file") && stderr.contains("nothing-*.log"), "{stderr}");
-    std::fs::write(&config, text.replace("path = \"out/events.ndjson\"", "path = \"input.log/events.ndjson\"")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace("path = \"out/events.ndjson\"", "path = \"input.log/events.ndjson\""))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("sink.path") && stderr.contains("input.log is not a folder"), "{stderr}");
@@ -332,7 +350,11 @@ fn wait_for(f: &Fixture, want: &BTreeSet<String>, what: &str) {
         if want.is_subset(&have) {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "{what}: {} ids still missing after 30 s", want.difference(&have).count());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {} ids still missing after 30 s",
+            want.difference(&have).count()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -363,7 +385,8 @@ fn rotation_by_rename_and_by_copytruncate_during_a_run_loses_nothing() {
         .replace("paths = [\"input*.log\"]", "paths = [\"app.log\"]\nfollow = true\npoll_interval = \"20ms\"")
         .replace("[sink]", "[shutdown]\ngrace = \"5s\"\n\n[sink]");
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
     let log = f.path("app.log");
     let mut all = BTreeSet::new();
@@ -390,7 +413,11 @@ fn rotation_by_rename_and_by_copytruncate_during_a_run_loses_nothing() {
 
     // Copytruncate, then writes that soon pass the old position.
     std::fs::copy(&log, f.path("app.log.2")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::OpenOptions::new().write(true).open(&log).and_then(|file| file.set_len(0)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .and_then(|file| file.set_len(0))
+        .unwrap_or_else(|e| panic!("{e}"));
     write(&log, 2000, &mut all);
     wait_for(&f, &all, "after the copytruncate rotation");
 
@@ -436,12 +463,18 @@ fn quarantine_replay_after_a_repair_delivers_once_and_marks_entries() {
     let text = std::fs::read_to_string(&config).unwrap_or_default().replace("max_age = \"1d\"", "max_age = \"10000d\"");
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let replay = |f: &Fixture| {
-        let out = f.command(&["quarantine", "replay", "-c", &config.display().to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
+        let out = f
+            .command(&["quarantine", "replay", "-c", &config.display().to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let first = replay(&f);
-    assert!(first.contains("\"delivered\":20") && first.contains(&format!("\"still_quarantined\":{}", f.malformed.len())), "{first}");
+    assert!(
+        first.contains("\"delivered\":20") && first.contains(&format!("\"still_quarantined\":{}", f.malformed.len())),
+        "{first}"
+    );
     // Everything reconciles: the good ids once, the old ids once now.
     f.good.extend(old_ids.iter().cloned());
     let delivered = f.delivered();
@@ -461,9 +494,17 @@ fn quarantine_replay_after_a_repair_delivers_once_and_marks_entries() {
         }
     }
     // Forcing a replayed entry again (--id): dedup absorbs it.
-    let id = store.quarantine_entries().ok().and_then(|v| v.into_iter().find(|e| e.replayed.is_some())).map(|e| e.id).unwrap_or_default();
+    let id = store
+        .quarantine_entries()
+        .ok()
+        .and_then(|v| v.into_iter().find(|e| e.replayed.is_some()))
+        .map(|e| e.id)
+        .unwrap_or_default();
     drop(store);
-    let out = f.command(&["quarantine", "replay", "-c", &config.display().to_string(), "--id", &id]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = f
+        .command(&["quarantine", "replay", "-c", &config.display().to_string(), "--id", &id])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     let third = String::from_utf8_lossy(&out.stderr);
     assert!(third.contains("\"duplicate\":1") && third.contains("\"delivered\":0"), "{third}");
     assert_eq!(f.delivered().len(), f.good.len());
@@ -472,7 +513,10 @@ fn quarantine_replay_after_a_repair_delivers_once_and_marks_entries() {
 #[test]
 fn masked_fields_never_reach_the_quarantine() {
     let f = Fixture::new(0);
-    append(&f.path("input.log"), "{\"event_id\":\"m1\",\"ts\":\"2001-01-01T00:00:00Z\",\"auth\":{\"token\":\"s3cret\"},\"user\":\"ann\"}\n");
+    append(
+        &f.path("input.log"),
+        "{\"event_id\":\"m1\",\"ts\":\"2001-01-01T00:00:00Z\",\"auth\":{\"token\":\"s3cret\"},\"user\":\"ann\"}\n",
+    );
     let config = f.config("[quarantine]\nmask_fields = [\"auth.token\"]");
     assert_eq!(f.run(&config).0, 0);
     let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
@@ -494,7 +538,9 @@ fn a_line_longer_than_the_limit_is_quarantined_whole() {
     append(&f.path("input.log"), &format!("{long}\n"));
     f.append(10);
     let config = f.config("");
-    let text = std::fs::read_to_string(&config).unwrap_or_default().replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"64KiB\"");
+    let text = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nmax_line_bytes = \"64KiB\"");
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 0, "{stderr}");

@@ -58,7 +58,12 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
     let delivered: Vec<String> = std::fs::read_to_string(&events)
         .unwrap_or_default()
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["id"].as_str().map(String::from)).unwrap_or_default())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["id"].as_str().map(String::from))
+                .unwrap_or_default()
+        })
         .collect();
     let delivered_set: BTreeSet<String> = delivered.iter().cloned().collect();
     assert_eq!(delivered.len(), delivered_set.len(), "no id twice");
@@ -75,8 +80,16 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
     assert!(delivered_set.is_disjoint(&quarantined));
     let union: BTreeSet<String> = delivered_set.union(&quarantined).cloned().collect();
     assert_eq!(union, all, "every line delivered or quarantined, nothing else");
-    assert!(!quarantined.is_empty() && quarantined.iter().all(|id| id.contains("Linux_2k.log")), "the strict rule fills the quarantine");
-    println!("quickstart: {} lines delivered, {} quarantined, of {}", delivered_set.len(), quarantined.len(), all.len());
+    assert!(
+        !quarantined.is_empty() && quarantined.iter().all(|id| id.contains("Linux_2k.log")),
+        "the strict rule fills the quarantine"
+    );
+    println!(
+        "quickstart: {} lines delivered, {} quarantined, of {}",
+        delivered_set.len(),
+        quarantined.len(),
+        all.len()
+    );
 
     // Run again: the checkpoints say everything was read.
     let out = run(&["run"]);

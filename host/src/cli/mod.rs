@@ -29,7 +29,9 @@ pub fn main() -> ExitCode {
         Command::Quarantine(cmd) => run::quarantine(cmd),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
-            let indices = |id: &str| -> Vec<usize> { run.and_then(|m| m.indices_of(id)).map(|i| i.collect()).unwrap_or_default() };
+            let indices = |id: &str| -> Vec<usize> {
+                run.and_then(|m| m.indices_of(id)).map(|i| i.collect()).unwrap_or_default()
+            };
             plugin::pair_configs(&indices("plugins"), &indices("configs")).and_then(|owners| plugin::run(args, &owners))
         }
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),

@@ -8,12 +8,13 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::{InspectArgs, RunArgs};
-use crate::plugin::{self, inspect, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict};
+use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
 use crate::source::framing::LineReader;
 
 /// Read a plugin's config table from a TOML file, as JSON for `init`.
 pub fn read_config_file(path: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read plugin config {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read plugin config {}", path.display()))?;
     let table: toml::Table = toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
     serde_json::to_value(table).with_context(|| format!("cannot convert {} to JSON", path.display()))
 }
@@ -55,7 +56,9 @@ pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
     let (source_name, reader): (String, Box<dyn BufRead>) = match &args.input {
         Some(p) => (
             p.display().to_string(),
-            Box::new(BufReader::new(std::fs::File::open(p).with_context(|| format!("cannot open input {}", p.display()))?)),
+            Box::new(BufReader::new(
+                std::fs::File::open(p).with_context(|| format!("cannot open input {}", p.display()))?,
+            )),
         ),
         None => ("<stdin>".to_string(), Box::new(BufReader::new(std::io::stdin().lock()))),
     };
@@ -164,7 +167,13 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     println!("path:        {}", i.path.display());
     println!("digest:      blake3:{}", i.digest);
     println!("size:        {} bytes", i.size_bytes);
-    println!("wit:         {}", i.wit_version.as_deref().map(|v| format!("{}@{v}", inspect::WIT_PACKAGE)).unwrap_or_else(|| "not a sluice plugin (no sluice:plugin import)".into()));
+    println!(
+        "wit:         {}",
+        i.wit_version
+            .as_deref()
+            .map(|v| format!("{}@{v}", inspect::WIT_PACKAGE))
+            .unwrap_or_else(|| "not a sluice plugin (no sluice:plugin import)".into())
+    );
     println!("exports:     {}", i.exports.join(", "));
     println!("imports:");
     for imp in &i.imports {

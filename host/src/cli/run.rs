@@ -24,12 +24,19 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), Ba
     let crate::config::SourceConfig::File(f) = &cfg.source;
     let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
     if files.is_empty() {
-        return Err(BadInput(anyhow::anyhow!("config {}: source.paths {:?} match no file", args.config.display(), f.paths)));
+        return Err(BadInput(anyhow::anyhow!(
+            "config {}: source.paths {:?} match no file",
+            args.config.display(),
+            f.paths
+        )));
     }
     for file in &files {
-        std::fs::File::open(file).map_err(|e| BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display())))?;
+        std::fs::File::open(file).map_err(|e| {
+            BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display()))
+        })?;
     }
-    pipeline::open_sink(&cfg).map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
+    pipeline::open_sink(&cfg)
+        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
     // The state store opens for this pipeline (not another's, not one
     // another process holds), or nothing starts.
     Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
@@ -46,8 +53,15 @@ pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
     for s in chain.stages() {
         println!("  plugin: {} (blake3:{})", s.id(), s.id().digest.to_hex());
     }
-    println!("  dedup:  window {}, state {}", sluice_guest::duration::display(cfg.dedup.window), cfg.pipeline.state_dir.display());
-    println!("  sink:   {}", pipeline::open_sink(&cfg).map(|s| s.describe()).unwrap_or_else(|e| format!("cannot open: {e}")));
+    println!(
+        "  dedup:  window {}, state {}",
+        sluice_guest::duration::display(cfg.dedup.window),
+        cfg.pipeline.state_dir.display()
+    );
+    println!(
+        "  sink:   {}",
+        pipeline::open_sink(&cfg).map(|s| s.describe()).unwrap_or_else(|e| format!("cannot open: {e}"))
+    );
     Ok(())
 }
 
@@ -80,7 +94,7 @@ fn watch_signals(stop: Stop, grace: std::time::Duration) {
     let spawned = std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async move {
-            use tokio::signal::unix::{signal, SignalKind};
+            use tokio::signal::unix::{SignalKind, signal};
             let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
                 return;
             };
@@ -109,7 +123,8 @@ pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
             for e in store.quarantine_entries()? {
                 let plugin = e.plugin.as_ref().map(|p| format!("{}@{}", p.name, &p.digest[..12])).unwrap_or_default();
                 let replayed = e.replayed.as_deref().map(|t| format!(" replayed {t}")).unwrap_or_default();
-                let line = writeln!(out, "{}  {}  {:<7} {:<24} {}{}", e.id, e.time, e.stage, plugin, e.reason, replayed);
+                let line =
+                    writeln!(out, "{}  {}  {:<7} {:<24} {}{}", e.id, e.time, e.stage, plugin, e.reason, replayed);
                 // A reader that stopped (`| head`) is not an error.
                 if let Err(e) = line {
                     if e.kind() == std::io::ErrorKind::BrokenPipe {

@@ -30,8 +30,8 @@ use crate::offsets::{Door, OffsetTracker};
 use crate::plugin::{Chain, Isolated, PluginId, Record, Runtime, Verdict};
 use crate::sink::file::{FileSink, StdoutSink};
 use crate::sink::{Answer, Delivery, Sink};
-use crate::source::file::{discover, FilePartition, SourceRecord};
-use crate::store::dedup::{digest, DedupWindow};
+use crate::source::file::{FilePartition, SourceRecord, discover};
+use crate::store::dedup::{DedupWindow, digest};
 use crate::store::quarantine::{PluginVersion, Quarantine, Rejection};
 use crate::store::{Identity, Store};
 
@@ -97,11 +97,8 @@ fn now_nanos() -> i64 {
 
 /// Load every plugin and instantiate one chain; used by `check` and `run`.
 pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
-    let stages = cfg
-        .plugins
-        .iter()
-        .map(|p| runtime.load(&p.spec()).and_then(Isolated::new))
-        .collect::<Result<Vec<_>, _>>()?;
+    let stages =
+        cfg.plugins.iter().map(|p| runtime.load(&p.spec()).and_then(Isolated::new)).collect::<Result<Vec<_>, _>>()?;
     Ok(Chain::new(stages))
 }
 
@@ -236,7 +233,9 @@ pub fn deliver_batch(
                 }
             }
             Verdict::Drop { reason, .. } => fates[i] = Some(Fate::Dropped { reason }),
-            Verdict::Reject { plugin, reason } => fates[i] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason }),
+            Verdict::Reject { plugin, reason } => {
+                fates[i] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason })
+            }
         }
     }
     let digests: Vec<_> = events.iter().map(|(_, _, d)| *d).collect();
@@ -273,7 +272,9 @@ pub fn deliver_batch(
             }
             // The file sinks never answer these; the http sinks (issue 5)
             // bring bounded retries. Until then: quarantine with the answer.
-            Answer::Rejected(reason) | Answer::Retry(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
+            Answer::Rejected(reason) | Answer::Retry(reason) => {
+                Fate::Quarantine { stage: "sink", plugin: None, reason }
+            }
         });
     }
     stages.dedup.record(write, &accepted, now_secs)?;
@@ -303,7 +304,10 @@ pub fn deliver_batch(
         );
     }
     // Every record has a fate here: the sinks answer every event.
-    Ok(fates.into_iter().map(|f| f.unwrap_or(Fate::Quarantine { stage: "sink", plugin: None, reason: "no answer".into() })).collect())
+    Ok(fates
+        .into_iter()
+        .map(|f| f.unwrap_or(Fate::Quarantine { stage: "sink", plugin: None, reason: "no answer".into() }))
+        .collect())
 }
 
 struct PartitionTask<'a> {
@@ -350,7 +354,12 @@ impl PartitionTask<'_> {
 
     /// The custody order (see the module doc): steps 1 to 4 in
     /// `deliver_batch`, then quarantine entries, offsets and the commit.
-    fn process_batch(&mut self, batch: Vec<SourceRecord>, tracker: &mut OffsetTracker, quarantine: &Quarantine<'_>) -> Result<(), PipelineError> {
+    fn process_batch(
+        &mut self,
+        batch: Vec<SourceRecord>,
+        tracker: &mut OffsetTracker,
+        quarantine: &Quarantine<'_>,
+    ) -> Result<(), PipelineError> {
         for r in &batch {
             tracker.begin(r.start, r.next)?;
         }
@@ -365,7 +374,13 @@ impl PartitionTask<'_> {
         let now = now_nanos();
         for (r, fate) in batch.iter().zip(&fates) {
             if let Fate::Quarantine { stage, plugin, reason } = fate {
-                let rejection = Rejection { record: &r.record, stage, plugin: plugin.as_ref(), reason: reason.clone(), attempts: 1 };
+                let rejection = Rejection {
+                    record: &r.record,
+                    stage,
+                    plugin: plugin.as_ref(),
+                    reason: reason.clone(),
+                    attempts: 1,
+                };
                 quarantine.put(&mut write, rejection, now)?;
             }
         }

@@ -13,12 +13,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;
 
-use super::{build_chain, deliver_batch, identity, now_nanos, open_sink, stats, Fate, PipelineError, Stages};
+use super::{Fate, PipelineError, Stages, build_chain, deliver_batch, identity, now_nanos, open_sink, stats};
 use crate::config::{Config, SourceConfig};
 use crate::plugin::{Record, Runtime};
+use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
-use crate::store::Store;
 
 #[derive(Debug, Default, Serialize)]
 pub struct ReplaySummary {
@@ -31,7 +31,12 @@ pub struct ReplaySummary {
     pub skipped_replayed: u64,
 }
 
-pub fn replay(cfg: &Config, runtime: &Runtime, ids: &[String], include_masked: bool) -> Result<ReplaySummary, PipelineError> {
+pub fn replay(
+    cfg: &Config,
+    runtime: &Runtime,
+    ids: &[String],
+    include_masked: bool,
+) -> Result<ReplaySummary, PipelineError> {
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     let dedup = DedupWindow::new(&store, cfg.dedup.window)?;
     let sink = Mutex::new(open_sink(cfg)?);
@@ -53,7 +58,10 @@ pub fn replay(cfg: &Config, runtime: &Runtime, ids: &[String], include_masked: b
         }
     }
     let bar = ProgressBar::new(entries.len() as u64);
-    bar.set_style(ProgressStyle::with_template("replay {bar:40} {pos}/{len} entries ({per_sec}, {eta} left)").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("replay {bar:40} {pos}/{len} entries ({per_sec}, {eta} left)")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
 
     for chunk in entries.chunks(cfg.pipeline.batch_size) {
         let records: Vec<Record> = chunk

@@ -56,11 +56,9 @@ pub(super) fn to_wit(r: &Record) -> wit::Record {
                 partition: *partition,
                 offset: *offset,
             }),
-            Position::File { path, generation, offset } => wit::Position::File(wit::FilePosition {
-                path: path.clone(),
-                generation: *generation,
-                offset: *offset,
-            }),
+            Position::File { path, generation, offset } => {
+                wit::Position::File(wit::FilePosition { path: path.clone(), generation: *generation, offset: *offset })
+            }
         },
         event_id: r.event_id.clone(),
         timestamp: r.timestamp,
@@ -70,10 +68,7 @@ pub(super) fn to_wit(r: &Record) -> wit::Record {
 pub(super) fn from_wit(o: wit::Outcome) -> Outcome {
     match o {
         wit::Outcome::Emit(events) => Outcome::Emit(
-            events
-                .into_iter()
-                .map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body })
-                .collect(),
+            events.into_iter().map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body }).collect(),
         ),
         wit::Outcome::Drop(reason) => Outcome::Drop(reason),
         wit::Outcome::Reject(reason) => Outcome::Reject(reason),

@@ -117,9 +117,10 @@ impl<S: Stage> Chain<S> {
 /// when nothing of it is left (a later `Emit` keeps it live).
 fn drop_part(p: &mut Progress, stage: usize, reason: String) {
     if let Progress::Live(records) = p
-        && records.is_empty() {
-            *p = Progress::Dropped { stage, reason };
-        }
+        && records.is_empty()
+    {
+        *p = Progress::Dropped { stage, reason };
+    }
 }
 
 /// The record the next stage sees for an event: the event's body, with the
@@ -192,10 +193,18 @@ mod tests {
             let mut drop_here = None;
             for rec in &live {
                 match decide(salt, i, rec) {
-                    Outcome::Emit(events) if !events.is_empty() => next.extend(events.into_iter().map(|e| follow(rec, e))),
-                    Outcome::Emit(_) => { drop_here.get_or_insert((i, "no events".to_string())); }
-                    Outcome::Drop(reason) => { drop_here.get_or_insert((i, reason)); }
-                    Outcome::Reject(reason) => { reject.get_or_insert((i, reason)); }
+                    Outcome::Emit(events) if !events.is_empty() => {
+                        next.extend(events.into_iter().map(|e| follow(rec, e)))
+                    }
+                    Outcome::Emit(_) => {
+                        drop_here.get_or_insert((i, "no events".to_string()));
+                    }
+                    Outcome::Drop(reason) => {
+                        drop_here.get_or_insert((i, reason));
+                    }
+                    Outcome::Reject(reason) => {
+                        reject.get_or_insert((i, reason));
+                    }
                 }
             }
             if let Some((i, reason)) = reject {
@@ -208,7 +217,9 @@ mod tests {
             }
             live = next;
         }
-        Verdict::Emit(live.into_iter().map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload }).collect())
+        Verdict::Emit(
+            live.into_iter().map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload }).collect(),
+        )
     }
 
     proptest! {

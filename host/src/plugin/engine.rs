@@ -113,29 +113,29 @@ impl Runtime {
         let digest = blake3::hash(&bytes);
         let id = PluginId { name: spec.name.clone(), digest };
         let component = self.compile(&spec.path, &bytes, digest)?;
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| PluginError::Link {
-            plugin: id.to_string(),
-            message: format!("{e:#}"),
-        })?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| PluginError::Link { plugin: id.to_string(), message: format!("{e:#}") })?;
         let pre = BindingsPre::new(instance_pre).map_err(|e| PluginError::Link {
             plugin: id.to_string(),
             message: format!("not a sluice plugin (world sluice:plugin/plugin@0.1): {e:#}"),
         })?;
-        let config_json = serde_json::to_string(&spec.config).map_err(|e| PluginError::Config {
-            plugin: id.to_string(),
-            message: e.to_string(),
-        })?;
+        let config_json = serde_json::to_string(&spec.config)
+            .map_err(|e| PluginError::Config { plugin: id.to_string(), message: e.to_string() })?;
         Ok(Arc::new(LoadedPlugin { id, pre, config_json, limits: spec.limits.clone(), engine: self.engine.clone() }))
     }
 
     /// Compile `bytes`, or take the compiled code from the caches.
     pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
         if let Ok(cache) = self.memory_cache.lock()
-            && let Some(c) = cache.get(&digest) {
-                self.counters.from_memory.fetch_add(1, Ordering::Relaxed);
-                return Ok(c.clone());
-            }
-        let cached_file = self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
+            && let Some(c) = cache.get(&digest)
+        {
+            self.counters.from_memory.fetch_add(1, Ordering::Relaxed);
+            return Ok(c.clone());
+        }
+        let cached_file =
+            self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
         let from_disk = cached_file.as_ref().filter(|f| f.exists()).and_then(|f| {
             // Read, not mmap (`deserialize_file`): a file truncated under a
             // mapping kills the process with SIGBUS, and the cache may be
@@ -159,14 +159,13 @@ impl Runtime {
             }
             None => {
                 self.counters.compiled.fetch_add(1, Ordering::Relaxed);
-                let c = Component::new(&self.engine, bytes).map_err(|e| PluginError::Compile {
-                    path: path.to_path_buf(),
-                    message: format!("{e:#}"),
-                })?;
+                let c = Component::new(&self.engine, bytes)
+                    .map_err(|e| PluginError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })?;
                 if let Some(file) = &cached_file
-                    && let Err(e) = write_cache(file, &c) {
-                        tracing::warn!(file = %file.display(), "cannot cache compiled plugin: {e}");
-                    }
+                    && let Err(e) = write_cache(file, &c)
+                {
+                    tracing::warn!(file = %file.display(), "cannot cache compiled plugin: {e}");
+                }
                 c
             }
         };
@@ -212,7 +211,11 @@ fn write_cache(file: &Path, component: &Component) -> std::io::Result<()> {
     }
     let bytes = component.serialize().map_err(|e| std::io::Error::other(e.to_string()))?;
     // Write then rename, so a concurrent reader never sees half a file.
-    let tmp = dir.join(format!(".{}.tmp-{}", file.file_name().and_then(|n| n.to_str()).unwrap_or("plugin"), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        file.file_name().and_then(|n| n.to_str()).unwrap_or("plugin"),
+        std::process::id()
+    ));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, file)
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use wasmtime::{Store, Trap};
 
+use super::PluginError;
 use super::bindings::{self, Bindings};
-use super::engine::{LoadedPlugin, EPOCH_TICK};
+use super::engine::{EPOCH_TICK, LoadedPlugin};
 use super::sandbox::StoreState;
 use super::types::{Outcome, Record};
-use super::PluginError;
 
 /// Why a call into a plugin did not return a usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,10 +57,10 @@ impl Instance {
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(&plugin));
-        let bindings = plugin.pre.instantiate(&mut store).map_err(|e| PluginError::Instantiate {
-            plugin: plugin.id.to_string(),
-            message: format!("{e:#}"),
-        })?;
+        let bindings = plugin
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| PluginError::Instantiate { plugin: plugin.id.to_string(), message: format!("{e:#}") })?;
         store.set_epoch_deadline(deadline_ticks(&plugin));
         let refused = bindings.call_init(&mut store, &plugin.config_json);
         match refused {

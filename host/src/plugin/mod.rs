@@ -107,10 +107,7 @@ pub enum PluginError {
 
 /// Load and initialise a chain of plugins, in order.
 pub fn build_chain(runtime: &Runtime, specs: &[PluginSpec]) -> Result<Chain, PluginError> {
-    let stages = specs
-        .iter()
-        .map(|spec| Isolated::new(runtime.load(spec)?))
-        .collect::<Result<Vec<_>, _>>()?;
+    let stages = specs.iter().map(|spec| Isolated::new(runtime.load(spec)?)).collect::<Result<Vec<_>, _>>()?;
     Ok(Chain::new(stages))
 }
 

@@ -40,7 +40,10 @@ fn cut_torn_tail(file: &File) -> std::io::Result<()> {
         if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
             let keep = start + i as u64 + 1;
             if keep < len {
-                tracing::warn!(cut = len - keep, "sink file ended in a torn line (a crash mid-write); cutting it, its record is read again");
+                tracing::warn!(
+                    cut = len - keep,
+                    "sink file ended in a torn line (a crash mid-write); cutting it, its record is read again"
+                );
                 file.set_len(keep)?;
                 file.sync_data()?;
             }

@@ -39,7 +39,8 @@ pub enum SourceError {
 pub fn discover(patterns: &[String]) -> Result<Vec<PathBuf>, SourceError> {
     let mut files = Vec::new();
     for pattern in patterns {
-        let paths = glob::glob(pattern).map_err(|e| SourceError::Pattern { pattern: pattern.clone(), message: e.to_string() })?;
+        let paths = glob::glob(pattern)
+            .map_err(|e| SourceError::Pattern { pattern: pattern.clone(), message: e.to_string() })?;
         for p in paths {
             let p = p.map_err(|e| SourceError::Pattern { pattern: pattern.clone(), message: e.to_string() })?;
             if p.is_file() {
@@ -140,9 +141,11 @@ fn open_at(path: &Path, offset: u64, generation: u64) -> Result<Open, SourceErro
 /// The file with this device and inode in `dir`, if any: where a rename
 /// rotation moved the file being read.
 fn find_inode(dir: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
-    std::fs::read_dir(dir).ok()?.filter_map(Result::ok).map(|e| e.path()).find(|p| {
-        std::fs::metadata(p).map(|m| m.dev() == dev && m.ino() == ino && m.is_file()).unwrap_or(false)
-    })
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| std::fs::metadata(p).map(|m| m.dev() == dev && m.ino() == ino && m.is_file()).unwrap_or(false))
 }
 
 impl FilePartition {
@@ -205,7 +208,12 @@ impl FilePartition {
             let start = pack(generation, line.offset);
             let next = pack(generation, self.current.reader.position());
             let oversize = line.bytes.len() as u64 > self.max_line;
-            out.push(SourceRecord { record: Record::line(line.bytes, &self.key, generation, line.offset), start, next, oversize });
+            out.push(SourceRecord {
+                record: Record::line(line.bytes, &self.key, generation, line.offset),
+                start,
+                next,
+                oversize,
+            });
         }
         Ok(out)
     }
@@ -297,7 +305,8 @@ mod tests {
         // the new one from its start.
         std::fs::write(&log, "c\n").unwrap_or_else(|e| panic!("{e}"));
         let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
-        let lines: Vec<Vec<u8>> = part.next_batch(10).unwrap_or_default().into_iter().map(|r| r.record.payload).collect();
+        let lines: Vec<Vec<u8>> =
+            part.next_batch(10).unwrap_or_default().into_iter().map(|r| r.record.payload).collect();
         assert_eq!(lines, vec![b"c".to_vec()]);
     }
 
@@ -315,8 +324,12 @@ mod tests {
         file.set_len(0).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(&log, "third line, longer than before\nfourth\n").unwrap_or_else(|e| panic!("{e}"));
         let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
-        let lines: Vec<(u64, Vec<u8>)> =
-            part.next_batch(10).unwrap_or_default().into_iter().map(|r| (unpack(r.start).0, r.record.payload)).collect();
+        let lines: Vec<(u64, Vec<u8>)> = part
+            .next_batch(10)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (unpack(r.start).0, r.record.payload))
+            .collect();
         assert_eq!(lines, vec![(1, b"third line, longer than before".to_vec()), (1, b"fourth".to_vec())]);
     }
 

@@ -52,7 +52,11 @@ impl<R: BufRead> LineReader<R> {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
                 // Last line without a line end.
-                return Ok(if bytes.is_empty() && self.offset == start { None } else { Some(Line { offset: start, bytes }) });
+                return Ok(if bytes.is_empty() && self.offset == start {
+                    None
+                } else {
+                    Some(Line { offset: start, bytes })
+                });
             }
             match buf.iter().position(|b| *b == b'\n' || *b == b'\r') {
                 Some(i) => {
@@ -93,8 +97,14 @@ mod tests {
     #[test]
     fn lf_crlf_bare_cr_and_unterminated_last_line() {
         let input = b"a\nbb\r\nc\rdd\r\r\nlast";
-        let want: Vec<(u64, String)> =
-            vec![(0, "a".into()), (2, "bb".into()), (6, "c".into()), (8, "dd".into()), (11, "".into()), (13, "last".into())];
+        let want: Vec<(u64, String)> = vec![
+            (0, "a".into()),
+            (2, "bb".into()),
+            (6, "c".into()),
+            (8, "dd".into()),
+            (11, "".into()),
+            (13, "last".into()),
+        ];
         // Every buffer size, so line ends split across reads are covered.
         for buffer in 1..=input.len() + 1 {
             assert_eq!(frame(input, buffer), want, "buffer {buffer}");

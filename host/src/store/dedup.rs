@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rocksdb::WriteBatch;
 
-use super::{cf_options, Store, StoreError, CF_META};
+use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
@@ -51,7 +51,8 @@ impl<'s> DedupWindow<'s> {
         let meta = store.cf(CF_META)?;
         let bucket_secs = match store.db().get_cf(&meta, BUCKET_KEY).map_err(|e| store.rocks(e))? {
             Some(raw) => {
-                let bytes: [u8; 8] = raw.as_slice().try_into().map_err(|_| store.corrupt("dedup bucket width", "not 8 bytes"))?;
+                let bytes: [u8; 8] =
+                    raw.as_slice().try_into().map_err(|_| store.corrupt("dedup bucket width", "not 8 bytes"))?;
                 u64::from_be_bytes(bytes).max(1)
             }
             None => {
@@ -60,8 +61,9 @@ impl<'s> DedupWindow<'s> {
                 secs
             }
         };
-        let names = rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
-            .map_err(|e| store.rocks(e))?;
+        let names =
+            rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
+                .map_err(|e| store.rocks(e))?;
         let buckets = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
         Ok(DedupWindow { store, window_secs, bucket_secs, buckets: Mutex::new(buckets) })
     }
@@ -145,7 +147,8 @@ mod tests {
     #[test]
     fn partitions_may_record_into_a_new_bucket_at_the_same_time() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
         let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
         for round in 0..20u64 {
             std::thread::scope(|s| {
@@ -166,7 +169,8 @@ mod tests {
     #[test]
     fn remembers_inside_the_window_and_forgets_by_dropping_buckets() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
         let w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
         let t0 = 1_000_000_000;
         let (a, b, c) = (digest("a"), digest("b"), digest("c"));

@@ -38,7 +38,13 @@ pub enum StoreError {
          point pipeline.state_dir at a folder of its own, or fix pipeline.name",
         path = path.display()
     )]
-    WrongPipeline { path: PathBuf, found: String, found_sources: Vec<String>, expected: String, expected_sources: Vec<String> },
+    WrongPipeline {
+        path: PathBuf,
+        found: String,
+        found_sources: Vec<String>,
+        expected: String,
+        expected_sources: Vec<String>,
+    },
     #[error("state store {}: corrupt {what}: {message}", path.display())]
     Corrupt { path: PathBuf, what: String, message: String },
 }

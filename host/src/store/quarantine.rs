@@ -13,7 +13,7 @@ use base64::Engine as _;
 use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};
 
-use super::{Store, StoreError, CF_QUARANTINE};
+use super::{CF_QUARANTINE, Store, StoreError};
 use crate::plugin::{PluginId, Position, Record};
 
 const MASK: &str = "***";

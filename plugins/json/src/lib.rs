@@ -12,7 +12,7 @@
 //! plugin only validates that it is one JSON object.
 
 use serde::Deserialize;
-use sluice_guest::{export_plugin, json, time::Format, Event, Outcome, Plugin, Record};
+use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin, json, time::Format};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,13 +58,14 @@ impl Plugin for Json {
             }
         }
         if let Some(field) = &self.timestamp_field
-            && let Some(value) = object.get(field) {
-                let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
-                match self.timestamp_format.parse_json(&value, now) {
-                    Ok(ns) => event.timestamp = Some(ns),
-                    Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
-                }
+            && let Some(value) = object.get(field)
+        {
+            let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
+            match self.timestamp_format.parse_json(&value, now) {
+                Ok(ns) => event.timestamp = Some(ns),
+                Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
             }
+        }
         Outcome::emit(event)
     }
 }

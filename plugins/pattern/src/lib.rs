@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde::Deserialize;
 use sluice_guest::time::Format;
-use sluice_guest::{export_plugin, Event, Outcome, Plugin, Record};
+use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 
 /// The shortcuts; `sluice plugin` docs list them. Kept to pieces that are
 /// unambiguous in logs.
@@ -51,7 +51,10 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("DATE_ISO", r"\d{4}-\d{2}-\d{2}"),
     ("HDFSDATE", r"\d{6}"),
     ("HDFSTIME", r"\d{6}"),
-    ("APACHETIME", r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{2} \d{2}:\d{2}:\d{2} \d{4}"),
+    (
+        "APACHETIME",
+        r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{2} \d{2}:\d{2}:\d{2} \d{4}",
+    ),
     ("LOG4JTIME", r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"),
 ];
 
@@ -91,7 +94,9 @@ impl<'de> Deserialize<'de> for PatternSpec {
         use serde::de::Error;
         match serde_json::Value::deserialize(d)? {
             serde_json::Value::String(s) => Ok(PatternSpec::Plain(s)),
-            v @ serde_json::Value::Object(_) => serde_json::from_value(v).map(PatternSpec::Full).map_err(D::Error::custom),
+            v @ serde_json::Value::Object(_) => {
+                serde_json::from_value(v).map(PatternSpec::Full).map_err(D::Error::custom)
+            }
             other => Err(D::Error::custom(format!(
                 "a pattern is a string or a table with `regex` (and `timestamp`), not {}",
                 sluice_guest::json::kind(&other)
@@ -143,14 +148,10 @@ pub fn expand(pattern: &str) -> Result<String, String> {
             Some((n, f)) => (n, Some(f)),
             None => (spec, None),
         };
-        let body = SHORTCUTS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, re)| *re)
-            .ok_or_else(|| {
-                let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
-                format!("unknown shortcut %{{{name}}} in pattern {pattern:?}; known: {}", known.join(", "))
-            })?;
+        let body = SHORTCUTS.iter().find(|(n, _)| *n == name).map(|(_, re)| *re).ok_or_else(|| {
+            let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
+            format!("unknown shortcut %{{{name}}} in pattern {pattern:?}; known: {}", known.join(", "))
+        })?;
         match field {
             Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
                 out.push_str(&format!("(?P<{f}>{body})"));
@@ -172,11 +173,8 @@ impl Plugin for Pattern {
         for (i, spec) in std::mem::take(&mut self.patterns).into_iter().enumerate() {
             let expanded = expand(spec.regex()).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let regex = Regex::new(&expanded).map_err(|e| format!("patterns[{i}]: {e}"))?;
-            let fields: Vec<(usize, String)> = regex
-                .capture_names()
-                .enumerate()
-                .filter_map(|(idx, n)| n.map(|n| (idx, n.to_string())))
-                .collect();
+            let fields: Vec<(usize, String)> =
+                regex.capture_names().enumerate().filter_map(|(idx, n)| n.map(|n| (idx, n.to_string()))).collect();
             if fields.is_empty() {
                 return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
             }
@@ -193,9 +191,10 @@ impl Plugin for Pattern {
         }
         let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n)| n == f));
         if let Some(id) = &self.id_field
-            && !named(id) {
-                return Err(format!("id_field {id:?} is not captured by any pattern"));
-            }
+            && !named(id)
+        {
+            return Err(format!("id_field {id:?} is not captured by any pattern"));
+        }
         if let Some(ts) = &self.timestamp {
             if ts.fields.is_empty() {
                 return Err("timestamp.fields: name at least one captured field".into());

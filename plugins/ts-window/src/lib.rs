@@ -16,8 +16,8 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use sluice_guest::time::{format_rfc3339, Format};
-use sluice_guest::{duration, export_plugin, json, Event, Outcome, Plugin, Record};
+use sluice_guest::time::{Format, format_rfc3339};
+use sluice_guest::{Event, Outcome, Plugin, Record, duration, export_plugin, json};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

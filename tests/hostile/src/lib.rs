@@ -4,7 +4,7 @@
 //! Every other record is echoed as `{"line": ...}`.
 
 use serde::Deserialize;
-use sluice_guest::{export_plugin, Outcome, Plugin, Record};
+use sluice_guest::{Outcome, Plugin, Record, export_plugin};
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "kebab-case")]
