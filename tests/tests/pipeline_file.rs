@@ -668,3 +668,33 @@ fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
     let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(store.checkpoint(&f.path("input.log").display().to_string()).ok().flatten(), None);
 }
+
+#[test]
+fn a_line_written_in_two_parts_while_followed_is_one_record() {
+    let f = Fixture::new(0);
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .replace("paths = [\"input*.log\"]", "paths = [\"app.log\"]\nfollow = true\npoll_interval = \"20ms\"");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+    let log = f.path("app.log");
+    let (first, _) = lines(0, 1, &ts);
+    append(&log, &first);
+    let mut child = f.spawn(&config);
+    wait_for(&f, &["rot-000000".to_string()].into_iter().collect(), "the first line");
+    // The writer is in the middle of a line for several polls.
+    let (second, _) = lines(1, 1, &ts);
+    let (head, tail) = second.split_at(second.len() / 2);
+    append(&log, head);
+    std::thread::sleep(Duration::from_millis(300));
+    append(&log, tail);
+    wait_for(&f, &["rot-000001".to_string()].into_iter().collect(), "the line written in two parts");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{status}");
+    assert_eq!(f.delivered(), vec!["rot-000000".to_string(), "rot-000001".to_string()]);
+    assert!(f.quarantined().is_empty(), "no fragment of it is quarantined: {:?}", f.quarantined());
+}

@@ -133,7 +133,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
                     let mut guard = StopOnExit { stop, armed: true };
                     let chain = build_chain(runtime, cfg)?;
                     let checkpoint = store.checkpoint(&file.display().to_string())?;
-                    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes)?;
+                    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
                     let mut task = PartitionTask { cfg, store, dedup, sink, chain, part, stats, stop };
                     let result = task.run(source.follow, source.poll_interval);
                     guard.armed = result.is_err();

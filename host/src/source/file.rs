@@ -113,6 +113,11 @@ pub struct FilePartition {
     path: PathBuf,
     key: String,
     max_line: u64,
+    /// Following a file that is being written: a line counts only once its
+    /// line end is there (the writer may be in the middle of it).
+    follow: bool,
+    /// The last line of a file finished by a truncation, emitted next.
+    carry: Option<SourceRecord>,
     current: Open,
     /// Files still to read after the current one (after a rotation found at start-up).
     queue: Vec<Open>,
@@ -150,7 +155,12 @@ fn find_inode(dir: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
 
 impl FilePartition {
     /// Open `path`, resuming from `checkpoint` when there is one.
-    pub fn open(path: &Path, checkpoint: Option<&Checkpoint>, max_line: u64) -> Result<FilePartition, SourceError> {
+    pub fn open(
+        path: &Path,
+        checkpoint: Option<&Checkpoint>,
+        max_line: u64,
+        follow: bool,
+    ) -> Result<FilePartition, SourceError> {
         let key = path.display().to_string();
         let meta = std::fs::metadata(path).map_err(io(path))?;
         let (current, queue) = match checkpoint {
@@ -178,7 +188,16 @@ impl FilePartition {
                 }
             }
         };
-        Ok(FilePartition { path: path.to_path_buf(), key, max_line, current, queue, retired: Vec::new() })
+        Ok(FilePartition {
+            path: path.to_path_buf(),
+            key,
+            max_line,
+            follow,
+            carry: None,
+            current,
+            queue,
+            retired: Vec::new(),
+        })
     }
 
     pub fn key(&self) -> &str {
@@ -193,29 +212,40 @@ impl FilePartition {
     /// Up to `max` records; empty at the end of the input (for now).
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<SourceRecord>, SourceError> {
         let mut out = Vec::with_capacity(max.min(4096));
+        out.extend(self.carry.take());
         while out.len() < max {
-            let line = self.current.reader.next_line().map_err(io(&self.path))?;
+            let line =
+                if self.follow { self.current.reader.next_complete_line() } else { self.current.reader.next_line() }
+                    .map_err(io(&self.path))?;
             let Some(line) = line else {
                 if self.queue.is_empty() {
                     break;
                 }
+                // This file is finished (rotated away): its unterminated
+                // tail, if any, is its last line.
+                out.extend(self.finish_current());
                 let next = self.queue.remove(0);
                 let done = std::mem::replace(&mut self.current, next);
                 self.retired.push(done.id());
                 continue;
             };
-            let generation = self.current.generation;
-            let start = pack(generation, line.offset);
-            let next = pack(generation, self.current.reader.position());
-            let oversize = line.bytes.len() as u64 > self.max_line;
-            out.push(SourceRecord {
-                record: Record::line(line.bytes, &self.key, generation, line.offset),
-                start,
-                next,
-                oversize,
-            });
+            out.push(self.record(line, self.current.generation, self.current.reader.position()));
         }
         Ok(out)
+    }
+
+    fn record(&self, line: super::framing::Line, generation: u64, end: u64) -> SourceRecord {
+        let start = pack(generation, line.offset);
+        let next = pack(generation, end);
+        let oversize = line.bytes.len() as u64 > self.max_line;
+        SourceRecord { record: Record::line(line.bytes, &self.key, generation, line.offset), start, next, oversize }
+    }
+
+    /// The current file's unterminated tail as a record, when it has one.
+    fn finish_current(&mut self) -> Option<SourceRecord> {
+        let line = self.current.reader.take_partial()?;
+        let end = line.offset + line.bytes.len() as u64;
+        Some(self.record(line, self.current.generation, end))
     }
 
     /// In follow mode, at the end of input: has the file been rotated?
@@ -243,6 +273,7 @@ impl FilePartition {
         let rewritten = head[..known] != self.current.head[..known];
         if meta.len() < self.current.reader.position() || rewritten {
             tracing::info!(file = %self.key, generation, "file truncated (copytruncate); reading it from the start");
+            self.carry = self.finish_current();
             let done = std::mem::replace(&mut self.current, open_at(&self.path, 0, generation)?);
             self.retired.push(done.id());
             return Ok(true);
@@ -292,7 +323,7 @@ mod tests {
         let log = dir.path().join("app.log");
         std::fs::write(&log, "a\nb\n").unwrap_or_else(|e| panic!("{e}"));
         let old_ino = std::fs::metadata(&log).map(|m| m.ino()).unwrap_or(0);
-        let mut part = FilePartition::open(&log, None, 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, None, 1024, false).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(part.next_batch(10).map(|b| b.len()).ok(), Some(2));
         // Rename rotation; the new file is still empty when we switch.
         std::fs::rename(&log, dir.path().join("app.log.1")).unwrap_or_else(|e| panic!("{e}"));
@@ -304,7 +335,7 @@ mod tests {
         // A restart from it finishes the old file (nothing left) and reads
         // the new one from its start.
         std::fs::write(&log, "c\n").unwrap_or_else(|e| panic!("{e}"));
-        let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, Some(&cp), 1024, false).unwrap_or_else(|e| panic!("{e}"));
         let lines: Vec<Vec<u8>> =
             part.next_batch(10).unwrap_or_default().into_iter().map(|r| r.record.payload).collect();
         assert_eq!(lines, vec![b"c".to_vec()]);
@@ -315,7 +346,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let log = dir.path().join("app.log");
         std::fs::write(&log, "first\nsecond\n").unwrap_or_else(|e| panic!("{e}"));
-        let mut part = FilePartition::open(&log, None, 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, None, 1024, false).unwrap_or_else(|e| panic!("{e}"));
         let batch = part.next_batch(10).unwrap_or_default();
         let cp = part.checkpoint_for(batch[1].next);
         drop(part);
@@ -323,7 +354,7 @@ mod tests {
         let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap_or_else(|e| panic!("{e}"));
         file.set_len(0).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(&log, "third line, longer than before\nfourth\n").unwrap_or_else(|e| panic!("{e}"));
-        let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, Some(&cp), 1024, false).unwrap_or_else(|e| panic!("{e}"));
         let lines: Vec<(u64, Vec<u8>)> = part
             .next_batch(10)
             .unwrap_or_default()
@@ -344,13 +375,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let log = dir.path().join("app.log");
         std::fs::write(&log, "a\nb\nc\n").unwrap_or_else(|e| panic!("{e}"));
-        let mut part = FilePartition::open(&log, None, 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, None, 1024, false).unwrap_or_else(|e| panic!("{e}"));
         let first = part.next_batch(1).unwrap_or_else(|e| panic!("{e}"));
         let cp = part.checkpoint_for(first[0].next);
         // Rotate: rename away, create anew.
         std::fs::rename(&log, dir.path().join("app.log.1")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(&log, "d\n").unwrap_or_else(|e| panic!("{e}"));
-        let mut part = FilePartition::open(&log, Some(&cp), 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut part = FilePartition::open(&log, Some(&cp), 1024, false).unwrap_or_else(|e| panic!("{e}"));
         let rest: Vec<(String, u64)> = part
             .next_batch(10)
             .unwrap_or_else(|e| panic!("{e}"))

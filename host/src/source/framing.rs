@@ -18,6 +18,10 @@ pub struct LineReader<R> {
     offset: u64,
     /// A CR ended the previous line: an LF right after it belongs to it.
     after_cr: bool,
+    /// Bytes of a line whose end has not been read yet (follow mode: the
+    /// writer may be in the middle of it), and where that line starts.
+    partial: Vec<u8>,
+    partial_start: u64,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -27,36 +31,42 @@ impl<R: BufRead> LineReader<R> {
 
     /// A reader whose input begins at byte `offset` of its file.
     pub fn starting_at(inner: R, offset: u64) -> Self {
-        LineReader { inner, offset, after_cr: false }
+        LineReader { inner, offset, after_cr: false, partial: Vec::new(), partial_start: offset }
     }
 
-    /// The byte position after everything returned so far.
-    pub fn position(&self) -> u64 {
-        self.offset
-    }
-
-    /// The next line, or none at the end of input.
+    /// The next line, or none at the end of input. A last line without a
+    /// line end is a line: the input is complete.
     pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
-        let mut bytes = Vec::new();
-        let buf = self.inner.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(None);
+        match self.next_complete_line()? {
+            Some(line) => Ok(Some(line)),
+            None => Ok(self.take_partial()),
         }
-        // The LF of a CRLF whose CR ended the previous line.
-        if std::mem::take(&mut self.after_cr) && buf[0] == b'\n' {
-            self.inner.consume(1);
-            self.offset += 1;
-        }
-        let start = self.offset;
+    }
+
+    /// The next line that has its line end, or none. Bytes after the last
+    /// line end are kept, not returned: a file still being written may be in
+    /// the middle of a line, and the rest of it comes with the next read.
+    pub fn next_complete_line(&mut self) -> std::io::Result<Option<Line>> {
+        let (start, mut bytes) = if self.partial.is_empty() {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            // The LF of a CRLF whose CR ended the previous line.
+            if std::mem::take(&mut self.after_cr) && buf[0] == b'\n' {
+                self.inner.consume(1);
+                self.offset += 1;
+            }
+            (self.offset, Vec::new())
+        } else {
+            (self.partial_start, std::mem::take(&mut self.partial))
+        };
         loop {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
-                // Last line without a line end.
-                return Ok(if bytes.is_empty() && self.offset == start {
-                    None
-                } else {
-                    Some(Line { offset: start, bytes })
-                });
+                self.partial = bytes;
+                self.partial_start = start;
+                return Ok(None);
             }
             match buf.iter().position(|b| *b == b'\n' || *b == b'\r') {
                 Some(i) => {
@@ -78,6 +88,21 @@ impl<R: BufRead> LineReader<R> {
                 }
             }
         }
+    }
+
+    /// The bytes after the last line end, as a final line (the input is
+    /// finished: a rotated file, or the end of a file not followed).
+    pub fn take_partial(&mut self) -> Option<Line> {
+        if self.partial.is_empty() {
+            return None;
+        }
+        Some(Line { offset: self.partial_start, bytes: std::mem::take(&mut self.partial) })
+    }
+
+    /// The byte position after everything returned so far (bytes of a
+    /// partial line kept back are not included).
+    pub fn position(&self) -> u64 {
+        if self.partial.is_empty() { self.offset } else { self.partial_start }
     }
 }
 
@@ -109,6 +134,34 @@ mod tests {
         for buffer in 1..=input.len() + 1 {
             assert_eq!(frame(input, buffer), want, "buffer {buffer}");
         }
+    }
+
+    #[test]
+    fn a_line_being_written_is_not_returned_until_its_end_arrives() {
+        // A reader over a file that grows: simulate with a shared buffer.
+        use std::io::Read;
+        struct Growing(std::rc::Rc<std::cell::RefCell<Vec<u8>>>, usize);
+        impl Read for Growing {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let data = self.0.borrow();
+                let n = out.len().min(data.len() - self.1);
+                out[..n].copy_from_slice(&data[self.1..self.1 + n]);
+                self.1 += n;
+                Ok(n)
+            }
+        }
+        let file = std::rc::Rc::new(std::cell::RefCell::new(b"one\ntw".to_vec()));
+        let mut r = LineReader::new(std::io::BufReader::with_capacity(4, Growing(file.clone(), 0)));
+        let first = r.next_complete_line().ok().flatten().map(|l| (l.offset, l.bytes));
+        assert_eq!(first, Some((0, b"one".to_vec())));
+        assert_eq!(r.next_complete_line().ok().flatten(), None, "\"tw\" has no line end yet");
+        assert_eq!(r.position(), 4, "a partial line is not past the position");
+        file.borrow_mut().extend_from_slice(b"o\nthree");
+        let second = r.next_complete_line().ok().flatten().map(|l| (l.offset, l.bytes));
+        assert_eq!(second, Some((4, b"two".to_vec())));
+        assert_eq!(r.next_complete_line().ok().flatten(), None);
+        // The input is finished: its tail is its last line.
+        assert_eq!(r.take_partial().map(|l| (l.offset, l.bytes)), Some((8, b"three".to_vec())));
     }
 
     #[test]
