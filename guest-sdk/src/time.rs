@@ -105,6 +105,11 @@ impl Format {
         Ok(Format { name: spec.to_string(), kind, has_year })
     }
 
+    /// RFC 3339, the default wherever a format is optional.
+    pub fn rfc3339() -> Format {
+        Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -27,7 +27,7 @@ pub use stats::RunStats;
 
 use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::offsets::{Door, OffsetTracker};
-use crate::plugin::{Chain, Isolated, PluginId, Record, Runtime, Verdict};
+use crate::plugin::{Chain, PluginId, Record, Runtime, Verdict};
 use crate::sink::file::{FileSink, StdoutSink};
 use crate::sink::{Answer, Delivery, Sink};
 use crate::source::file::{FilePartition, SourceRecord, discover};
@@ -97,9 +97,8 @@ fn now_nanos() -> i64 {
 
 /// Load every plugin and instantiate one chain; used by `check` and `run`.
 pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
-    let stages =
-        cfg.plugins.iter().map(|p| runtime.load(&p.spec()).and_then(Isolated::new)).collect::<Result<Vec<_>, _>>()?;
-    Ok(Chain::new(stages))
+    let specs: Vec<_> = cfg.plugins.iter().map(|p| p.spec()).collect();
+    Ok(crate::plugin::build_chain(runtime, &specs)?)
 }
 
 pub fn open_sink(cfg: &Config) -> Result<Box<dyn Sink>, PipelineError> {

@@ -19,7 +19,6 @@ mod types;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use chain::{Chain, Verdict};
@@ -110,9 +109,6 @@ pub fn build_chain(runtime: &Runtime, specs: &[PluginSpec]) -> Result<Chain, Plu
     let stages = specs.iter().map(|spec| Isolated::new(runtime.load(spec)?)).collect::<Result<Vec<_>, _>>()?;
     Ok(Chain::new(stages))
 }
-
-/// Shared handle, for callers that build several chains from one load.
-pub type SharedPlugin = Arc<LoadedPlugin>;
 
 /// The hex blake3 digest of a plugin's bytes: its version.
 pub fn digest_hex(bytes: &[u8]) -> String {

@@ -21,15 +21,10 @@ pub struct Json {
     id_field: Option<String>,
     #[serde(default)]
     timestamp_field: Option<String>,
-    #[serde(default = "rfc3339")]
+    #[serde(default = "Format::rfc3339")]
     timestamp_format: Format,
     #[serde(default)]
     require_id: bool,
-}
-
-fn rfc3339() -> Format {
-    // A built-in name always compiles.
-    Format::new("rfc3339").unwrap_or_else(|e| unreachable!("{e}"))
 }
 
 impl Plugin for Json {
