@@ -14,17 +14,7 @@ use std::time::Instant;
 use sluice::config::Config;
 use sluice::pipeline::{self, Stop};
 use sluice::plugin::Runtime;
-
-fn cpu_seconds() -> f64 {
-    let mut u = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the struct we pass.
-    let u = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
-        u.assume_init()
-    };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
-}
+use sluice_benches::cpu_seconds;
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")

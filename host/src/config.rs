@@ -5,6 +5,7 @@
 //! stops the start with one message naming the key or file at fault.
 //! `examples/quickstart/sluice.toml` is the annotated example.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,6 +35,16 @@ pub struct Config {
     pub quarantine: QuarantineConfig,
     #[serde(default)]
     pub shutdown: ShutdownConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Serve `/metrics` (Prometheus), `/health` and `/ready` here, e.g.
+    /// `127.0.0.1:9898`. Unset: no endpoint.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -55,6 +66,106 @@ fn default_batch_size() -> usize {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SourceConfig {
     File(FileSourceConfig),
+    Kafka(Box<KafkaSourceConfig>),
+}
+
+/// A Kafka consumer group member (see `source/kafka`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSourceConfig {
+    /// `host:port[,host:port…]`.
+    pub brokers: String,
+    /// Topic names; a name starting with `^` is a regular expression.
+    pub topics: Vec<String>,
+    pub group_id: String,
+    /// How often finished prefixes are committed (also when idle, on
+    /// revoke and on shutdown).
+    #[serde(default = "default_commit_interval", deserialize_with = "duration")]
+    pub commit_interval: Duration,
+    /// Records sluice holds per partition beyond the batch in progress;
+    /// more pauses the partition's fetching until the queue is half empty.
+    /// Default: four batches.
+    pub queue_records: Option<usize>,
+    /// How long a partition's task waits to fill a batch once it has its
+    /// first record. Each batch pays two syncs (sink, state store): a batch
+    /// of a few records costs as much as a full one.
+    #[serde(default = "default_linger", deserialize_with = "duration")]
+    pub linger: Duration,
+    /// Any librdkafka property (`session.timeout.ms = 6000`). In
+    /// environment overrides write `_` for `.`:
+    /// `SLUICE__SOURCE__PROPERTIES__SESSION_TIMEOUT_MS=6000`.
+    #[serde(default)]
+    pub properties: BTreeMap<String, PropertyValue>,
+    pub tls: Option<TlsConfig>,
+    pub sasl: Option<SaslConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PropertyValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl std::fmt::Display for PropertyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PropertyValue::Bool(b) => write!(f, "{b}"),
+            PropertyValue::Int(n) => write!(f, "{n}"),
+            PropertyValue::Float(x) => write!(f, "{x}"),
+            PropertyValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// CA bundle (PEM) to verify the brokers; default: the system's.
+    pub ca: Option<PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// The environment variable holding the key's password.
+    pub key_password_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaslConfig {
+    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    pub mechanism: String,
+    pub username: String,
+    /// The environment variable holding the password: secrets never sit
+    /// in the config file.
+    pub password_env: String,
+}
+
+fn default_linger() -> Duration {
+    Duration::from_millis(100)
+}
+
+fn default_commit_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// librdkafka properties sluice sets itself: the custody rule depends on
+/// them (offsets are committed by sluice, only for finished prefixes).
+const OWNED_PROPERTIES: [(&str, &str); 5] = [
+    ("bootstrap.servers", "source.brokers"),
+    ("group.id", "source.group_id"),
+    ("enable.auto.commit", "nothing: sluice commits finished prefixes itself"),
+    ("enable.auto.offset.store", "nothing: sluice commits finished prefixes itself"),
+    ("enable.partition.eof", "nothing"),
+];
+
+/// Property names that hold secrets; they come from the environment only.
+pub fn is_secret_property(key: &str) -> bool {
+    ["password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config", "sasl.jaas"]
+        .iter()
+        .any(|s| key.contains(s))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -121,23 +232,20 @@ impl PluginConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DedupConfig {
     /// How long an id is remembered: at least as long as the source can
-    /// replay a record (for files: as long as you might re-run them).
-    #[serde(default = "default_window", deserialize_with = "duration")]
-    pub window: Duration,
+    /// replay a record. Default for files: 7 days; for Kafka: the longest
+    /// retention of the topics (read from the brokers), else 7 days.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub window: Option<Duration>,
 }
 
-impl Default for DedupConfig {
-    fn default() -> Self {
-        DedupConfig { window: default_window() }
-    }
-}
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
 
-fn default_window() -> Duration {
-    Duration::from_secs(7 * 86_400)
+fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    sluice_guest::duration::deserialize(d).map(Some)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -262,9 +370,22 @@ impl Config {
         for p in &mut self.plugins {
             p.path = abs(&p.path);
         }
-        let SourceConfig::File(f) = &mut self.source;
-        for pattern in &mut f.paths {
-            *pattern = abs(Path::new(pattern.as_str())).to_string_lossy().into_owned();
+        match &mut self.source {
+            SourceConfig::File(f) => {
+                for pattern in &mut f.paths {
+                    *pattern = abs(Path::new(pattern.as_str())).to_string_lossy().into_owned();
+                }
+            }
+            SourceConfig::Kafka(k) => {
+                if let Some(tls) = &mut k.tls {
+                    for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
+                        *p = abs(p);
+                    }
+                }
+                // Environment overrides cannot hold dots: `_` stands for `.`.
+                k.properties =
+                    std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
+            }
         }
         if let SinkConfig::File { path } = &mut self.sink {
             *path = abs(path);
@@ -283,16 +404,20 @@ impl Config {
                 format!("{} is not within 1..=100000", self.pipeline.batch_size),
             ));
         }
-        let SourceConfig::File(f) = &self.source;
-        if f.paths.is_empty() {
-            return Err(invalid("source.paths", "name at least one path or glob".into()));
-        }
-        for (i, pattern) in f.paths.iter().enumerate() {
-            glob::Pattern::new(pattern)
-                .map_err(|e| invalid(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}")))?;
-        }
-        if f.max_line_bytes < 16 {
-            return Err(invalid("source.max_line_bytes", "must be at least 16 bytes".into()));
+        match &self.source {
+            SourceConfig::File(f) => {
+                if f.paths.is_empty() {
+                    return Err(invalid("source.paths", "name at least one path or glob".into()));
+                }
+                for (i, pattern) in f.paths.iter().enumerate() {
+                    glob::Pattern::new(pattern)
+                        .map_err(|e| invalid(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}")))?;
+                }
+                if f.max_line_bytes < 16 {
+                    return Err(invalid("source.max_line_bytes", "must be at least 16 bytes".into()));
+                }
+            }
+            SourceConfig::Kafka(k) => k.validate(&invalid)?,
         }
         for (i, p) in self.plugins.iter().enumerate() {
             if !p.path.is_file() {
@@ -316,13 +441,90 @@ impl Config {
                 format!("two plugins are named {dup:?}: names label metrics and quarantine entries"),
             ));
         }
-        if self.dedup.window.is_zero() {
+        if self.dedup.window.is_some_and(|w| w.is_zero()) {
             return Err(invalid("dedup.window", "must be greater than zero".into()));
         }
         if let SinkConfig::File { path } = &self.sink {
             let dir = path.parent().unwrap_or(Path::new("."));
             if dir.exists() && !dir.is_dir() {
                 return Err(invalid("sink.path", format!("{} is not a folder", dir.display())));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl KafkaSourceConfig {
+    fn validate(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        if self.brokers.trim().is_empty() {
+            return Err(invalid("source.brokers", "name at least one host:port".into()));
+        }
+        if self.group_id.trim().is_empty() {
+            return Err(invalid("source.group_id", "must not be empty".into()));
+        }
+        if self.topics.is_empty() {
+            return Err(invalid("source.topics", "name at least one topic (or a ^regex)".into()));
+        }
+        for (i, t) in self.topics.iter().enumerate() {
+            if let Some(re) = t.strip_prefix('^') {
+                regex::Regex::new(&format!("^{re}"))
+                    .map_err(|e| invalid(&format!("source.topics[{i}]"), format!("{t:?}: {e}")))?;
+            } else if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                return Err(invalid(&format!("source.topics[{i}]"), format!("{t:?} is not a valid topic name")));
+            }
+        }
+        if self.commit_interval < Duration::from_millis(10) {
+            return Err(invalid("source.commit_interval", "must be at least 10ms".into()));
+        }
+        if self.linger > Duration::from_secs(10) {
+            return Err(invalid("source.linger", "must be at most 10s".into()));
+        }
+        if self.queue_records == Some(0) {
+            return Err(invalid("source.queue_records", "must be at least 1".into()));
+        }
+        for key in self.properties.keys() {
+            let at = format!("source.properties.{key:?}");
+            if let Some((_, instead)) = OWNED_PROPERTIES.iter().find(|(k, _)| k == key) {
+                return Err(invalid(&at, format!("set by sluice; use {instead}")));
+            }
+            if is_secret_property(key) {
+                return Err(invalid(
+                    &at,
+                    "secrets come from the environment only: use source.sasl.password_env or \
+                     source.tls.key_password_env"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(sasl) = &self.sasl {
+            let mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+            if !mechanisms.contains(&sasl.mechanism.as_str()) {
+                return Err(invalid(
+                    "source.sasl.mechanism",
+                    format!("{:?} is not one of {mechanisms:?}", sasl.mechanism),
+                ));
+            }
+            if std::env::var_os(&sasl.password_env).is_none() {
+                return Err(invalid(
+                    "source.sasl.password_env",
+                    format!("the environment variable {} is not set", sasl.password_env),
+                ));
+            }
+        }
+        if let Some(tls) = &self.tls {
+            for (key, p) in [("source.tls.ca", &tls.ca), ("source.tls.cert", &tls.cert), ("source.tls.key", &tls.key)] {
+                if let Some(p) = p.as_ref().filter(|p| !p.is_file()) {
+                    return Err(invalid(key, format!("{}: no such file", p.display())));
+                }
+            }
+            if tls.cert.is_some() != tls.key.is_some() {
+                return Err(invalid("source.tls", "cert and key go together".into()));
+            }
+            if let Some(var) = tls.key_password_env.as_ref().filter(|v| std::env::var_os(v).is_none()) {
+                return Err(invalid(
+                    "source.tls.key_password_env",
+                    format!("the environment variable {var} is not set"),
+                ));
             }
         }
         Ok(())
@@ -337,6 +539,49 @@ mod tests {
     fn normalize_is_lexical() {
         assert_eq!(normalize(Path::new("/a/b/../../c/./d")), PathBuf::from("/c/d"));
         assert_eq!(normalize(Path::new("/a/x/../*.log")), PathBuf::from("/a/*.log"));
+    }
+
+    fn kafka_config(source_extra: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("k.toml");
+        let topics = if source_extra.contains("topics") { "" } else { "topics = [\"logs\"]" };
+        let text = format!(
+            "[pipeline]\nname = \"k\"\nstate_dir = \"s\"\n[source]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\n\
+             {topics}\ngroup_id = \"g\"\n{source_extra}\n[sink]\ntype = \"stdout\"\n"
+        );
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        Config::load(&path)
+    }
+
+    fn error_of(r: Result<Config, ConfigError>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn kafka_configs_are_validated_before_anything_starts() {
+        assert!(kafka_config("").is_ok());
+        let e = error_of(kafka_config("properties = { \"sasl.password\" = \"hunter2\" }"));
+        assert!(e.contains("source.properties.\"sasl.password\"") && e.contains("environment"), "{e}");
+        assert!(!e.contains("hunter2"), "the secret is never repeated: {e}");
+        let e = error_of(kafka_config("properties = { \"enable.auto.commit\" = true }"));
+        assert!(e.contains("enable.auto.commit") && e.contains("set by sluice"), "{e}");
+        let e = error_of(kafka_config("topics = [\"^(unclosed\"]"));
+        assert!(e.contains("source.topics[0]"), "{e}");
+        let e = error_of(kafka_config(
+            "sasl = { mechanism = \"PLAIN\", username = \"u\", password_env = \"SLUICE_UNSET_VAR_XYZ\" }",
+        ));
+        assert!(e.contains("source.sasl.password_env") && e.contains("SLUICE_UNSET_VAR_XYZ"), "{e}");
+        let e = error_of(kafka_config("commit_interval = \"1ms\""));
+        assert!(e.contains("source.commit_interval"), "{e}");
+        let e = error_of(kafka_config("colour = \"blue\""));
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn kafka_property_overrides_use_underscores_for_dots() {
+        let cfg = kafka_config("properties = { session_timeout_ms = 6000 }").unwrap_or_else(|e| panic!("{e}"));
+        let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
+        assert_eq!(k.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
     }
 
     #[test]

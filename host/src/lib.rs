@@ -1,12 +1,15 @@
 //! sluice: a stream processor that never loses a record it was handed.
 //!
 //! Where things happen, by folder:
-//! - `source/`: records are read (files: framing, partitions, rotation);
+//! - `source/`: records are read (files: framing, partitions, rotation;
+//!   Kafka: the client, records, admin questions);
 //! - `plugin/`: WebAssembly plugins parse and validate them (sandboxed,
 //!   with fault isolation per record);
 //! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
 //! - `sink/`: events are delivered, with an answer per event;
-//! - `pipeline/`: the order of operations that enforces the custody rule;
+//! - `pipeline/`: the order of operations that enforces the custody rule
+//!   (`files`, and `kafka`: the consume loop, rebalances, partition tasks);
+//! - `telemetry/`: internal events (log and count), `/metrics`, `/health`;
 //! - `offsets.rs`: the per-partition commit of a finished prefix;
 //! - `config.rs`: the typed config; `cli/`: the `sluice` command line.
 //!
@@ -21,6 +24,7 @@ pub mod plugin;
 pub mod sink;
 pub mod source;
 pub mod store;
+pub mod telemetry;
 
 /// The host's version, recorded with every quarantined record.
 pub const HOST_VERSION: &str = env!("CARGO_PKG_VERSION");

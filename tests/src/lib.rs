@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 use sluice::plugin::{PluginLimits, PluginSpec};
 
 /// The plugin crates the suites use, by package name.
+pub mod kafka;
+
 pub const PLUGIN_PACKAGES: &[&str] =
     &["sluice-plugin-json", "sluice-plugin-pattern", "sluice-plugin-ts-window", "sluice-plugin-hostile"];
 
@@ -91,4 +93,20 @@ macro_rules! sluice_bin {
     () => {
         ::std::path::Path::new(env!("CARGO_BIN_EXE_sluice-test-bin"))
     };
+}
+
+/// The `[[plugins]]` tables of the suites' usual chain: `json` (id from
+/// `event_id`, time from `ts`), then `ts-window` with `max_age` if given.
+pub fn json_chain_toml(require_id: bool, max_age: Option<&str>) -> String {
+    let mut out = format!(
+        "[[plugins]]\nname = \"json\"\npath = \"{}\"\nconfig = {{ id_field = \"event_id\", timestamp_field = \"ts\", require_id = {require_id} }}\n",
+        plugin("json").display()
+    );
+    if let Some(age) = max_age {
+        out.push_str(&format!(
+            "\n[[plugins]]\nname = \"ts-window\"\npath = \"{}\"\nconfig = {{ max_age = \"{age}\" }}\n",
+            plugin("ts-window").display()
+        ));
+    }
+    out
 }

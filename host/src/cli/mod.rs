@@ -27,6 +27,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => return run::run(args),
         Command::Check(args) => run::check(args).map_err(|run::BadInput(e)| e),
         Command::Quarantine(cmd) => run::quarantine(cmd),
+        Command::Lag(args) => run::lag(args),
+        Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
             let indices = |id: &str| -> Vec<usize> {
@@ -61,6 +63,13 @@ pub enum Command {
     /// List and inspect quarantined records.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
+    /// Kafka: per partition, the group's committed offset, the high
+    /// watermark and the lag.
+    Lag(LagArgs),
+    /// Kafka: reset the group's committed offsets so the next run re-reads
+    /// from a time, an offset, or the beginning. Refused while the group
+    /// has live members. Inside dedup.window nothing is delivered twice.
+    Replay(ReplayArgs),
     /// Develop and examine plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -72,6 +81,36 @@ pub struct ConfigArgs {
     /// environment variable SLUICE__SECTION__KEY.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct LagArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// `earliest`, an offset (`1200`), or an RFC 3339 time
+    /// (`2026-11-29T10:00:00Z`: the first record at or after it).
+    #[arg(long, value_name = "WHERE", value_parser = parse_reset)]
+    pub from: crate::source::kafka::admin::ResetTo,
+    /// Only these partitions (default: all of the configured topics').
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub partitions: Vec<i32>,
+    /// Skip the live-member check, for brokers that cannot describe groups:
+    /// you vouch that no member of the group runs.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_reset(s: &str) -> Result<crate::source::kafka::admin::ResetTo, String> {
+    s.parse()
 }
 
 #[derive(Subcommand, Debug)]

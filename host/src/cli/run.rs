@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use super::{ConfigArgs, QuarantineCommand};
-use crate::config::Config;
+use crate::config::{Config, SourceConfig};
 use crate::pipeline::{self, Stop};
 use crate::plugin::Runtime;
 use crate::store::Store;
@@ -21,19 +21,35 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), Ba
     let chain = pipeline::build_chain(&runtime, &cfg)
         .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
     // Sources that can be read and a sink that can be written, or nothing starts.
-    let crate::config::SourceConfig::File(f) = &cfg.source;
-    let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
-    if files.is_empty() {
-        return Err(BadInput(anyhow::anyhow!(
-            "config {}: source.paths {:?} match no file",
-            args.config.display(),
-            f.paths
-        )));
-    }
-    for file in &files {
-        std::fs::File::open(file).map_err(|e| {
-            BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display()))
-        })?;
+    match &cfg.source {
+        SourceConfig::File(f) => {
+            let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
+            if files.is_empty() {
+                return Err(BadInput(anyhow::anyhow!(
+                    "config {}: source.paths {:?} match no file",
+                    args.config.display(),
+                    f.paths
+                )));
+            }
+            for file in &files {
+                std::fs::File::open(file).map_err(|e| {
+                    BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display()))
+                })?;
+            }
+        }
+        // A broker that is down is not bad input: the consumer waits for it
+        // (and `sluice check` says so). A client librdkafka refuses is.
+        SourceConfig::Kafka(k) => {
+            let built = crate::source::kafka::client::client_config(k)
+                .and_then(|c| {
+                    c.create::<rdkafka::consumer::BaseConsumer>()
+                        .map_err(crate::source::kafka::KafkaSourceError::client("configure the consumer"))
+                })
+                .map_err(|e| {
+                    BadInput(anyhow::Error::new(e).context(format!("config {}: source", args.config.display())))
+                })?;
+            drop(built);
+        }
     }
     pipeline::open_sink(&cfg)
         .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
@@ -46,16 +62,50 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), Ba
 
 pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
     let (cfg, _runtime, chain) = load(args)?;
-    let crate::config::SourceConfig::File(f) = &cfg.source;
-    let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
-    println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
+    let mut window = cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW);
+    let mut window_note = if cfg.dedup.window.is_some() { "configured" } else { "default" }.to_string();
+    match &cfg.source {
+        SourceConfig::File(f) => {
+            let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
+            println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
+        }
+        SourceConfig::Kafka(k) => {
+            println!("  source: kafka topics {:?}, group {:?}, brokers {}", k.topics, k.group_id, k.brokers);
+            for (key, value) in crate::source::kafka::client::describe(k) {
+                println!("    {key} = {value}");
+            }
+            match crate::source::kafka::admin::retention(k) {
+                Ok(Some(retention)) => {
+                    let shown = sluice_guest::duration::display(retention);
+                    match cfg.dedup.window {
+                        Some(w) if w < retention => {
+                            println!(
+                                "  warning: dedup.window {} is shorter than the topics' retention {shown}: a replay of \
+                                 records older than the window delivers them again",
+                                sluice_guest::duration::display(w)
+                            );
+                        }
+                        Some(_) => {}
+                        None => {
+                            window = retention;
+                            window_note = "the topics' retention".into();
+                        }
+                    }
+                }
+                Ok(None) => println!(
+                    "  note: the topics keep records forever (or do not say); dedup.window bounds replay safety"
+                ),
+                Err(e) => println!("  warning: cannot reach the brokers now ({e}); the consumer waits for them"),
+            }
+        }
+    }
     for s in chain.stages() {
         println!("  plugin: {} (blake3:{})", s.id(), s.id().digest.to_hex());
     }
     println!(
-        "  dedup:  window {}, state {}",
-        sluice_guest::duration::display(cfg.dedup.window),
+        "  dedup:  window {} ({window_note}), state {}",
+        sluice_guest::duration::display(window),
         cfg.pipeline.state_dir.display()
     );
     println!(
@@ -146,5 +196,47 @@ pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
             eprintln!("{}", serde_json::json!({ "replay": summary }));
         }
     }
+    Ok(())
+}
+
+fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::KafkaSourceConfig> {
+    match &cfg.source {
+        SourceConfig::Kafka(k) => Ok((**k).clone()),
+        SourceConfig::File(_) => anyhow::bail!("config {}: source.type is not kafka", file.display()),
+    }
+}
+
+/// `sluice lag`: per partition, the group's committed offset, the high
+/// watermark, and the difference.
+pub fn lag(args: &super::LagArgs) -> Result<()> {
+    let cfg = Config::load(&args.config.config)?;
+    let k = kafka_source(&cfg, &args.config.config)?;
+    let rows = crate::source::kafka::admin::lag(&k).with_context(|| format!("group {:?}", k.group_id))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("{:<32} {:>12} {:>12} {:>12}", "PARTITION", "COMMITTED", "HIGH", "LAG");
+    for r in &rows {
+        let committed = r.committed.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:<32} {committed:>12} {:>12} {:>12}", format!("{}/{}", r.topic, r.partition), r.high, r.lag);
+    }
+    println!("total lag: {}", rows.iter().map(|r| r.lag).sum::<i64>());
+    Ok(())
+}
+
+/// `sluice replay`: reset the group's offsets; the next run re-reads.
+pub fn replay(args: &super::ReplayArgs) -> Result<()> {
+    let cfg = Config::load(&args.config.config)?;
+    let k = kafka_source(&cfg, &args.config.config)?;
+    let resets = crate::source::kafka::admin::reset(&k, &args.from, &args.partitions, args.force)?;
+    for r in &resets {
+        let from = r.from.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
+        println!("{}: {from} -> {}", r.partition, r.to);
+    }
+    println!(
+        "group {:?} reset; the next `sluice run` re-reads from there (inside dedup.window nothing is delivered twice)",
+        k.group_id
+    );
     Ok(())
 }

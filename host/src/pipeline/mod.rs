@@ -14,26 +14,27 @@
 //!    moved: a crash before this re-reads the batch (the sink may then get
 //!    a duplicate, never a loss).
 
+mod files;
+pub mod kafka;
 pub mod replay;
-mod stats;
+pub mod stats;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
 pub use stats::RunStats;
 
 use crate::config::{Config, SinkConfig, SourceConfig};
-use crate::offsets::{Door, OffsetTracker};
-use crate::plugin::{Chain, PluginId, Record, Runtime, Verdict};
+use crate::offsets::Door;
+use crate::plugin::{Chain, PluginId, Position, Record, Runtime, Verdict};
 use crate::sink::file::{FileSink, StdoutSink};
 use crate::sink::{Answer, Delivery, Sink};
-use crate::source::file::{FilePartition, SourceRecord, discover};
-use crate::store::dedup::{DedupWindow, digest};
-use crate::store::quarantine::{PluginVersion, Quarantine, Rejection};
-use crate::store::{Identity, Store};
+use crate::store::Identity;
+use crate::store::dedup::{DedupWindow, PIPELINE_SCOPE, Scope, digest, scope};
+use crate::store::quarantine::{Quarantine, Rejection};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -49,8 +50,16 @@ pub enum PipelineError {
     Offsets(#[from] crate::offsets::OffsetError),
     #[error("source paths {0:?} match no file")]
     NoFiles(Vec<String>),
+    #[error(transparent)]
+    Kafka(Box<crate::source::kafka::KafkaSourceError>),
     #[error("the task of partition {0} panicked (see the log); its unfinished records are read again next time")]
     Panicked(String),
+}
+
+impl From<crate::source::kafka::KafkaSourceError> for PipelineError {
+    fn from(e: crate::source::kafka::KafkaSourceError) -> Self {
+        PipelineError::Kafka(Box::new(e))
+    }
 }
 
 /// Stops every partition when dropped without being disarmed: a partition
@@ -84,8 +93,38 @@ impl Stop {
 
 /// The identity a state store is created for.
 pub fn identity(cfg: &Config) -> Identity {
-    let SourceConfig::File(f) = &cfg.source;
-    Identity { pipeline: cfg.pipeline.name.clone(), sources: f.paths.clone() }
+    let sources = match &cfg.source {
+        SourceConfig::File(f) => f.paths.clone(),
+        SourceConfig::Kafka(k) => k.topics.iter().map(|t| format!("kafka:{}/{t}", k.group_id)).collect(),
+    };
+    Identity { pipeline: cfg.pipeline.name.clone(), sources }
+}
+
+/// Which ids a record's events are deduplicated against: its own
+/// partition's for Kafka (ids per partition, DESIGN), the pipeline's for
+/// files.
+fn dedup_scope(position: &Position) -> Scope {
+    match position {
+        Position::Kafka { topic, partition, .. } => scope(&format!("{topic}/{partition}")),
+        Position::File { .. } => PIPELINE_SCOPE,
+    }
+}
+
+/// Add a quarantine entry to `write` for each record whose fate is
+/// quarantine; they become durable with the batch's ids and offsets.
+fn quarantine_fates<'r>(
+    quarantine: &Quarantine<'_>,
+    write: &mut WriteBatch,
+    batch: impl Iterator<Item = (&'r Record, &'r Fate)>,
+) -> Result<(), PipelineError> {
+    let now = now_nanos();
+    for (record, fate) in batch {
+        if let Fate::Quarantine { stage, plugin, reason } = fate {
+            let rejection = Rejection { record, stage, plugin: plugin.as_ref(), reason: reason.clone(), attempts: 1 };
+            quarantine.put(write, rejection, now)?;
+        }
+    }
+    Ok(())
 }
 
 fn now_nanos() -> i64 {
@@ -108,51 +147,13 @@ pub fn open_sink(cfg: &Config) -> Result<Box<dyn Sink>, PipelineError> {
     })
 }
 
-/// Run the pipeline until every file is read (or, with `follow`, until
-/// `stop`). Partitions run on their own threads, each with its own plugin
-/// instances; the sink and the store are shared.
+/// Run the pipeline of `cfg` until its source ends (files without
+/// `follow`) or `stop` is requested.
 pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, PipelineError> {
-    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
-    let SourceConfig::File(source) = &cfg.source;
-    let files = discover(&source.paths)?;
-    if files.is_empty() {
-        return Err(PipelineError::NoFiles(source.paths.clone()));
+    match &cfg.source {
+        SourceConfig::File(source) => files::run(cfg, source, runtime, stop),
+        SourceConfig::Kafka(source) => kafka::run(cfg, source, runtime, stop),
     }
-    let dedup = DedupWindow::new(&store, cfg.dedup.window)?;
-    dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-    let sink = Mutex::new(open_sink(cfg)?);
-    let stats = Mutex::new(RunStats::default());
-    let started = Instant::now();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .iter()
-            .map(|file| {
-                let (store, dedup, sink, stats) = (&store, &dedup, &sink, &stats);
-                let handle = scope.spawn(move || -> Result<(), PipelineError> {
-                    let mut guard = StopOnExit { stop, armed: true };
-                    let chain = build_chain(runtime, cfg)?;
-                    let checkpoint = store.checkpoint(&file.display().to_string())?;
-                    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
-                    let mut task = PartitionTask { cfg, store, dedup, sink, chain, part, stats, stop };
-                    let result = task.run(source.follow, source.poll_interval);
-                    guard.armed = result.is_err();
-                    result
-                });
-                (file, handle)
-            })
-            .collect();
-        let mut first_error = None;
-        for (file, h) in handles {
-            let result = h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string())));
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    })?;
-    let mut stats = stats.into_inner().unwrap_or_default();
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok(stats)
 }
 
 /// What became of one source record in a batch.
@@ -180,6 +181,17 @@ pub struct Stages<'a, 's> {
     pub chain: &'a mut Chain,
     pub dedup: &'a DedupWindow<'s>,
     pub sink: &'a Mutex<Box<dyn Sink>>,
+    /// Told which stage the batch enters (`plugins`, `dedup`, `sink`):
+    /// the "why" of a commit that waits.
+    pub on_stage: Option<&'a dyn Fn(&'static str)>,
+}
+
+impl Stages<'_, '_> {
+    fn enter(&self, stage: &'static str) {
+        if let Some(f) = self.on_stage {
+            f(stage);
+        }
+    }
 }
 
 /// Steps 1 to 4 of the custody order for `records` (each with whether it
@@ -211,6 +223,7 @@ pub fn deliver_batch(
     }
 
     // 1. Plugins.
+    stages.enter("plugins");
     let t = Instant::now();
     let verdicts = stages.chain.run(to_plugins)?;
     counts.plugin_seconds += t.elapsed().as_secs_f64();
@@ -226,7 +239,7 @@ pub fn deliver_batch(
                         let base = records[i].0.position.default_event_id();
                         if n == 1 { base } else { format!("{base}/{k}") }
                     });
-                    let d = digest(&id);
+                    let d = digest(&dedup_scope(&records[i].0.position), &id);
                     let delivery = Delivery::new(id, e.timestamp.map(sluice_guest::time::format_rfc3339), &e.body);
                     events.push((i, delivery, d));
                 }
@@ -237,6 +250,7 @@ pub fn deliver_batch(
             }
         }
     }
+    stages.enter("dedup");
     let digests: Vec<_> = events.iter().map(|(_, _, d)| *d).collect();
     let mut seen = stages.dedup.seen(&digests, now_secs)?;
     // An id twice in one batch: the second is a duplicate of the first.
@@ -250,6 +264,7 @@ pub fn deliver_batch(
     // 3. Delivery of what is new.
     let fresh: Vec<usize> = (0..events.len()).filter(|j| !seen[*j]).collect();
     let deliveries: Vec<Delivery> = fresh.iter().map(|j| events[*j].1.clone()).collect();
+    stages.enter("sink");
     let answers = if deliveries.is_empty() {
         Vec::new()
     } else {
@@ -307,97 +322,4 @@ pub fn deliver_batch(
         .into_iter()
         .map(|f| f.unwrap_or(Fate::Quarantine { stage: "sink", plugin: None, reason: "no answer".into() }))
         .collect())
-}
-
-struct PartitionTask<'a> {
-    cfg: &'a Config,
-    store: &'a Store,
-    dedup: &'a DedupWindow<'a>,
-    sink: &'a Mutex<Box<dyn Sink>>,
-    chain: Chain,
-    part: FilePartition,
-    stats: &'a Mutex<RunStats>,
-    stop: &'a Stop,
-}
-
-impl PartitionTask<'_> {
-    fn run(&mut self, follow: bool, poll: Duration) -> Result<(), PipelineError> {
-        let mut tracker = OffsetTracker::new(self.part.position());
-        let quarantine = Quarantine::new(
-            self.store,
-            &self.cfg.pipeline.name,
-            self.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
-            self.cfg.quarantine.mask_fields.clone(),
-        );
-        let mut last_expiry = Instant::now();
-        while !self.stop.requested() {
-            if last_expiry.elapsed() > Duration::from_secs(60) {
-                // Long runs forget old ids as they go; never a scan.
-                self.dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-                last_expiry = Instant::now();
-            }
-            let batch = self.part.next_batch(self.cfg.pipeline.batch_size)?;
-            if batch.is_empty() {
-                if !follow {
-                    break;
-                }
-                if !self.part.follow_rotation()? {
-                    std::thread::sleep(poll);
-                }
-                continue;
-            }
-            self.process_batch(batch, &mut tracker, &quarantine)?;
-        }
-        Ok(())
-    }
-
-    /// The custody order (see the module doc): steps 1 to 4 in
-    /// `deliver_batch`, then quarantine entries, offsets and the commit.
-    fn process_batch(
-        &mut self,
-        batch: Vec<SourceRecord>,
-        tracker: &mut OffsetTracker,
-        quarantine: &Quarantine<'_>,
-    ) -> Result<(), PipelineError> {
-        for r in &batch {
-            tracker.begin(r.start, r.next)?;
-        }
-        let SourceConfig::File(source) = &self.cfg.source;
-        let mut write = WriteBatch::default();
-        let mut counts = stats::Counts::default();
-        let records: Vec<(&Record, bool)> = batch.iter().map(|r| (&r.record, r.oversize)).collect();
-        let mut stages = Stages { chain: &mut self.chain, dedup: self.dedup, sink: self.sink };
-        let fates = deliver_batch(&mut stages, &records, source.max_line_bytes, &mut write, &mut counts)?;
-
-        // The quarantine entries join the same write.
-        let now = now_nanos();
-        for (r, fate) in batch.iter().zip(&fates) {
-            if let Fate::Quarantine { stage, plugin, reason } = fate {
-                let rejection = Rejection {
-                    record: &r.record,
-                    stage,
-                    plugin: plugin.as_ref(),
-                    reason: reason.clone(),
-                    attempts: 1,
-                };
-                quarantine.put(&mut write, rejection, now)?;
-            }
-        }
-        // 5. Offsets: every record has passed a door; the checkpoint is the
-        // end of the contiguous finished prefix.
-        for (r, fate) in batch.iter().zip(&fates) {
-            tracker.finish(r.start, fate.door())?;
-            counts.count(fate.door());
-        }
-        let cp = self.part.checkpoint_for(tracker.committable());
-        self.store.put_checkpoint(&mut write, self.part.key(), &cp)?;
-
-        // 6. Commit: ids, quarantine entries and checkpoint, durable together.
-        self.store.commit(write)?;
-        counts.records += batch.len() as u64;
-        if let Ok(mut s) = self.stats.lock() {
-            s.add(self.part.key(), &counts);
-        }
-        Ok(())
-    }
 }

@@ -38,10 +38,17 @@ pub fn replay(
     include_masked: bool,
 ) -> Result<ReplaySummary, PipelineError> {
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
-    let dedup = DedupWindow::new(&store, cfg.dedup.window)?;
+    let window = match &cfg.source {
+        SourceConfig::File(_) => cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW),
+        SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
+    };
+    let dedup = DedupWindow::new(&store, window)?;
     let sink = Mutex::new(open_sink(cfg)?);
     let mut chain = build_chain(runtime, cfg)?;
-    let SourceConfig::File(source) = &cfg.source;
+    let max_line = match &cfg.source {
+        SourceConfig::File(f) => f.max_line_bytes,
+        SourceConfig::Kafka(_) => u64::MAX,
+    };
     let mut summary = ReplaySummary::default();
 
     let mut entries: Vec<Entry> = Vec::new();
@@ -78,9 +85,9 @@ pub fn replay(
             .collect();
         let mut write = WriteBatch::default();
         let mut counts = stats::Counts::default();
-        let mut stages = Stages { chain: &mut chain, dedup: &dedup, sink: &sink };
+        let mut stages = Stages { chain: &mut chain, dedup: &dedup, sink: &sink, on_stage: None };
         let input: Vec<(&Record, bool)> = records.iter().map(|r| (r, false)).collect();
-        let fates = deliver_batch(&mut stages, &input, source.max_line_bytes, &mut write, &mut counts)?;
+        let fates = deliver_batch(&mut stages, &input, max_line, &mut write, &mut counts)?;
         let when = sluice_guest::time::format_rfc3339(now_nanos());
         for (entry, fate) in chunk.iter().zip(fates) {
             summary.entries += 1;

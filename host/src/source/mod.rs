@@ -1,5 +1,6 @@
 //! Where records come from: the line framing every line-based source
-//! shares, and the file source.
+//! shares, the file source, and the Kafka source.
 
 pub mod file;
 pub mod framing;
+pub mod kafka;

@@ -1,12 +1,18 @@
 //! The dedup window: ids of events the sink accepted, remembered for at
 //! least `window` so a replay inside it delivers nothing twice.
 //!
-//! Ids are stored as a fixed-width blake3 digest (16 bytes: a collision
-//! needs about 2^64 ids) in one column family per time bucket
+//! Ids are stored as an 8-byte partition scope followed by a 16-byte blake3
+//! digest of the id (a collision needs about 2^64 ids), in one column
+//! family per time bucket
 //! (`ids-<bucket index>`, a bucket spans `window / 8`). Expiry drops whole
 //! column families whose bucket ended more than `window` ago: it never scans
 //! the store. Look-ups are batched (`batched_multi_get_cf`, bloom filters),
 //! newest bucket first; inserts join the batch's `WriteBatch`.
+//!
+//! The scope keeps a Kafka partition's ids apart from the others' (DESIGN:
+//! "ids per partition"), so that its dedup state can follow the partition
+//! to another instance: a scope is a contiguous key range. File pipelines
+//! share one scope, since files never move between instances.
 //!
 //! The order that makes this safe lives in `pipeline`: an id is recorded
 //! only after the sink accepted its event. Recording first and crashing
@@ -24,14 +30,30 @@ use super::{CF_META, Store, StoreError, cf_options};
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 
-/// The digest an id is stored under.
-pub type IdDigest = [u8; DIGEST_BYTES];
-pub(crate) const DIGEST_BYTES: usize = 16;
+/// The key an id is stored under: its scope, then its digest.
+pub type IdDigest = [u8; 24];
+/// The memtable hashes this many leading key bytes: the scope and half the
+/// digest, so ids spread evenly whatever the number of scopes.
+pub(crate) const PREFIX_BYTES: usize = 16;
 
-pub fn digest(id: &str) -> IdDigest {
+/// Which ids see each other: one per Kafka partition, one for a whole file
+/// pipeline.
+pub type Scope = [u8; 8];
+pub const PIPELINE_SCOPE: Scope = [0; 8];
+
+/// The scope of a partition (`topic/partition`).
+pub fn scope(partition: &str) -> Scope {
+    let h = blake3::hash(partition.as_bytes());
+    let mut s = [0u8; 8];
+    s.copy_from_slice(&h.as_bytes()[..8]);
+    if s == PIPELINE_SCOPE { [1; 8] } else { s }
+}
+
+pub fn digest(scope: &Scope, id: &str) -> IdDigest {
     let h = blake3::hash(id.as_bytes());
-    let mut d = [0u8; 16];
-    d.copy_from_slice(&h.as_bytes()[..16]);
+    let mut d = [0u8; 24];
+    d[..8].copy_from_slice(scope);
+    d[8..].copy_from_slice(&h.as_bytes()[..16]);
     d
 }
 
@@ -157,13 +179,14 @@ mod tests {
                     s.spawn(move || {
                         let mut batch = WriteBatch::default();
                         let now = 1_000_000 + round * 3600;
-                        w.record(&mut batch, &[digest(&format!("{round}-{t}"))], now).unwrap_or_else(|e| panic!("{e}"));
+                        w.record(&mut batch, &[digest(&PIPELINE_SCOPE, &format!("{round}-{t}"))], now)
+                            .unwrap_or_else(|e| panic!("{e}"));
                         store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
                     });
                 }
             });
         }
-        assert_eq!(w.seen(&[digest("19-7")], 1_000_000 + 19 * 3600).ok(), Some(vec![true]));
+        assert_eq!(w.seen(&[digest(&PIPELINE_SCOPE, "19-7")], 1_000_000 + 19 * 3600).ok(), Some(vec![true]));
     }
 
     #[test]
@@ -173,7 +196,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
         let t0 = 1_000_000_000;
-        let (a, b, c) = (digest("a"), digest("b"), digest("c"));
+        let d = |id: &str| digest(&PIPELINE_SCOPE, id);
+        let (a, b, c) = (d("a"), d("b"), d("c"));
         let mut batch = WriteBatch::default();
         w.record(&mut batch, &[a, b], t0).unwrap_or_else(|e| panic!("{e}"));
         store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
@@ -181,7 +205,9 @@ mod tests {
         w.record(&mut batch, &[c], t0 + 4 * 3600).unwrap_or_else(|e| panic!("{e}"));
         store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
 
-        assert_eq!(w.seen(&[a, b, c, digest("d")], t0 + 4 * 3600).ok(), Some(vec![true, true, true, false]));
+        assert_eq!(w.seen(&[a, b, c, d("d")], t0 + 4 * 3600).ok(), Some(vec![true, true, true, false]));
+        // Another partition's scope does not see them.
+        assert_eq!(w.seen(&[digest(&scope("logs/1"), "a")], t0 + 4 * 3600).ok(), Some(vec![false]));
         // Nine hours on, a and b (first bucket) are gone; c is not.
         assert_eq!(w.expire(t0 + 9 * 3600 + 3600).ok(), Some(1));
         assert_eq!(w.seen(&[a, b, c], t0 + 10 * 3600).ok(), Some(vec![false, false, true]));

@@ -206,7 +206,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
         o.set_memtable_prefix_bloom_ratio(0.1);
         // Ids are random and only ever looked up, never iterated: a hashed
         // memtable inserts and finds in O(1) where a skiplist sorts.
-        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(dedup::DIGEST_BYTES));
+        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(dedup::PREFIX_BYTES));
         o.set_memtable_factory(rocksdb::MemtableFactory::HashLinkList { bucket_count: 200_000 });
     }
     o

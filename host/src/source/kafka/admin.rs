@@ -1,0 +1,221 @@
+//! Questions for the brokers outside the consume loop: topic retention
+//! (the default dedup window), the group's lag (`sluice lag`), and resetting
+//! the group's offsets (`sluice replay`).
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde::Serialize;
+
+use super::client::{client_config, matches};
+use super::{KafkaSourceError, partition_name};
+use crate::config::KafkaSourceConfig;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn consumer(k: &KafkaSourceConfig) -> Result<BaseConsumer, KafkaSourceError> {
+    client_config(k)?.create().map_err(KafkaSourceError::client("create a consumer"))
+}
+
+/// The configured topics' partitions, as the brokers list them now.
+pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<(String, i32)>, KafkaSourceError> {
+    let md = consumer.fetch_metadata(None, TIMEOUT).map_err(KafkaSourceError::client("fetch metadata"))?;
+    let mut out = Vec::new();
+    for t in md.topics().iter().filter(|t| matches(k, t.name())) {
+        for p in t.partitions() {
+            out.push((t.name().to_string(), p.id()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The longest `retention.ms` among the configured topics; `None` when a
+/// topic keeps records forever or the brokers do not say.
+pub fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceError> {
+    let c = consumer(k)?;
+    let topics: std::collections::BTreeSet<String> = partitions(&c, k)?.into_iter().map(|(t, _)| t).collect();
+    if topics.is_empty() {
+        return Ok(None);
+    }
+    let mut admin_cfg = ClientConfig::new();
+    for (key, value) in client_config(k)?.config_map() {
+        if ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p)) {
+            admin_cfg.set(key, value);
+        }
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        admin_cfg.create().map_err(KafkaSourceError::client("create an admin client"))?;
+    let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| KafkaSourceError::Other(format!("runtime: {e}")))?;
+    let results = rt
+        .block_on(admin.describe_configs(&specs, &AdminOptions::new().request_timeout(Some(TIMEOUT))))
+        .map_err(KafkaSourceError::client("describe topic configs"))?;
+    let mut longest: Option<Duration> = None;
+    for r in results {
+        let resource = r.map_err(|code| KafkaSourceError::Other(format!("describe topic configs: {code}")))?;
+        let ms = resource.get("retention.ms").and_then(|e| e.value.as_deref()).and_then(|v| v.parse::<i64>().ok());
+        match ms {
+            Some(ms) if ms >= 0 => {
+                let d = Duration::from_millis(ms as u64);
+                longest = Some(longest.map_or(d, |l| l.max(d)));
+            }
+            // -1: kept forever; no window covers that.
+            _ => return Ok(None),
+        }
+    }
+    Ok(longest)
+}
+
+/// One partition's progress for the group.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// The group's committed offset (the next record to read), if any.
+    pub committed: Option<i64>,
+    pub low: i64,
+    pub high: i64,
+    /// `high - committed` (from `low` when nothing was committed).
+    pub lag: i64,
+}
+
+pub fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError> {
+    let c = consumer(k)?;
+    let parts = partitions(&c, k)?;
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in &parts {
+        tpl.add_partition(t, *p);
+    }
+    let committed = c.committed_offsets(tpl, TIMEOUT).map_err(KafkaSourceError::client("fetch committed offsets"))?;
+    let mut out = Vec::new();
+    for (t, p) in parts {
+        let (low, high) =
+            c.fetch_watermarks(&t, p, TIMEOUT).map_err(KafkaSourceError::client(format!("watermarks of {t}/{p}")))?;
+        let committed = committed.find_partition(&t, p).and_then(|e| match e.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        });
+        let lag = (high - committed.unwrap_or(low)).max(0);
+        out.push(PartitionLag { topic: t, partition: p, committed, low, high, lag });
+    }
+    Ok(out)
+}
+
+/// Where `sluice replay` resets the group to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetTo {
+    Earliest,
+    Offset(i64),
+    /// Milliseconds since the epoch: the first record at or after it.
+    Time(i64),
+}
+
+impl std::str::FromStr for ResetTo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ResetTo, String> {
+        if s == "earliest" {
+            return Ok(ResetTo::Earliest);
+        }
+        if let Ok(n) = s.parse::<i64>() {
+            return if n >= 0 { Ok(ResetTo::Offset(n)) } else { Err(format!("offset {n} is negative")) };
+        }
+        sluice_guest::time::Format::rfc3339()
+            .parse(s, 0)
+            .map(|ns| ResetTo::Time(ns.div_euclid(1_000_000)))
+            .map_err(|e| format!("{s:?} is neither `earliest`, an offset, nor an RFC 3339 time: {e}"))
+    }
+}
+
+/// One partition moved by a reset.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reset {
+    pub partition: String,
+    pub from: Option<i64>,
+    pub to: i64,
+}
+
+/// Reset the group's committed offsets so the next run re-reads from
+/// `to`. Refused while the group has live members: they would commit over
+/// the reset (and Kafka refuses the commit of a non-member anyway).
+///
+/// `force` skips the live-member check, for brokers that cannot describe
+/// groups (the tansu broker's SQLite storage, for one); the operator then
+/// vouches that no member runs.
+pub fn reset(k: &KafkaSourceConfig, to: &ResetTo, only: &[i32], force: bool) -> Result<Vec<Reset>, KafkaSourceError> {
+    let c = consumer(k)?;
+    if !force {
+        let groups = c.fetch_group_list(Some(&k.group_id), TIMEOUT).map_err(|e| {
+            KafkaSourceError::Other(format!(
+                "cannot tell whether group {:?} has live members ({e}); stop every member and run again with --force",
+                k.group_id
+            ))
+        })?;
+        let members: usize = groups.groups().iter().filter(|g| g.name() == k.group_id).map(|g| g.members().len()).sum();
+        if members > 0 {
+            return Err(KafkaSourceError::GroupActive { group: k.group_id.clone(), members });
+        }
+    }
+    let parts: Vec<_> = partitions(&c, k)?.into_iter().filter(|(_, p)| only.is_empty() || only.contains(p)).collect();
+    if parts.is_empty() {
+        return Err(KafkaSourceError::Other(format!("no partition of {:?} matches {only:?}", k.topics)));
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in &parts {
+        tpl.add_partition(t, *p);
+    }
+    let before = c.committed_offsets(tpl, TIMEOUT).map_err(KafkaSourceError::client("fetch committed offsets"))?;
+    let by_time = if let ResetTo::Time(ms) = to {
+        let mut q = TopicPartitionList::new();
+        for (t, p) in &parts {
+            q.add_partition_offset(t, *p, Offset::Offset(*ms))
+                .map_err(KafkaSourceError::client("offsets for times"))?;
+        }
+        Some(c.offsets_for_times(q, TIMEOUT).map_err(KafkaSourceError::client("offsets for times"))?)
+    } else {
+        None
+    };
+    let mut commit = TopicPartitionList::new();
+    let mut out = Vec::new();
+    for (t, p) in &parts {
+        let (low, high) =
+            c.fetch_watermarks(t, *p, TIMEOUT).map_err(KafkaSourceError::client(format!("watermarks of {t}/{p}")))?;
+        let target = match to {
+            ResetTo::Earliest => low,
+            ResetTo::Offset(n) => (*n).clamp(low, high),
+            ResetTo::Time(_) => match by_time.as_ref().and_then(|l| l.find_partition(t, *p)).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => o.clamp(low, high),
+                // No record at or after that time: start at the end.
+                _ => high,
+            },
+        };
+        commit.add_partition_offset(t, *p, Offset::Offset(target)).map_err(KafkaSourceError::client("reset"))?;
+        let from = before.find_partition(t, *p).and_then(|e| match e.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        });
+        out.push(Reset { partition: partition_name(t, *p), from, to: target });
+    }
+    c.commit(&commit, CommitMode::Sync).map_err(KafkaSourceError::client("commit the reset offsets"))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_targets_parse() {
+        assert_eq!("earliest".parse::<ResetTo>(), Ok(ResetTo::Earliest));
+        assert_eq!("42".parse::<ResetTo>(), Ok(ResetTo::Offset(42)));
+        assert_eq!("2026-11-29T10:00:00Z".parse::<ResetTo>(), Ok(ResetTo::Time(1_795_946_400_000)));
+        assert!("-3".parse::<ResetTo>().is_err());
+        assert!("yesterday".parse::<ResetTo>().is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! The librdkafka configuration of a sluice consumer.
+//!
+//! Sluice owns the properties the custody rule depends on: offsets are
+//! never committed by librdkafka on its own (`enable.auto.commit` and
+//! `enable.auto.offset.store` off); sluice commits each partition's
+//! finished prefix itself. Everything else passes through from
+//! `source.properties`, over sluice's defaults.
+//!
+//! Secrets (the SASL password, the TLS key's password) are read from the
+//! environment variables the config names, at the moment the client is
+//! built; they are never kept in `Config`, and `describe` shows where they
+//! come from, not what they are.
+
+use std::collections::BTreeMap;
+
+use rdkafka::ClientConfig;
+
+use super::KafkaSourceError;
+use crate::config::KafkaSourceConfig;
+
+/// sluice's defaults, each overridable in `source.properties`.
+const DEFAULTS: [(&str, &str); 4] = [
+    // A new group starts at the beginning: records already in the topic
+    // when a pipeline is first deployed are not skipped.
+    ("auto.offset.reset", "earliest"),
+    // Moving one partition does not stop the others.
+    ("partition.assignment.strategy", "cooperative-sticky"),
+    // librdkafka's prefetch bound (per partition fetch queue), the first
+    // term of the memory bound in the README.
+    ("queued.max.messages.kbytes", "16384"),
+    // librdkafka's prefetch per partition: about a batch ahead. More is
+    // dropped and fetched again whenever a partition pauses.
+    ("queued.min.messages", "1000"),
+];
+
+/// What the client config holds, printable: secrets show their source.
+pub fn describe(k: &KafkaSourceConfig) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (key, value) in settings(k) {
+        out.insert(key, value);
+    }
+    if let Some(sasl) = &k.sasl {
+        out.insert("sasl.password".into(), format!("*** (from ${})", sasl.password_env));
+    }
+    if let Some(var) = k.tls.as_ref().and_then(|t| t.key_password_env.as_ref()) {
+        out.insert("ssl.key.password".into(), format!("*** (from ${var})"));
+    }
+    out
+}
+
+/// Every non-secret setting, in the order they apply (later wins).
+fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = DEFAULTS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let secure = |tls: bool, sasl: bool| match (tls, sasl) {
+        (true, true) => "SASL_SSL",
+        (true, false) => "SSL",
+        (false, true) => "SASL_PLAINTEXT",
+        (false, false) => "PLAINTEXT",
+    };
+    if k.tls.is_some() || k.sasl.is_some() {
+        out.push(("security.protocol".into(), secure(k.tls.is_some(), k.sasl.is_some()).into()));
+    }
+    if let Some(tls) = &k.tls {
+        for (key, p) in
+            [("ssl.ca.location", &tls.ca), ("ssl.certificate.location", &tls.cert), ("ssl.key.location", &tls.key)]
+        {
+            if let Some(p) = p {
+                out.push((key.into(), p.display().to_string()));
+            }
+        }
+    }
+    if let Some(sasl) = &k.sasl {
+        out.push(("sasl.mechanisms".into(), sasl.mechanism.clone()));
+        out.push(("sasl.username".into(), sasl.username.clone()));
+    }
+    for (key, v) in &k.properties {
+        out.push((key.clone(), v.to_string()));
+    }
+    out.push(("bootstrap.servers".into(), k.brokers.clone()));
+    out.push(("group.id".into(), k.group_id.clone()));
+    out.push(("enable.auto.commit".into(), "false".into()));
+    out.push(("enable.auto.offset.store".into(), "false".into()));
+    out.push(("enable.partition.eof".into(), "false".into()));
+    out
+}
+
+/// The config of a group member (or of `sluice lag`/`replay`, which use
+/// the same group without joining it).
+pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
+    let mut c = ClientConfig::new();
+    for (key, value) in settings(k) {
+        c.set(key, value);
+    }
+    let from_env = |var: &str| {
+        std::env::var(var).map_err(|_| KafkaSourceError::Other(format!("the environment variable {var} is not set")))
+    };
+    if let Some(sasl) = &k.sasl {
+        c.set("sasl.password", from_env(&sasl.password_env)?);
+    }
+    if let Some(var) = k.tls.as_ref().and_then(|t| t.key_password_env.as_ref()) {
+        c.set("ssl.key.password", from_env(var)?);
+    }
+    Ok(c)
+}
+
+/// Whether `topic` is one of the configured topics (a name, or a `^regex`).
+pub fn matches(k: &KafkaSourceConfig, topic: &str) -> bool {
+    k.topics.iter().any(|t| match t.strip_prefix('^') {
+        Some(re) => regex::Regex::new(&format!("^{re}")).is_ok_and(|r| r.is_match(topic)),
+        None => t == topic,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SaslConfig;
+
+    fn cfg() -> KafkaSourceConfig {
+        KafkaSourceConfig {
+            brokers: "127.0.0.1:9092".into(),
+            topics: vec!["logs".into(), "^audit-.*".into()],
+            group_id: "g".into(),
+            commit_interval: std::time::Duration::from_secs(1),
+            queue_records: None,
+            linger: std::time::Duration::from_millis(100),
+            properties: [("session.timeout.ms".to_string(), crate::config::PropertyValue::Int(6000))].into(),
+            tls: None,
+            sasl: Some(SaslConfig {
+                mechanism: "PLAIN".into(),
+                username: "svc".into(),
+                password_env: "SLUICE_TEST_KAFKA_PASSWORD_UNIT".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_and_are_never_shown() {
+        let k = cfg();
+        assert!(client_config(&k).is_err(), "an unset password variable is an error");
+        // SAFETY: this test is the only user of the variable.
+        unsafe { std::env::set_var("SLUICE_TEST_KAFKA_PASSWORD_UNIT", "hunter2") };
+        let c = client_config(&k).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.get("sasl.password"), Some("hunter2"));
+        assert_eq!(c.get("security.protocol"), Some("SASL_PLAINTEXT"));
+        assert_eq!(c.get("session.timeout.ms"), Some("6000"));
+        assert_eq!(c.get("enable.auto.commit"), Some("false"));
+        let shown = format!("{:?} {:?}", describe(&k), c);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("*** (from $SLUICE_TEST_KAFKA_PASSWORD_UNIT)"), "{shown}");
+    }
+
+    #[test]
+    fn topics_by_name_or_regex() {
+        let k = cfg();
+        assert!(matches(&k, "logs"));
+        assert!(matches(&k, "audit-eu"));
+        assert!(!matches(&k, "logs2"));
+        assert!(!matches(&k, "xaudit-eu"));
+    }
+}

@@ -1,0 +1,42 @@
+//! The Kafka source: a consumer group member on rdkafka.
+//!
+//! - `client`: the librdkafka configuration sluice builds from its config
+//!   (the properties the custody rule depends on are sluice's own; secrets
+//!   come from the environment and never reach a log);
+//! - `record`: a Kafka message as a plugin record;
+//! - `admin`: what sluice asks the brokers outside the consume loop
+//!   (topic retention for the dedup window, `sluice lag`, `sluice replay`).
+//!
+//! The consume loop itself, with its rebalances, pauses and commits, is in
+//! `pipeline/kafka`.
+
+pub mod admin;
+pub mod client;
+pub mod record;
+
+use rdkafka::error::KafkaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaSourceError {
+    #[error("kafka: {what}: {source}")]
+    Client { what: String, source: KafkaError },
+    #[error(
+        "consumer group {group:?} has {members} live member(s): stop every sluice (and any other consumer) of the \
+         group before resetting its offsets"
+    )]
+    GroupActive { group: String, members: usize },
+    #[error("kafka: {0}")]
+    Other(String),
+}
+
+impl KafkaSourceError {
+    pub(crate) fn client(what: impl Into<String>) -> impl FnOnce(KafkaError) -> KafkaSourceError {
+        let what = what.into();
+        move |source| KafkaSourceError::Client { what, source }
+    }
+}
+
+/// The name of a partition in keys, labels and messages: `topic/partition`.
+pub fn partition_name(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}

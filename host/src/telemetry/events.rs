@@ -1,0 +1,189 @@
+//! Internal events. Each is emitted in one place and both logs and counts,
+//! so that what the log says and what the metrics say are the same facts.
+//! Metric names are listed in the README ("Metrics").
+
+use metrics::{counter, gauge, histogram};
+
+use crate::pipeline::stats::Counts;
+
+/// A batch of a partition passed its doors (the store commit is done).
+pub struct BatchFinished<'a> {
+    pub partition: &'a str,
+    pub counts: &'a Counts,
+}
+
+impl BatchFinished<'_> {
+    pub fn emit(&self) {
+        let c = self.counts;
+        let p = self.partition.to_string();
+        counter!("sluice_records_in_total", "partition" => p.clone()).increment(c.records);
+        for (door, n) in [
+            ("delivered", c.delivered),
+            ("duplicate", c.duplicate),
+            ("quarantined", c.quarantined),
+            ("dropped", c.dropped),
+        ] {
+            if n > 0 {
+                counter!("sluice_records_out_total", "partition" => p.clone(), "door" => door).increment(n);
+            }
+        }
+        histogram!("sluice_plugin_seconds", "partition" => p.clone()).record(c.plugin_seconds);
+        histogram!("sluice_sink_seconds", "partition" => p).record(c.sink_seconds);
+        tracing::debug!(
+            partition = self.partition,
+            records = c.records,
+            delivered = c.delivered,
+            duplicate = c.duplicate,
+            quarantined = c.quarantined,
+            dropped = c.dropped,
+            "batch finished"
+        );
+    }
+}
+
+/// A record went to the quarantine.
+pub struct RecordQuarantined<'a> {
+    pub partition: &'a str,
+    pub position: &'a str,
+    pub stage: &'a str,
+    pub reason: &'a str,
+}
+
+impl RecordQuarantined<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_quarantined_total", "partition" => self.partition.to_string(), "stage" => self.stage.to_string())
+            .increment(1);
+        tracing::warn!(
+            partition = self.partition,
+            position = self.position,
+            stage = self.stage,
+            reason = self.reason,
+            "quarantined"
+        );
+    }
+}
+
+/// A partition's offsets were committed to the group (or failed to be).
+pub struct OffsetsCommitted<'a> {
+    pub partitions: &'a [(String, i64)],
+    pub seconds: f64,
+    pub error: Option<String>,
+    /// `periodic`, `revoke` or `shutdown`.
+    pub reason: &'static str,
+}
+
+impl OffsetsCommitted<'_> {
+    pub fn emit(&self) {
+        let result = if self.error.is_some() { "error" } else { "ok" };
+        counter!("sluice_offset_commits_total", "result" => result, "reason" => self.reason).increment(1);
+        histogram!("sluice_offset_commit_seconds").record(self.seconds);
+        match &self.error {
+            None => {
+                for (p, offset) in self.partitions {
+                    gauge!("sluice_committed_offset", "partition" => p.clone()).set(*offset as f64);
+                }
+                tracing::debug!(reason = self.reason, seconds = self.seconds, partitions = ?self.partitions, "offsets committed");
+            }
+            Some(e) => tracing::warn!(
+                reason = self.reason,
+                partitions = ?self.partitions,
+                "offset commit failed (the next commit carries the same or a later prefix): {e}"
+            ),
+        }
+    }
+}
+
+/// A partition was assigned to this instance, or taken away.
+pub struct Rebalanced<'a> {
+    pub partition: &'a str,
+    /// `assigned`, `revoked` or `lost`.
+    pub kind: &'static str,
+    /// For a revoke: the finished prefix committed on the way out.
+    pub committed: Option<i64>,
+}
+
+impl Rebalanced<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_rebalance_partitions_total", "kind" => self.kind).increment(1);
+        if self.kind != "assigned" {
+            for name in [
+                "sluice_consumer_lag",
+                "sluice_partition_paused",
+                "sluice_oldest_unfinished_age_seconds",
+                "sluice_commit_blocked_at",
+                "sluice_partition_held_records",
+            ] {
+                gauge!(name, "partition" => self.partition.to_string()).set(0.0);
+            }
+        }
+        tracing::info!(partition = self.partition, kind = self.kind, committed = ?self.committed, "rebalance");
+    }
+}
+
+/// Fetching of a partition paused (sluice holds as many records of it as
+/// it may) or resumed.
+pub struct Paused<'a> {
+    pub partition: &'a str,
+    pub paused: bool,
+    pub held: usize,
+}
+
+impl Paused<'_> {
+    pub fn emit(&self) {
+        gauge!("sluice_partition_paused", "partition" => self.partition.to_string()).set(if self.paused {
+            1.0
+        } else {
+            0.0
+        });
+        if self.paused {
+            counter!("sluice_partition_pauses_total", "partition" => self.partition.to_string()).increment(1);
+        }
+        tracing::debug!(partition = self.partition, paused = self.paused, held = self.held, "back-pressure");
+    }
+}
+
+/// Where a partition stands, sampled by the consume loop about once a second.
+pub struct Progress<'a> {
+    pub partition: &'a str,
+    pub high_watermark: Option<i64>,
+    pub committed: Option<i64>,
+    /// The first offset still owed (what the commit waits for), and the
+    /// stage it is in.
+    pub blocking: Option<(i64, &'static str)>,
+    pub oldest_age_seconds: f64,
+    /// Records received while the partition's queue was full.
+    pub held: usize,
+}
+
+impl Progress<'_> {
+    pub fn emit(&self) {
+        let p = || self.partition.to_string();
+        if let (Some(high), Some(committed)) = (self.high_watermark, self.committed) {
+            gauge!("sluice_consumer_lag", "partition" => p()).set((high - committed).max(0) as f64);
+        }
+        if let Some(high) = self.high_watermark {
+            gauge!("sluice_high_watermark", "partition" => p()).set(high as f64);
+        }
+        gauge!("sluice_oldest_unfinished_age_seconds", "partition" => p()).set(self.oldest_age_seconds);
+        match self.blocking {
+            Some((offset, stage)) => {
+                gauge!("sluice_commit_blocked_at", "partition" => p()).set(offset as f64);
+                for s in crate::pipeline::kafka::STAGES {
+                    gauge!("sluice_commit_blocked_by", "partition" => p(), "stage" => *s).set(if *s == stage {
+                        1.0
+                    } else {
+                        0.0
+                    });
+                }
+            }
+            None => {
+                // Nothing owed: the commit waits for nothing.
+                gauge!("sluice_commit_blocked_at", "partition" => p()).set(-1.0);
+                for s in crate::pipeline::kafka::STAGES {
+                    gauge!("sluice_commit_blocked_by", "partition" => p(), "stage" => *s).set(0.0);
+                }
+            }
+        }
+        gauge!("sluice_partition_held_records", "partition" => p()).set(self.held as f64);
+    }
+}

@@ -1,0 +1,67 @@
+//! What an operator sees: Prometheus metrics, `/health` and `/ready`.
+//!
+//! - `events`: the internal events (a batch finished, offsets committed, a
+//!   partition paused…). Each is one struct that both logs and counts, so
+//!   logs and metrics never disagree.
+//! - `server`: the HTTP endpoint.
+//!
+//! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`
+//! (the maintained exporter of that facade), installed once per process.
+
+pub mod events;
+pub mod server;
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Install the Prometheus recorder (once per process; later calls return
+/// the same handle). `None` when another recorder was installed first.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+            let recorder = PrometheusBuilder::new().set_buckets(&buckets).ok()?.build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// Liveness and readiness, as the pipeline reports them.
+#[derive(Debug, Default)]
+pub struct Health {
+    ready: AtomicBool,
+    /// Unix milliseconds of the consume loop's last turn.
+    heartbeat: AtomicU64,
+}
+
+/// A consume loop that has not turned for this long is not healthy.
+pub const STALL_MS: u64 = 30_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Health {
+    /// Ready: the source is set up (the consumer subscribed, the files
+    /// found) and the pipeline is not stopping.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    pub fn beat(&self) {
+        self.heartbeat.store(now_ms(), Ordering::Relaxed);
+    }
+    /// Healthy: the loop turned within `STALL_MS` (or has not started).
+    pub fn is_healthy(&self) -> bool {
+        let last = self.heartbeat.load(Ordering::Relaxed);
+        last == 0 || now_ms().saturating_sub(last) < STALL_MS
+    }
+}

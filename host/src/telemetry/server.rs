@@ -1,0 +1,66 @@
+//! `/metrics`, `/health`, `/ready` over HTTP, on a thread of its own so
+//! that a busy pipeline never delays a scrape or a probe.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+
+use super::Health;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("metrics.listen {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("metrics: another metrics recorder is installed in this process")]
+    Recorder,
+}
+
+/// Bind `addr` and serve until the process ends. Returns the bound address
+/// (port 0 picks a free one).
+pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, ServerError> {
+    let handle = super::install().ok_or(ServerError::Recorder)?;
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
+    listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| ServerError::Bind { addr, source })?;
+    let (h1, h2) = (health.clone(), health);
+    let app = Router::new()
+        .route("/metrics", get(move || async move { handle.render() }))
+        .route(
+            "/health",
+            get(move || async move {
+                if h1.is_healthy() { (StatusCode::OK, "ok\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "stalled\n") }
+            }),
+        )
+        .route(
+            "/ready",
+            get(move || async move {
+                if h2.is_ready() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                }
+            }),
+        );
+    std::thread::Builder::new()
+        .name("sluice-metrics".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return tracing::error!("metrics endpoint: {e}"),
+            };
+            rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => return tracing::error!("metrics endpoint: {e}"),
+                };
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!("metrics endpoint: {e}");
+                }
+            });
+        })
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    Ok(bound)
+}

@@ -1,0 +1,226 @@
+//! A real Kafka-protocol broker for the suites: tansu, started here on a
+//! free loopback port and stopped by its process id. `.ci/run` installs it
+//! (`scripts/setup`); a missing broker fails the suite loudly, it is never
+//! skipped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The tansu program: `$SLUICE_TANSU`, else `tansu` on PATH (or in
+/// ~/.cargo/bin).
+pub fn tansu_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLUICE_TANSU") {
+        return PathBuf::from(p);
+    }
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(Path::new(&home).join(".cargo/bin"));
+    }
+    dirs.into_iter().map(|d| d.join("tansu")).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "the tansu broker is not installed: run scripts/setup (cargo install tansu --locked --features \
+             dynostore,libsql), or set SLUICE_TANSU"
+        )
+    })
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Where the broker keeps its records.
+///
+/// Suites that read records use `Sqlite`. tansu 0.6's memory storage
+/// answers a fetch from an offset inside a record batch with the batches
+/// that start after it (tansu-storage `dynostore.rs`, `fetch`:
+/// `offsets.split_off(&offset)`), so a consumer that resumes mid-batch (a
+/// restart at a committed offset, a resume after a pause) skips the rest of
+/// that batch or waits forever; its ListOffsets also reports a wrong high
+/// watermark. Found by these suites; the SQLite storage stores records one
+/// by one and has neither defect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// For tests that read no records (group membership, topic configs).
+    Memory,
+    /// `sqlite://tansu.db` in the broker's folder: survives a kill.
+    Sqlite,
+}
+
+pub struct Broker {
+    child: Option<Child>,
+    pub port: u16,
+    storage: Storage,
+    dir: tempfile::TempDir,
+}
+
+impl Broker {
+    pub fn start(storage: Storage) -> Broker {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut b = Broker { child: None, port: free_port(), storage, dir };
+        b.restart();
+        b
+    }
+
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Start (again) on the same port and folder.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the broker is running");
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let storage = match self.storage {
+            Storage::Memory => "memory://tansu/",
+            Storage::Sqlite => "sqlite://tansu.db",
+        };
+        let log = std::fs::File::create(self.dir.path().join("broker.log")).unwrap_or_else(|e| panic!("{e}"));
+        let child = Command::new(tansu_bin())
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", storage])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start tansu: {e}"));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let consumer: BaseConsumer =
+            ClientConfig::new().set("bootstrap.servers", self.brokers()).create().unwrap_or_else(|e| panic!("{e}"));
+        loop {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("tansu exited at start ({status}): {}", self.log());
+            }
+            if consumer.fetch_metadata(None, Duration::from_secs(2)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not come up on {} within 30 s: {}",
+                self.brokers(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("broker.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL the broker and wait for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn create_topic(brokers: &str, topic: &str, partitions: i32) {
+    create_topic_with(brokers, topic, partitions, &[]);
+}
+
+/// Create a topic with topic-level configs (`retention.ms`…).
+pub fn create_topic_with(brokers: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        new = new.set(k, v);
+    }
+    let results = rt()
+        .block_on(admin.create_topics([&new], &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))))
+        .unwrap_or_else(|e| panic!("create topic {topic}: {e}"));
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+    }
+}
+
+/// Produce `(partition, key, payload)` records with `acks=all`; every one
+/// is acknowledged before this returns, or it panics.
+pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (p, key, payload) in records {
+        let mut rec = BaseRecord::to(topic).partition(*p).key(key.as_str()).payload(payload.as_str());
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((e, r)) => {
+                    assert!(
+                        matches!(
+                            e,
+                            rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "produce: {e}"
+                    );
+                    rec = r;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).unwrap_or_else(|e| panic!("flush: {e}"));
+    assert_eq!(producer.in_flight_count(), 0, "records not acknowledged");
+}
+
+/// The group's committed offsets for `topic`'s partitions `0..n`.
+pub fn committed(brokers: &str, group: &str, topic: &str, n: i32) -> Vec<Option<i64>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .create()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n {
+        tpl.add_partition(topic, p);
+    }
+    let got = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    (0..n)
+        .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) => Some(o),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The high watermarks of `topic`'s partitions `0..n`.
+pub fn high_watermarks(brokers: &str, topic: &str, n: i32) -> Vec<i64> {
+    let consumer: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    (0..n)
+        .map(|p| {
+            consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).map(|w| w.1).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}

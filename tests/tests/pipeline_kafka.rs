@@ -1,0 +1,690 @@
+//! The Kafka pipeline end to end: a real Kafka-protocol broker (tansu,
+//! started here), the `sluice` binary as a group member, RocksDB for the
+//! dedup window and quarantine, an NDJSON file as the sink. Every test
+//! reconciles event ids: what was produced against what the sink and the
+//! quarantine hold, and the group's committed offsets against what was
+//! finished.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice::store::Store;
+use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, free_port, high_watermarks, produce};
+use sluice_e2e::{plugin, sluice_bin};
+
+const PARTITIONS: i32 = 4;
+
+/// One test at a time: each starts a broker and sluice processes, and on
+/// two cores parallel runs starve the brokers' group heartbeats.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    topic: String,
+    group: String,
+    good: BTreeSet<String>,
+    malformed: BTreeSet<String>,
+    written: usize,
+}
+
+impl Fixture {
+    fn new(broker: &Broker, name: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let f = Fixture {
+            dir,
+            topic: format!("{name}-logs"),
+            group: format!("{name}-group"),
+            good: BTreeSet::new(),
+            malformed: BTreeSet::new(),
+            written: 0,
+        };
+        create_topic(&broker.brokers(), &f.topic, PARTITIONS);
+        f
+    }
+
+    /// Produce `n` records over the partitions: unique `event_id`s, every
+    /// tenth repeated in a second message of the same partition (a
+    /// producer's retry), every fiftieth malformed.
+    fn produce(&mut self, broker: &Broker, n: usize) {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+        let mut records = Vec::with_capacity(n + n / 10);
+        for i in self.written..self.written + n {
+            let p = (i % PARTITIONS as usize) as i32;
+            if i % 50 == 49 {
+                let bad = format!("{{\"event_id\":\"bad-{i}\",\"ts\":");
+                self.malformed.insert(bad.clone());
+                records.push((p, format!("bad-{i}"), bad));
+            } else {
+                let id = format!("ev-{i:07}");
+                let line =
+                    format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(100));
+                if i % 10 == 0 {
+                    records.push((p, id.clone(), line.clone()));
+                }
+                records.push((p, id.clone(), line));
+                self.good.insert(id);
+            }
+        }
+        self.written += n;
+        produce(&broker.brokers(), &self.topic, &records);
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A config for instance `name` (its own state and sink file).
+    fn config(&self, broker: &Broker, name: &str, extra: &str) -> PathBuf {
+        let cfg = format!(
+            r#"
+[pipeline]
+name = "e2e-kafka"
+state_dir = "state-{name}"
+batch_size = 500
+
+[source]
+type = "kafka"
+brokers = "{brokers}"
+topics = ["{topic}"]
+group_id = "{group}"
+commit_interval = "200ms"
+properties = {{ "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500 }}
+
+{plugins}
+[dedup]
+window = "1h"
+
+[sink]
+type = "file"
+path = "out/{name}.ndjson"
+{extra}
+"#,
+            brokers = broker.brokers(),
+            topic = self.topic,
+            group = self.group,
+            plugins = sluice_e2e::json_chain_toml(true, Some("1d")),
+        );
+        let path = self.path(&format!("{name}.toml"));
+        std::fs::write(&path, cfg).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(sluice_bin!());
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_LOG", std::env::var("SLUICE_E2E_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn spawn(&self, config: &Path, log: &str) -> Proc {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path(log))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Proc(
+            self.command(&["run", "-c", &config.display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    /// Run a `sluice` subcommand to its end: (exit code, stdout, stderr).
+    fn sluice(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.command(args).output().unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Wait until the sinks hold at least `n` lines (prefix `prefix`).
+    fn wait_lines(&self, prefix: &str, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.delivered(prefix).len() < n {
+            assert!(Instant::now() < deadline, "fewer than {n} lines in {prefix}* after {limit:?}: {}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Ids in the sink files whose names start with `prefix`.
+    fn delivered(&self, prefix: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        let Ok(entries) = std::fs::read_dir(self.path("out")) else { return ids };
+        let mut files: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for file in files.iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix))) {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            for l in complete.lines() {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("sink line {l:?}: {e}"));
+                ids.push(v["id"].as_str().unwrap_or_else(|| panic!("no id: {l}")).to_string());
+            }
+        }
+        ids
+    }
+
+    /// Wait until every good id is in the sinks, or panic after `limit`.
+    fn wait_complete(&self, limit: Duration, running: &mut [&mut Proc]) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let have: BTreeSet<String> = self.delivered("").into_iter().collect();
+            let missing = self.good.difference(&have).count();
+            if missing == 0 {
+                return;
+            }
+            for c in running.iter_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!("sluice exited early ({status}); {missing} ids missing; logs: {}", self.logs());
+                }
+            }
+            assert!(Instant::now() < deadline, "{missing} ids still missing after {limit:?}; logs: {}", self.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(self.dir.path()).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: String = text
+                    .lines()
+                    .filter(|l| !l.contains("quarantined"))
+                    .rev()
+                    .take(std::env::var("SLUICE_E2E_LOG_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(40))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push_str(&format!("\n--- {} ---\n{tail}", e.path().display()));
+            }
+        }
+        out
+    }
+
+    /// Quarantined payloads across the given state folders.
+    fn quarantined(&self, states: &[&str]) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for s in states {
+            let Ok(store) = Store::open_read_only(&self.path(s)) else { continue };
+            for e in store.quarantine_entries().unwrap_or_else(|e| panic!("{e}")) {
+                assert!(e.reason.contains("not valid JSON"), "{}: {}", e.id, e.reason);
+                out.insert(String::from_utf8_lossy(&e.payload.to_vec()).into_owned());
+            }
+        }
+        out
+    }
+
+    /// Nothing lost, nothing invented: the sinks' ids are exactly the good
+    /// ids, the quarantines hold exactly the malformed records.
+    fn assert_reconciled(&self, states: &[&str]) {
+        let delivered: BTreeSet<String> = self.delivered("").into_iter().collect();
+        let missing: Vec<_> = self.good.difference(&delivered).take(5).collect();
+        let unexpected: Vec<_> = delivered.difference(&self.good).take(5).collect();
+        assert!(missing.is_empty(), "ids lost: {missing:?} (and maybe more)");
+        assert!(unexpected.is_empty(), "ids never produced: {unexpected:?}");
+        assert_eq!(self.quarantined(states), self.malformed, "the quarantine holds exactly the malformed records");
+    }
+
+    /// Every partition's committed offset is its high watermark: every
+    /// record finished, and the commit says so.
+    fn assert_fully_committed(&self, broker: &Broker) {
+        let high = high_watermarks(&broker.brokers(), &self.topic, PARTITIONS);
+        let committed = committed(&broker.brokers(), &self.group, &self.topic, PARTITIONS);
+        let expected: Vec<Option<i64>> = high.iter().map(|h| Some(*h)).collect();
+        assert_eq!(committed, expected, "committed offsets against high watermarks");
+    }
+}
+
+/// A sluice process, SIGKILLed if the test ends while it runs (a failed
+/// assertion must not leave it behind).
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Proc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// SIGTERM, then the exit status within the grace period.
+fn terminate(child: &mut Child) -> i32 {
+    // SAFETY: kill(2) on a child we own.
+    unsafe { libc_kill(child.id() as i32, 15) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code().unwrap_or(-1);
+        }
+        assert!(Instant::now() < deadline, "sluice did not stop within 20 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn counts(ids: &[String]) -> BTreeMap<&str, usize> {
+    let mut m = BTreeMap::new();
+    for id in ids {
+        *m.entry(id.as_str()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn metric_lines<'a>(text: &'a str, names: &[&str]) -> Vec<&'a str> {
+    text.lines().filter(|l| names.iter().any(|n| l.starts_with(n))).collect()
+}
+
+#[test]
+fn hundred_thousand_ids_over_four_partitions_reconcile_and_commit() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "bulk");
+    let n = std::env::var("SLUICE_E2E_KAFKA_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    f.produce(&broker, n);
+    let port = free_port();
+    let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+    let started = Instant::now();
+    let mut child = f.spawn(&config, "a.log");
+    // Lag and commit metrics as they read mid-run.
+    let mut mid_run = String::new();
+    while started.elapsed() < Duration::from_secs(30) {
+        let text = scrape(port);
+        if text.contains("sluice_consumer_lag") && text.contains("sluice_offset_commit_seconds_count") {
+            mid_run = text;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    f.wait_complete(Duration::from_secs(240), &mut [&mut child]);
+    let seconds = started.elapsed().as_secs_f64();
+    // The last commit goes out within the interval (200 ms) and the lag
+    // gauges, sampled each second, reach zero.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut end = scrape(port);
+    while Instant::now() < deadline {
+        let lags = metric_lines(&end, &["sluice_consumer_lag{"]);
+        if lags.len() == PARTITIONS as usize && lags.iter().all(|l| l.ends_with(" 0")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        end = scrape(port);
+    }
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    let ids = f.delivered("");
+    let dups: Vec<_> = counts(&ids).into_iter().filter(|(_, n)| *n > 1).take(5).collect();
+    assert!(dups.is_empty(), "the producer's repeats are absorbed by dedup: {dups:?}");
+    f.assert_fully_committed(&broker);
+    let names =
+        ["sluice_consumer_lag", "sluice_committed_offset", "sluice_offset_commit_seconds", "sluice_commit_blocked"];
+    println!(
+        "100k ids / 4 partitions: {} delivered, {} quarantined, in {seconds:.1} s\nmid-run:\n{}\nat the end:\n{}",
+        ids.len(),
+        f.malformed.len(),
+        metric_lines(&mid_run, &names).join("\n"),
+        metric_lines(&end, &names).join("\n")
+    );
+    assert!(!mid_run.is_empty(), "the metrics endpoint showed lag and commit metrics mid-run; {}", f.logs());
+    for l in metric_lines(&end, &["sluice_consumer_lag{"]) {
+        assert!(l.ends_with(" 0"), "lag is zero at the end: {l}");
+    }
+}
+
+/// Each repeated id must be explained by a kill: its occurrences in the
+/// sink are separated by a point where a process died (`cuts`, in lines of
+/// the sink file `file`), never two inside one process's life.
+fn assert_duplicates_explained(ids: &[String], cuts: &[usize]) -> usize {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut explained = 0;
+    for (i, id) in ids.iter().enumerate() {
+        if let Some(prev) = seen.insert(id.as_str(), i) {
+            assert!(
+                cuts.iter().any(|c| prev < *c && *c <= i),
+                "{id} delivered twice (lines {prev} and {i}) with no kill in between (kills at {cuts:?})"
+            );
+            explained += 1;
+        }
+    }
+    explained
+}
+
+#[test]
+#[ignore = "open (issue 4 note): the survivor is never given the killed member's partitions; cause not found yet"]
+fn two_members_cooperative_sticky_one_killed_the_other_finishes() {
+    let _serial = serial();
+    two_members("coop", "cooperative-sticky");
+}
+
+#[test]
+#[ignore = "open (issue 4 note): the survivor is never given the killed member's partitions; cause not found yet"]
+fn two_members_eager_one_killed_the_other_finishes() {
+    let _serial = serial();
+    two_members("eager", "range");
+}
+
+fn two_members(name: &str, strategy: &str) {
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, name);
+    f.produce(&broker, 40_000);
+    let (ca, cb) = (f.config(&broker, "a", ""), f.config(&broker, "b", ""));
+    for c in [&ca, &cb] {
+        // The fixture's inline `properties` table, with the strategy added.
+        let text = std::fs::read_to_string(c).unwrap_or_else(|e| panic!("{e}"));
+        let text = text.replace(
+            "\"heartbeat.interval.ms\" = 500 }",
+            &format!("\"heartbeat.interval.ms\" = 500, \"partition.assignment.strategy\" = \"{strategy}\" }}"),
+        );
+        std::fs::write(c, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut a = f.spawn(&ca, "a.log");
+    let mut b = f.spawn(&cb, "b.log");
+    // Both members got partitions and delivered.
+    f.wait_lines("a", 500, Duration::from_secs(60));
+    f.wait_lines("b", 500, Duration::from_secs(60));
+    a.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = a.wait();
+    let by_a = f.delivered("a");
+    // More records after the kill: b must take over a's partitions.
+    f.produce(&broker, 10_000);
+    f.wait_complete(Duration::from_secs(180), &mut [&mut b]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a", "state-b"]);
+    f.assert_fully_committed(&broker);
+    // A duplicate is an id a delivered before it died and b delivered
+    // again after taking the partition over (a's dedup state did not
+    // follow it); b never repeats itself.
+    let by_b = f.delivered("b");
+    let b_counts = counts(&by_b);
+    assert!(b_counts.values().all(|n| *n == 1), "b delivered an id twice");
+    let a_set: BTreeSet<&str> = by_a.iter().map(String::as_str).collect();
+    let again: Vec<&str> = b_counts.keys().filter(|id| a_set.contains(**id)).copied().collect();
+    let logs = f.logs();
+    assert!(logs.contains("kind=\"assigned\""), "{logs}");
+    println!(
+        "two members ({strategy}): a delivered {} before SIGKILL, b {}; {} ids delivered by both (a's unfinished commit window), 0 lost",
+        by_a.len(),
+        by_b.len(),
+        again.len()
+    );
+}
+
+#[test]
+fn sigkill_loop_loses_nothing_and_every_duplicate_is_explained() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "kill");
+    f.produce(&broker, 40_000);
+    let config = f.config(&broker, "a", "");
+    let mut cuts = Vec::new();
+    let cycles = 8;
+    for k in 0..cycles {
+        let before = f.delivered("a").len();
+        let mut child = f.spawn(&config, "a.log");
+        // 300 more lines, or all that is left: a kill after the last
+        // record still tests the restart at the end of the topic.
+        f.wait_lines("a", (before + 300).min(f.good.len()), Duration::from_secs(60));
+        // Somewhere inside a batch, a commit, or between them.
+        std::thread::sleep(Duration::from_millis(50 + (k as u64 * 137) % 700));
+        child.kill().unwrap_or_else(|e| panic!("{e}"));
+        let _ = child.wait();
+        cuts.push(f.delivered("a").len());
+    }
+    let mut last = f.spawn(&config, "a.log");
+    f.wait_complete(Duration::from_secs(180), &mut [&mut last]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut last), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    f.assert_fully_committed(&broker);
+    let ids = f.delivered("a");
+    let explained = assert_duplicates_explained(&ids, &cuts);
+    println!(
+        "SIGKILL loop: {cycles} kills at sink lines {cuts:?}; {} lines, {explained} duplicates, each across a kill; 0 lost",
+        ids.len()
+    );
+}
+
+#[test]
+fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
+    let _serial = serial();
+    let mut broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "brokerkill");
+    f.produce(&broker, 20_000);
+    let mut child = f.spawn(&f.config(&broker, "a", ""), "a.log");
+    f.wait_lines("a", 2_000, Duration::from_secs(60));
+    broker.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    broker.restart();
+    f.produce(&broker, 5_000);
+    f.wait_complete(Duration::from_secs(180), &mut [&mut child]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    f.assert_fully_committed(&broker);
+    let ids = f.delivered("a");
+    let dups = counts(&ids).values().filter(|n| **n > 1).count();
+    assert_eq!(dups, 0, "one process, one dedup store: a broker restart re-reads, dedup absorbs");
+    println!("broker SIGKILL + restart mid-run: {} ids delivered once each, 0 lost", ids.len());
+}
+
+#[test]
+fn replay_from_earliest_delivers_nothing_new_and_is_refused_while_the_group_is_live() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "replay");
+    f.produce(&broker, 8_000);
+    let config = f.config(&broker, "a", "");
+    let cfg = config.display().to_string();
+    let mut child = f.spawn(&config, "a.log");
+    f.wait_complete(Duration::from_secs(120), &mut [&mut child]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    let first = f.delivered("a");
+    // tansu's SQLite storage cannot describe a group (its DescribeGroups
+    // fails to decode what it stored), so sluice cannot check for live
+    // members here: it refuses, and --force vouches for it. The check
+    // itself is tested on the memory storage, below.
+    let (code, _, stderr) = f.sluice(&["replay", "-c", &cfg, "--from", "earliest"]);
+    assert_ne!(code, 0, "without the live-member check, replay refuses: {stderr}");
+    assert!(stderr.contains("--force") || stderr.contains("live member"), "{stderr}");
+    let (code, stdout, stderr) = f.sluice(&["replay", "-c", &cfg, "--from", "earliest", "--force"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for p in 0..PARTITIONS {
+        assert!(stdout.contains(&format!("replay-logs/{p}: ")) && stdout.contains("-> 0"), "{stdout}");
+    }
+    let (code, lag, stderr) = f.sluice(&["lag", "-c", &cfg]);
+    assert_eq!(code, 0, "{stderr}");
+    let high: i64 = high_watermarks(&broker.brokers(), &f.topic, PARTITIONS).iter().sum();
+    assert!(lag.contains(&format!("total lag: {high}")), "after the reset the lag is everything: {lag}");
+
+    let mut again = f.spawn(&config, "a.log");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS).iter().flatten().sum::<i64>() < high {
+        assert!(Instant::now() < deadline, "the replay did not finish: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(terminate(&mut again), 0, "{}", f.logs());
+    let second = f.delivered("a");
+    assert_eq!(second.len(), first.len(), "a replay inside the window delivers nothing new");
+    f.assert_reconciled(&["state-a"]);
+    let (_, lag, _) = f.sluice(&["lag", "-c", &cfg]);
+    assert!(lag.contains("total lag: 0"), "{lag}");
+    println!("replay from earliest: {high} records read again, 0 delivered again");
+}
+
+#[test]
+fn check_reads_the_topics_retention_for_the_window_and_warns_when_shorter() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Memory);
+    let f = Fixture::new(&broker, "retention");
+    sluice_e2e::kafka::create_topic_with(&broker.brokers(), "retention-kept", 2, &[("retention.ms", "7200000")]);
+    let config = f.config(&broker, "a", "").display().to_string();
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace("retention-logs", "retention-kept")).unwrap_or_else(|e| panic!("{e}"));
+    // The fixture sets dedup.window = 1h: shorter than the 2h retention.
+    let (code, out, err) = f.sluice(&["check", "-c", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("warning: dedup.window 1h is shorter than the topics' retention 2h"), "{out}");
+    // Without a window, the retention is the window.
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.replace("window = \"1h\"", "")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = f.sluice(&["check", "-c", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("window 2h (the topics' retention)"), "{out}");
+    println!("sluice check on a topic kept 2h:\n{out}");
+}
+
+#[test]
+fn replay_is_refused_while_the_group_has_a_live_member() {
+    let _serial = serial();
+    // The memory storage describes groups; no records are read here, so
+    // its fetch defect (a fetch from inside a record batch skips the
+    // batch) cannot matter.
+    let broker = Broker::start(Storage::Memory);
+    let f = Fixture::new(&broker, "live");
+    let config = f.config(&broker, "a", "");
+    let cfg = config.display().to_string();
+    let mut child = f.spawn(&config, "a.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, _, stderr) = f.sluice(&["replay", "-c", &cfg, "--from", "earliest"]);
+        if stderr.contains("1 live member") {
+            assert_ne!(code, 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "replay was never refused: {stderr}; {}", f.logs());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_slow_stage_pauses_fetching_and_memory_stays_bounded() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let f = Fixture::new(&broker, "slow");
+    // 20,000 records of 2 KiB (40 MiB) that a deliberately slow plugin
+    // takes 20 ms each to refuse.
+    let pad = "p".repeat(2048);
+    let records: Vec<(i32, String, String)> =
+        (0..20_000).map(|i| (i % PARTITIONS, format!("k{i}"), format!("POISON {i} {pad}"))).collect();
+    produce(&broker.brokers(), &f.topic, &records);
+    let port = free_port();
+    let cfg = format!(
+        r#"
+[pipeline]
+name = "slow"
+state_dir = "state-a"
+batch_size = 20
+
+[source]
+type = "kafka"
+brokers = "{brokers}"
+topics = ["{topic}"]
+group_id = "{group}"
+queue_records = 50
+properties = {{ "session.timeout.ms" = 6000, "queued.max.messages.kbytes" = 1024, "max.partition.fetch.bytes" = 65536 }}
+
+[[plugins]]
+name = "slow"
+path = "{hostile}"
+time_limit = "20ms"
+config = {{ attack = "infinite-loop" }}
+
+[sink]
+type = "file"
+path = "out/a.ndjson"
+
+[metrics]
+listen = "127.0.0.1:{port}"
+"#,
+        brokers = broker.brokers(),
+        topic = f.topic,
+        group = f.group,
+        hostile = plugin("hostile").display(),
+    );
+    let config = f.path("slow.toml");
+    std::fs::write(&config, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = f.spawn(&config, "a.log");
+    let started = Instant::now();
+    let mut max_held = 0f64;
+    let mut paused_seen = false;
+    let mut rss = Vec::new();
+    let mut last = String::new();
+    while started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(500));
+        let text = scrape(port);
+        for l in metric_lines(&text, &["sluice_partition_held_records{"]) {
+            max_held = max_held.max(l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0));
+        }
+        // Pauses are short (the queue drains a batch at a time): count them.
+        paused_seen |= metric_lines(&text, &["sluice_partition_pauses_total{"]).iter().any(|l| !l.ends_with(" 0"));
+        rss.push(rss_kib(child.id()));
+        last = text;
+    }
+    let done: f64 = metric_lines(&last, &["sluice_records_in_total{"])
+        .iter()
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    let (first, peak) = (rss[2], rss.iter().copied().max().unwrap_or(0));
+    println!(
+        "slow stage: {done} of 20000 records processed in 15 s; fetching paused: {paused_seen}; at most {max_held} records held \
+         beyond the queue; RSS {first} KiB at 1.5 s, peak {peak} KiB"
+    );
+    assert!(paused_seen, "a full queue pauses the partition");
+    assert!(done < 10_000.0, "the stage was slow: most records still in Kafka ({done} processed)");
+    assert!(max_held <= 200.0, "held records are bounded by one fetch: {max_held}");
+    assert!(peak < first + 48 * 1024, "memory stays bounded while 40 MiB wait in Kafka: {first} -> {peak} KiB");
+}
