@@ -16,6 +16,31 @@ use sluice_e2e::{plugin, sluice_bin};
 
 const PARTITIONS: i32 = 4;
 
+/// Where the records are: the tansu broker, or (for what tansu cannot do)
+/// librdkafka's mock cluster, which listens on loopback too.
+trait Cluster {
+    fn brokers(&self) -> String;
+    fn create(&self, topic: &str, partitions: i32);
+}
+
+impl Cluster for Broker {
+    fn brokers(&self) -> String {
+        Broker::brokers(self)
+    }
+    fn create(&self, topic: &str, partitions: i32) {
+        create_topic(&Broker::brokers(self), topic, partitions);
+    }
+}
+
+impl Cluster for rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
+    fn brokers(&self) -> String {
+        self.bootstrap_servers()
+    }
+    fn create(&self, topic: &str, partitions: i32) {
+        self.create_topic(topic, partitions, 1).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 /// One test at a time: each starts a broker and sluice processes, and on
 /// two cores parallel runs starve the brokers' group heartbeats.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -34,7 +59,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(broker: &Broker, name: &str) -> Fixture {
+    fn new(broker: &impl Cluster, name: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let f = Fixture {
             dir,
@@ -44,14 +69,14 @@ impl Fixture {
             malformed: BTreeSet::new(),
             written: 0,
         };
-        create_topic(&broker.brokers(), &f.topic, PARTITIONS);
+        broker.create(&f.topic, PARTITIONS);
         f
     }
 
     /// Produce `n` records over the partitions: unique `event_id`s, every
     /// tenth repeated in a second message of the same partition (a
     /// producer's retry), every fiftieth malformed.
-    fn produce(&mut self, broker: &Broker, n: usize) {
+    fn produce(&mut self, broker: &impl Cluster, n: usize) {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
@@ -82,7 +107,7 @@ impl Fixture {
     }
 
     /// A config for instance `name` (its own state and sink file).
-    fn config(&self, broker: &Broker, name: &str, extra: &str) -> PathBuf {
+    fn config(&self, broker: &impl Cluster, name: &str, extra: &str) -> PathBuf {
         let cfg = format!(
             r#"
 [pipeline]
@@ -244,7 +269,7 @@ path = "out/{name}.ndjson"
 
     /// Every partition's committed offset is its high watermark: every
     /// record finished, and the commit says so.
-    fn assert_fully_committed(&self, broker: &Broker) {
+    fn assert_fully_committed(&self, broker: &impl Cluster) {
         let high = high_watermarks(&broker.brokers(), &self.topic, PARTITIONS);
         let committed = committed(&broker.brokers(), &self.group, &self.topic, PARTITIONS);
         let expected: Vec<Option<i64>> = high.iter().map(|h| Some(*h)).collect();
@@ -390,22 +415,26 @@ fn assert_duplicates_explained(ids: &[String], cuts: &[usize]) -> usize {
     explained
 }
 
+// tansu 0.6 never evicts a SIGKILLed member of a settled group: two plain
+// rdkafka consumers show it too (the survivor keeps its own partitions
+// only, 40 s after the kill, with a 6 s session timeout). These two run on
+// librdkafka's mock cluster, whose coordinator evicts, with the two sluice
+// processes connecting to it over loopback.
+
 #[test]
-#[ignore = "open (issue 4 note): with tansu 0.6 the survivor is never given the killed member's partitions"]
 fn two_members_cooperative_sticky_one_killed_the_other_finishes() {
     let _serial = serial();
     two_members("coop", "cooperative-sticky");
 }
 
 #[test]
-#[ignore = "open (issue 4 note): with tansu 0.6 the survivor is never given the killed member's partitions"]
 fn two_members_eager_one_killed_the_other_finishes() {
     let _serial = serial();
     two_members("eager", "range");
 }
 
 fn two_members(name: &str, strategy: &str) {
-    let broker = Broker::start(Storage::Sqlite);
+    let broker = rdkafka::mocking::MockCluster::new(1).unwrap_or_else(|e| panic!("{e}"));
     let mut f = Fixture::new(&broker, name);
     f.produce(&broker, 80_000);
     let (ca, cb) = (f.config(&broker, "a", ""), f.config(&broker, "b", ""));
@@ -444,8 +473,14 @@ fn two_members(name: &str, strategy: &str) {
     assert!(b_counts.values().all(|n| *n == 1), "b delivered an id twice");
     let a_set: BTreeSet<&str> = by_a.iter().map(String::as_str).collect();
     let again: Vec<&str> = b_counts.keys().filter(|id| a_set.contains(**id)).copied().collect();
+    // b took over a's partitions: more than its first assignment.
     let logs = f.logs();
-    assert!(logs.contains("kind=\"assigned\""), "{logs}");
+    let b_assigned = logs
+        .split("--- ")
+        .filter(|part| part.contains("b.log"))
+        .map(|part| part.matches("\"assigned\"").count())
+        .sum::<usize>();
+    assert!(b_assigned > PARTITIONS as usize / 2, "b was assigned {b_assigned} times: {logs}");
     println!(
         "two members ({strategy}): a delivered {} before SIGKILL, b {}; {} ids delivered by both (a's unfinished commit window), 0 lost",
         by_a.len(),
