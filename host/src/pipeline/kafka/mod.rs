@@ -27,7 +27,7 @@ mod rebalance;
 mod task;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -130,8 +130,6 @@ pub(super) fn run(
         commands: Mutex::new(commands),
         queue_records: source.queue_records.unwrap_or(4 * cfg.pipeline.batch_size),
         revoke_wait: cfg.shutdown.grace,
-        commit_lock: Mutex::new(()),
-        assigned_once: AtomicBool::new(false),
     };
     let consumer: BaseConsumer<Context> = client::client_config(source)?
         .create_with_context(context)

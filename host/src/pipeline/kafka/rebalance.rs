@@ -77,11 +77,6 @@ pub(crate) struct Context {
     pub queue_records: usize,
     /// How long a revoke waits for a task to finish its batch.
     pub revoke_wait: Duration,
-    /// Commits are made one at a time (all on the consume loop's thread;
-    /// the lock keeps it so), so that a later commit can never carry an
-    /// older prefix over a newer one (never backwards).
-    pub commit_lock: Mutex<()>,
-    pub assigned_once: AtomicBool,
 }
 
 impl Context {
@@ -113,21 +108,15 @@ impl Context {
     }
 
     /// Commit the finished prefixes of `handles` synchronously.
-    /// `parts` are (name, state) pairs, taken out of the registry so that
-    /// the consume loop is never blocked behind a commit.
+    /// `parts` are (name, state) pairs of partitions this instance owns.
+    /// Every commit is made on the consume loop's thread (periodic, revoke,
+    /// shutdown), so commits never overlap: a later one can never carry an
+    /// older prefix over a newer one, and a revoked partition is out of the
+    /// registry before the next periodic commit reads it.
     pub(crate) fn commit_sync(&self, consumer: &BaseConsumer<Context>, parts: &[Part], reason: &'static str) {
-        let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        // A partition revoked since `parts` was taken was committed by the
-        // revoke; committing it again could move its new owner's commit back.
-        let owned: Vec<String> = if reason == "periodic" {
-            self.lock_registry().values().map(|h| h.name.clone()).collect()
-        } else {
-            parts.iter().map(|(n, _)| n.clone()).collect()
-        };
-        let parts: Vec<&Part> = parts.iter().filter(|(n, _)| owned.contains(n)).collect();
         let mut tpl = TopicPartitionList::new();
         let mut committing = Vec::new();
-        for (name, state) in parts.iter().copied() {
+        for (name, state) in parts {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(offset) = st.committable.filter(|c| Some(*c) > st.committed) {
                 let (topic, partition) = split(name);
@@ -142,7 +131,7 @@ impl Context {
         let t = Instant::now();
         let result = consumer.commit(&tpl, CommitMode::Sync);
         if result.is_ok() {
-            for (name, state) in parts.iter().copied() {
+            for (name, state) in parts {
                 let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
                 let sent = committing.iter().find(|(n, _)| n == name).map(|(_, o)| *o);
                 st.committed = st.committed.max(sent);
@@ -231,6 +220,5 @@ impl ConsumerContext for Context {
         if let Err(e) = consumer.resume(tpl) {
             tracing::debug!("resume after assign: {e}");
         }
-        self.assigned_once.store(true, Ordering::SeqCst);
     }
 }
