@@ -255,6 +255,25 @@ pub enum SinkConfig {
     File { path: PathBuf },
     /// NDJSON on standard output (flushed; not durable).
     Stdout,
+    /// Any HTTP backend, answers read per event (`sink/http`).
+    Http(Box<crate::sink::http::config::HttpSinkConfig>),
+    /// ClickHouse's HTTP interface, `INSERT … FORMAT JSONEachRow`.
+    Clickhouse(Box<crate::sink::clickhouse::ClickhouseSinkConfig>),
+    /// A Kafka topic, accepted on the delivery report.
+    Kafka(Box<crate::sink::kafka::KafkaSinkConfig>),
+}
+
+impl SinkConfig {
+    /// The retry policy and breaker the sink is driven with; the file
+    /// sinks use the defaults.
+    pub fn guard(&self) -> (crate::sink::retry::RetryConfig, crate::sink::breaker::BreakerConfig) {
+        match self {
+            SinkConfig::File { .. } | SinkConfig::Stdout => Default::default(),
+            SinkConfig::Http(h) => (h.retry.clone(), h.breaker.clone()),
+            SinkConfig::Clickhouse(c) => (c.retry.clone(), c.breaker.clone()),
+            SinkConfig::Kafka(k) => (k.retry.clone(), k.breaker.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -264,6 +283,11 @@ pub struct QuarantineConfig {
     /// unmasked original is then not kept, and the entry says so.
     #[serde(default)]
     pub mask_fields: Vec<String>,
+    /// Kafka pipelines: also produce every quarantined record to this
+    /// topic of the source's cluster (the original as the value, the
+    /// context in headers). Each entry is acknowledged by the brokers
+    /// (`acks=all`) before the record's offset may be committed.
+    pub topic: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -284,12 +308,12 @@ fn default_grace() -> Duration {
     Duration::from_secs(10)
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     sluice_guest::duration::deserialize(d)
 }
 
 /// Sizes: `1048576`, `64KiB`, `1MiB`, `2GiB`, `10MB`.
-fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -387,8 +411,18 @@ impl Config {
                     std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
             }
         }
-        if let SinkConfig::File { path } = &mut self.sink {
-            *path = abs(path);
+        match &mut self.sink {
+            SinkConfig::File { path } => *path = abs(path),
+            SinkConfig::Kafka(k) => {
+                k.properties =
+                    std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
+                if let Some(tls) = &mut k.tls {
+                    for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
+                        *p = abs(p);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -444,10 +478,38 @@ impl Config {
         if self.dedup.window.is_some_and(|w| w.is_zero()) {
             return Err(invalid("dedup.window", "must be greater than zero".into()));
         }
-        if let SinkConfig::File { path } = &self.sink {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            if dir.exists() && !dir.is_dir() {
-                return Err(invalid("sink.path", format!("{} is not a folder", dir.display())));
+        let sink_key = |(key, message): (String, String)| invalid(&format!("sink.{key}"), message);
+        match &self.sink {
+            SinkConfig::File { path } => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                if dir.exists() && !dir.is_dir() {
+                    return Err(invalid("sink.path", format!("{} is not a folder", dir.display())));
+                }
+            }
+            SinkConfig::Stdout => {}
+            SinkConfig::Http(h) => h.validate().map_err(sink_key)?,
+            SinkConfig::Clickhouse(c) => c.validate().map_err(sink_key)?,
+            SinkConfig::Kafka(k) => {
+                if k.topic.is_empty() || !k.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                    return Err(invalid("sink.topic", format!("{:?} is not a valid topic name", k.topic)));
+                }
+                for key in k.properties.keys() {
+                    let at = format!("sink.properties.{key:?}");
+                    if crate::sink::kafka::OWNED.contains(&key.as_str()) {
+                        return Err(invalid(&at, "set by sluice: the sink's guarantee depends on it".into()));
+                    }
+                    if is_secret_property(key) {
+                        return Err(invalid(&at, "secrets come from the environment only: use sink.sasl.password_env".into()));
+                    }
+                }
+            }
+        }
+        if let Some(topic) = &self.quarantine.topic {
+            if !matches!(self.source, SourceConfig::Kafka(_)) {
+                return Err(invalid("quarantine.topic", "only for a kafka source (files keep the local quarantine)".into()));
+            }
+            if topic.is_empty() || !topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                return Err(invalid("quarantine.topic", format!("{topic:?} is not a valid topic name")));
             }
         }
         Ok(())

@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 use sluice::plugin::{PluginLimits, PluginSpec};
 
 /// The plugin crates the suites use, by package name.
+pub mod backend;
+pub mod clickhouse;
 pub mod kafka;
 
 pub const PLUGIN_PACKAGES: &[&str] =

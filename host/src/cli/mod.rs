@@ -17,6 +17,9 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: logs collected from a
+        // pipe or a file stay plain text for whoever greps them.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let matches = Cli::command().get_matches();
     let parsed = match Cli::from_arg_matches(&matches) {

@@ -110,7 +110,7 @@ pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
     );
     println!(
         "  sink:   {}",
-        pipeline::open_sink(&cfg).map(|s| s.describe()).unwrap_or_else(|e| format!("cannot open: {e}"))
+        pipeline::open_sink(&cfg).map(|s| s.describe().to_string()).unwrap_or_else(|e| format!("cannot open: {e}"))
     );
     Ok(())
 }

@@ -14,7 +14,7 @@ use super::{
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::offsets::OffsetTracker;
 use crate::plugin::{Chain, Record, Runtime};
-use crate::sink::Sink;
+use crate::sink::guarded::Guarded;
 use crate::source::file::{FilePartition, SourceRecord, discover};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -29,6 +29,17 @@ pub(super) fn run(
     runtime: &Runtime,
     stop: &Stop,
 ) -> Result<RunStats, PipelineError> {
+    if let Some(addr) = cfg.metrics.listen {
+        // Files have no group to join: ready once the pipeline runs. No
+        // heartbeat: a partition waiting on an open breaker is late, not
+        // sick, and must not be restarted for it.
+        let health = std::sync::Arc::new(crate::telemetry::Health::default());
+        health.set_ready(true);
+        let bound =
+            crate::telemetry::server::serve(addr, health).map_err(|e| PipelineError::Metrics(e.to_string()))?;
+        tracing::info!("metrics on http://{bound}/metrics");
+    }
+    crate::telemetry::install();
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     let files = discover(&source.paths)?;
     if files.is_empty() {
@@ -36,7 +47,7 @@ pub(super) fn run(
     }
     let dedup = DedupWindow::new(&store, cfg.dedup.window.unwrap_or(DEFAULT_WINDOW))?;
     dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-    let sink = Mutex::new(open_sink(cfg)?);
+    let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -76,7 +87,7 @@ struct PartitionTask<'a> {
     source: &'a FileSourceConfig,
     store: &'a Store,
     dedup: &'a DedupWindow<'a>,
-    sink: &'a Mutex<Box<dyn Sink>>,
+    sink: &'a Guarded,
     chain: Chain,
     part: FilePartition,
     stats: &'a Mutex<RunStats>,
@@ -128,16 +139,22 @@ impl PartitionTask<'_> {
         let mut write = WriteBatch::default();
         let mut counts = stats::Counts::default();
         let records: Vec<(&Record, bool)> = batch.iter().map(|r| (&r.record, r.oversize)).collect();
-        let mut stages = Stages { chain: &mut self.chain, dedup: self.dedup, sink: self.sink, on_stage: None };
+        let stop = self.stop;
+        let stopping = || stop.requested();
+        let mut stages =
+            Stages { chain: &mut self.chain, dedup: self.dedup, sink: self.sink, stopping: &stopping, on_stage: None };
         let fates = deliver_batch(&mut stages, &records, self.source.max_line_bytes, &mut write, &mut counts)?;
 
         // The quarantine entries join the same write.
         quarantine_fates(quarantine, &mut write, batch.iter().map(|r| &r.record).zip(&fates))?;
-        // 5. Offsets: every record has passed a door; the checkpoint is the
-        // end of the contiguous finished prefix.
+        // 5. Offsets: each record that passed a door finishes; one whose
+        // delivery was stopped stays owed, and the checkpoint (the end of
+        // the contiguous finished prefix) stops before it.
         for (r, fate) in batch.iter().zip(&fates) {
-            tracker.finish(r.start, fate.door())?;
-            counts.count(fate.door());
+            if let Some(fate) = fate {
+                tracker.finish(r.start, fate.door())?;
+                counts.count(fate.door());
+            }
         }
         let cp = self.part.checkpoint_for(tracker.committable());
         self.store.put_checkpoint(&mut write, self.part.key(), &cp)?;
@@ -145,6 +162,7 @@ impl PartitionTask<'_> {
         // 6. Commit: ids, quarantine entries and checkpoint, durable together.
         self.store.commit(write)?;
         counts.records += batch.len() as u64;
+        crate::telemetry::events::BatchFinished { partition: self.part.key(), counts: &counts }.emit();
         if let Ok(mut s) = self.stats.lock() {
             s.add(self.part.key(), &counts);
         }

@@ -20,7 +20,7 @@ pub mod replay;
 pub mod stats;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use rocksdb::WriteBatch;
@@ -30,11 +30,15 @@ pub use stats::RunStats;
 use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::offsets::Door;
 use crate::plugin::{Chain, PluginId, Position, Record, Runtime, Verdict};
+use crate::sink::clickhouse::ClickhouseSinkConfig;
 use crate::sink::file::{FileSink, StdoutSink};
-use crate::sink::{Answer, Delivery, Sink};
+use crate::sink::guarded::{Guarded, Outcome};
+use crate::sink::http::HttpSink;
+use crate::sink::kafka::KafkaSink;
+use crate::sink::{Delivery, Sink};
 use crate::store::Identity;
 use crate::store::dedup::{DedupWindow, PIPELINE_SCOPE, Scope, digest, scope};
-use crate::store::quarantine::{Quarantine, Rejection};
+use crate::store::quarantine::{Entry, Quarantine, Rejection};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -48,6 +52,8 @@ pub enum PipelineError {
     Sink(#[from] crate::sink::SinkError),
     #[error("offset tracking: {0}")]
     Offsets(#[from] crate::offsets::OffsetError),
+    #[error("metrics endpoint: {0}")]
+    Metrics(String),
     #[error("source paths {0:?} match no file")]
     NoFiles(Vec<String>),
     #[error(transparent)]
@@ -110,19 +116,32 @@ fn dedup_scope(position: &Position) -> Scope {
     }
 }
 
+/// The quarantine entry of each record whose fate is quarantine, by the
+/// record's index in the batch; nothing is written yet.
+fn quarantine_entries<'r>(
+    quarantine: &Quarantine<'_>,
+    batch: impl Iterator<Item = (&'r Record, &'r Option<Fate>)>,
+) -> Vec<(usize, Entry)> {
+    let now = now_nanos();
+    let mut out = Vec::new();
+    for (i, (record, fate)) in batch.enumerate() {
+        if let Some(Fate::Quarantine { stage, plugin, reason }) = fate {
+            let rejection = Rejection { record, stage, plugin: plugin.as_ref(), reason: reason.clone(), attempts: 1 };
+            out.push((i, quarantine.entry(rejection, now)));
+        }
+    }
+    out
+}
+
 /// Add a quarantine entry to `write` for each record whose fate is
 /// quarantine; they become durable with the batch's ids and offsets.
 fn quarantine_fates<'r>(
     quarantine: &Quarantine<'_>,
     write: &mut WriteBatch,
-    batch: impl Iterator<Item = (&'r Record, &'r Fate)>,
+    batch: impl Iterator<Item = (&'r Record, &'r Option<Fate>)>,
 ) -> Result<(), PipelineError> {
-    let now = now_nanos();
-    for (record, fate) in batch {
-        if let Fate::Quarantine { stage, plugin, reason } = fate {
-            let rejection = Rejection { record, stage, plugin: plugin.as_ref(), reason: reason.clone(), attempts: 1 };
-            quarantine.put(write, rejection, now)?;
-        }
+    for (_, entry) in quarantine_entries(quarantine, batch) {
+        quarantine.write(write, &entry)?;
     }
     Ok(())
 }
@@ -140,11 +159,17 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
     Ok(crate::plugin::build_chain(runtime, &specs)?)
 }
 
-pub fn open_sink(cfg: &Config) -> Result<Box<dyn Sink>, PipelineError> {
-    Ok(match &cfg.sink {
+/// The configured sink, driven through retries and its breaker.
+pub fn open_sink(cfg: &Config) -> Result<Guarded, PipelineError> {
+    let sink: Box<dyn Sink> = match &cfg.sink {
         SinkConfig::File { path } => Box::new(FileSink::open(path)?),
         SinkConfig::Stdout => Box::new(StdoutSink),
-    })
+        SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
+        SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&ClickhouseSinkConfig::http(c), Some(c.name()))?),
+        SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
+    };
+    let (retry, breaker) = cfg.sink.guard();
+    Ok(Guarded::new(sink, retry, breaker))
 }
 
 /// Run the pipeline of `cfg` until its source ends (files without
@@ -180,7 +205,10 @@ impl Fate {
 pub struct Stages<'a, 's> {
     pub chain: &'a mut Chain,
     pub dedup: &'a DedupWindow<'s>,
-    pub sink: &'a Mutex<Box<dyn Sink>>,
+    pub sink: &'a Guarded,
+    /// Whether the caller must let go of the batch (shutdown, a revoked
+    /// partition): asked while delivery waits on retries or the breaker.
+    pub stopping: &'a dyn Fn() -> bool,
     /// Told which stage the batch enters (`plugins`, `dedup`, `sink`):
     /// the "why" of a commit that waits.
     pub on_stage: Option<&'a dyn Fn(&'static str)>,
@@ -197,15 +225,17 @@ impl Stages<'_, '_> {
 /// Steps 1 to 4 of the custody order for `records` (each with whether it
 /// is oversize, i.e. never to reach a plugin): plugins, dedup look-up,
 /// delivery, and the accepted ids added to `write`. Returns each record's
-/// fate. Nothing is durable until the caller commits `write`, after adding
-/// what it owes for the fates (quarantine entries, a checkpoint).
+/// fate; `None` for a record still owed because delivery was stopped
+/// (`Stages::stopping`): it must stay unfinished and be read again.
+/// Nothing is durable until the caller commits `write`, after adding what
+/// it owes for the fates (quarantine entries, a checkpoint).
 pub fn deliver_batch(
     stages: &mut Stages<'_, '_>,
     records: &[(&Record, bool)],
     max_line: u64,
     write: &mut WriteBatch,
     counts: &mut stats::Counts,
-) -> Result<Vec<Fate>, PipelineError> {
+) -> Result<Vec<Option<Fate>>, PipelineError> {
     let now_secs = (now_nanos() / 1_000_000_000) as u64;
     let mut fates: Vec<Option<Fate>> = vec![None; records.len()];
 
@@ -265,30 +295,27 @@ pub fn deliver_batch(
     let fresh: Vec<usize> = (0..events.len()).filter(|j| !seen[*j]).collect();
     let deliveries: Vec<Delivery> = fresh.iter().map(|j| events[*j].1.clone()).collect();
     stages.enter("sink");
-    let answers = if deliveries.is_empty() {
+    let outcomes = if deliveries.is_empty() {
         Vec::new()
     } else {
-        let mut sink = stages.sink.lock().unwrap_or_else(|p| p.into_inner());
         let t = Instant::now();
-        let answers = sink.deliver(&deliveries)?;
+        // Retries, backoff and the breaker happen in here (`sink::guarded`).
+        let outcomes = stages.sink.deliver(&deliveries, stages.stopping);
         counts.sink_seconds += t.elapsed().as_secs_f64();
-        answers
+        outcomes
     };
 
     // 4. Ids of accepted events into the WriteBatch.
     let mut accepted = Vec::with_capacity(fresh.len());
     let mut event_fate: Vec<Option<Fate>> = seen.iter().map(|s| s.then_some(Fate::Duplicate)).collect();
-    for (j, answer) in fresh.iter().zip(answers) {
-        event_fate[*j] = Some(match answer {
-            Answer::Accepted => {
+    for (j, outcome) in fresh.iter().zip(outcomes) {
+        event_fate[*j] = outcome.map(|o| match o {
+            Outcome::Accepted => {
                 accepted.push(events[*j].2);
                 Fate::Delivered
             }
-            // The file sinks never answer these; the http sinks (issue 5)
-            // bring bounded retries. Until then: quarantine with the answer.
-            Answer::Rejected(reason) | Answer::Retry(reason) => {
-                Fate::Quarantine { stage: "sink", plugin: None, reason }
-            }
+            // Rejected, or out of attempts: the sink's answer is the reason.
+            Outcome::Rejected(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
         });
     }
     stages.dedup.record(write, &accepted, now_secs)?;
@@ -317,9 +344,5 @@ pub fn deliver_batch(
                 .unwrap_or(Fate::Duplicate),
         );
     }
-    // Every record has a fate here: the sinks answer every event.
-    Ok(fates
-        .into_iter()
-        .map(|f| f.unwrap_or(Fate::Quarantine { stage: "sink", plugin: None, reason: "no answer".into() }))
-        .collect())
+    Ok(fates)
 }

@@ -7,7 +7,7 @@
 //! its events delivered, or not replayed (then a second replay delivers
 //! nothing twice: the dedup window holds what the first one delivered).
 
-use std::sync::Mutex;
+
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
@@ -43,7 +43,7 @@ pub fn replay(
         SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
     };
     let dedup = DedupWindow::new(&store, window)?;
-    let sink = Mutex::new(open_sink(cfg)?);
+    let sink = open_sink(cfg)?;
     let mut chain = build_chain(runtime, cfg)?;
     let max_line = match &cfg.source {
         SourceConfig::File(f) => f.max_line_bytes,
@@ -85,12 +85,15 @@ pub fn replay(
             .collect();
         let mut write = WriteBatch::default();
         let mut counts = stats::Counts::default();
-        let mut stages = Stages { chain: &mut chain, dedup: &dedup, sink: &sink, on_stage: None };
+        // An interactive command: Ctrl-C ends it; an entry whose delivery did
+        // not finish stays in the quarantine as it was.
+        let mut stages = Stages { chain: &mut chain, dedup: &dedup, sink: &sink, stopping: &|| false, on_stage: None };
         let input: Vec<(&Record, bool)> = records.iter().map(|r| (r, false)).collect();
         let fates = deliver_batch(&mut stages, &input, max_line, &mut write, &mut counts)?;
         let when = sluice_guest::time::format_rfc3339(now_nanos());
         for (entry, fate) in chunk.iter().zip(fates) {
             summary.entries += 1;
+            let Some(fate) = fate else { continue };
             match fate {
                 Fate::Quarantine { reason, .. } => {
                     summary.still_quarantined += 1;

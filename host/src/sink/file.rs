@@ -3,13 +3,15 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::sync::Mutex;
 use std::path::{Path, PathBuf};
 
-use super::{Answer, Delivery, Sink, SinkError};
+use super::{Answer, Attempt, Delivery, Sink, SinkError};
 
 pub struct FileSink {
     path: PathBuf,
-    file: File,
+    /// Partitions deliver from their own threads; appends are serialized.
+    file: Mutex<File>,
 }
 
 impl FileSink {
@@ -20,7 +22,7 @@ impl FileSink {
         }
         let file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(io)?;
         cut_torn_tail(&file).map_err(io)?;
-        Ok(FileSink { path: path.to_path_buf(), file })
+        Ok(FileSink { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 }
 
@@ -70,12 +72,20 @@ pub(crate) fn render(batch: &[Delivery]) -> Vec<u8> {
 }
 
 impl Sink for FileSink {
-    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError> {
+    fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         let io = |source| SinkError::Io { target: self.path.display().to_string(), source };
-        self.file.write_all(&render(batch)).map_err(io)?;
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let before = file.metadata().map_err(io)?.len();
+        let written = file.write_all(&render(batch)).and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            // Nothing of this call is accepted, and it will be sent again:
+            // cut what part of it reached the file (a full disk) so the
+            // retry does not glue onto a torn line.
+            let _ = file.set_len(before);
+            return Err(io(e));
+        }
         // The custody rule: accepted means durable.
-        self.file.sync_data().map_err(io)?;
-        Ok(vec![Answer::Accepted; batch.len()])
+        Ok(accepted(batch.len()))
     }
 
     fn describe(&self) -> String {
@@ -83,16 +93,20 @@ impl Sink for FileSink {
     }
 }
 
+fn accepted(n: usize) -> Attempt {
+    Attempt { answers: vec![Answer::Accepted; n], requests_ok: 1, requests_failed: 0 }
+}
+
 /// Standard output: flushed, not durable (for trying things out).
 pub struct StdoutSink;
 
 impl Sink for StdoutSink {
-    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError> {
+    fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         let io = |source| SinkError::Io { target: "stdout".into(), source };
         let mut out = std::io::stdout().lock();
         out.write_all(&render(batch)).map_err(io)?;
         out.flush().map_err(io)?;
-        Ok(vec![Answer::Accepted; batch.len()])
+        Ok(accepted(batch.len()))
     }
 
     fn describe(&self) -> String {
@@ -109,9 +123,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("out.ndjson");
         std::fs::write(&path, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c").unwrap_or_else(|e| panic!("{e}"));
-        let mut sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
         let d = Delivery::new("d".into(), None, b"{}");
-        assert_eq!(sink.deliver(&[d]).ok(), Some(vec![Answer::Accepted]));
+        assert_eq!(sink.deliver(&[d]).ok().map(|a| a.answers), Some(vec![Answer::Accepted]));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         assert_eq!(text.lines().count(), 3, "{text}");
         assert!(text.ends_with("{\"id\":\"d\",\"timestamp\":null,\"event\":{}}\n"), "{text}");

@@ -1,8 +1,22 @@
 //! Where events go. A sink answers per event, never per request: see
 //! `Answer`. The pipeline records an event's id as delivered only after
 //! its sink answered `Accepted`.
+//!
+//! - `file`: NDJSON files and stdout;
+//! - `http`: any HTTP backend, with a response interpretation per backend
+//!   (`status`, `openobserve`, `elasticsearch_bulk`, `clickhouse`);
+//! - `clickhouse`: the http sink preset for `INSERT … FORMAT JSONEachRow`;
+//! - `kafka`: a topic, accepted on the delivery report;
+//! - `guarded`: what every sink is driven through: bounded retries with
+//!   backoff (`retry`) and the circuit breaker (`breaker`).
 
+pub mod breaker;
+pub mod clickhouse;
 pub mod file;
+pub mod guarded;
+pub mod http;
+pub mod kafka;
+pub mod retry;
 
 use serde::Serialize;
 
@@ -36,21 +50,54 @@ impl Delivery {
 pub enum Answer {
     /// Durably accepted: its id may now be recorded as delivered.
     Accepted,
-    /// Try again later (the backend was not able to take it now).
+    /// The backend said something about *this* event: try it again later.
+    /// Spends one of the event's bounded attempts (`retry.max_attempts`).
     Retry(String),
     /// Never: the event goes to the quarantine with this reason.
     Rejected(String),
+    /// The request that carried the event failed as a whole (5xx, 408, 429,
+    /// a timeout, a lost connection, 401/403): nothing is known about the
+    /// event, the backend is unwell. Counts towards the circuit breaker and
+    /// never spends the event's attempts: a sick backend makes sluice late,
+    /// it does not fill the quarantine.
+    Unavailable(String),
+}
+
+/// What one call of [`Sink::deliver`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attempt {
+    /// One per delivery, in order.
+    pub answers: Vec<Answer>,
+    /// Requests the backend answered (whatever it said about the events).
+    pub requests_ok: u32,
+    /// Requests that failed as a whole: the breaker counts these.
+    pub requests_failed: u32,
+}
+
+impl Attempt {
+    /// Every event of a failed request answered `Unavailable`.
+    pub fn unavailable(n: usize, reason: &str) -> Attempt {
+        Attempt { answers: vec![Answer::Unavailable(reason.to_string()); n], requests_ok: 0, requests_failed: 1 }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     #[error("sink {target}: {source}")]
     Io { target: String, source: std::io::Error },
+    #[error("sink {target}: {message}")]
+    Setup { target: String, message: String },
 }
 
-pub trait Sink: Send {
+/// One attempt at delivering a batch. Sinks do no retrying or waiting of
+/// their own beyond what identifies per-event answers (splitting a batch,
+/// re-sending the rows an all-or-nothing insert did not take): the
+/// `guarded` driver owns backoff, attempt budgets and the breaker, so
+/// every sink behaves the same under failure.
+pub trait Sink: Send + Sync {
     /// One answer per delivery, in order. An `Err` means nothing in the
-    /// call can be assumed accepted.
-    fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Answer>, SinkError>;
+    /// call can be assumed accepted, and counts as a failed request.
+    fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError>;
+    /// For logs and metrics labels; never holds a secret.
     fn describe(&self) -> String;
 }

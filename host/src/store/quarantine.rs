@@ -108,11 +108,26 @@ impl<'s> Quarantine<'s> {
 
     /// Build the entry for `r` and add it to `batch`.
     pub fn put(&self, batch: &mut WriteBatch, r: Rejection<'_>, now_nanos: i64) -> Result<Entry, StoreError> {
+        let entry = self.entry(r, now_nanos);
+        self.write(batch, &entry)?;
+        Ok(entry)
+    }
+
+    /// Add `entry` to `batch`: durable when the batch is committed.
+    pub fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
+        let cf = self.store.cf(CF_QUARANTINE)?;
+        let raw = serde_json::to_vec(entry).map_err(|e| self.store.corrupt("quarantine entry", e))?;
+        batch.put_cf(&cf, entry.id.as_bytes(), raw);
+        Ok(())
+    }
+
+    /// The entry for `r`, not yet written anywhere.
+    pub fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("{:016x}{:08x}", now_nanos.max(0) as u64, seq);
         let (payload, masked) = mask(&r.record.payload, &self.mask_fields);
-        let entry = Entry {
-            id: id.clone(),
+        Entry {
+            id,
             time: sluice_guest::time::format_rfc3339(now_nanos),
             pipeline: self.pipeline.clone(),
             host_version: crate::HOST_VERSION.to_string(),
@@ -127,11 +142,7 @@ impl<'s> Quarantine<'s> {
             plugins: self.plugins.clone(),
             masked,
             replayed: None,
-        };
-        let cf = self.store.cf(CF_QUARANTINE)?;
-        let raw = serde_json::to_vec(&entry).map_err(|e| self.store.corrupt("quarantine entry", e))?;
-        batch.put_cf(&cf, id.as_bytes(), raw);
-        Ok(entry)
+        }
     }
 }
 

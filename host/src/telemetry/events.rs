@@ -187,3 +187,88 @@ impl Progress<'_> {
         gauge!("sluice_partition_held_records", "partition" => p()).set(self.held as f64);
     }
 }
+
+/// A sink's circuit breaker changed state.
+pub struct BreakerChanged<'a> {
+    pub sink: &'a str,
+    pub transition: crate::sink::breaker::Transition,
+}
+
+impl BreakerChanged<'_> {
+    /// A new sink starts closed; the gauge says so from the first scrape.
+    pub fn initial(sink: &str) {
+        gauge!("sluice_breaker_state", "sink" => sink.to_string()).set(0.0);
+    }
+
+    pub fn emit(&self) {
+        use crate::sink::breaker::Transition;
+        let s = || self.sink.to_string();
+        let (to, state) = match self.transition {
+            Transition::Opened { .. } | Transition::ProbeFailed { .. } => ("open", 1.0),
+            Transition::Probing => ("probing", 2.0),
+            Transition::Closed => ("closed", 0.0),
+        };
+        gauge!("sluice_breaker_state", "sink" => s()).set(state);
+        counter!("sluice_breaker_transitions_total", "sink" => s(), "to" => to).increment(1);
+        match self.transition {
+            Transition::Opened { after_failures, pause } => tracing::warn!(
+                sink = self.sink,
+                after_failures,
+                probe_in_ms = pause.as_millis() as u64,
+                "circuit breaker opened: nothing is sent until a probe succeeds; partitions pause and lag grows"
+            ),
+            Transition::ProbeFailed { pause } => tracing::warn!(
+                sink = self.sink,
+                next_probe_in_ms = pause.as_millis() as u64,
+                "circuit breaker probe failed; staying open"
+            ),
+            Transition::Probing => tracing::info!(sink = self.sink, "circuit breaker probing"),
+            Transition::Closed => tracing::info!(sink = self.sink, "circuit breaker closed: delivering again"),
+        }
+    }
+}
+
+/// One call into a sink: its requests and how the backend answered each
+/// event.
+pub struct SinkRequests<'a> {
+    pub sink: &'a str,
+    pub attempt: &'a crate::sink::Attempt,
+    pub seconds: f64,
+}
+
+impl SinkRequests<'_> {
+    pub fn emit(&self) {
+        use crate::sink::Answer;
+        let s = || self.sink.to_string();
+        let a = self.attempt;
+        counter!("sluice_sink_requests_total", "sink" => s(), "result" => "ok").increment(a.requests_ok.into());
+        counter!("sluice_sink_requests_total", "sink" => s(), "result" => "failed").increment(a.requests_failed.into());
+        histogram!("sluice_sink_request_seconds", "sink" => s()).record(self.seconds);
+        let (mut accepted, mut retry, mut rejected, mut unavailable) = (0u64, 0u64, 0u64, 0u64);
+        let mut last = None;
+        for answer in &a.answers {
+            match answer {
+                Answer::Accepted => accepted += 1,
+                Answer::Retry(r) => {
+                    retry += 1;
+                    last = Some(r);
+                }
+                Answer::Rejected(_) => rejected += 1,
+                Answer::Unavailable(r) => {
+                    unavailable += 1;
+                    last = Some(r);
+                }
+            }
+        }
+        for (answer, n) in [("accepted", accepted), ("retry", retry), ("rejected", rejected), ("unavailable", unavailable)] {
+            if n > 0 {
+                counter!("sluice_sink_answers_total", "sink" => s(), "answer" => answer).increment(n);
+            }
+        }
+        if let Some(reason) = last {
+            tracing::warn!(sink = self.sink, accepted, retry, rejected, unavailable, "sink delivery incomplete: {reason}");
+        } else {
+            tracing::debug!(sink = self.sink, accepted, rejected, seconds = self.seconds, "sink delivered");
+        }
+    }
+}

@@ -23,6 +23,7 @@
 //! plus librdkafka's prefetch, bounded by `queued.max.messages.kbytes`
 //! (and dropped by librdkafka when a partition pauses).
 
+pub mod quarantine_topic;
 mod rebalance;
 mod task;
 
@@ -40,7 +41,7 @@ use self::rebalance::{Command, Context, Tp};
 use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink};
 use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig};
 use crate::plugin::Runtime;
-use crate::sink::Sink;
+use crate::sink::guarded::Guarded;
 use crate::source::kafka::record::{KafkaRecord, from_message};
 use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
@@ -49,7 +50,7 @@ use crate::telemetry::Health;
 use crate::telemetry::events::{Paused, Progress};
 
 /// The stages a batch can wait in, for `sluice_commit_blocked_by`.
-pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "store"];
+pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "store"];
 
 /// What a partition's task publishes to the consume loop.
 #[derive(Debug, Default)]
@@ -70,7 +71,9 @@ pub(crate) struct Shared<'a> {
     pub runtime: &'a Runtime,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
-    pub sink: &'a Mutex<Box<dyn Sink>>,
+    pub sink: &'a Guarded,
+    /// `quarantine.topic`, when set.
+    pub quarantine_topic: Option<&'a quarantine_topic::QuarantineTopic>,
     pub stats: &'a Mutex<RunStats>,
     /// How long a task waits to fill a batch (`source.linger`).
     pub linger: Duration,
@@ -118,11 +121,21 @@ pub(super) fn run(
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     let dedup = DedupWindow::new(&store, window(cfg, source))?;
     dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-    let sink = Mutex::new(open_sink(cfg)?);
+    let sink = open_sink(cfg)?;
+    let quarantine_topic =
+        cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    let shared =
-        Shared { cfg, runtime, store: &store, dedup: &dedup, sink: &sink, stats: &stats, linger: source.linger };
+    let shared = Shared {
+        cfg,
+        runtime,
+        store: &store,
+        dedup: &dedup,
+        sink: &sink,
+        quarantine_topic: quarantine_topic.as_ref(),
+        stats: &stats,
+        linger: source.linger,
+    };
 
     let (commands, command_rx) = std::sync::mpsc::channel();
     let context = Context {

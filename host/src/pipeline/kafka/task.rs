@@ -18,7 +18,7 @@ use rocksdb::WriteBatch;
 
 use super::{PartitionState, Shared};
 use crate::offsets::OffsetTracker;
-use crate::pipeline::{Fate, PipelineError, Stages, build_chain, deliver_batch, quarantine_fates, stats};
+use crate::pipeline::{Fate, PipelineError, Stages, build_chain, deliver_batch, quarantine_entries, stats};
 use crate::plugin::Record;
 use crate::source::kafka::record::KafkaRecord;
 use crate::store::quarantine::{PluginVersion, Quarantine};
@@ -99,15 +99,36 @@ pub(super) fn run(
                 b.1 = stage;
             }
         };
-        let mut stages = Stages { chain: &mut chain, dedup: sh.dedup, sink: sh.sink, on_stage: Some(&on_stage) };
+        let stopping = || stop.load(Ordering::SeqCst);
+        let mut stages =
+            Stages { chain: &mut chain, dedup: sh.dedup, sink: sh.sink, stopping: &stopping, on_stage: Some(&on_stage) };
         let fates = deliver_batch(&mut stages, &records, u64::MAX, &mut write, &mut counts)?;
-        quarantine_fates(&quarantine, &mut write, batch.iter().map(|r| &r.record).zip(&fates))?;
+        let mut fates = fates;
+        let entries = quarantine_entries(&quarantine, batch.iter().map(|r| &r.record).zip(&fates));
+        if let Some(topic) = sh.quarantine_topic.filter(|_| !entries.is_empty()) {
+            on_stage("quarantine");
+            let listed: Vec<_> = entries.iter().map(|(_, e)| e).collect();
+            if !topic.publish(&listed, &stopping) {
+                // Stopped before the brokers had them: these records are
+                // not quarantined yet; they stay owed and are read again.
+                for (i, _) in &entries {
+                    fates[*i] = None;
+                }
+            }
+        }
+        for (i, entry) in &entries {
+            if fates[*i].is_some() {
+                quarantine.write(&mut write, entry)?;
+            }
+        }
         on_stage("store");
         // The doors become durable: ids and quarantine entries, synced.
         sh.store.commit(write)?;
 
-        // Only now may the offsets move.
+        // Only now may the offsets move; a record whose delivery was
+        // stopped (revoke, shutdown) stays owed and is read again.
         for (r, fate) in batch.iter().zip(&fates) {
+            let Some(fate) = fate else { continue };
             tracker.finish(r.offset as u64, fate.door())?;
             counts.count(fate.door());
             if let Fate::Quarantine { stage, reason, .. } = fate {

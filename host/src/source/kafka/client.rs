@@ -103,6 +103,42 @@ pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceE
     Ok(c)
 }
 
+/// A producer to the same cluster (the quarantine topic, the kafka sink):
+/// the connection and security settings, no consumer properties, and the
+/// producer settings a sink depends on. `acks=all` with idempotence: a
+/// delivery report means every in-sync replica has the record, and the
+/// producer's own retries neither duplicate nor reorder.
+pub fn producer_config(
+    brokers: &str,
+    tls: Option<&crate::config::TlsConfig>,
+    sasl: Option<&crate::config::SaslConfig>,
+    properties: &BTreeMap<String, crate::config::PropertyValue>,
+) -> Result<ClientConfig, KafkaSourceError> {
+    let k = KafkaSourceConfig {
+        brokers: brokers.into(),
+        topics: Vec::new(),
+        group_id: String::new(),
+        commit_interval: std::time::Duration::ZERO,
+        queue_records: None,
+        linger: std::time::Duration::ZERO,
+        properties: BTreeMap::new(),
+        tls: tls.cloned(),
+        sasl: sasl.cloned(),
+    };
+    let consumer_only =
+        ["group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof"];
+    let mut c = client_config(&k)?;
+    for key in DEFAULTS.iter().map(|(k, _)| *k).chain(consumer_only) {
+        c.remove(key);
+    }
+    c.set("acks", "all");
+    c.set("enable.idempotence", "true");
+    for (key, v) in properties {
+        c.set(key.clone(), v.to_string());
+    }
+    Ok(c)
+}
+
 /// Whether `topic` is one of the configured topics (a name, or a `^regex`).
 pub fn matches(k: &KafkaSourceConfig, topic: &str) -> bool {
     k.topics.iter().any(|t| match t.strip_prefix('^') {

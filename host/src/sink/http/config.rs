@@ -1,0 +1,235 @@
+//! The `http` sink's config. Shared pieces (`batch`, `request`) are used by
+//! the `clickhouse` preset too.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::sink::breaker::BreakerConfig;
+use crate::sink::retry::RetryConfig;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSinkConfig {
+    pub url: String,
+    #[serde(default)]
+    pub method: Method,
+    /// Plain headers, shown by `sluice check`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Headers whose values come from environment variables (header name →
+    /// variable name): credentials. Sent marked sensitive, never logged or
+    /// shown; an unset variable stops the start.
+    #[serde(default)]
+    pub headers_from_env: BTreeMap<String, String>,
+    /// HTTP basic authentication, the password from an environment variable.
+    pub basic_auth: Option<BasicAuth>,
+    /// How the backend's answer is read: see `Interpretation`.
+    #[serde(default)]
+    pub response: Interpretation,
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// What each line or element is: see `Payload`.
+    #[serde(default)]
+    pub payload: Payload,
+    /// `elasticsearch_bulk`: the index of the `create` actions.
+    pub index: Option<String>,
+    #[serde(default)]
+    pub batch: BatchConfig,
+    #[serde(default)]
+    pub request: RequestConfig,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    #[serde(default)]
+    pub breaker: BreakerConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    pub user: String,
+    /// The variable holding the password; unset stops the start.
+    pub password_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    #[default]
+    Post,
+    Put,
+}
+
+/// How a response becomes per-event answers.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpretation {
+    /// 2xx accepts all; 408, 429, 5xx and connection errors are retried
+    /// through the breaker; 401 and 403 too, and are never quarantined (the
+    /// records are fine, the credentials are not); any other 4xx splits the
+    /// batch until the bad events are found, and rejects only those.
+    #[default]
+    Status,
+    /// OpenObserve's `_json` ingestion: HTTP 200 with per-stream
+    /// `successful` / `failed` counts. A batch with failures is split until
+    /// each failure is isolated; never accepted on the status alone.
+    Openobserve,
+    /// Elasticsearch/OpenSearch `_bulk` with `create` actions: per-item
+    /// status; 409 (the id is there already) counts as delivered.
+    ElasticsearchBulk,
+    /// ClickHouse: all or nothing; an error naming "(at row N)" rejects
+    /// that row and the rest is sent again at once.
+    Clickhouse,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// One JSON document per line.
+    #[default]
+    Ndjson,
+    /// One JSON array.
+    JsonArray,
+}
+
+/// What the sink sends for each event.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Payload {
+    /// `{"id": …, "timestamp": …, "event": {…}}`, as the file sink writes.
+    #[default]
+    Envelope,
+    /// The event object itself, with the event id (and the timestamp,
+    /// when named) added as top-level fields: a row for a table.
+    Event {
+        #[serde(default = "default_id_field")]
+        id_field: String,
+        timestamp_field: Option<String>,
+    },
+}
+
+pub fn default_id_field() -> String {
+    "event_id".into()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BatchConfig {
+    /// Events per request at most. A partition's batch larger than this is
+    /// sent as several requests, concurrently up to `request.concurrency`.
+    /// Batching by time is the source's `linger`.
+    #[serde(default = "default_max_records")]
+    pub max_records: usize,
+    /// Body bytes per request at most, before compression; one event
+    /// larger than this goes alone.
+    #[serde(default = "default_max_bytes", deserialize_with = "crate::config::bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig { max_records: default_max_records(), max_bytes: default_max_bytes() }
+    }
+}
+
+fn default_max_records() -> usize {
+    1000
+}
+fn default_max_bytes() -> u64 {
+    4 << 20
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RequestConfig {
+    /// The whole request, body and answer: past it the answer is lost and
+    /// the events are sent again (the backend may have taken them).
+    #[serde(default = "default_timeout", deserialize_with = "crate::config::duration")]
+    pub timeout: Duration,
+    #[serde(default = "default_connect_timeout", deserialize_with = "crate::config::duration")]
+    pub connect_timeout: Duration,
+    /// Requests in flight at once, over all partitions.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    #[serde(default)]
+    pub compression: Compression,
+}
+
+impl Default for RequestConfig {
+    fn default() -> Self {
+        RequestConfig {
+            timeout: default_timeout(),
+            connect_timeout: default_connect_timeout(),
+            concurrency: default_concurrency(),
+            compression: Compression::None,
+        }
+    }
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_concurrency() -> usize {
+    4
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+}
+
+impl HttpSinkConfig {
+    /// Checks beyond the types; `Err((key, message))`, the key relative to
+    /// `[sink]`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let url = reqwest::Url::parse(&self.url).map_err(|e| ("url".to_string(), format!("{:?}: {e}", self.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(("url".into(), format!("{:?}: only http and https", self.url)));
+        }
+        for (name, value) in &self.headers {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| (format!("headers.{name}"), e.to_string()))?;
+            reqwest::header::HeaderValue::from_str(value).map_err(|e| (format!("headers.{name}"), e.to_string()))?;
+        }
+        for (name, var) in &self.headers_from_env {
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| (format!("headers_from_env.{name}"), e.to_string()))?;
+            match std::env::var(var) {
+                Ok(v) if reqwest::header::HeaderValue::from_str(&v).is_ok() => {}
+                Ok(_) => return Err((format!("headers_from_env.{name}"), format!("${var} is not a valid header value"))),
+                Err(_) => return Err((format!("headers_from_env.{name}"), format!("${var} is not set"))),
+            }
+        }
+        if let Some(BasicAuth { password_env: Some(var), .. }) = &self.basic_auth {
+            if std::env::var(var).is_err() {
+                return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
+            }
+        }
+        if self.response == Interpretation::ElasticsearchBulk && self.index.is_none() {
+            return Err(("index".into(), "required with response = \"elasticsearch_bulk\"".into()));
+        }
+        if self.batch.max_records == 0 {
+            return Err(("batch.max_records".into(), "must be at least 1".into()));
+        }
+        if self.request.concurrency == 0 {
+            return Err(("request.concurrency".into(), "must be at least 1".into()));
+        }
+        if self.request.timeout.is_zero() {
+            return Err(("request.timeout".into(), "must be more than 0".into()));
+        }
+        if self.retry.max_attempts == 0 {
+            return Err(("retry.max_attempts".into(), "must be at least 1".into()));
+        }
+        if self.breaker.failures == 0 {
+            return Err(("breaker.failures".into(), "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The `http` sink: events as NDJSON or a JSON array, posted to a backend
+//! whose answer is read per event (`response`).
+//!
+//! Split the way Vector splits a sink: `config` (what an operator writes),
+//! `body` (framing), `response` (reading answers, pure), and this module
+//! (requests: chunking, concurrency, splitting a batch to find bad events).
+//! Retries, backoff and the breaker are not here: `sink::guarded` drives
+//! every sink through them.
+
+pub mod body;
+pub mod config;
+pub mod response;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use self::body::Framing;
+use self::config::{Compression, Encoding, HttpSinkConfig, Interpretation, Method, Payload};
+use self::response::Reply;
+use super::{Answer, Attempt, Delivery, Sink, SinkError};
+
+pub struct HttpSink {
+    client: reqwest::Client,
+    /// Requests run here; partitions call in from their own threads.
+    runtime: tokio::runtime::Runtime,
+    url: reqwest::Url,
+    method: reqwest::Method,
+    headers: HeaderMap,
+    payload: Payload,
+    encoding: Encoding,
+    interpretation: Interpretation,
+    index: Option<String>,
+    max_records: usize,
+    max_bytes: u64,
+    compression: Compression,
+    /// `request.concurrency`, shared by every partition.
+    slots: Arc<tokio::sync::Semaphore>,
+    name: String,
+}
+
+/// What a group of events came to: answers by position in the call's
+/// batch, and how many requests were answered or failed.
+#[derive(Default)]
+struct Tally {
+    answers: Vec<(usize, Answer)>,
+    ok: u32,
+    failed: u32,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.answers.extend(other.answers);
+        self.ok += other.ok;
+        self.failed += other.failed;
+    }
+}
+
+impl HttpSink {
+    /// `name` labels metrics and logs (`http <url without query>`, or the
+    /// preset's own).
+    pub fn new(cfg: &HttpSinkConfig, name: Option<String>) -> Result<HttpSink, SinkError> {
+        let setup = |message: String| SinkError::Setup { target: cfg.url.clone(), message };
+        let url = reqwest::Url::parse(&cfg.url).map_err(|e| setup(e.to_string()))?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| setup(format!("header {k}: {e}")))?;
+            headers.insert(name, HeaderValue::from_str(v).map_err(|e| setup(format!("header {k}: {e}")))?);
+        }
+        for (k, var) in &cfg.headers_from_env {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| setup(format!("header {k}: {e}")))?;
+            let value = std::env::var(var).map_err(|_| setup(format!("header {k}: ${var} is not set")))?;
+            let mut value =
+                HeaderValue::from_str(&value).map_err(|_| setup(format!("header {k}: ${var} is not a header value")))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        if let Some(auth) = &cfg.basic_auth {
+            use base64::Engine;
+            let password = match &auth.password_env {
+                Some(var) => std::env::var(var).map_err(|_| setup(format!("basic_auth: ${var} is not set")))?,
+                None => String::new(),
+            };
+            let token = base64::engine::general_purpose::STANDARD.encode(format!("{}:{password}", auth.user));
+            let mut value = HeaderValue::from_str(&format!("Basic {token}"))
+                .map_err(|_| setup("basic_auth: not a header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let content_type = match (cfg.response, cfg.encoding) {
+            (Interpretation::ElasticsearchBulk, _) | (_, Encoding::Ndjson) => "application/x-ndjson",
+            (_, Encoding::JsonArray) => "application/json",
+        };
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        if cfg.request.compression == Compression::Gzip {
+            headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(cfg.request.timeout)
+            .connect_timeout(cfg.request.connect_timeout)
+            .pool_max_idle_per_host(cfg.request.concurrency)
+            .build()
+            .map_err(|e| setup(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sluice-http")
+            .enable_all()
+            .build()
+            .map_err(|e| setup(format!("start the request runtime: {e}")))?;
+        let name = name.unwrap_or_else(|| {
+            let mut shown = url.clone();
+            shown.set_query(None);
+            let _ = shown.set_password(None);
+            format!("http {shown}")
+        });
+        Ok(HttpSink {
+            client,
+            runtime,
+            url,
+            method: match cfg.method {
+                Method::Post => reqwest::Method::POST,
+                Method::Put => reqwest::Method::PUT,
+            },
+            headers,
+            payload: cfg.payload.clone(),
+            encoding: cfg.encoding,
+            interpretation: cfg.response,
+            index: cfg.index.clone(),
+            max_records: cfg.batch.max_records.max(1),
+            max_bytes: cfg.batch.max_bytes,
+            compression: cfg.request.compression,
+            slots: Arc::new(tokio::sync::Semaphore::new(cfg.request.concurrency.max(1))),
+            name,
+        })
+    }
+
+    fn framing(&self) -> Framing<'_> {
+        Framing {
+            encoding: self.encoding,
+            payload: &self.payload,
+            interpretation: self.interpretation,
+            index: self.index.as_deref(),
+        }
+    }
+
+    /// Requests of at most `max_records` events and about `max_bytes`.
+    fn chunks(&self, batch: &[Delivery]) -> Vec<Vec<usize>> {
+        let mut chunks = Vec::new();
+        let mut current = Vec::new();
+        let mut bytes = 0u64;
+        for (i, d) in batch.iter().enumerate() {
+            let size = (d.event.get().len() + d.id.len() + 64) as u64;
+            if !current.is_empty() && (current.len() >= self.max_records || bytes + size > self.max_bytes) {
+                chunks.push(std::mem::take(&mut current));
+                bytes = 0;
+            }
+            current.push(i);
+            bytes += size;
+        }
+        if !current.is_empty() {
+            chunks.push(current);
+        }
+        chunks
+    }
+
+    /// One request; the body is built here so a retry of a subset frames
+    /// only that subset.
+    async fn send(&self, batch: &[Delivery], items: &[usize]) -> Result<(u16, bytes::Bytes), String> {
+        let events: Vec<&Delivery> = items.iter().map(|i| &batch[*i]).collect();
+        let body = body::compress(self.framing().body(&events), self.compression);
+        let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
+        let response = self
+            .client
+            .request(self.method.clone(), self.url.clone())
+            .headers(self.headers.clone())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| describe_error(&e))?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| format!("HTTP {status}, body lost: {}", describe_error(&e)))?;
+        Ok((status, body))
+    }
+
+    /// Answers for `items`: one request, then as the reply demands,
+    /// halves (to find bad events) or the remaining rows (after a bad row).
+    fn resolve<'a>(&'a self, batch: &'a [Delivery], items: Vec<usize>) -> Pin<Box<dyn Future<Output = Tally> + Send + 'a>> {
+        Box::pin(async move {
+            let mut tally = Tally::default();
+            let mut items = items;
+            while !items.is_empty() {
+                let reply = match self.send(batch, &items).await {
+                    Ok((status, body)) => response::interpret(self.interpretation, status, &body, items.len()),
+                    Err(e) => Reply::Unavailable(e),
+                };
+                match reply {
+                    Reply::Answers(answers) => {
+                        tally.ok += 1;
+                        tally.answers.extend(items.iter().copied().zip(answers));
+                        break;
+                    }
+                    Reply::Unavailable(reason) => {
+                        tally.failed += 1;
+                        tally.answers.extend(items.iter().map(|i| (*i, Answer::Unavailable(reason.clone()))));
+                        break;
+                    }
+                    Reply::BadRow { row, reason } => {
+                        tally.ok += 1;
+                        let bad = items.remove(row);
+                        tally.answers.push((bad, Answer::Rejected(reason)));
+                    }
+                    Reply::Split(reason) if items.len() == 1 => {
+                        tally.ok += 1;
+                        tally.answers.push((items[0], Answer::Rejected(reason)));
+                        break;
+                    }
+                    Reply::Split(_) => {
+                        tally.ok += 1;
+                        let right = items.split_off(items.len() / 2);
+                        let (a, b) = futures::join!(self.resolve(batch, items), self.resolve(batch, right));
+                        tally.merge(a);
+                        tally.merge(b);
+                        break;
+                    }
+                }
+            }
+            tally
+        })
+    }
+}
+
+/// reqwest's errors name the URL (and so possibly a query with secrets):
+/// say what happened, not where.
+fn describe_error(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out (the backend may have taken it)"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_body() || e.is_decode() {
+        "connection lost mid-answer (the backend may have taken it)"
+    } else if e.is_request() {
+        "request failed (the backend may have taken it)"
+    } else {
+        "failed"
+    };
+    let mut source = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
+}
+
+impl Sink for HttpSink {
+    fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
+        let chunks = self.chunks(batch);
+        let tallies = self
+            .runtime
+            .block_on(futures::future::join_all(chunks.into_iter().map(|items| self.resolve(batch, items))));
+        let mut answers: Vec<Option<Answer>> = vec![None; batch.len()];
+        let mut attempt = Attempt::default();
+        for t in tallies {
+            attempt.requests_ok += t.ok;
+            attempt.requests_failed += t.failed;
+            for (i, a) in t.answers {
+                answers[i] = Some(a);
+            }
+        }
+        attempt.answers =
+            answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Unavailable("no answer".into()))).collect();
+        Ok(attempt)
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}

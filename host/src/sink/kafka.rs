@@ -1,0 +1,126 @@
+//! The `kafka` sink: each event produced to a topic with `acks=all` and
+//! idempotence, keyed by its event id. An event is accepted on its delivery
+//! report, never when it is queued: a queued record is still only in this
+//! process's memory.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde::Deserialize;
+
+use super::breaker::BreakerConfig;
+use super::http::body::Framing;
+use super::http::config::{Encoding, Interpretation, Payload};
+use super::retry::RetryConfig;
+use super::{Answer, Attempt, Delivery, Sink, SinkError};
+use crate::config::{PropertyValue, SaslConfig, TlsConfig};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSinkConfig {
+    pub brokers: String,
+    pub topic: String,
+    /// What the record value is (the record key is the event id).
+    #[serde(default)]
+    pub payload: Payload,
+    /// How long librdkafka may try before it reports a record failed
+    /// (`message.timeout.ms`); a failure is then sent again by sluice.
+    #[serde(default = "default_timeout", deserialize_with = "crate::config::duration")]
+    pub message_timeout: Duration,
+    /// librdkafka producer properties (`linger.ms = 5`); `_` for `.` in
+    /// environment overrides.
+    #[serde(default)]
+    pub properties: BTreeMap<String, PropertyValue>,
+    pub tls: Option<TlsConfig>,
+    pub sasl: Option<SaslConfig>,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    #[serde(default)]
+    pub breaker: BreakerConfig,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Properties the sink's guarantee depends on.
+pub const OWNED: [&str; 3] = ["acks", "enable.idempotence", "bootstrap.servers"];
+
+pub struct KafkaSink {
+    producer: FutureProducer,
+    topic: String,
+    payload: Payload,
+    name: String,
+}
+
+impl KafkaSink {
+    pub fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
+        let setup = |message: String| SinkError::Setup { target: format!("kafka {}", cfg.topic), message };
+        let mut properties = cfg.properties.clone();
+        properties.insert("message.timeout.ms".into(), PropertyValue::Int(cfg.message_timeout.as_millis() as i64));
+        let client = crate::source::kafka::client::producer_config(
+            &cfg.brokers,
+            cfg.tls.as_ref(),
+            cfg.sasl.as_ref(),
+            &properties,
+        )
+        .map_err(|e| setup(e.to_string()))?;
+        let producer: FutureProducer = client.create().map_err(|e| setup(e.to_string()))?;
+        Ok(KafkaSink {
+            producer,
+            topic: cfg.topic.clone(),
+            payload: cfg.payload.clone(),
+            name: format!("kafka {} {}", cfg.brokers, cfg.topic),
+        })
+    }
+}
+
+/// Errors about the record itself are final; the rest is the cluster's.
+pub fn answer_for(e: &KafkaError) -> Answer {
+    let code = e.rdkafka_error_code();
+    match code {
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::MessageBatchTooLarge,
+        ) => Answer::Rejected(format!("kafka: {e}")),
+        _ => Answer::Unavailable(format!("kafka: {e}")),
+    }
+}
+
+impl Sink for KafkaSink {
+    fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
+        let framing =
+            Framing { encoding: Encoding::Ndjson, payload: &self.payload, interpretation: Interpretation::Status, index: None };
+        let mut pending = Vec::with_capacity(batch.len());
+        for d in batch {
+            let mut value = Vec::with_capacity(d.event.get().len() + 64);
+            framing.event(d, &mut value);
+            let record = FutureRecord::to(&self.topic).key(d.id.as_bytes()).payload(&value);
+            // Queue full or a local refusal: nothing was sent.
+            pending.push(self.producer.send_result(record).map_err(|(e, _)| answer_for(&e)));
+        }
+        let answers: Vec<Answer> = futures::executor::block_on(futures::future::join_all(pending.into_iter().map(
+            |p| async move {
+                match p {
+                    Err(answer) => answer,
+                    Ok(report) => match report.await {
+                        Ok(Ok(_)) => Answer::Accepted,
+                        Ok(Err((e, _))) => answer_for(&e),
+                        Err(_) => Answer::Unavailable("kafka: producer closed before the delivery report".into()),
+                    },
+                }
+            },
+        )));
+        let failed = answers.iter().all(|a| matches!(a, Answer::Unavailable(_)));
+        Ok(Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed) })
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}

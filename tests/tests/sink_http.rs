@@ -1,0 +1,359 @@
+//! The http sink against a scripted backend (`sluice_e2e::backend`), for
+//! what a real server cannot be made to show on demand. Each scenario runs
+//! the `sluice` binary over a file of known ids and reconciles: every id
+//! the backend stored against the ids written (nothing lost), the
+//! quarantine against the ids the backend refused, and every duplicate
+//! against the request that explains it (an answer that was lost, or a
+//! batch that was split). Breaker transitions are read from the log and
+//! the request times.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use sluice::store::Store;
+use sluice_e2e::backend::{Backend, How, Logged, Reaction, Req, Seen};
+use sluice_e2e::{json_chain_toml, sluice_bin};
+
+struct Scenario {
+    dir: tempfile::TempDir,
+    /// Every id written, in order.
+    ids: Vec<String>,
+}
+
+fn n_of(id: &str) -> usize {
+    id.trim_start_matches("ev-").parse().unwrap_or(usize::MAX)
+}
+
+impl Scenario {
+    /// `n` lines with ids `ev-0000000…`; `poison(i)` lines carry a field
+    /// the "status" backend refuses.
+    fn new(n: usize, poison: impl Fn(usize) -> bool) -> Scenario {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+        let mut text = String::new();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let id = format!("ev-{i:07}");
+            let extra = if poison(i) { ",\"poison\":true" } else { "" };
+            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\"{extra}}}\n"));
+            ids.push(id);
+        }
+        std::fs::write(dir.path().join("input.log"), text).unwrap_or_else(|e| panic!("{e}"));
+        Scenario { dir, ids }
+    }
+
+    fn config(&self, sink: &str) -> PathBuf {
+        let cfg = format!(
+            "[pipeline]\nname = \"http-e2e\"\nstate_dir = \"state\"\nbatch_size = 100\n\n[source]\ntype = \"file\"\npaths = [\"input*.log\"]\n\n{}\n{sink}\n",
+            json_chain_toml(true, None)
+        );
+        let path = self.dir.path().join("sluice.toml");
+        std::fs::write(&path, cfg).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn run(&self, sink: &str, env: &[(&str, &str)]) -> String {
+        let config = self.config(sink);
+        let out = Command::new(sluice_bin!())
+            .args(["run", "-c", &config.display().to_string()])
+            .current_dir(self.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "sluice run failed:\n{stderr}");
+        stderr
+    }
+
+    /// Quarantined event ids with their reasons.
+    fn quarantined(&self) -> BTreeMap<String, String> {
+        let store = Store::open_read_only(&self.dir.path().join("state")).unwrap_or_else(|e| panic!("{e}"));
+        store
+            .quarantine_entries()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|e| {
+                let v: serde_json::Value = serde_json::from_slice(&e.payload.to_vec()).unwrap_or_default();
+                (v["event_id"].as_str().unwrap_or_default().to_string(), e.reason)
+            })
+            .collect()
+    }
+}
+
+/// Nothing lost, nothing unexpected, and every duplicate explained: an id
+/// stored k times must have been stored by at least k − 1 requests whose
+/// answer did not reach sluice as a success (`lost(request)`).
+fn reconcile(
+    s: &Scenario,
+    seen: &Seen,
+    refused: &BTreeSet<String>,
+    lost: impl Fn(&Logged) -> bool,
+) -> (usize, BTreeMap<String, String>) {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &seen.stored {
+        *counts.entry(id).or_insert(0) += 1;
+    }
+    let expected: BTreeSet<&str> = s.ids.iter().map(String::as_str).filter(|id| !refused.contains(*id)).collect();
+    let stored: BTreeSet<&str> = counts.keys().copied().collect();
+    let lost_ids: Vec<_> = expected.difference(&stored).take(5).collect();
+    assert!(lost_ids.is_empty(), "ids lost: {lost_ids:?}");
+    let stray: Vec<_> = stored.difference(&expected).take(5).collect();
+    assert!(stray.is_empty(), "ids stored that should not be: {stray:?}");
+    let quarantined = s.quarantined();
+    let q: BTreeSet<String> = quarantined.keys().cloned().collect();
+    assert_eq!(&q, refused, "the quarantine holds exactly what the backend refused");
+    let mut duplicates = 0;
+    for (id, k) in &counts {
+        if *k > 1 {
+            duplicates += k - 1;
+            let causes = seen.requests.iter().filter(|r| lost(r) && r.stored.iter().any(|x| x == id)).count();
+            assert!(causes >= k - 1, "{id} stored {k} times but only {causes} lost answers explain it");
+        }
+    }
+    (duplicates, quarantined)
+}
+
+const FAST_RETRY: &str = "[sink.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"50ms\"\n\
+                          [sink.breaker]\ninitial_probe = \"200ms\"\nmax_probe = \"800ms\"\n";
+
+fn sink(backend: &Backend, response: &str, extra: &str) -> String {
+    format!("[sink]\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"{response}\"\n{extra}\n{FAST_RETRY}", backend.url)
+}
+
+fn log_lines<'a>(stderr: &'a str, what: &str) -> Vec<&'a str> {
+    stderr.lines().filter(|l| l.contains(what)).collect()
+}
+
+#[test]
+fn openobserve_200_with_failed_counts_is_split_until_the_failures_are_isolated() {
+    let s = Scenario::new(400, |_| false);
+    let too_old = |e: &serde_json::Value| e["n"].as_u64().is_some_and(|n| n % 37 == 0);
+    let backend = Backend::start(move |r: &Req| {
+        let store: Vec<bool> = r.events.iter().map(|e| !too_old(e)).collect();
+        let failed = store.iter().filter(|k| !**k).count();
+        let ok = store.len() - failed;
+        let error = if failed > 0 { ",\"error\":\"Too old data, only last 5 hours data can be ingested\"" } else { "" };
+        Reaction {
+            status: 200,
+            body: format!("{{\"code\":200,\"status\":[{{\"name\":\"logs\",\"successful\":{ok},\"failed\":{failed}{error}}}]}}"),
+            store,
+            how: How::Answer,
+        }
+    });
+    let stderr = s.run(&sink(&backend, "openobserve", "encoding = \"json_array\"\n[sink.batch]\nmax_records = 50\n"), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 37 == 0).cloned().collect();
+    let seen = backend.seen();
+    // A half that held a failure was answered 200 with failed > 0: its good
+    // events were stored, and are sent again in the next split.
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |r| r.stored.len() < r.ids.len());
+    for reason in quarantined.values() {
+        assert!(reason.contains("Too old data") && reason.contains("failed=1 of 1"), "{reason}");
+    }
+    println!(
+        "openobserve: {} requests, {} ids refused and quarantined, {dups} duplicates from splits, all explained",
+        seen.requests.len(),
+        refused.len()
+    );
+    assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "a partial failure is not a sick backend");
+}
+
+#[test]
+fn elasticsearch_bulk_partial_failures_reject_only_the_bad_items() {
+    let s = Scenario::new(400, |_| false);
+    let index = std::sync::Mutex::new(BTreeSet::<String>::new());
+    let throttled = std::sync::Mutex::new(BTreeSet::<String>::new());
+    let backend = Backend::start(move |r: &Req| {
+        let mut index = index.lock().unwrap_or_else(|p| p.into_inner());
+        let mut throttled = throttled.lock().unwrap_or_else(|p| p.into_inner());
+        let mut store = Vec::new();
+        let mut items = Vec::new();
+        for (id, e) in r.ids.iter().zip(&r.events) {
+            let n = e["n"].as_u64().unwrap_or(0);
+            let (status, error) = if n % 41 == 0 {
+                (400, r#","error":{"type":"mapper_parsing_exception","reason":"failed to parse field [n]"}"#)
+            } else if index.contains(id) {
+                (409, r#","error":{"type":"version_conflict_engine_exception","reason":"document already exists"}"#)
+            } else if n % 13 == 0 && throttled.insert(id.clone()) {
+                (429, r#","error":{"type":"es_rejected_execution_exception","reason":"queue full"}"#)
+            } else {
+                (201, "")
+            };
+            let keep = status == 201;
+            if keep {
+                index.insert(id.clone());
+            }
+            store.push(keep);
+            items.push(format!("{{\"create\":{{\"_index\":\"logs\",\"_id\":\"{id}\",\"status\":{status}{error}}}}}"));
+        }
+        Reaction {
+            status: 200,
+            body: format!("{{\"took\":1,\"errors\":true,\"items\":[{}]}}", items.join(",")),
+            store,
+            how: How::Answer,
+        }
+    });
+    s.run(&sink(&backend, "elasticsearch_bulk", "index = \"logs\"\n[sink.batch]\nmax_records = 50\n"), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 41 == 0).cloned().collect();
+    let seen = backend.seen();
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |_| false);
+    assert_eq!(dups, 0, "create with _id: the backend itself never stores twice");
+    for reason in quarantined.values() {
+        assert!(reason.contains("mapper_parsing_exception"), "{reason}");
+    }
+    let throttled_ids = s.ids.iter().filter(|id| n_of(id) % 13 == 0 && n_of(id) % 41 != 0).count();
+    let sent: usize = seen.requests.iter().map(|r| r.ids.len()).sum();
+    assert_eq!(sent, 400 + throttled_ids, "each 429 item sent once more, nothing else");
+    println!("bulk: {} requests, {} items refused, {throttled_ids} throttled and retried, 0 duplicates", seen.requests.len(), refused.len());
+}
+
+#[test]
+fn a_4xx_splits_the_batch_and_rejects_only_the_bad_records() {
+    let s = Scenario::new(300, |i| i % 53 == 7);
+    let backend = Backend::start(|r: &Req| {
+        if r.events.iter().any(|e| e["poison"] == true) {
+            Reaction::fail(400, "{\"error\":\"field poison is not allowed\"}", r)
+        } else {
+            Reaction::ok(r)
+        }
+    });
+    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 50\n"), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 53 == 7).cloned().collect();
+    let seen = backend.seen();
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |_| false);
+    assert_eq!(dups, 0);
+    for reason in quarantined.values() {
+        assert!(reason.contains("HTTP 400") && reason.contains("poison is not allowed"), "{reason}");
+    }
+    println!("4xx split: {} requests to isolate {} bad records among 300", seen.requests.len(), refused.len());
+}
+
+#[test]
+fn unauthorized_waits_through_the_breaker_and_quarantines_nothing() {
+    let s = Scenario::new(200, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let auth = r.headers.get("authorization").map(|v| v.as_bytes().to_vec()).unwrap_or_default();
+        if r.n < 7 || auth != b"Bearer t0ken-xyz" {
+            Reaction::fail(401, "{\"error\":\"token expired\"}", r)
+        } else {
+            Reaction::ok(r)
+        }
+    });
+    let extra = "[sink.headers_from_env]\nAuthorization = \"SLUICE_TEST_TOKEN\"\n[sink.batch]\nmax_records = 100\n";
+    let stderr = s.run(&sink(&backend, "status", extra), &[("SLUICE_TEST_TOKEN", "Bearer t0ken-xyz")]);
+    let seen = backend.seen();
+    // 7 refusals, far more than retry.max_attempts = 3: still nothing quarantined.
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    assert!(!stderr.contains("t0ken-xyz"), "the credential never reaches the log");
+    assert!(stderr.contains("credentials refused"), "{stderr}");
+    let opened = log_lines(&stderr, "circuit breaker opened");
+    assert_eq!(opened.len(), 1, "{stderr}");
+    assert!(opened[0].contains("after_failures=5"), "{}", opened[0]);
+    assert_eq!(log_lines(&stderr, "probe failed").len(), 2, "requests 6 and 7 were probes: {stderr}");
+    assert_eq!(log_lines(&stderr, "circuit breaker closed").len(), 1, "{stderr}");
+}
+
+#[test]
+fn a_503_storm_opens_the_breaker_at_five_probes_back_off_to_the_cap_and_one_success_closes_it() {
+    let s = Scenario::new(100, |_| false);
+    let storm = Duration::from_millis(3000);
+    let backend = Backend::start(move |r: &Req| {
+        if r.at < storm { Reaction::fail(503, "overloaded", r) } else { Reaction::ok(r) }
+    });
+    let stderr = s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 100\n"), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    let at: Vec<u128> = seen.requests.iter().map(|r| r.at.as_millis()).collect();
+    let gaps: Vec<u128> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    println!("503 storm: request times (ms) {at:?}, gaps {gaps:?}");
+    // Closed: five failures with retry backoff only (≤ 50 ms each).
+    assert!(gaps[..4].iter().all(|g| *g < 150), "the first five requests come quickly: {gaps:?}");
+    // Open: probes after 200, 400, 800, 800 … ms (the cap), never sooner.
+    let pauses = [200u128, 400, 800, 800, 800, 800];
+    for (i, gap) in gaps[4..].iter().enumerate() {
+        let p = pauses[i.min(pauses.len() - 1)];
+        assert!(*gap >= p && *gap < p + 300, "probe {} came {gap} ms after the last failure, expected {p}: {gaps:?}", i + 1);
+    }
+    let failed = seen.requests.iter().filter(|r| r.status == 503).count();
+    let last = seen.requests.last().map(|r| r.status);
+    assert_eq!(last, Some(200), "the run ends with the probe that closed the breaker");
+    assert_eq!(log_lines(&stderr, "circuit breaker opened").len(), 1);
+    assert_eq!(log_lines(&stderr, "probe failed").len(), failed - 5, "{stderr}");
+    assert_eq!(log_lines(&stderr, "circuit breaker closed").len(), 1);
+}
+
+#[test]
+fn an_answer_lost_after_the_backend_stored_is_retried_and_the_duplicate_is_explained() {
+    let s = Scenario::new(300, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let mut re = Reaction::ok(r);
+        if r.n == 2 || r.n == 5 {
+            re.how = How::Drop;
+        }
+        re
+    });
+    let cfg = sink(&backend, "status", "[sink.batch]\nmax_records = 50\n");
+    s.run(&cfg, &[]);
+    {
+        let seen = backend.seen();
+        let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| r.how == How::Drop);
+        let dropped: usize = seen.requests.iter().filter(|r| r.how == How::Drop).map(|r| r.ids.len()).sum();
+        assert_eq!(dups, dropped, "exactly the events of the two dropped answers arrive twice");
+        println!("dropped connections: {dropped} events stored twice, each explained by a dropped answer");
+    }
+    // A replay of the same records (a copy of the file is a new partition):
+    // the dedup window keeps every one of them from the backend.
+    let before = backend.seen().stored.len();
+    std::fs::copy(s.dir.path().join("input.log"), s.dir.path().join("input-replay.log")).unwrap_or_else(|e| panic!("{e}"));
+    let stderr = s.run(&cfg, &[]);
+    assert_eq!(backend.seen().stored.len(), before, "the replay delivered nothing again");
+    assert!(stderr.contains("\"duplicate\":300"), "{stderr}");
+}
+
+#[test]
+fn a_response_that_never_comes_times_out_and_is_retried() {
+    let s = Scenario::new(200, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let mut re = Reaction::ok(r);
+        if r.n == 1 {
+            re.how = How::Hang;
+        }
+        re
+    });
+    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 50\n[sink.request]\ntimeout = \"1s\"\n"), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| r.how == How::Hang);
+    assert_eq!(dups, 50, "the 50 events of the unanswered request were stored twice");
+}
+
+#[test]
+fn slow_responses_are_waited_for_within_the_concurrency_limit() {
+    let s = Scenario::new(400, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let mut re = Reaction::ok(r);
+        re.how = How::Delay(Duration::from_millis(300));
+        re
+    });
+    let extra = "[sink.batch]\nmax_records = 25\n[sink.request]\ntimeout = \"5s\"\nconcurrency = 2\ncompression = \"gzip\"\n";
+    let stderr = s.run(&sink(&backend, "status", extra), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    assert_eq!(seen.requests.len(), 16, "25 events per request");
+    // Never more than two requests within one 300 ms answer.
+    for r in &seen.requests {
+        let overlapping = seen.requests.iter().filter(|o| o.at >= r.at && o.at < r.at + Duration::from_millis(250)).count();
+        assert!(overlapping <= 2, "request.concurrency = 2, yet {overlapping} requests overlapped");
+    }
+    assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "slow is not failed");
+}
