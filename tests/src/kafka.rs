@@ -224,3 +224,59 @@ pub fn high_watermarks(brokers: &str, topic: &str, n: i32) -> Vec<i64> {
         })
         .collect()
 }
+
+/// One record read back from a topic.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Read {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+}
+
+/// Every record of `topic`'s partitions `0..n`, read from the start up to
+/// the high watermarks as they are now.
+pub fn read_topic(brokers: &str, topic: &str, n: i32) -> Vec<Read> {
+    use rdkafka::Message;
+    use rdkafka::message::Headers;
+    let highs = high_watermarks(brokers, topic, n);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("reader-{}", free_port()))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap_or_else(|e| panic!("{e}"));
+    }
+    consumer.assign(&tpl).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    let mut next = vec![0i64; n as usize];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (0..n as usize).any(|p| next[p] < highs[p]) {
+        assert!(Instant::now() < deadline, "read {topic}: stuck at {next:?} of {highs:?}");
+        let Some(m) = consumer.poll(Duration::from_millis(200)) else { continue };
+        let m = m.unwrap_or_else(|e| panic!("read {topic}: {e}"));
+        next[m.partition() as usize] = m.offset() + 1;
+        let headers = m
+            .headers()
+            .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
+            .unwrap_or_default();
+        out.push(Read {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+            headers,
+        });
+    }
+    out
+}
