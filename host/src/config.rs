@@ -499,14 +499,20 @@ impl Config {
                         return Err(invalid(&at, "set by sluice: the sink's guarantee depends on it".into()));
                     }
                     if is_secret_property(key) {
-                        return Err(invalid(&at, "secrets come from the environment only: use sink.sasl.password_env".into()));
+                        return Err(invalid(
+                            &at,
+                            "secrets come from the environment only: use sink.sasl.password_env".into(),
+                        ));
                     }
                 }
             }
         }
         if let Some(topic) = &self.quarantine.topic {
             if !matches!(self.source, SourceConfig::Kafka(_)) {
-                return Err(invalid("quarantine.topic", "only for a kafka source (files keep the local quarantine)".into()));
+                return Err(invalid(
+                    "quarantine.topic",
+                    "only for a kafka source (files keep the local quarantine)".into(),
+                ));
             }
             if topic.is_empty() || !topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
                 return Err(invalid("quarantine.topic", format!("{topic:?} is not a valid topic name")));

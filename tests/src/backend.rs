@@ -155,7 +155,14 @@ async fn handle(
         let stored: Vec<String> =
             r.ids.iter().zip(&reaction.store).filter(|(_, keep)| **keep).map(|(id, _)| id.clone()).collect();
         s.stored.extend(stored.iter().cloned());
-        s.requests.push(Logged { n: r.n, at: r.at, ids: r.ids.clone(), status: reaction.status, stored, how: reaction.how });
+        s.requests.push(Logged {
+            n: r.n,
+            at: r.at,
+            ids: r.ids.clone(),
+            status: reaction.status,
+            stored,
+            how: reaction.how,
+        });
         (r, reaction)
     };
     drop(r);

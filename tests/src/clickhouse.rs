@@ -85,10 +85,8 @@ impl ClickHouse {
             .stderr(std::fs::File::create(d.join("log/stderr")).map(Stdio::from).unwrap_or(Stdio::null()))
             .spawn()
             .unwrap_or_else(|e| panic!("start clickhouse-server: {e}"));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         let client = reqwest::Client::new();
         let mut ch = ClickHouse { child, port, dir, runtime, client };
         let deadline = Instant::now() + Duration::from_secs(60);

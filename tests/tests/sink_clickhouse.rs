@@ -45,7 +45,7 @@ impl Fixture {
         path
     }
 
-    fn command(&self, config: &PathBuf) -> Command {
+    fn command(&self, config: &std::path::Path) -> Command {
         let mut c = Command::new(sluice_bin!());
         c.args(["run", "-c", &config.display().to_string()])
             .current_dir(self.dir.path())
@@ -56,7 +56,7 @@ impl Fixture {
         c
     }
 
-    fn run(&self, config: &PathBuf) -> String {
+    fn run(&self, config: &std::path::Path) -> String {
         let out = self.command(config).output().unwrap_or_else(|e| panic!("{e}"));
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(0), "sluice run failed:\n{stderr}");
@@ -85,7 +85,8 @@ fn now_rfc3339() -> String {
 /// every 50th not JSON at all.
 fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
     let ts = now_rfc3339();
-    let (mut text, mut good, mut bad_row, mut malformed) = (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let (mut text, mut good, mut bad_row, mut malformed) =
+        (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for i in 0..n {
         let id = format!("ev-{i:07}");
         if i % 50 == 49 {
@@ -96,7 +97,8 @@ fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<Stri
             text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":\"zz\",\"msg\":\"bad {i}\"}}"));
             bad_row.insert(id);
         } else {
-            let line = format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
+            let line =
+                format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
             text.push_str(&line);
             if i % 10 == 0 {
                 text.push('\n');
@@ -131,7 +133,8 @@ fn ids_reconcile_after_sigkills_and_final_shows_each_once() {
     // SIGKILL mid-run, three times, each once rows are arriving.
     let mut mid_run = 0;
     for _ in 0..3 {
-        let mut child = f.command(&config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child =
+            f.command(&config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("{e}"));
         let before = rows_now();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while rows_now() <= before {
@@ -202,7 +205,9 @@ fn schema_changes_never_stop_delivery() {
     for i in 0..300 {
         let line = match i % 3 {
             // A field the table does not have (a new field upstream).
-            0 => format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\",\"level\":\"warn\",\"trace_id\":\"t{i}\"}}"),
+            0 => format!(
+                "{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\",\"level\":\"warn\",\"trace_id\":\"t{i}\"}}"
+            ),
             // Without a field the table has (`level`): the table's default.
             1 => format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}"),
             _ => format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\",\"level\":\"error\"}}"),
@@ -233,7 +238,12 @@ fn schema_changes_never_stop_delivery() {
     g.run(&g.config(&ch, "strict", "skip_unknown_fields = false\n"));
     let delivered = ch.query("SELECT count() FROM strict FINAL");
     let q = g.quarantined();
-    println!("strict table: {} rows delivered, {} quarantined; a reason: {:?}", delivered.trim(), q.len(), q.values().next());
+    println!(
+        "strict table: {} rows delivered, {} quarantined; a reason: {:?}",
+        delivered.trim(),
+        q.len(),
+        q.values().next()
+    );
     assert_eq!(delivered.trim(), "200");
     assert_eq!(q.len(), 100);
     assert!(q.values().all(|r| r.contains("trace_id")), "{:?}", q.values().next());
@@ -243,10 +253,12 @@ fn schema_changes_never_stop_delivery() {
 fn a_missing_table_waits_behind_the_breaker_instead_of_quarantining() {
     let ch = ClickHouse::start();
     let ts = now_rfc3339();
-    let text: String = (0..100).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
+    let text: String =
+        (0..100).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
     let f = Fixture::new(&text);
     let config = f.config(&ch, "late", "[sink.breaker]\ninitial_probe = \"200ms\"\nmax_probe = \"400ms\"\n[sink.retry]\ninitial_backoff = \"10ms\"\nmax_backoff = \"20ms\"\n");
-    let child = f.command(&config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let child =
+        f.command(&config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{e}"));
     // The operator forgot the table; it appears two seconds later.
     std::thread::sleep(Duration::from_secs(2));
     ch.query(&TABLE.replace("{name}", "late"));

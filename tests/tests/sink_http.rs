@@ -31,17 +31,17 @@ impl Scenario {
     /// the "status" backend refuses.
     fn new(n: usize, poison: impl Fn(usize) -> bool) -> Scenario {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
         let mut text = String::new();
         let mut ids = Vec::new();
         for i in 0..n {
             let id = format!("ev-{i:07}");
             let extra = if poison(i) { ",\"poison\":true" } else { "" };
-            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\"{extra}}}\n"));
+            text.push_str(&format!(
+                "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\"{extra}}}\n"
+            ));
             ids.push(id);
         }
         std::fs::write(dir.path().join("input.log"), text).unwrap_or_else(|e| panic!("{e}"));
@@ -126,7 +126,10 @@ const FAST_RETRY: &str = "[sink.retry]\nmax_attempts = 3\ninitial_backoff = \"10
                           [sink.breaker]\ninitial_probe = \"200ms\"\nmax_probe = \"800ms\"\n";
 
 fn sink(backend: &Backend, response: &str, extra: &str) -> String {
-    format!("[sink]\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"{response}\"\n{extra}\n{FAST_RETRY}", backend.url)
+    format!(
+        "[sink]\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"{response}\"\n{extra}\n{FAST_RETRY}",
+        backend.url
+    )
 }
 
 fn log_lines<'a>(stderr: &'a str, what: &str) -> Vec<&'a str> {
@@ -144,13 +147,16 @@ fn openobserve_200_with_failed_counts_is_split_until_the_failures_are_isolated()
         let error = if failed > 0 { ",\"error\":\"Too old data, only last 5 hours data can be ingested\"" } else { "" };
         Reaction {
             status: 200,
-            body: format!("{{\"code\":200,\"status\":[{{\"name\":\"logs\",\"successful\":{ok},\"failed\":{failed}{error}}}]}}"),
+            body: format!(
+                "{{\"code\":200,\"status\":[{{\"name\":\"logs\",\"successful\":{ok},\"failed\":{failed}{error}}}]}}"
+            ),
             store,
             how: How::Answer,
         }
     });
-    let stderr = s.run(&sink(&backend, "openobserve", "encoding = \"json_array\"\n[sink.batch]\nmax_records = 50\n"), &[]);
-    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 37 == 0).cloned().collect();
+    let stderr =
+        s.run(&sink(&backend, "openobserve", "encoding = \"json_array\"\n[sink.batch]\nmax_records = 50\n"), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id).is_multiple_of(37)).cloned().collect();
     let seen = backend.seen();
     // A half that held a failure was answered 200 with failed > 0: its good
     // events were stored, and are sent again in the next split.
@@ -202,17 +208,21 @@ fn elasticsearch_bulk_partial_failures_reject_only_the_bad_items() {
         }
     });
     s.run(&sink(&backend, "elasticsearch_bulk", "index = \"logs\"\n[sink.batch]\nmax_records = 50\n"), &[]);
-    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 41 == 0).cloned().collect();
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id).is_multiple_of(41)).cloned().collect();
     let seen = backend.seen();
     let (dups, quarantined) = reconcile(&s, &seen, &refused, |_| false);
     assert_eq!(dups, 0, "create with _id: the backend itself never stores twice");
     for reason in quarantined.values() {
         assert!(reason.contains("mapper_parsing_exception"), "{reason}");
     }
-    let throttled_ids = s.ids.iter().filter(|id| n_of(id) % 13 == 0 && n_of(id) % 41 != 0).count();
+    let throttled_ids = s.ids.iter().filter(|id| n_of(id).is_multiple_of(13) && !n_of(id).is_multiple_of(41)).count();
     let sent: usize = seen.requests.iter().map(|r| r.ids.len()).sum();
     assert_eq!(sent, 400 + throttled_ids, "each 429 item sent once more, nothing else");
-    println!("bulk: {} requests, {} items refused, {throttled_ids} throttled and retried, 0 duplicates", seen.requests.len(), refused.len());
+    println!(
+        "bulk: {} requests, {} items refused, {throttled_ids} throttled and retried, 0 duplicates",
+        seen.requests.len(),
+        refused.len()
+    );
 }
 
 #[test]
@@ -266,9 +276,11 @@ fn unauthorized_waits_through_the_breaker_and_quarantines_nothing() {
 fn a_503_storm_opens_the_breaker_at_five_probes_back_off_to_the_cap_and_one_success_closes_it() {
     let s = Scenario::new(100, |_| false);
     let storm = Duration::from_millis(3000);
-    let backend = Backend::start(move |r: &Req| {
-        if r.at < storm { Reaction::fail(503, "overloaded", r) } else { Reaction::ok(r) }
-    });
+    let backend = Backend::start(
+        move |r: &Req| {
+            if r.at < storm { Reaction::fail(503, "overloaded", r) } else { Reaction::ok(r) }
+        },
+    );
     let stderr = s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 100\n"), &[]);
     let seen = backend.seen();
     let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
@@ -282,7 +294,11 @@ fn a_503_storm_opens_the_breaker_at_five_probes_back_off_to_the_cap_and_one_succ
     let pauses = [200u128, 400, 800, 800, 800, 800];
     for (i, gap) in gaps[4..].iter().enumerate() {
         let p = pauses[i.min(pauses.len() - 1)];
-        assert!(*gap >= p && *gap < p + 300, "probe {} came {gap} ms after the last failure, expected {p}: {gaps:?}", i + 1);
+        assert!(
+            *gap >= p && *gap < p + 300,
+            "probe {} came {gap} ms after the last failure, expected {p}: {gaps:?}",
+            i + 1
+        );
     }
     let failed = seen.requests.iter().filter(|r| r.status == 503).count();
     let last = seen.requests.last().map(|r| r.status);
@@ -314,7 +330,8 @@ fn an_answer_lost_after_the_backend_stored_is_retried_and_the_duplicate_is_expla
     // A replay of the same records (a copy of the file is a new partition):
     // the dedup window keeps every one of them from the backend.
     let before = backend.seen().stored.len();
-    std::fs::copy(s.dir.path().join("input.log"), s.dir.path().join("input-replay.log")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(s.dir.path().join("input.log"), s.dir.path().join("input-replay.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let stderr = s.run(&cfg, &[]);
     assert_eq!(backend.seen().stored.len(), before, "the replay delivered nothing again");
     assert!(stderr.contains("\"duplicate\":300"), "{stderr}");
@@ -344,7 +361,8 @@ fn slow_responses_are_waited_for_within_the_concurrency_limit() {
         re.how = How::Delay(Duration::from_millis(300));
         re
     });
-    let extra = "[sink.batch]\nmax_records = 25\n[sink.request]\ntimeout = \"5s\"\nconcurrency = 2\ncompression = \"gzip\"\n";
+    let extra =
+        "[sink.batch]\nmax_records = 25\n[sink.request]\ntimeout = \"5s\"\nconcurrency = 2\ncompression = \"gzip\"\n";
     let stderr = s.run(&sink(&backend, "status", extra), &[]);
     let seen = backend.seen();
     let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
@@ -352,7 +370,8 @@ fn slow_responses_are_waited_for_within_the_concurrency_limit() {
     assert_eq!(seen.requests.len(), 16, "25 events per request");
     // Never more than two requests within one 300 ms answer.
     for r in &seen.requests {
-        let overlapping = seen.requests.iter().filter(|o| o.at >= r.at && o.at < r.at + Duration::from_millis(250)).count();
+        let overlapping =
+            seen.requests.iter().filter(|o| o.at >= r.at && o.at < r.at + Duration::from_millis(250)).count();
         assert!(overlapping <= 2, "request.concurrency = 2, yet {overlapping} requests overlapped");
     }
     assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "slow is not failed");

@@ -32,7 +32,8 @@ fn the_kafka_sink_waits_out_a_broker_outage_and_every_id_arrives() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ts = ts();
     let ids: Vec<String> = (0..5_000).map(|i| format!("ev-{i:07}")).collect();
-    let text: String = ids.iter().map(|id| format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"m\"}}\n")).collect();
+    let text: String =
+        ids.iter().map(|id| format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"m\"}}\n")).collect();
     std::fs::write(dir.path().join("input.log"), text).unwrap_or_else(|e| panic!("{e}"));
     let config = dir.path().join("sluice.toml");
     let cfg = format!(
@@ -45,7 +46,11 @@ fn the_kafka_sink_waits_out_a_broker_outage_and_every_id_arrives() {
     std::fs::write(&config, cfg).unwrap_or_else(|e| panic!("{e}"));
     // The broker is down when sluice starts and comes back 6 s later.
     broker.kill();
-    let child = command(dir.path(), &config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let child = command(dir.path(), &config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     std::thread::sleep(Duration::from_secs(6));
     broker.restart();
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
@@ -105,7 +110,11 @@ fn the_quarantine_topic_holds_the_original_with_its_context_before_the_offset_mo
         json_chain_toml(true, None)
     );
     std::fs::write(&config, cfg).unwrap_or_else(|e| panic!("{e}"));
-    let mut child = command(dir.path(), &config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command(dir.path(), &config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let committed = sluice_e2e::kafka::committed(&brokers, "q-group", "q-in", 2);
@@ -145,7 +154,11 @@ fn the_quarantine_topic_holds_the_original_with_its_context_before_the_offset_mo
         .filter_map(|v| v["id"].as_str().map(str::to_string))
         .collect();
     assert_eq!(delivered, good);
-    println!("quarantine topic: {} originals with context headers; {} ids delivered; committed to the end", dead.len(), good.len());
+    println!(
+        "quarantine topic: {} originals with context headers; {} ids delivered; committed to the end",
+        dead.len(),
+        good.len()
+    );
 }
 
 fn scrape(port: u16) -> String {
@@ -202,7 +215,11 @@ fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
         backend.url
     );
     std::fs::write(&config, cfg).unwrap_or_else(|e| panic!("{e}"));
-    let mut child = command(dir.path(), &config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = command(dir.path(), &config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let p = "partition=\"storm-in/0\"";
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -229,9 +246,16 @@ fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
     let show = |m: &str| {
         m.lines()
             .filter(|l| {
-                ["sluice_breaker_state", "sluice_breaker_transitions_total", "sluice_partition_paused", "sluice_consumer_lag", "sluice_committed_offset", "sluice_sink_requests_total"]
-                    .iter()
-                    .any(|n| l.starts_with(n))
+                [
+                    "sluice_breaker_state",
+                    "sluice_breaker_transitions_total",
+                    "sluice_partition_paused",
+                    "sluice_consumer_lag",
+                    "sluice_committed_offset",
+                    "sluice_sink_requests_total",
+                ]
+                .iter()
+                .any(|n| l.starts_with(n))
             })
             .collect::<Vec<_>>()
             .join("\n")

@@ -35,8 +35,7 @@ pub(super) fn run(
         // sick, and must not be restarted for it.
         let health = std::sync::Arc::new(crate::telemetry::Health::default());
         health.set_ready(true);
-        let bound =
-            crate::telemetry::server::serve(addr, health).map_err(|e| PipelineError::Metrics(e.to_string()))?;
+        let bound = crate::telemetry::server::serve(addr, health).map_err(|e| PipelineError::Metrics(e.to_string()))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }
     crate::telemetry::install();

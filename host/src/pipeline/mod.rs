@@ -19,8 +19,8 @@ pub mod kafka;
 pub mod replay;
 pub mod stats;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rocksdb::WriteBatch;

@@ -7,8 +7,6 @@
 //! its events delivered, or not replayed (then a second replay delivers
 //! nothing twice: the dedup window holds what the first one delivered).
 
-
-
 use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;

@@ -26,7 +26,11 @@ pub struct BreakerConfig {
 
 impl Default for BreakerConfig {
     fn default() -> Self {
-        BreakerConfig { failures: default_failures(), initial_probe: default_initial_probe(), max_probe: default_max_probe() }
+        BreakerConfig {
+            failures: default_failures(),
+            initial_probe: default_initial_probe(),
+            max_probe: default_max_probe(),
+        }
     }
 }
 
@@ -42,11 +46,18 @@ fn default_max_probe() -> Duration {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
-    Closed { failures: u32 },
+    Closed {
+        failures: u32,
+    },
     /// Nothing is sent before `until`; `pause` is the pause that led here.
-    Open { until: Instant, pause: Duration },
+    Open {
+        until: Instant,
+        pause: Duration,
+    },
     /// One probe is in flight; everyone else waits for its answer.
-    Probing { pause: Duration },
+    Probing {
+        pause: Duration,
+    },
 }
 
 impl State {
@@ -177,10 +188,7 @@ mod tests {
             assert_eq!(b.failure(t0, false), None, "failure {i} must not open it");
             assert_eq!(b.permit(t0).0, Permit::Send);
         }
-        assert_eq!(
-            b.failure(t0, false),
-            Some(Transition::Opened { after_failures: 5, pause: Duration::from_secs(1) })
-        );
+        assert_eq!(b.failure(t0, false), Some(Transition::Opened { after_failures: 5, pause: Duration::from_secs(1) }));
         assert_eq!(b.permit(t0).0, Permit::WaitUntil(t0 + Duration::from_secs(1)));
     }
 

@@ -99,7 +99,10 @@ impl ClickhouseSinkConfig {
             method: Method::Post,
             headers: BTreeMap::new(),
             headers_from_env: BTreeMap::new(),
-            basic_auth: self.user.as_ref().map(|u| BasicAuth { user: u.clone(), password_env: self.password_env.clone() }),
+            basic_auth: self
+                .user
+                .as_ref()
+                .map(|u| BasicAuth { user: u.clone(), password_env: self.password_env.clone() }),
             response: Interpretation::Clickhouse,
             encoding: Encoding::Ndjson,
             payload: Payload::Event { id_field: self.id_field.clone(), timestamp_field: self.timestamp_field.clone() },

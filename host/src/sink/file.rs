@@ -3,8 +3,8 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::sync::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 

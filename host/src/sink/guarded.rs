@@ -178,8 +178,16 @@ mod tests {
 
     fn fast() -> (RetryConfig, BreakerConfig) {
         (
-            RetryConfig { max_attempts: 3, initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(4) },
-            BreakerConfig { failures: 5, initial_probe: Duration::from_millis(5), max_probe: Duration::from_millis(20) },
+            RetryConfig {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(4),
+            },
+            BreakerConfig {
+                failures: 5,
+                initial_probe: Duration::from_millis(5),
+                max_probe: Duration::from_millis(20),
+            },
         )
     }
 
@@ -212,11 +220,13 @@ mod tests {
     fn unavailable_never_spends_attempts_and_the_breaker_opens_then_closes() {
         // Twelve failed calls, then success: far more than max_attempts,
         // yet nothing is rejected.
-        let g = guarded(|n, b| if n < 12 { Attempt::unavailable(b.len(), "503") } else { Attempt {
-            answers: vec![Answer::Accepted; b.len()],
-            requests_ok: 1,
-            requests_failed: 0,
-        } });
+        let g = guarded(|n, b| {
+            if n < 12 {
+                Attempt::unavailable(b.len(), "503")
+            } else {
+                Attempt { answers: vec![Answer::Accepted; b.len()], requests_ok: 1, requests_failed: 0 }
+            }
+        });
         let out = g.deliver(&batch(2), &|| false);
         assert_eq!(out, vec![Some(Outcome::Accepted); 2]);
         assert!(matches!(g.breaker().state(), crate::sink::breaker::State::Closed { failures: 0 }));
@@ -232,8 +242,12 @@ mod tests {
 
     #[test]
     fn a_wrong_answer_count_is_a_failed_request_not_a_delivery() {
-        let g = guarded(|n, b| if n == 0 { Attempt { answers: vec![Answer::Accepted], requests_ok: 1, requests_failed: 0 } } else {
-            Attempt { answers: vec![Answer::Accepted; b.len()], requests_ok: 1, requests_failed: 0 }
+        let g = guarded(|n, b| {
+            if n == 0 {
+                Attempt { answers: vec![Answer::Accepted], requests_ok: 1, requests_failed: 0 }
+            } else {
+                Attempt { answers: vec![Answer::Accepted; b.len()], requests_ok: 1, requests_failed: 0 }
+            }
         });
         assert_eq!(g.deliver(&batch(3), &|| false), vec![Some(Outcome::Accepted); 3]);
         assert_eq!(g.sink.describe(), "scripted");

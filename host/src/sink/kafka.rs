@@ -94,8 +94,12 @@ pub fn answer_for(e: &KafkaError) -> Answer {
 
 impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
-        let framing =
-            Framing { encoding: Encoding::Ndjson, payload: &self.payload, interpretation: Interpretation::Status, index: None };
+        let framing = Framing {
+            encoding: Encoding::Ndjson,
+            payload: &self.payload,
+            interpretation: Interpretation::Status,
+            index: None,
+        };
         let mut pending = Vec::with_capacity(batch.len());
         for d in batch {
             let mut value = Vec::with_capacity(d.event.get().len() + 64);
@@ -104,8 +108,8 @@ impl Sink for KafkaSink {
             // Queue full or a local refusal: nothing was sent.
             pending.push(self.producer.send_result(record).map_err(|(e, _)| answer_for(&e)));
         }
-        let answers: Vec<Answer> = futures::executor::block_on(futures::future::join_all(pending.into_iter().map(
-            |p| async move {
+        let answers: Vec<Answer> =
+            futures::executor::block_on(futures::future::join_all(pending.into_iter().map(|p| async move {
                 match p {
                     Err(answer) => answer,
                     Ok(report) => match report.await {
@@ -114,8 +118,7 @@ impl Sink for KafkaSink {
                         Err(_) => Answer::Unavailable("kafka: producer closed before the delivery report".into()),
                     },
                 }
-            },
-        )));
+            })));
         let failed = answers.iter().all(|a| matches!(a, Answer::Unavailable(_)));
         Ok(Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed) })
     }

@@ -27,7 +27,11 @@ pub struct RetryConfig {
 
 impl Default for RetryConfig {
     fn default() -> Self {
-        RetryConfig { max_attempts: default_max_attempts(), initial_backoff: default_initial(), max_backoff: default_max() }
+        RetryConfig {
+            max_attempts: default_max_attempts(),
+            initial_backoff: default_initial(),
+            max_backoff: default_max(),
+        }
     }
 }
 
@@ -66,7 +70,11 @@ mod tests {
 
     #[test]
     fn doubles_from_the_initial_backoff_up_to_the_cap() {
-        let r = RetryConfig { max_attempts: 5, initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1) };
+        let r = RetryConfig {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
         let ceilings: Vec<u128> = (0..7).map(|n| r.ceiling(n).as_millis()).collect();
         assert_eq!(ceilings, vec![100, 200, 400, 800, 1000, 1000, 1000]);
         assert_eq!(r.ceiling(u32::MAX), Duration::from_secs(1));

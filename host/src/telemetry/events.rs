@@ -260,13 +260,22 @@ impl SinkRequests<'_> {
                 }
             }
         }
-        for (answer, n) in [("accepted", accepted), ("retry", retry), ("rejected", rejected), ("unavailable", unavailable)] {
+        for (answer, n) in
+            [("accepted", accepted), ("retry", retry), ("rejected", rejected), ("unavailable", unavailable)]
+        {
             if n > 0 {
                 counter!("sluice_sink_answers_total", "sink" => s(), "answer" => answer).increment(n);
             }
         }
         if let Some(reason) = last {
-            tracing::warn!(sink = self.sink, accepted, retry, rejected, unavailable, "sink delivery incomplete: {reason}");
+            tracing::warn!(
+                sink = self.sink,
+                accepted,
+                retry,
+                rejected,
+                unavailable,
+                "sink delivery incomplete: {reason}"
+            );
         } else {
             tracing::debug!(sink = self.sink, accepted, rejected, seconds = self.seconds, "sink delivered");
         }

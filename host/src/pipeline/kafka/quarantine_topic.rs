@@ -58,10 +58,16 @@ impl QuarantineTopic {
             let mut again = Vec::new();
             for (e, a) in pending.into_iter().zip(answers) {
                 match a {
-                    Answer::Accepted => metrics::counter!("sluice_quarantine_topic_total", "result" => "ok").increment(1),
+                    Answer::Accepted => {
+                        metrics::counter!("sluice_quarantine_topic_total", "result" => "ok").increment(1)
+                    }
                     Answer::Rejected(why) => {
                         metrics::counter!("sluice_quarantine_topic_total", "result" => "refused").increment(1);
-                        tracing::error!(entry = e.id, topic = self.topic, "the quarantine topic refused an entry for good (it stays in the local quarantine): {why}");
+                        tracing::error!(
+                            entry = e.id,
+                            topic = self.topic,
+                            "the quarantine topic refused an entry for good (it stays in the local quarantine): {why}"
+                        );
                     }
                     Answer::Retry(why) | Answer::Unavailable(why) => {
                         metrics::counter!("sluice_quarantine_topic_total", "result" => "retry").increment(1);

@@ -100,8 +100,13 @@ pub(super) fn run(
             }
         };
         let stopping = || stop.load(Ordering::SeqCst);
-        let mut stages =
-            Stages { chain: &mut chain, dedup: sh.dedup, sink: sh.sink, stopping: &stopping, on_stage: Some(&on_stage) };
+        let mut stages = Stages {
+            chain: &mut chain,
+            dedup: sh.dedup,
+            sink: sh.sink,
+            stopping: &stopping,
+            on_stage: Some(&on_stage),
+        };
         let fates = deliver_batch(&mut stages, &records, u64::MAX, &mut write, &mut counts)?;
         let mut fates = fates;
         let entries = quarantine_entries(&quarantine, batch.iter().map(|r| &r.record).zip(&fates));

@@ -103,7 +103,8 @@ pub fn compress(body: Vec<u8>, c: Compression) -> Vec<u8> {
     match c {
         Compression::None => body,
         Compression::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+            let mut enc =
+                flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
             // Writing into a Vec cannot fail.
             let _ = enc.write_all(&body);
             enc.finish().unwrap_or(body)
@@ -122,10 +123,15 @@ mod tests {
     #[test]
     fn rows_get_the_id_and_timestamp_spliced_in() {
         let p = Payload::Event { id_field: "event_id".into(), timestamp_field: Some("ts".into()) };
-        let f = Framing { encoding: Encoding::Ndjson, payload: &p, interpretation: Interpretation::Status, index: None };
-        let body = f.body(&[&d("a", r#"{"msg":"x"}"#), &d("b", "{}"), &d("c", r#"{"event_id":"old","n":1}"#), &d("d", "[1]")]);
-        let rows: Vec<serde_json::Value> =
-            body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).filter_map(|l| serde_json::from_slice(l).ok()).collect();
+        let f =
+            Framing { encoding: Encoding::Ndjson, payload: &p, interpretation: Interpretation::Status, index: None };
+        let body =
+            f.body(&[&d("a", r#"{"msg":"x"}"#), &d("b", "{}"), &d("c", r#"{"event_id":"old","n":1}"#), &d("d", "[1]")]);
+        let rows: Vec<serde_json::Value> = body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
         assert_eq!(rows.len(), 4, "{}", String::from_utf8_lossy(&body));
         assert_eq!(rows[0], serde_json::json!({"event_id":"a","ts":"2026-11-29T21:00:00Z","msg":"x"}));
         assert_eq!(rows[1], serde_json::json!({"event_id":"b","ts":"2026-11-29T21:00:00Z"}));
@@ -136,10 +142,20 @@ mod tests {
     #[test]
     fn arrays_and_bulk_actions() {
         let p = Payload::Envelope;
-        let f = Framing { encoding: Encoding::JsonArray, payload: &p, interpretation: Interpretation::Openobserve, index: None };
+        let f = Framing {
+            encoding: Encoding::JsonArray,
+            payload: &p,
+            interpretation: Interpretation::Openobserve,
+            index: None,
+        };
         let v: serde_json::Value = serde_json::from_slice(&f.body(&[&d("a", "{}"), &d("b", "{}")])).unwrap_or_default();
         assert_eq!(v[1]["id"], "b");
-        let f = Framing { encoding: Encoding::Ndjson, payload: &p, interpretation: Interpretation::ElasticsearchBulk, index: Some("logs") };
+        let f = Framing {
+            encoding: Encoding::Ndjson,
+            payload: &p,
+            interpretation: Interpretation::ElasticsearchBulk,
+            index: Some("logs"),
+        };
         let text = String::from_utf8(f.body(&[&d("a", "{}")])).unwrap_or_default();
         assert!(text.starts_with(r#"{"create":{"_id":"a","_index":"logs"}}"#), "{text}");
         assert_eq!(text.lines().count(), 2);

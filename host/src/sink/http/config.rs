@@ -203,14 +203,16 @@ impl HttpSinkConfig {
                 .map_err(|e| (format!("headers_from_env.{name}"), e.to_string()))?;
             match std::env::var(var) {
                 Ok(v) if reqwest::header::HeaderValue::from_str(&v).is_ok() => {}
-                Ok(_) => return Err((format!("headers_from_env.{name}"), format!("${var} is not a valid header value"))),
+                Ok(_) => {
+                    return Err((format!("headers_from_env.{name}"), format!("${var} is not a valid header value")));
+                }
                 Err(_) => return Err((format!("headers_from_env.{name}"), format!("${var} is not set"))),
             }
         }
-        if let Some(BasicAuth { password_env: Some(var), .. }) = &self.basic_auth {
-            if std::env::var(var).is_err() {
-                return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
-            }
+        if let Some(BasicAuth { password_env: Some(var), .. }) = &self.basic_auth
+            && std::env::var(var).is_err()
+        {
+            return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
         }
         if self.response == Interpretation::ElasticsearchBulk && self.index.is_none() {
             return Err(("index".into(), "required with response = \"elasticsearch_bulk\"".into()));

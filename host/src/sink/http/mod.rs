@@ -72,8 +72,8 @@ impl HttpSink {
         for (k, var) in &cfg.headers_from_env {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| setup(format!("header {k}: {e}")))?;
             let value = std::env::var(var).map_err(|_| setup(format!("header {k}: ${var} is not set")))?;
-            let mut value =
-                HeaderValue::from_str(&value).map_err(|_| setup(format!("header {k}: ${var} is not a header value")))?;
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| setup(format!("header {k}: ${var} is not a header value")))?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }
@@ -186,7 +186,11 @@ impl HttpSink {
 
     /// Answers for `items`: one request, then as the reply demands,
     /// halves (to find bad events) or the remaining rows (after a bad row).
-    fn resolve<'a>(&'a self, batch: &'a [Delivery], items: Vec<usize>) -> Pin<Box<dyn Future<Output = Tally> + Send + 'a>> {
+    fn resolve<'a>(
+        &'a self,
+        batch: &'a [Delivery],
+        items: Vec<usize>,
+    ) -> Pin<Box<dyn Future<Output = Tally> + Send + 'a>> {
         Box::pin(async move {
             let mut tally = Tally::default();
             let mut items = items;

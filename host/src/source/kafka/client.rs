@@ -125,8 +125,7 @@ pub fn producer_config(
         tls: tls.cloned(),
         sasl: sasl.cloned(),
     };
-    let consumer_only =
-        ["group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof"];
+    let consumer_only = ["group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof"];
     let mut c = client_config(&k)?;
     for key in DEFAULTS.iter().map(|(k, _)| *k).chain(consumer_only) {
         c.remove(key);
