@@ -251,8 +251,16 @@ fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SinkConfig {
-    /// NDJSON, synced before a batch counts as delivered.
-    File { path: PathBuf },
+    /// NDJSON, synced before a batch counts as delivered. A write that
+    /// fails (a full disk) is a sick backend: the breaker opens and the
+    /// pipeline waits.
+    File {
+        path: PathBuf,
+        #[serde(default)]
+        retry: crate::sink::retry::RetryConfig,
+        #[serde(default)]
+        breaker: crate::sink::breaker::BreakerConfig,
+    },
     /// NDJSON on standard output (flushed; not durable).
     Stdout,
     /// Any HTTP backend, answers read per event (`sink/http`).
@@ -268,7 +276,8 @@ impl SinkConfig {
     /// sinks use the defaults.
     pub fn guard(&self) -> (crate::sink::retry::RetryConfig, crate::sink::breaker::BreakerConfig) {
         match self {
-            SinkConfig::File { .. } | SinkConfig::Stdout => Default::default(),
+            SinkConfig::File { retry, breaker, .. } => (retry.clone(), breaker.clone()),
+            SinkConfig::Stdout => Default::default(),
             SinkConfig::Http(h) => (h.retry.clone(), h.breaker.clone()),
             SinkConfig::Clickhouse(c) => (c.retry.clone(), c.breaker.clone()),
             SinkConfig::Kafka(k) => (k.retry.clone(), k.breaker.clone()),
@@ -412,7 +421,7 @@ impl Config {
             }
         }
         match &mut self.sink {
-            SinkConfig::File { path } => *path = abs(path),
+            SinkConfig::File { path, .. } => *path = abs(path),
             SinkConfig::Kafka(k) => {
                 k.properties =
                     std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
@@ -480,7 +489,7 @@ impl Config {
         }
         let sink_key = |(key, message): (String, String)| invalid(&format!("sink.{key}"), message);
         match &self.sink {
-            SinkConfig::File { path } => {
+            SinkConfig::File { path, .. } => {
                 let dir = path.parent().unwrap_or(Path::new("."));
                 if dir.exists() && !dir.is_dir() {
                     return Err(invalid("sink.path", format!("{} is not a folder", dir.display())));

@@ -559,14 +559,14 @@ fn a_line_longer_than_the_limit_is_quarantined_whole() {
 fn a_failing_partition_stops_the_others_and_the_run_fails() {
     let mut f = Fixture::new(0);
     f.append(10);
-    std::fs::write(f.path("input-a-empty.log"), "").unwrap_or_else(|e| panic!("{e}"));
     let config = f.config("");
-    // Every write to /dev/full fails (ENOSPC). The empty file's partition
-    // would tail forever; the other one's failure must stop it.
-    let text = std::fs::read_to_string(&config)
-        .unwrap_or_default()
-        .replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nfollow = true\npoll_interval = \"20ms\"")
-        .replace("path = \"out/events.ndjson\"", "path = \"/dev/full\"");
+    // Reading /proc/self/mem at offset 0 fails (EIO): a source that breaks
+    // mid-run. The other file is followed and would be tailed forever; the
+    // failure must stop it.
+    let text = std::fs::read_to_string(&config).unwrap_or_default().replace(
+        "paths = [\"input*.log\"]",
+        "paths = [\"input*.log\", \"/proc/self/mem\"]\nfollow = true\npoll_interval = \"20ms\"",
+    );
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let mut child = f
         .command(&["run", "-c", &config.display().to_string()])
@@ -591,12 +591,46 @@ fn a_failing_partition_stops_the_others_and_the_run_fails() {
         let _ = e.read_to_string(&mut stderr);
     }
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("/dev/full") && stderr.contains("No space left on device"), "{stderr}");
-    let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        store.checkpoint(&f.path("input.log").display().to_string()).unwrap_or_else(|e| panic!("{e}")).is_none(),
-        "nothing was delivered, so no checkpoint moved"
-    );
+    assert!(stderr.contains("/proc/self/mem"), "the error names the failing source: {stderr}");
+}
+
+/// A sink that cannot write (every write to /dev/full fails with ENOSPC)
+/// is a sick backend, not a bad record: the breaker opens, nothing moves,
+/// and SIGTERM ends the run cleanly; the records are read again next time.
+#[test]
+fn a_full_disk_under_the_file_sink_waits_behind_the_breaker_and_loses_nothing() {
+    let mut f = Fixture::new(0);
+    f.append(10);
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .replace("path = \"out/events.ndjson\"", "path = \"/dev/full\"\n[sink.breaker]\ninitial_probe = \"100ms\"");
+    std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = f
+        .command(&["run", "-c", &config.display().to_string()])
+        .env("SLUICE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().ok().flatten().is_none(), "the run waits for the sink");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("circuit breaker opened") && stderr.contains("No space left on device"), "{stderr}");
+    {
+        let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+        let cp = store.checkpoint(&f.path("input.log").display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cp.as_ref().is_none_or(|c| c.offset == 0), "nothing was delivered, so no checkpoint moved: {cp:?}");
+    }
+    // Space again: the same records arrive, each once.
+    std::fs::write(&config, text.replace("path = \"/dev/full\"", "path = \"out/events.ndjson\""))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "{stderr}");
+    f.assert_reconciled();
 }
 
 /// A run stuck in a batch (a plugin spinning on a poison record, with a

@@ -162,7 +162,7 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
 /// The configured sink, driven through retries and its breaker.
 pub fn open_sink(cfg: &Config) -> Result<Guarded, PipelineError> {
     let sink: Box<dyn Sink> = match &cfg.sink {
-        SinkConfig::File { path } => Box::new(FileSink::open(path)?),
+        SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
         SinkConfig::Stdout => Box::new(StdoutSink),
         SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
         SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&ClickhouseSinkConfig::http(c), Some(c.name()))?),

@@ -66,15 +66,25 @@ impl Framing<'_> {
     }
 }
 
-/// `event` with `extra` fields set at its top level. The common case (an
-/// object that does not have them yet) is spliced as text, so the event's
-/// bytes are copied, not re-serialized.
+/// `event` with `extra` fields set at its top level. The common cases are
+/// spliced as text, so the event's bytes are copied, not re-serialized: an
+/// object without those fields, or one that already holds the same value
+/// (a plugin that took its id from that very field).
 fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
+    let mut missing = Vec::with_capacity(extra.len());
+    let mut conflict = false;
+    for (k, v) in extra {
+        let key = format!("\"{k}\"");
+        if !event.contains(&key) {
+            missing.push((*k, *v));
+        } else if !event.contains(&format!("{key}:{}", serde_json::Value::from(*v))) {
+            conflict = true;
+        }
+    }
     let trimmed = event.trim_start();
-    let has_any = extra.iter().any(|(k, _)| event.contains(&format!("\"{k}\"")));
-    if let Some(rest) = trimmed.strip_prefix('{').filter(|_| !has_any) {
+    if let Some(rest) = trimmed.strip_prefix('{').filter(|_| !conflict) {
         out.push(b'{');
-        for (i, (k, v)) in extra.iter().enumerate() {
+        for (i, (k, v)) in missing.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -82,7 +92,7 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
             out.push(b':');
             let _ = serde_json::to_writer(&mut *out, v);
         }
-        if !rest.trim_start().starts_with('}') {
+        if !missing.is_empty() && !rest.trim_start().starts_with('}') {
             out.push(b',');
         }
         out.extend_from_slice(rest.as_bytes());
@@ -125,18 +135,28 @@ mod tests {
         let p = Payload::Event { id_field: "event_id".into(), timestamp_field: Some("ts".into()) };
         let f =
             Framing { encoding: Encoding::Ndjson, payload: &p, interpretation: Interpretation::Status, index: None };
-        let body =
-            f.body(&[&d("a", r#"{"msg":"x"}"#), &d("b", "{}"), &d("c", r#"{"event_id":"old","n":1}"#), &d("d", "[1]")]);
+        let body = f.body(&[
+            &d("a", r#"{"msg":"x"}"#),
+            &d("b", "{}"),
+            &d("c", r#"{"event_id":"old","n":1}"#),
+            &d("d", "[1]"),
+            &d("e", r#"{"event_id":"e","n":2}"#),
+        ]);
         let rows: Vec<serde_json::Value> = body
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
             .filter_map(|l| serde_json::from_slice(l).ok())
             .collect();
-        assert_eq!(rows.len(), 4, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(rows.len(), 5, "{}", String::from_utf8_lossy(&body));
         assert_eq!(rows[0], serde_json::json!({"event_id":"a","ts":"2026-11-29T21:00:00Z","msg":"x"}));
         assert_eq!(rows[1], serde_json::json!({"event_id":"b","ts":"2026-11-29T21:00:00Z"}));
         assert_eq!(rows[2]["event_id"], "c", "the sink's id wins over a field of the same name");
         assert_eq!(rows[3]["event"], serde_json::json!([1]));
+        assert_eq!(
+            rows[4],
+            serde_json::json!({"event_id":"e","ts":"2026-11-29T21:00:00Z","n":2}),
+            "the id is there already"
+        );
     }
 
     #[test]
