@@ -516,6 +516,16 @@ impl Config {
                 }
             }
         }
+        let (retry, breaker) = self.sink.guard();
+        if retry.max_attempts == 0 {
+            return Err(invalid("sink.retry.max_attempts", "must be at least 1".into()));
+        }
+        if breaker.failures == 0 {
+            return Err(invalid("sink.breaker.failures", "must be at least 1".into()));
+        }
+        if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
+            return Err(invalid("sink.breaker", "need 0 < initial_probe <= max_probe".into()));
+        }
         if let Some(topic) = &self.quarantine.topic {
             if !matches!(self.source, SourceConfig::Kafka(_)) {
                 return Err(invalid(
@@ -611,6 +621,70 @@ impl KafkaSourceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The annotated examples are configs a newcomer copies: each must load.
+    #[test]
+    fn every_example_config_loads() {
+        // SAFETY: set before any thread of this test reads the environment;
+        // these names are used by no other test.
+        unsafe {
+            std::env::set_var("CLICKHOUSE_PASSWORD", "x");
+            std::env::set_var("O2_AUTH", "Basic eA==");
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut loaded = 0;
+        for dir in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                let path = file.path();
+                if path.extension().is_some_and(|e| e == "toml")
+                    && path.file_name().is_some_and(|n| n == "sluice.toml" || n == "openobserve.toml")
+                {
+                    // The plugins are built by scripts/quickstart; stand-ins
+                    // here, since only the config is under test.
+                    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+                    for p in ["json.wasm", "ts-window.wasm", "pattern.wasm"] {
+                        std::fs::write(tmp.path().join(p), b"").unwrap_or_else(|e| panic!("{e}"));
+                    }
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let text = text.replace("../../out/plugins/", &format!("{}/", tmp.path().display()));
+                    let copy = tmp.path().join("sluice.toml");
+                    std::fs::write(&copy, text).unwrap_or_else(|e| panic!("{e}"));
+                    Config::load(&copy).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    loaded += 1;
+                }
+            }
+        }
+        assert!(loaded >= 4, "examples found: {loaded}");
+    }
+
+    #[test]
+    fn sink_configs_name_the_key_at_fault() {
+        let load = |sink: &str| {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let path = dir.path().join("s.toml");
+            let text = format!(
+                "[pipeline]\nname = \"s\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\npaths = [\"x\"]\n[sink]\n{sink}\n"
+            );
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            error_of(Config::load(&path))
+        };
+        let e = load("type = \"http\"\nurl = \"ftp://x\"");
+        assert!(e.contains("sink.url"), "{e}");
+        let e = load(
+            "type = \"http\"\nurl = \"http://x\"\n[sink.headers_from_env]\nAuthorization = \"SLUICE_UNSET_TOKEN_Q\"",
+        );
+        assert!(e.contains("sink.headers_from_env.Authorization") && e.contains("SLUICE_UNSET_TOKEN_Q"), "{e}");
+        let e = load("type = \"http\"\nurl = \"http://x\"\nresponse = \"elasticsearch_bulk\"");
+        assert!(e.contains("sink.index"), "{e}");
+        let e = load("type = \"http\"\nurl = \"http://x\"\nretries = 3");
+        assert!(e.contains("retries"), "an unknown key is named: {e}");
+        let e = load("type = \"clickhouse\"\nurl = \"http://x\"\ntable = \"a b\"");
+        assert!(e.contains("sink.table"), "{e}");
+        let e = load("type = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\nproperties = { acks = \"1\" }");
+        assert!(e.contains("sink.properties.\"acks\""), "{e}");
+        let e = load("type = \"file\"\npath = \"out.ndjson\"\n[sink.breaker]\nfailures = 0");
+        assert!(e.contains("sink.breaker.failures") || e.contains("breaker"), "{e}");
+    }
 
     #[test]
     fn normalize_is_lexical() {

@@ -319,7 +319,12 @@ fn an_answer_lost_after_the_backend_stored_is_retried_and_the_duplicate_is_expla
         re
     });
     let cfg = sink(&backend, "status", "[sink.batch]\nmax_records = 50\n");
-    s.run(&cfg, &[]);
+    let stderr = s.run(&cfg, &[]);
+    // Two failed requests, never five in a row: the breaker stays closed.
+    assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "{stderr}");
+    let incomplete = log_lines(&stderr, "sink delivery incomplete");
+    assert_eq!(incomplete.len(), 2, "one retried call per dropped answer: {stderr}");
+    assert!(incomplete.iter().all(|l| l.contains("may have taken it")), "{incomplete:?}");
     {
         let seen = backend.seen();
         let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| r.how == How::Drop);
@@ -347,7 +352,10 @@ fn a_response_that_never_comes_times_out_and_is_retried() {
         }
         re
     });
-    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 50\n[sink.request]\ntimeout = \"1s\"\n"), &[]);
+    let stderr =
+        s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 50\n[sink.request]\ntimeout = \"1s\"\n"), &[]);
+    assert!(stderr.contains("timed out"), "the lost answer is named in the log: {stderr}");
+    assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "{stderr}");
     let seen = backend.seen();
     let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| r.how == How::Hang);
     assert_eq!(dups, 50, "the 50 events of the unanswered request were stored twice");

@@ -98,6 +98,10 @@ impl HttpSink {
             headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         }
         let client = reqwest::Client::builder()
+            // A redirected POST becomes a GET that may well answer 200:
+            // "accepted" with the events nowhere. A 3xx is the backend's
+            // failure (wrong URL); the operator fixes the config.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(cfg.request.timeout)
             .connect_timeout(cfg.request.connect_timeout)
             .pool_max_idle_per_host(cfg.request.concurrency)

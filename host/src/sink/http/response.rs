@@ -150,6 +150,8 @@ mod tests {
         assert!(matches!(interpret(Status, 401, b"", 1), Reply::Unavailable(r) if r.contains("credentials")));
         assert!(matches!(interpret(Status, 400, b"bad field", 2), Reply::Split(r) if r.contains("bad field")));
         assert!(matches!(interpret(Status, 413, b"", 2), Reply::Split(_)));
+        // Redirects are not followed: a 3xx never counts as delivered.
+        assert!(matches!(interpret(Status, 302, b"", 2), Reply::Unavailable(_)));
     }
 
     #[test]
