@@ -89,9 +89,17 @@ impl Guarded {
                 return out;
             }
 
-            let sent: Vec<Delivery> = pending.iter().map(|i| batch[*i].clone()).collect();
+            // The first round sends the batch as it is; later rounds only
+            // what is still pending.
+            let subset: Vec<Delivery>;
+            let sent: &[Delivery] = if pending.len() == batch.len() {
+                batch
+            } else {
+                subset = pending.iter().map(|i| batch[*i].clone()).collect();
+                &subset
+            };
             let started = Instant::now();
-            let attempt = self.sink.deliver(&sent).unwrap_or_else(|e| Attempt::unavailable(sent.len(), &e.to_string()));
+            let attempt = self.sink.deliver(sent).unwrap_or_else(|e| Attempt::unavailable(sent.len(), &e.to_string()));
             let attempt = conform(attempt, sent.len());
             SinkRequests { sink: &self.name, attempt: &attempt, seconds: started.elapsed().as_secs_f64() }.emit();
             {

@@ -74,11 +74,11 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
     let mut missing = Vec::with_capacity(extra.len());
     let mut conflict = false;
     for (k, v) in extra {
-        let key = format!("\"{k}\"");
-        if !event.contains(&key) {
-            missing.push((*k, *v));
-        } else if !event.contains(&format!("{key}:{}", serde_json::Value::from(*v))) {
-            conflict = true;
+        match field_at(event, k) {
+            None => missing.push((*k, *v)),
+            // Same value already there (compared as JSON text).
+            Some(rest) if rest.starts_with('"') && rest[1..].starts_with(v) && rest[1 + v.len()..].starts_with('"') => {}
+            Some(_) => conflict = true,
         }
     }
     let trimmed = event.trim_start();
@@ -107,6 +107,20 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
         map.insert((*k).to_string(), serde_json::Value::String((*v).to_string()));
     }
     let _ = serde_json::to_writer(&mut *out, &map);
+}
+
+/// The text after `"key":` when `key` is the object's first member (what
+/// a plugin that copies its input and took the id from that field
+/// produces), else `Some("")` when the key appears anywhere (the caller
+/// then takes the slow path, which is always right), else `None`.
+fn field_at<'e>(event: &'e str, key: &str) -> Option<&'e str> {
+    let first = event.trim_start().strip_prefix('{').map(str::trim_start);
+    if let Some(after) = first.and_then(|f| f.strip_prefix('"')).and_then(|f| f.strip_prefix(key)) {
+        if let Some(value) = after.strip_prefix('"').map(str::trim_start).and_then(|a| a.strip_prefix(':')) {
+            return Some(value.trim_start());
+        }
+    }
+    event.contains(&format!("\"{key}\"")).then_some("")
 }
 
 pub fn compress(body: Vec<u8>, c: Compression) -> Vec<u8> {
@@ -141,13 +155,14 @@ mod tests {
             &d("c", r#"{"event_id":"old","n":1}"#),
             &d("d", "[1]"),
             &d("e", r#"{"event_id":"e","n":2}"#),
+            &d("f", r#"{"a":{"event_id":"f"}}"#),
         ]);
         let rows: Vec<serde_json::Value> = body
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
             .filter_map(|l| serde_json::from_slice(l).ok())
             .collect();
-        assert_eq!(rows.len(), 5, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(rows.len(), 6, "{}", String::from_utf8_lossy(&body));
         assert_eq!(rows[0], serde_json::json!({"event_id":"a","ts":"2026-11-29T21:00:00Z","msg":"x"}));
         assert_eq!(rows[1], serde_json::json!({"event_id":"b","ts":"2026-11-29T21:00:00Z"}));
         assert_eq!(rows[2]["event_id"], "c", "the sink's id wins over a field of the same name");
