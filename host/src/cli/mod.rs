@@ -3,6 +3,7 @@
 
 pub mod plugin;
 pub mod run;
+mod scaffold;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,12 @@ pub fn main() -> ExitCode {
             plugin::pair_configs(&indices("plugins"), &indices("configs")).and_then(|owners| plugin::run(args, &owners))
         }
         Command::Plugin(PluginCommand::Inspect(args)) => plugin::inspect(args),
+        Command::Plugin(PluginCommand::Test(args)) => match plugin::test(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
+        Command::Plugin(PluginCommand::New(args)) => scaffold::new(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -153,6 +160,49 @@ pub enum PluginCommand {
     Run(RunArgs),
     /// Show a plugin's name, digest, WIT version, size and imports.
     Inspect(InspectArgs),
+    /// Run the conformance cases of a folder (`conformance/cases/`, or a
+    /// plugin's own `cases/`) against a plugin: a verdict per case; exit 1
+    /// when any case fails.
+    Test(TestArgs),
+    /// Create a plugin project that builds and passes its own cases.
+    New(NewArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// The plugin component (.wasm).
+    pub path: PathBuf,
+    /// A folder of `*.json` cases (format: conformance/README.md).
+    #[arg(long, value_name = "DIR")]
+    pub cases: PathBuf,
+    /// Memory limit per plugin instance, MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub memory_mib: u32,
+    /// Time limit per batch call, e.g. 5s, 500ms.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub time_limit: std::time::Duration,
+    /// Directory for compiled plugins (default: the user cache directory).
+    #[arg(long, env = "SLUICE_PLUGIN_CACHE", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The plugin's language.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// The plugin's name (letters, digits, `-`): also the project folder.
+    pub name: String,
+    /// Where to create the project folder (default: the current one).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
 }
 
 #[derive(Args, Debug)]

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{InspectArgs, RunArgs};
+use super::{InspectArgs, RunArgs, TestArgs};
 use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
 use crate::source::framing::LineReader;
 
@@ -180,4 +180,66 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
         println!("  {imp}");
     }
     Ok(())
+}
+
+/// `sluice plugin test`: every case of `--cases` against the plugin, one
+/// verdict line per case. `Ok(false)` when a case failed.
+pub fn test(args: &TestArgs) -> Result<bool> {
+    use crate::plugin::conformance::{Expect, compare, load_dir};
+    let cases = load_dir(&args.cases)?;
+    let limits = PluginLimits { memory_bytes: (args.memory_mib as usize) << 20, time_per_batch: args.time_limit };
+    let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
+    let mut failed = 0;
+    for (name, case) in &cases {
+        let mut spec = PluginSpec::from_path(&args.path);
+        spec.limits = limits.clone();
+        spec.config = case.config.clone();
+        let started = Instant::now();
+        let loaded = runtime.load(&spec).and_then(Isolated::new);
+        let verdict = match (&case.expect, loaded) {
+            (Expect::InitError(want), Err(e)) => {
+                let got = format!("{e:#}");
+                if got.contains(want.as_str()) {
+                    Ok(())
+                } else {
+                    Err(format!("init refused with {got:?}, expected {want:?}"))
+                }
+            }
+            (Expect::InitError(want), Ok(_)) => {
+                Err(format!("init accepted the config; expected a refusal containing {want:?}"))
+            }
+            (Expect::Outcomes(_), Err(e)) => Err(format!("cannot load: {e:#}")),
+            (Expect::Outcomes(want), Ok(mut stage)) => {
+                let records: Result<Vec<Record>, String> =
+                    case.records.iter().enumerate().map(|(i, r)| r.record(i)).collect();
+                match records {
+                    Err(e) => Err(format!("bad case: {e}")),
+                    Ok(records) => match stage.process(&records) {
+                        Err(e) => Err(format!("process failed: {e:#}")),
+                        Ok(got) => compare(want, &got).map_or(Ok(()), Err),
+                    },
+                }
+            }
+        };
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        match verdict {
+            Ok(()) => println!("ok    {name} ({ms:.0} ms){}", describe(&case.description)),
+            Err(why) => {
+                failed += 1;
+                println!("FAIL  {name}: {why}{}", describe(&case.description));
+            }
+        }
+    }
+    println!(
+        "{} cases, {} passed, {failed} failed: {} against {}",
+        cases.len(),
+        cases.len() - failed,
+        args.path.display(),
+        args.cases.display()
+    );
+    Ok(failed == 0)
+}
+
+fn describe(d: &str) -> String {
+    if d.is_empty() { String::new() } else { format!(" — {d}") }
 }

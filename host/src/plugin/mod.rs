@@ -10,6 +10,7 @@
 
 mod bindings;
 mod chain;
+pub mod conformance;
 mod engine;
 pub mod inspect;
 mod instance;

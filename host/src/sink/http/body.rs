@@ -77,7 +77,8 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
         match field_at(event, k) {
             None => missing.push((*k, *v)),
             // Same value already there (compared as JSON text).
-            Some(rest) if rest.starts_with('"') && rest[1..].starts_with(v) && rest[1 + v.len()..].starts_with('"') => {}
+            Some(rest) if rest.starts_with('"') && rest[1..].starts_with(v) && rest[1 + v.len()..].starts_with('"') => {
+            }
             Some(_) => conflict = true,
         }
     }

@@ -1,0 +1,29 @@
+// Build a sluice plugin component from a JavaScript module with
+// componentize-js (npm), against sluice's WIT world:
+//
+//     node build.mjs plugin.js plugin.wasm [wit-dir]
+//
+// `COMPONENTIZE_JS` may name the componentize-js package folder (a shared
+// install); otherwise it is resolved from the nearest node_modules. No
+// wasi:http (sluice links none, and a plugin has no network).
+import { writeFile } from "node:fs/promises";
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+
+const [source, output, wit = "wit"] = process.argv.slice(2);
+if (!source || !output) {
+  console.error("usage: node build.mjs <plugin.js> <out.wasm> [wit-dir]");
+  process.exit(2);
+}
+const from = process.env.COMPONENTIZE_JS;
+const { componentize } = from
+  ? await import(pathToFileURL(join(from, "src", "componentize.js")).href)
+  : await import("@bytecodealliance/componentize-js");
+const { component } = await componentize({
+  sourcePath: source,
+  witPath: wit,
+  worldName: "plugin",
+  disableFeatures: ["http", "fetch-event"],
+});
+await writeFile(output, component);
+console.log(`built ${output} (${component.length} bytes)`);

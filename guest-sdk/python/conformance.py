@@ -1,0 +1,40 @@
+"""The conformance plugin (conformance/SPEC.md) in Python."""
+
+from sluice_plugin import Plugin, drop, emit, emit_many, event, export, reject
+from wit_world.imports import types
+
+
+class Conformance(Plugin):
+    def setup(self, config):
+        if isinstance(config.get("refuse"), str):
+            raise ValueError(config["refuse"])
+        self.tag = config.get("tag", "")
+
+    def process(self, record):
+        p = bytes(record.payload)
+        if p.startswith(b"drop:"):
+            return drop(p[5:].decode("utf-8", "replace"))
+        if p.startswith(b"reject:"):
+            return reject(p[7:].decode("utf-8", "replace"))
+        if p.startswith(b"split:"):
+            base = record.event_id if record.event_id is not None else "none"
+            return emit_many([event({"k": k}, id=f"{base}/{k}") for k in range(int(p[6:]))])
+        pos = record.position
+        if isinstance(pos, types.Position_Kafka):
+            where = f"kafka:{pos.value.topic}/{pos.value.partition}@{pos.value.offset}"
+        else:
+            where = f"file:{pos.value.path}#{pos.value.generation}@{pos.value.offset}"
+        ts = record.timestamp if record.timestamp is not None else record.source_timestamp
+        body = {
+            "tag": self.tag,
+            "len": len(p),
+            "sum": sum(p) % (1 << 32),
+            "head": p[:8].hex(),
+            "key": bytes(record.key).hex() if record.key is not None else None,
+            "headers": [[k, bytes(v).hex()] for (k, v) in record.headers],
+            "position": where,
+        }
+        return emit(body, id=record.event_id, timestamp=ts)
+
+
+WitWorld = export(Conformance)

@@ -1,0 +1,310 @@
+//! `sluice plugin new --lang rust|python|js NAME`: a plugin project that
+//! builds and passes its own cases in three commands (new, build, test).
+//!
+//! Projects are self-contained: the WIT contract and the SDK (Rust crate,
+//! Python module or JavaScript module) are copied in from this binary, so a
+//! project needs no sluice checkout and no package registry of ours. The
+//! language's own tool chain is installed by the project's `build.sh`
+//! (Python, JavaScript) or assumed (Rust: rustup, which sluice needs too).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::{Lang, NewArgs};
+
+const WIT: &str = include_str!("../../../wit/plugin.wit");
+
+const RUST_SDK: [(&str, &str); 4] = [
+    ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
+    ("src/json.rs", include_str!("../../../guest-sdk/src/json.rs")),
+    ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
+    ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
+];
+const PY_SDK: &str = include_str!("../../../guest-sdk/python/sluice_plugin.py");
+const JS_SDK: &str = include_str!("../../../guest-sdk/js/sluice-plugin.js");
+const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
+
+/// The versions of the tool chains a new project pins.
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+pub const COMPONENTIZE_JS: &str = "0.23.0";
+
+/// The cases every new project starts with: its plugin's own behaviour.
+const CASES: [(&str, &str); 3] = [
+    (
+        "01-key-values.json",
+        r#"{
+ "description": "key=value pairs become a JSON object; quoted values keep their spaces",
+ "records": [{"payload": "level=info msg=\"user logged in\" user=42"}],
+ "expect": {"outcomes": [{"emit": [{"body": {"level": "info", "msg": "user logged in", "user": "42"}}]}]}
+}
+"#,
+    ),
+    (
+        "02-blank-lines-are-dropped.json",
+        r#"{
+ "description": "a blank line is dropped on purpose, with a reason",
+ "records": [{"payload": "   "}],
+ "expect": {"outcomes": [{"drop": "blank line"}]}
+}
+"#,
+    ),
+    (
+        "03-garbage-is-rejected.json",
+        r#"{
+ "description": "a line without any key=value pair is rejected into the quarantine",
+ "records": [{"payload": "no pairs here"}, {"payload": "a=1"}],
+ "expect": {"outcomes": [{"reject_contains": "no key=value pair"}, {"emit": [{"body": {"a": "1"}}]}]}
+}
+"#,
+    ),
+];
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+pub fn new(args: &NewArgs) -> Result<()> {
+    anyhow::ensure!(
+        valid_name(&args.name),
+        "plugin name {:?}: letters, digits and -, starting with a letter",
+        args.name
+    );
+    let root = args.dir.join(&args.name);
+    anyhow::ensure!(!root.exists(), "{} exists already", root.display());
+    let write = |rel: &str, text: &str| -> Result<()> {
+        let path = root.join(rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
+    };
+    write("wit/plugin.wit", WIT)?;
+    for (file, text) in CASES {
+        write(&format!("cases/{file}"), text)?;
+    }
+    let name = &args.name;
+    let snake = name.replace('-', "_");
+    let wasm = match args.lang {
+        Lang::Rust => {
+            for (file, text) in RUST_SDK {
+                write(&format!("sluice-guest/{file}"), text)?;
+            }
+            write("sluice-guest/Cargo.toml", RUST_SDK_MANIFEST)?;
+            write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name))?;
+            write("src/lib.rs", RUST_PLUGIN)?;
+            write("build.sh", RUST_BUILD)?;
+            format!("target/wasm32-wasip2/release/{snake}.wasm")
+        }
+        Lang::Python => {
+            write("sluice_plugin.py", PY_SDK)?;
+            write(&format!("{snake}.py"), PY_PLUGIN)?;
+            write("build.sh", &PY_BUILD.replace("{module}", &snake).replace("{version}", COMPONENTIZE_PY))?;
+            format!("{snake}.wasm")
+        }
+        Lang::Js => {
+            write("sluice-plugin.js", JS_SDK)?;
+            write("build.mjs", JS_BUILDER)?;
+            write("plugin.js", JS_PLUGIN)?;
+            write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
+            write("build.sh", &JS_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            format!("{snake}.wasm")
+        }
+    };
+    make_executable(&root.join("build.sh"))?;
+    write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
+    println!("created {}", root.display());
+    println!("  cd {} && ./build.sh", root.display());
+    println!("  sluice plugin test {}/{wasm} --cases {}/cases", root.display(), root.display());
+    Ok(())
+}
+
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = std::fs::metadata(path)?.permissions();
+    perms.set_mode(0o755);
+    std::fs::set_permissions(path, perms).with_context(|| format!("chmod {}", path.display()))
+}
+
+const README: &str = r#"# {name}
+
+A sluice plugin. Build it, then run its cases through the sluice host:
+
+```sh
+./build.sh                                   # → {wasm}
+sluice plugin test {wasm} --cases cases      # a verdict per case
+sluice plugin run --plugin {wasm} < some.log # one outcome per line
+```
+
+`cases/*.json` are golden records and the outcomes they must give (format:
+the conformance kit's README in the sluice repository). Add a case for each
+behaviour you rely on. `wit/plugin.wit` is the contract, documented type
+by type.
+"#;
+
+const RUST_SDK_MANIFEST: &str = r#"[package]
+name = "sluice-guest"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+name = "sluice_guest"
+
+[dependencies]
+wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
+serde = { version = "1", features = ["derive"] }
+serde_json = { version = "1", features = ["raw_value"] }
+"#;
+
+const RUST_MANIFEST: &str = r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+sluice-guest = { path = "sluice-guest" }
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+
+[profile.release]
+opt-level = 3
+lto = true
+codegen-units = 1
+strip = true
+
+[workspace]
+"#;
+
+const RUST_BUILD: &str = r#"#!/usr/bin/env bash
+# Needs Rust (rustup); adds the wasm32-wasip2 target once.
+set -euo pipefail
+cd "$(dirname "$0")"
+rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+cargo build --release --target wasm32-wasip2
+"#;
+
+const RUST_PLUGIN: &str = r#"//! key=value lines in, one JSON object out.
+
+use serde::Deserialize;
+use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
+
+/// The plugin is its own config (the `config` table in sluice.toml).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct KeyValues {}
+
+impl Plugin for KeyValues {
+    fn process(&mut self, record: &Record) -> Outcome {
+        let line = String::from_utf8_lossy(&record.payload);
+        if line.trim().is_empty() {
+            return Outcome::drop("blank line");
+        }
+        let mut object = serde_json::Map::new();
+        let mut rest = line.trim();
+        while let Some(eq) = rest.find('=') {
+            let key = rest[..eq].trim();
+            let after = &rest[eq + 1..];
+            let (value, next) = match after.strip_prefix('"') {
+                Some(quoted) => match quoted.find('"') {
+                    Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                    None => (quoted, ""),
+                },
+                None => after.split_once(' ').unwrap_or((after, "")),
+            };
+            if !key.is_empty() && !key.contains(' ') {
+                object.insert(key.to_string(), value.into());
+            }
+            rest = next.trim_start();
+        }
+        if object.is_empty() {
+            return Outcome::reject("no key=value pair in the line");
+        }
+        Outcome::emit(Event::new(serde_json::Value::Object(object).to_string().into_bytes()))
+    }
+}
+
+export_plugin!(KeyValues);
+"#;
+
+const PY_PLUGIN: &str = r#""""key=value lines in, one JSON object out."""
+
+import shlex
+
+from sluice_plugin import Plugin, drop, emit, export, reject
+
+
+class KeyValues(Plugin):
+    def process(self, record):
+        line = bytes(record.payload).decode("utf-8", "replace")
+        if not line.strip():
+            return drop("blank line")
+        pairs = {}
+        for token in shlex.split(line, posix=True):
+            key, eq, value = token.partition("=")
+            if eq and key:
+                pairs[key] = value
+        if not pairs:
+            return reject("no key=value pair in the line")
+        return emit(pairs)
+
+
+WitWorld = export(KeyValues)
+"#;
+
+const PY_BUILD: &str = r#"#!/usr/bin/env bash
+# Needs Python 3.10+; installs componentize-py {version} into .venv once (or
+# uses the one $COMPONENTIZE_PY names).
+set -euo pipefail
+cd "$(dirname "$0")"
+CPY="${COMPONENTIZE_PY:-.venv/bin/componentize-py}"
+if [ ! -x "$CPY" ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet "componentize-py=={version}"
+fi
+"$CPY" -d wit -w plugin componentize {module} -o {module}.wasm
+"#;
+
+const JS_PLUGIN: &str = r#"// key=value lines in, one JSON object out.
+import { Plugin, drop, emit, exportPlugin, reject, text } from "./sluice-plugin.js";
+
+class KeyValues extends Plugin {
+  process(record) {
+    const line = text(record.payload);
+    if (line.trim() === "") return drop("blank line");
+    const pairs = {};
+    for (const m of line.matchAll(/([^\s=]+)=("([^"]*)"|\S*)/g)) {
+      pairs[m[1]] = m[3] !== undefined ? m[3] : m[2];
+    }
+    if (Object.keys(pairs).length === 0) return reject("no key=value pair in the line");
+    return emit(pairs);
+  }
+}
+
+export const { init, process } = exportPlugin(KeyValues);
+"#;
+
+const JS_PACKAGE: &str = r#"{
+  "name": "{name}",
+  "private": true,
+  "type": "module",
+  "devDependencies": {
+    "@bytecodealliance/componentize-js": "{componentize_js}"
+  }
+}
+"#;
+
+const JS_BUILD: &str = r#"#!/usr/bin/env bash
+# Needs Node.js 18+ and npm; installs componentize-js into node_modules once
+# (or uses the install $COMPONENTIZE_JS names).
+set -euo pipefail
+cd "$(dirname "$0")"
+if [ -z "${COMPONENTIZE_JS:-}" ] && [ ! -d node_modules/@bytecodealliance/componentize-js ]; then
+  npm install --no-audit --no-fund --silent
+fi
+node build.mjs plugin.js {wasm} wit
+"#;

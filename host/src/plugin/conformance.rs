@@ -1,0 +1,250 @@
+//! The conformance kit: golden records in, expected outcomes out, as plain
+//! JSON files (`conformance/README.md` documents the format). `sluice
+//! plugin test P.wasm --cases DIR` runs every case of a folder against a
+//! plugin and gives a verdict per case.
+//!
+//! Two uses: an SDK port proves it maps the WIT contract faithfully by
+//! building the *conformance plugin* (`conformance/SPEC.md`) and passing
+//! `conformance/cases/`; and every plugin keeps cases of its own behaviour
+//! beside it (`plugins/json/cases/`).
+//!
+//! Outcomes are compared on what a plugin decides: event bodies as JSON
+//! values (so key order and spacing do not matter), ids and timestamps
+//! exactly, reasons exactly or by a substring the case names.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::{Outcome, Position, Record};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("case {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// One case file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    #[serde(default)]
+    pub description: String,
+    /// The plugin's config object (what `init` receives as JSON).
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+    /// The batch, in one call.
+    #[serde(default)]
+    pub records: Vec<CaseRecord>,
+    pub expect: Expect,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseRecord {
+    /// The payload as UTF-8 text …
+    pub payload: Option<String>,
+    /// … or as base64 (any bytes, invalid UTF-8 included) …
+    pub payload_base64: Option<String>,
+    /// … or one byte repeated (`{"byte": 97, "count": 1048576}`).
+    pub payload_repeat: Option<Repeat>,
+    pub key_base64: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    pub source_timestamp: Option<i64>,
+    /// `kafka:<topic>/<partition>@<offset>` or `file:<path>#<generation>@<offset>`;
+    /// default `file:case#0@<index>`.
+    pub position: Option<String>,
+    pub event_id: Option<String>,
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    pub byte: u8,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Expect {
+    /// `init` refuses the config with a message containing this.
+    InitError(String),
+    /// One outcome per record, in order.
+    Outcomes(Vec<ExpectOutcome>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum ExpectOutcome {
+    Emit(Vec<ExpectEvent>),
+    Drop(String),
+    DropContains(String),
+    Reject(String),
+    RejectContains(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectEvent {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub timestamp: Option<i64>,
+    /// Compared as JSON.
+    pub body: serde_json::Value,
+}
+
+/// Every `*.json` of `dir`, sorted by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<(String, Case)>, CaseError> {
+    let invalid = |path: &Path, message: String| CaseError::Invalid { path: path.to_path_buf(), message };
+    let entries = std::fs::read_dir(dir).map_err(|e| invalid(dir, e.to_string()))?;
+    let mut paths: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(invalid(dir, "no *.json cases".into()));
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).map_err(|e| invalid(&p, e.to_string()))?;
+            let case: Case = serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))?;
+            let name = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            Ok((name, case))
+        })
+        .collect()
+}
+
+impl CaseRecord {
+    pub fn record(&self, index: usize) -> Result<Record, String> {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("base64: {e}"));
+        let payload = match (&self.payload, &self.payload_base64, &self.payload_repeat) {
+            (Some(t), None, None) => t.as_bytes().to_vec(),
+            (None, Some(b), None) => b64(b)?,
+            (None, None, Some(r)) => vec![r.byte; r.count],
+            (None, None, None) => Vec::new(),
+            _ => return Err(format!("record {index}: give one of payload, payload_base64, payload_repeat")),
+        };
+        let position = match &self.position {
+            None => Position::File { path: "case".into(), generation: 0, offset: index as u64 },
+            Some(p) => parse_position(p).ok_or_else(|| format!("record {index}: position {p:?}"))?,
+        };
+        Ok(Record {
+            payload,
+            key: self.key_base64.as_deref().map(b64).transpose()?,
+            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect(),
+            source_timestamp: self.source_timestamp,
+            position,
+            event_id: self.event_id.clone(),
+            timestamp: self.timestamp,
+        })
+    }
+}
+
+fn parse_position(s: &str) -> Option<Position> {
+    if let Some(rest) = s.strip_prefix("kafka:") {
+        let (topic, rest) = rest.rsplit_once('/')?;
+        let (partition, offset) = rest.split_once('@')?;
+        return Some(Position::Kafka {
+            topic: topic.into(),
+            partition: partition.parse().ok()?,
+            offset: offset.parse().ok()?,
+        });
+    }
+    let rest = s.strip_prefix("file:")?;
+    let (path, rest) = rest.rsplit_once('#')?;
+    let (generation, offset) = rest.split_once('@')?;
+    Some(Position::File { path: path.into(), generation: generation.parse().ok()?, offset: offset.parse().ok()? })
+}
+
+/// Where an outcome differs from what the case expects; `None` when it
+/// matches.
+pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
+    if expected.len() != got.len() {
+        return Some(format!("{} outcomes for {} expected", got.len(), expected.len()));
+    }
+    for (i, (e, g)) in expected.iter().zip(got).enumerate() {
+        let shown = || show(g);
+        let bad = match (e, g) {
+            (ExpectOutcome::Drop(want), Outcome::Drop(r)) | (ExpectOutcome::Reject(want), Outcome::Reject(r)) => {
+                (want != r).then(|| format!("reason {r:?}, expected {want:?}"))
+            }
+            (ExpectOutcome::DropContains(want), Outcome::Drop(r))
+            | (ExpectOutcome::RejectContains(want), Outcome::Reject(r)) => {
+                (!r.contains(want.as_str())).then(|| format!("reason {r:?} does not contain {want:?}"))
+            }
+            (ExpectOutcome::Emit(want), Outcome::Emit(events)) => {
+                if want.len() != events.len() {
+                    Some(format!("{} events, expected {}", events.len(), want.len()))
+                } else {
+                    want.iter().zip(events).enumerate().find_map(|(k, (w, ev))| {
+                        if w.id != ev.id {
+                            Some(format!("event {k}: id {:?}, expected {:?}", ev.id, w.id))
+                        } else if w.timestamp != ev.timestamp {
+                            Some(format!("event {k}: timestamp {:?}, expected {:?}", ev.timestamp, w.timestamp))
+                        } else {
+                            match serde_json::from_slice::<serde_json::Value>(&ev.body) {
+                                Ok(body) if body == w.body => None,
+                                Ok(body) => Some(format!("event {k}: body {body}, expected {}", w.body)),
+                                Err(e) => Some(format!("event {k}: body is not JSON ({e})")),
+                            }
+                        }
+                    })
+                }
+            }
+            _ => Some(format!("got {}", shown())),
+        };
+        if let Some(why) = bad {
+            return Some(format!("record {i}: {why}"));
+        }
+    }
+    None
+}
+
+fn show(o: &Outcome) -> String {
+    match o {
+        Outcome::Emit(evs) => format!("emit of {} events", evs.len()),
+        Outcome::Drop(r) => format!("drop ({r})"),
+        Outcome::Reject(r) => format!("reject ({r})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::Event;
+
+    #[test]
+    fn cases_parse_and_compare() {
+        let case: Case = serde_json::from_str(
+            r#"{"records":[{"payload":"a"},{"payload_base64":"/w=="},{"payload_repeat":{"byte":97,"count":3},"position":"kafka:t/2@9"}],
+                "expect":{"outcomes":[{"emit":[{"id":"x","body":{"a":1,"b":2}}]},{"reject_contains":"UTF-8"},{"drop":"d"}]}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let records: Vec<Record> =
+            case.records.iter().enumerate().map(|(i, r)| r.record(i).unwrap_or_else(|e| panic!("{e}"))).collect();
+        assert_eq!(records[1].payload, vec![0xff]);
+        assert_eq!(records[2].payload, b"aaa");
+        assert_eq!(records[2].position, Position::Kafka { topic: "t".into(), partition: 2, offset: 9 });
+        let Expect::Outcomes(want) = &case.expect else { panic!() };
+        let good = vec![
+            Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"b": 2, "a": 1}"#.to_vec() }]),
+            Outcome::Reject("not valid UTF-8".into()),
+            Outcome::Drop("d".into()),
+        ];
+        assert_eq!(compare(want, &good), None);
+        let mut bad = good.clone();
+        bad[0] = Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"a":1}"#.to_vec() }]);
+        assert!(compare(want, &bad).is_some_and(|w| w.starts_with("record 0: event 0: body")));
+        bad[0] = Outcome::Drop("x".into());
+        assert_eq!(compare(want, &bad).as_deref(), Some("record 0: got drop (x)"));
+        assert!(compare(want, &good[..2]).is_some());
+    }
+}

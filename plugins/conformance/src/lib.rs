@@ -1,0 +1,69 @@
+//! The conformance plugin (`conformance/SPEC.md`) in Rust. Every SDK port
+//! implements the same plugin and passes `conformance/cases/` with
+//! `sluice plugin test`.
+
+use std::fmt::Write;
+
+use serde::Deserialize;
+use sluice_guest::{Event, Outcome, Plugin, Position, Record, export_plugin};
+
+#[derive(Deserialize)]
+pub struct Conformance {
+    #[serde(default)]
+    refuse: Option<String>,
+    #[serde(default)]
+    tag: String,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+impl Plugin for Conformance {
+    fn setup(&mut self) -> Result<(), String> {
+        match &self.refuse {
+            Some(message) => Err(message.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn process(&mut self, record: &Record) -> Outcome {
+        let p = &record.payload;
+        if let Some(rest) = p.strip_prefix(b"drop:") {
+            return Outcome::drop(String::from_utf8_lossy(rest));
+        }
+        if let Some(rest) = p.strip_prefix(b"reject:") {
+            return Outcome::reject(String::from_utf8_lossy(rest));
+        }
+        if let Some(rest) = p.strip_prefix(b"split:") {
+            let n: usize = String::from_utf8_lossy(rest).trim().parse().unwrap_or(0);
+            let base = record.event_id.clone().unwrap_or_else(|| "none".into());
+            return Outcome::Emit(
+                (0..n).map(|k| Event::json(&serde_json::json!({ "k": k })).with_id(format!("{base}/{k}"))).collect(),
+            );
+        }
+        let position = match &record.position {
+            Position::Kafka(k) => format!("kafka:{}/{}@{}", k.topic, k.partition, k.offset),
+            Position::File(f) => format!("file:{}#{}@{}", f.path, f.generation, f.offset),
+        };
+        let sum = p.iter().fold(0u32, |s, b| s.wrapping_add(u32::from(*b)));
+        let body = serde_json::json!({
+            "tag": self.tag,
+            "len": p.len(),
+            "sum": sum,
+            "head": hex(&p[..p.len().min(8)]),
+            "key": record.key.as_deref().map(hex),
+            "headers": record.headers.iter().map(|(k, v)| vec![k.clone(), hex(v)]).collect::<Vec<_>>(),
+            "position": position,
+        });
+        let mut event = Event::json(&body);
+        event.id = record.event_id.clone();
+        event.timestamp = record.timestamp.or(record.source_timestamp);
+        Outcome::emit(event)
+    }
+}
+
+export_plugin!(Conformance);
