@@ -15,6 +15,7 @@ use sluice::plugin::{PluginLimits, PluginSpec};
 pub mod backend;
 pub mod clickhouse;
 pub mod kafka;
+pub mod languages;
 
 pub const PLUGIN_PACKAGES: &[&str] =
     &["sluice-plugin-json", "sluice-plugin-pattern", "sluice-plugin-ts-window", "sluice-plugin-hostile"];

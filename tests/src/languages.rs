@@ -1,0 +1,74 @@
+//! Plugins in Python and JavaScript, built here with the tool chains
+//! `scripts/setup` installs (componentize-py from PyPI, componentize-js
+//! from npm, into `$SLUICE_TOOLS`). A missing tool chain fails the suite
+//! loudly, naming the variable and the setup step; nothing is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::workspace_root;
+
+/// `$SLUICE_COMPONENTIZE_PY`: the componentize-py program.
+pub fn componentize_py() -> PathBuf {
+    let p = std::env::var_os("SLUICE_COMPONENTIZE_PY").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("SLUICE_COMPONENTIZE_PY is not set: run the suite through scripts/test (scripts/setup installs componentize-py)")
+    });
+    assert!(p.is_file(), "componentize-py not found at {} (scripts/setup installs it)", p.display());
+    p
+}
+
+/// `$SLUICE_COMPONENTIZE_JS`: the componentize-js package folder.
+pub fn componentize_js() -> PathBuf {
+    let p = std::env::var_os("SLUICE_COMPONENTIZE_JS").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("SLUICE_COMPONENTIZE_JS is not set: run the suite through scripts/test (scripts/setup installs componentize-js)")
+    });
+    assert!(
+        p.join("package.json").is_file(),
+        "componentize-js not found at {} (scripts/setup installs it)",
+        p.display()
+    );
+    p
+}
+
+fn run(mut cmd: Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Build Python module `module` (found in `dirs` or the Python SDK) into
+/// `out`.
+pub fn build_python(dirs: &[&Path], module: &str, out: &Path) {
+    let root = workspace_root();
+    let mut cmd = Command::new(componentize_py());
+    cmd.arg("-d").arg(root.join("wit")).args(["-w", "plugin", "componentize"]);
+    cmd.arg("-p").arg(root.join("guest-sdk/python"));
+    for d in dirs {
+        cmd.arg("-p").arg(d);
+    }
+    cmd.arg(module).arg("-o").arg(out);
+    run(cmd, &format!("componentize-py {module}"));
+}
+
+/// Build JavaScript module `source` into `out`: copied beside the
+/// JavaScript SDK in a scratch folder (a plugin imports it as
+/// `./sluice-plugin.js`), then componentized.
+pub fn build_js(source: &Path, out: &Path) {
+    let root = workspace_root();
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let name = source.file_name().unwrap_or_default();
+    std::fs::copy(source, scratch.path().join(name)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(root.join("guest-sdk/js/sluice-plugin.js"), scratch.path().join("sluice-plugin.js"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = Command::new("node");
+    cmd.arg(root.join("guest-sdk/js/build.mjs"))
+        .arg(scratch.path().join(name))
+        .arg(out)
+        .arg(root.join("wit"))
+        .env("COMPONENTIZE_JS", componentize_js());
+    run(cmd, &format!("componentize-js {}", source.display()));
+}

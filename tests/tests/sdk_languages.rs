@@ -1,0 +1,158 @@
+//! One WIT world, three languages. Each plugin is built with its language's
+//! own tool chain and run through the host:
+//!
+//! - the conformance plugin (conformance/SPEC.md) in Rust, Python and
+//!   JavaScript passes the kit (`conformance/cases`);
+//! - every first-party plugin passes its own cases;
+//! - the logfmt example in all three languages passes its cases, and the
+//!   Python and JavaScript ones run in a whole pipeline;
+//! - `sluice plugin new` projects build and pass their cases, for all three.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sluice_e2e::languages::{build_js, build_python, componentize_js, componentize_py};
+use sluice_e2e::{build_wasm, plugin, sluice_bin, workspace_root};
+
+fn sluice(args: &[&str], dir: &Path) -> (bool, String) {
+    let out = Command::new(sluice_bin!())
+        .args(args)
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `sluice plugin test`, which must pass every case; prints its verdicts.
+fn passes(wasm: &Path, cases: &Path) {
+    let (ok, text) = sluice(
+        &["plugin", "test", &wasm.display().to_string(), "--cases", &cases.display().to_string()],
+        &workspace_root(),
+    );
+    println!("{text}");
+    assert!(ok, "{} fails {}:\n{text}", wasm.display(), cases.display());
+    assert!(text.contains(" 0 failed"), "{text}");
+}
+
+fn root() -> PathBuf {
+    workspace_root()
+}
+
+#[test]
+fn the_conformance_plugin_passes_the_kit_in_rust_python_and_javascript() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rust = build_wasm(&["sluice-plugin-conformance"]).join("sluice_plugin_conformance.wasm");
+    let py = out.path().join("conformance-py.wasm");
+    build_python(&[], "conformance", &py);
+    let js = out.path().join("conformance-js.wasm");
+    build_js(&root().join("guest-sdk/js/conformance.js"), &js);
+    for wasm in [&rust, &py, &js] {
+        passes(wasm, &root().join("conformance/cases"));
+    }
+}
+
+#[test]
+fn a_wrong_port_fails_the_kit_and_the_verdict_names_the_case() {
+    // The kit must be able to fail: the logfmt plugin is not the
+    // conformance plugin.
+    let wasm = build_wasm(&["sluice-example-logfmt"]).join("sluice_example_logfmt.wasm");
+    let (ok, text) = sluice(
+        &[
+            "plugin",
+            "test",
+            &wasm.display().to_string(),
+            "--cases",
+            &root().join("conformance/cases").display().to_string(),
+        ],
+        &root(),
+    );
+    assert!(!ok, "{text}");
+    assert!(text.contains("FAIL  02-batch-of-one: record 0:"), "{text}");
+    assert!(text.contains("ok    01-empty-batch"), "an empty batch is the one thing any plugin gets right: {text}");
+}
+
+#[test]
+fn every_first_party_plugin_passes_its_own_cases() {
+    for name in ["json", "pattern", "ts-window"] {
+        passes(&plugin(name), &root().join("plugins").join(name).join("cases"));
+    }
+}
+
+#[test]
+fn logfmt_in_three_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = root().join("examples/plugins/logfmt");
+    let rust = build_wasm(&["sluice-example-logfmt"]).join("sluice_example_logfmt.wasm");
+    let py = out.path().join("logfmt-py.wasm");
+    build_python(&[&dir.join("python")], "logfmt", &py);
+    let js = out.path().join("logfmt-js.wasm");
+    build_js(&dir.join("js/logfmt.js"), &js);
+    for wasm in [&rust, &py, &js] {
+        passes(wasm, &dir.join("cases"));
+        println!("{}: {} bytes", wasm.display(), std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0));
+    }
+
+    // A whole pipeline: files → logfmt (Python, then JavaScript) → file sink.
+    let lines: String =
+        (0..500).map(|i| format!("req=r-{i} level=info msg=\"hello {i}\"\n")).collect::<String>() + "\n\n=oops\n";
+    for (lang, wasm) in [("python", &py), ("js", &js)] {
+        let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(work.path().join("in.log"), &lines).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = format!(
+            "[pipeline]\nname = \"logfmt-{lang}\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [[plugins]]\nname = \"logfmt\"\npath = \"{}\"\nconfig = {{ id_field = \"req\" }}\n[sink]\ntype = \"file\"\npath = \"out.ndjson\"\n",
+            wasm.display()
+        );
+        std::fs::write(work.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
+        let (ok, text) = sluice(&["run", "-c", "sluice.toml"], work.path());
+        assert!(ok, "{lang}: {text}");
+        let out = std::fs::read_to_string(work.path().join("out.ndjson")).unwrap_or_default();
+        let ids: Vec<String> = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                assert_eq!(v["event"]["level"], "info");
+                v["id"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        let want: Vec<String> = (0..500).map(|i| format!("r-{i}")).collect();
+        assert_eq!(ids, want, "{lang}: every id, in order, once");
+        assert!(
+            text.contains("\"dropped\":2") && text.contains("\"quarantined\":1"),
+            "{lang}: two blank lines dropped, one line quarantined: {text}"
+        );
+    }
+}
+
+#[test]
+fn new_projects_build_and_pass_their_cases_in_three_commands() {
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Tool chains from scripts/setup, shared instead of installed per project;
+    // the Rust build shares a target folder to stay incremental.
+    let target = root().join("target/scaffold");
+    for (lang, wasm) in [
+        ("rust", target.join("wasm32-wasip2/release/demo_rust.wasm")),
+        ("python", work.path().join("demo-python/demo_python.wasm")),
+        ("js", work.path().join("demo-js/demo_js.wasm")),
+    ] {
+        let name = format!("demo-{lang}");
+        // 1. new
+        let (ok, text) = sluice(&["plugin", "new", "--lang", lang, &name], work.path());
+        assert!(ok, "{text}");
+        // 2. build
+        let project = work.path().join(&name);
+        let out = Command::new(project.join("build.sh"))
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("COMPONENTIZE_PY", componentize_py())
+            .env("COMPONENTIZE_JS", componentize_js())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
+        // 3. test
+        passes(&wasm, &project.join("cases"));
+    }
+}
