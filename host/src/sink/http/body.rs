@@ -116,10 +116,10 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
 /// then takes the slow path, which is always right), else `None`.
 fn field_at<'e>(event: &'e str, key: &str) -> Option<&'e str> {
     let first = event.trim_start().strip_prefix('{').map(str::trim_start);
-    if let Some(after) = first.and_then(|f| f.strip_prefix('"')).and_then(|f| f.strip_prefix(key)) {
-        if let Some(value) = after.strip_prefix('"').map(str::trim_start).and_then(|a| a.strip_prefix(':')) {
-            return Some(value.trim_start());
-        }
+    if let Some(after) = first.and_then(|f| f.strip_prefix('"')).and_then(|f| f.strip_prefix(key))
+        && let Some(value) = after.strip_prefix('"').map(str::trim_start).and_then(|a| a.strip_prefix(':'))
+    {
+        return Some(value.trim_start());
     }
     event.contains(&format!("\"{key}\"")).then_some("")
 }
