@@ -33,7 +33,7 @@ pub fn shared_data() -> PathBuf {
     dir
 }
 
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
 }
 

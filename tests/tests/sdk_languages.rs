@@ -131,8 +131,8 @@ fn logfmt_in_three_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
 fn new_projects_build_and_pass_their_cases_in_three_commands() {
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // Tool chains from scripts/setup, shared instead of installed per project;
-    // the Rust build shares a target folder to stay incremental.
-    let target = root().join("target/scaffold");
+    // the Rust build shares the suite's (persistent) target folder.
+    let target = sluice_e2e::target_dir().join("scaffold");
     for (lang, wasm) in [
         ("rust", target.join("wasm32-wasip2/release/demo_rust.wasm")),
         ("python", work.path().join("demo-python/demo_python.wasm")),
