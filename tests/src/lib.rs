@@ -113,3 +113,32 @@ pub fn json_chain_toml(require_id: bool, max_age: Option<&str>) -> String {
     }
     out
 }
+
+/// Now, in RFC 3339, shifted by `offset_secs`.
+pub fn now_rfc3339(offset_secs: i64) -> String {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
+}
+
+/// Every entry of the quarantine of the state store at `state`, as
+/// (payload as text, reason).
+pub fn quarantine_entries(state: &Path) -> Vec<(String, String)> {
+    let store = sluice::store::Store::open_read_only(state).unwrap_or_else(|e| panic!("{}: {e}", state.display()));
+    store
+        .quarantine_entries()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|e| (String::from_utf8_lossy(&e.payload.to_vec()).into_owned(), e.reason))
+        .collect()
+}
+
+/// The `/metrics` text of a sluice on `port` (empty when it does not answer).
+pub fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}

@@ -6,13 +6,7 @@ use std::process::Command;
 
 use serde_json::json;
 use sluice::plugin::{Record, Runtime, Verdict, build_chain};
-use sluice_e2e::{plugin, sluice_bin, spec, workspace_root};
-
-fn now_rfc3339(offset_secs: i64) -> String {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
-}
+use sluice_e2e::{now_rfc3339, plugin, sluice_bin, spec, workspace_root};
 
 #[test]
 fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sluice::store::Store;
 use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, free_port, high_watermarks, produce};
-use sluice_e2e::{plugin, sluice_bin};
+use sluice_e2e::{plugin, scrape, sluice_bin};
 
 const PARTITIONS: i32 = 4;
 
@@ -326,15 +326,6 @@ fn counts(ids: &[String]) -> BTreeMap<&str, usize> {
         *m.entry(id.as_str()).or_insert(0) += 1;
     }
     m
-}
-
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 fn metric_lines<'a>(text: &'a str, names: &[&str]) -> Vec<&'a str> {

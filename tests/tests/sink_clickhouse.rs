@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sluice::store::Store;
 use sluice_e2e::clickhouse::ClickHouse;
-use sluice_e2e::{json_chain_toml, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin};
 
 const TABLE: &str = "CREATE TABLE {name} (
     event_id String,
@@ -64,27 +63,15 @@ impl Fixture {
     }
 
     fn quarantined(&self) -> BTreeMap<String, String> {
-        let store = Store::open_read_only(&self.dir.path().join("state")).unwrap_or_else(|e| panic!("{e}"));
-        store
-            .quarantine_entries()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_iter()
-            .map(|e| (String::from_utf8_lossy(&e.payload.to_vec()).into_owned(), e.reason))
-            .collect()
+        quarantine_entries(&self.dir.path().join("state")).into_iter().collect()
     }
-}
-
-fn now_rfc3339() -> String {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    sluice_guest::time::format_rfc3339(now * 1_000_000_000)
 }
 
 /// `n` lines: unique ids, every 10th repeated (a producer's duplicate),
 /// every 97th with a value the table cannot take (`n` not a number),
 /// every 50th not JSON at all.
 fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
-    let ts = now_rfc3339();
+    let ts = now_rfc3339(0);
     let (mut text, mut good, mut bad_row, mut malformed) =
         (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for i in 0..n {
@@ -200,7 +187,7 @@ fn ids_reconcile_after_sigkills_and_final_shows_each_once() {
 fn schema_changes_never_stop_delivery() {
     let ch = ClickHouse::start();
     ch.query(&TABLE.replace("{name}", "drift"));
-    let ts = now_rfc3339();
+    let ts = now_rfc3339(0);
     let mut text = String::new();
     for i in 0..300 {
         let line = match i % 3 {
@@ -252,7 +239,7 @@ fn schema_changes_never_stop_delivery() {
 #[test]
 fn a_missing_table_waits_behind_the_breaker_instead_of_quarantining() {
     let ch = ClickHouse::start();
-    let ts = now_rfc3339();
+    let ts = now_rfc3339(0);
     let text: String =
         (0..100).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
     let f = Fixture::new(&text);

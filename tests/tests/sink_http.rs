@@ -12,9 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sluice::store::Store;
 use sluice_e2e::backend::{Backend, How, Logged, Reaction, Req, Seen};
-use sluice_e2e::{json_chain_toml, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin};
 
 struct Scenario {
     dir: tempfile::TempDir,
@@ -31,9 +30,7 @@ impl Scenario {
     /// the "status" backend refuses.
     fn new(n: usize, poison: impl Fn(usize) -> bool) -> Scenario {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+        let ts = now_rfc3339(0);
         let mut text = String::new();
         let mut ids = Vec::new();
         for i in 0..n {
@@ -76,14 +73,11 @@ impl Scenario {
 
     /// Quarantined event ids with their reasons.
     fn quarantined(&self) -> BTreeMap<String, String> {
-        let store = Store::open_read_only(&self.dir.path().join("state")).unwrap_or_else(|e| panic!("{e}"));
-        store
-            .quarantine_entries()
-            .unwrap_or_else(|e| panic!("{e}"))
+        quarantine_entries(&self.dir.path().join("state"))
             .into_iter()
-            .map(|e| {
-                let v: serde_json::Value = serde_json::from_slice(&e.payload.to_vec()).unwrap_or_default();
-                (v["event_id"].as_str().unwrap_or_default().to_string(), e.reason)
+            .map(|(payload, reason)| {
+                let v: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+                (v["event_id"].as_str().unwrap_or_default().to_string(), reason)
             })
             .collect()
     }

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_e2e::kafka::{Broker, Storage, create_topic, produce, read_topic};
-use sluice_e2e::{json_chain_toml, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, scrape, sluice_bin};
 
 fn command(dir: &Path, config: &Path) -> Command {
     let mut c = Command::new(sluice_bin!());
@@ -19,18 +19,12 @@ fn command(dir: &Path, config: &Path) -> Command {
     c
 }
 
-fn ts() -> String {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    sluice_guest::time::format_rfc3339(now * 1_000_000_000)
-}
-
 #[test]
 fn the_kafka_sink_waits_out_a_broker_outage_and_every_id_arrives() {
     let mut broker = Broker::start(Storage::Sqlite);
     create_topic(&broker.brokers(), "out-events", 2);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ts = ts();
+    let ts = now_rfc3339(0);
     let ids: Vec<String> = (0..5_000).map(|i| format!("ev-{i:07}")).collect();
     let text: String =
         ids.iter().map(|id| format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"m\"}}\n")).collect();
@@ -83,7 +77,7 @@ fn the_quarantine_topic_holds_the_original_with_its_context_before_the_offset_mo
     let brokers = broker.brokers();
     create_topic(&brokers, "q-in", 2);
     create_topic(&brokers, "q-dead", 1);
-    let ts = ts();
+    let ts = now_rfc3339(0);
     let mut records = Vec::new();
     let mut malformed = BTreeSet::new();
     let mut good = BTreeSet::new();
@@ -161,15 +155,6 @@ fn the_quarantine_topic_holds_the_original_with_its_context_before_the_offset_mo
     );
 }
 
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
 /// The value of the first sample of `name` whose labels contain `label`.
 fn sample(text: &str, name: &str, label: &str) -> Option<f64> {
     text.lines()
@@ -183,7 +168,7 @@ fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
     let broker = Broker::start(Storage::Sqlite);
     let brokers = broker.brokers();
     create_topic(&brokers, "storm-in", 1);
-    let ts = ts();
+    let ts = now_rfc3339(0);
     let records: Vec<(i32, String, String)> = (0..20_000)
         .map(|i| {
             let id = format!("ev-{i:07}");

@@ -17,6 +17,10 @@ use super::http::config::{
 };
 use super::retry::RetryConfig;
 
+/// The shared tables (`batch`, `request`, `retry`, `breaker`) are listed
+/// again rather than flattened from `HttpSinkConfig`: serde cannot combine
+/// `flatten` with `deny_unknown_fields`, and a misspelt key must stop the
+/// start.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClickhouseSinkConfig {
