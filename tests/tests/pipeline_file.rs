@@ -144,13 +144,7 @@ path = "out/events.ndjson"
 
     /// The quarantined payloads, with their reasons.
     fn quarantined(&self) -> BTreeMap<String, String> {
-        let store = Store::open_read_only(&self.path("state")).unwrap_or_else(|e| panic!("{e}"));
-        store
-            .quarantine_entries()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_iter()
-            .map(|e| (String::from_utf8_lossy(&e.payload.to_vec()).into_owned(), e.reason))
-            .collect()
+        sluice_e2e::quarantine_entries(&self.path("state")).into_iter().collect()
     }
 
     /// Nothing lost: every good id delivered, every malformed line

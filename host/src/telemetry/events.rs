@@ -281,3 +281,33 @@ impl SinkRequests<'_> {
         }
     }
 }
+
+/// The brokers answered about one entry of the quarantine topic.
+pub struct QuarantineTopicAnswered<'a> {
+    pub entry: &'a str,
+    pub topic: &'a str,
+    pub answer: &'a crate::sink::Answer,
+}
+
+impl QuarantineTopicAnswered<'_> {
+    pub fn emit(&self) {
+        use crate::sink::Answer;
+        let result = match self.answer {
+            Answer::Accepted => "ok",
+            Answer::Rejected(_) => "refused",
+            Answer::Retry(_) | Answer::Unavailable(_) => "retry",
+        };
+        counter!("sluice_quarantine_topic_total", "result" => result).increment(1);
+        match self.answer {
+            Answer::Accepted => {}
+            Answer::Rejected(why) => tracing::error!(
+                entry = self.entry,
+                topic = self.topic,
+                "the quarantine topic refused an entry for good (it stays in the local quarantine): {why}"
+            ),
+            Answer::Retry(why) | Answer::Unavailable(why) => {
+                tracing::warn!(entry = self.entry, topic = self.topic, "quarantine topic: {why}; retrying")
+            }
+        }
+    }
+}

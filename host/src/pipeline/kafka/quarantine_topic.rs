@@ -27,6 +27,7 @@ use crate::sink::Answer;
 use crate::sink::retry::RetryConfig;
 use crate::source::kafka::KafkaSourceError;
 use crate::store::quarantine::Entry;
+use crate::telemetry::events::QuarantineTopicAnswered;
 
 pub struct QuarantineTopic {
     producer: FutureProducer,
@@ -57,23 +58,9 @@ impl QuarantineTopic {
             let answers: Vec<Answer> = futures::executor::block_on(futures::future::join_all(reports));
             let mut again = Vec::new();
             for (e, a) in pending.into_iter().zip(answers) {
-                match a {
-                    Answer::Accepted => {
-                        metrics::counter!("sluice_quarantine_topic_total", "result" => "ok").increment(1)
-                    }
-                    Answer::Rejected(why) => {
-                        metrics::counter!("sluice_quarantine_topic_total", "result" => "refused").increment(1);
-                        tracing::error!(
-                            entry = e.id,
-                            topic = self.topic,
-                            "the quarantine topic refused an entry for good (it stays in the local quarantine): {why}"
-                        );
-                    }
-                    Answer::Retry(why) | Answer::Unavailable(why) => {
-                        metrics::counter!("sluice_quarantine_topic_total", "result" => "retry").increment(1);
-                        tracing::warn!(entry = e.id, topic = self.topic, "quarantine topic: {why}; retrying");
-                        again.push(e);
-                    }
+                QuarantineTopicAnswered { entry: &e.id, topic: &self.topic, answer: &a }.emit();
+                if matches!(a, Answer::Retry(_) | Answer::Unavailable(_)) {
+                    again.push(e);
                 }
             }
             pending = again;
