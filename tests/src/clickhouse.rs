@@ -87,7 +87,12 @@ impl ClickHouse {
             .unwrap_or_else(|e| panic!("start clickhouse-server: {e}"));
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
-        let client = reqwest::Client::new();
+        // No idle connections: this runtime only runs inside `block_on`, so
+        // hyper cannot notice that the server closed a pooled connection
+        // (ClickHouse closes one idle for 10 s) while the test was
+        // running sluice, and the next query would fail on a dead socket.
+        let client =
+            reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap_or_else(|e| panic!("http client: {e}"));
         let mut ch = ClickHouse { child, port, dir, runtime, client };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -112,6 +117,13 @@ impl ClickHouse {
         self.runtime.block_on(async { self.client.get(url).send().await.is_ok_and(|r| r.status().is_success()) })
     }
 
+    fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; /proc answers without it (a dead child
+        // not yet waited for is a zombie, state Z).
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    }
+
     fn log_tail(&self) -> String {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let text = read(&self.dir.path().join("log/err.log")) + &read(&self.dir.path().join("log/stderr"));
@@ -121,10 +133,17 @@ impl ClickHouse {
     /// Run `sql`; panics with ClickHouse's message on an error.
     pub fn query(&self, sql: &str) -> String {
         let url = self.url();
-        let (status, text) = self.runtime.block_on(async {
-            let r = self.client.post(url).body(sql.to_string()).send().await.unwrap_or_else(|e| panic!("{e}"));
-            (r.status(), r.text().await.unwrap_or_default())
-        });
+        let (status, text) = self
+            .runtime
+            .block_on(async {
+                match self.client.post(url).body(sql.to_string()).send().await {
+                    Ok(r) => Ok((r.status(), r.text().await.unwrap_or_default())),
+                    Err(e) => Err(e),
+                }
+            })
+            .unwrap_or_else(|e| {
+                panic!("{sql}: {e:?}; clickhouse-server running: {}; its log:\n{}", self.running(), self.log_tail())
+            });
         assert!(status.is_success(), "{sql}: HTTP {status}: {text}");
         text
     }
