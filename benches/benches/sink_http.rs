@@ -100,14 +100,38 @@ fn through_sluice(sink: &Guarded, batches: &[Vec<Delivery>], n: usize) -> Figure
     })
 }
 
-fn report(name: &str, base: &[Figures], ours: &[Figures]) {
+/// What sluice does that the baseline does not time: rendering each body
+/// from the events (the baseline's bodies are rendered before its clock
+/// starts). Printed beside the ratios, so the gap can be read as
+/// rendering plus the sink's own work per request.
+fn rendering(batches: &[Vec<Delivery>], payload: &Payload, n: usize) -> Figures {
+    let f = Framing { encoding: Encoding::Ndjson, payload, interpretation: Interpretation::Status, index: None };
+    measure(n, || {
+        for b in batches {
+            std::hint::black_box(f.body(&b.iter().collect::<Vec<_>>()));
+        }
+    })
+}
+
+fn report(name: &str, base: &[Figures], ours: &[Figures], render: &[Figures]) {
     let best = |v: &[Figures], f: fn(&Figures) -> f64| v.iter().map(f).fold(0.0, f64::max);
     let (bc, bw) = (best(base, |f| f.per_core), best(base, |f| f.wall));
     let (sc, sw) = (best(ours, |f| f.per_core), best(ours, |f| f.wall));
     println!("{name}:");
     println!("  plain reqwest  {bc:>12.0} rec/s per core  {bw:>10.0} rec/s wall");
     println!("  sluice sink    {sc:>12.0} rec/s per core  {sw:>10.0} rec/s wall");
+    let rc = best(render, |f| f.per_core);
+    println!("  rendering the bodies alone {rc:>12.0} rec/s per core");
     println!("  ratio (reqwest / sluice): {:.2}x per core, {:.2}x wall", bc / sc, bw / sw);
+    // CPU seconds per million records: sluice = reqwest + rendering + the rest.
+    let us = |per_core: f64| 1e6 / per_core;
+    println!(
+        "  CPU s per million records: reqwest {:.3}, sluice {:.3} = reqwest + rendering {:.3} + the sink's own {:.3}",
+        us(bc),
+        us(sc),
+        us(rc),
+        us(sc) - us(bc) - us(rc)
+    );
 }
 
 fn main() {
@@ -158,14 +182,15 @@ fn main() {
         cfg.breaker.clone(),
     );
     let bodies = render(&Payload::Envelope);
-    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    let (mut base, mut ours, mut rend) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..2 {
         base.push(baseline(&url, &bodies, n));
         ours.push(through_sluice(&sink, &batches, n));
+        rend.push(rendering(&batches, &Payload::Envelope, n));
     }
     let _ = child.kill();
     let _ = child.wait();
-    report(&format!("accept-all endpoint, {n} records of ~300 bytes in requests of {BATCH}"), &base, &ours);
+    report(&format!("accept-all endpoint, {n} records of ~300 bytes in requests of {BATCH}"), &base, &ours, &rend);
 
     // ClickHouse.
     let ch = sluice_e2e::clickhouse::ClickHouse::start();
@@ -188,17 +213,19 @@ fn main() {
         ours_cfg.retry.clone(),
         ours_cfg.breaker.clone(),
     );
-    let rows = render(&Payload::Event { id_field: "event_id".into(), timestamp_field: None });
+    let row_payload = Payload::Event { id_field: "event_id".into(), timestamp_field: None };
+    let rows = render(&row_payload);
     let base_url = ch_cfg("base").http().url;
-    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    let (mut base, mut ours, mut rend) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..2 {
         base.push(baseline(&base_url, &rows, n));
         ours.push(through_sluice(&ch_sink, &batches, n));
+        rend.push(rendering(&batches, &row_payload, n));
     }
     let count = |t: &str| ch.query(&format!("SELECT uniqExact(event_id) FROM {t}")).trim().to_string();
     assert_eq!(count("ours"), n.to_string(), "every id in the table");
     assert_eq!(count("base"), n.to_string());
-    report(&format!("clickhouse 18.16, {n} rows in inserts of {BATCH}"), &base, &ours);
+    report(&format!("clickhouse 18.16, {n} rows in inserts of {BATCH}"), &base, &ours, &rend);
 }
 
 fn toml_cfg<T: serde::de::DeserializeOwned>(text: &str) -> T {
