@@ -133,17 +133,13 @@ impl ClickHouse {
     /// Run `sql`; panics with ClickHouse's message on an error.
     pub fn query(&self, sql: &str) -> String {
         let url = self.url();
-        let (status, text) = self
-            .runtime
-            .block_on(async {
-                match self.client.post(url).body(sql.to_string()).send().await {
-                    Ok(r) => Ok((r.status(), r.text().await.unwrap_or_default())),
-                    Err(e) => Err(e),
-                }
-            })
-            .unwrap_or_else(|e| {
-                panic!("{sql}: {e:?}; clickhouse-server running: {}; its log:\n{}", self.running(), self.log_tail())
-            });
+        let answer = self.runtime.block_on(async {
+            let r = self.client.post(url).body(sql.to_string()).send().await?;
+            Ok::<_, reqwest::Error>((r.status(), r.text().await.unwrap_or_default()))
+        });
+        let (status, text) = answer.unwrap_or_else(|e| {
+            panic!("{sql}: {e:?}; clickhouse-server running: {}; its log:\n{}", self.running(), self.log_tail())
+        });
         assert!(status.is_success(), "{sql}: HTTP {status}: {text}");
         text
     }
