@@ -1,77 +1,83 @@
-//! The embedded pipeline end to end: a file of 1,000,000 generated JSON
-//! lines of about 300 bytes (10% of them repeat an earlier event_id) →
-//! json → ts-window → the dedup window → the file sink, in this process.
-//! Prints records/s per core (records over the CPU time the run used) and
-//! peak RSS, beside a baseline measured in the same run: the same file
-//! read, parsed and written back as NDJSON with a sync per 1,000 lines.
+//! The embedded pipeline end to end: generated JSON lines of about 300
+//! bytes (10% of them repeat an earlier event_id), split over 1, 4 and 16
+//! files → json → ts-window → the dedup window → the file sink, in this
+//! process. For each, prints records/s per core (records over the CPU time
+//! the run used), wall records/s, peak RSS, and p50/p99 latency from a
+//! record's arrival to its durable commit, beside a baseline measured in
+//! the same run: the same files read, parsed and written back as NDJSON
+//! with a sync per 1,000 lines, on one thread.
 //!
 //! `cargo bench -p sluice-benches --bench pipeline_file`
-//! (`SLUICE_BENCH_RECORDS` to change the count).
+//! (`SLUICE_BENCH_RECORDS`: unique ids per run, default 1,000,000;
+//! `SLUICE_BENCH_FILES`: the file counts, default `1,4,16`; any pipeline
+//! key from the environment, e.g. `SLUICE__PIPELINE__IN_FLIGHT=1`).
 
 use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sluice::config::Config;
 use sluice::pipeline::{self, Stop};
 use sluice::plugin::Runtime;
-use sluice_benches::cpu_seconds;
+use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
-fn main() {
-    let n: usize = std::env::var("SLUICE_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let input = dir.path().join("input.log");
-    {
-        let mut w = BufWriter::new(std::fs::File::create(&input).unwrap_or_else(|e| panic!("{e}")));
-        let now = sluice_benches::now_secs();
-        for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-            for line in sluice_benches::json_lines_with_repeats(chunk[0], chunk.len(), now) {
-                w.write_all(line.as_bytes()).and_then(|_| w.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
-            }
+/// `n` unique ids (and their repeats) in `files` files of about equal size.
+fn generate(dir: &Path, n: usize, files: usize) -> Vec<PathBuf> {
+    let paths: Vec<PathBuf> = (0..files).map(|f| dir.join(format!("input-{f:02}.log"))).collect();
+    let mut writers: Vec<_> = paths
+        .iter()
+        .map(|p| BufWriter::new(std::fs::File::create(p).unwrap_or_else(|e| panic!("{e}"))))
+        .collect();
+    let now = sluice_benches::now_secs();
+    for (c, first) in (0..n).step_by(10_000).enumerate() {
+        let w = &mut writers[c % files];
+        for line in sluice_benches::json_lines_with_repeats(first, 10_000.min(n - first), now) {
+            w.write_all(line.as_bytes()).and_then(|_| w.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
         }
     }
-    let bytes = std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0);
+    for mut w in writers {
+        w.flush().unwrap_or_else(|e| panic!("{e}"));
+    }
+    paths
+}
 
-    // Baseline: read, parse, write NDJSON, sync every 1,000 lines.
+/// Read, parse, write NDJSON, sync every 1,000 lines: the work any durable
+/// JSON pipeline does, with nothing else.
+fn baseline(inputs: &[PathBuf], out: &Path) -> (f64, f64) {
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    {
-        let reader = std::io::BufReader::new(std::fs::File::open(&input).unwrap_or_else(|e| panic!("{e}")));
-        let out = std::fs::File::create(dir.path().join("baseline.ndjson")).unwrap_or_else(|e| panic!("{e}"));
-        let mut w = BufWriter::new(&out);
-        for (i, line) in reader.lines().enumerate() {
+    let file = std::fs::File::create(out).unwrap_or_else(|e| panic!("{e}"));
+    let mut w = BufWriter::new(&file);
+    let mut i = 0u64;
+    for input in inputs {
+        let reader = std::io::BufReader::new(std::fs::File::open(input).unwrap_or_else(|e| panic!("{e}")));
+        for line in reader.lines() {
             let line = line.unwrap_or_default();
             let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
             serde_json::to_writer(&mut w, &v).unwrap_or_else(|e| panic!("{e}"));
             w.write_all(b"\n").unwrap_or_else(|e| panic!("{e}"));
-            if i % 1000 == 999 {
-                w.flush().and_then(|_| out.sync_data()).unwrap_or_else(|e| panic!("{e}"));
+            i += 1;
+            if i % 1000 == 0 {
+                w.flush().and_then(|_| file.sync_data()).unwrap_or_else(|e| panic!("{e}"));
             }
         }
-        w.flush().and_then(|_| out.sync_data()).unwrap_or_else(|e| panic!("{e}"));
     }
-    let (base_cpu, base_wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    w.flush().and_then(|_| file.sync_data()).unwrap_or_else(|e| panic!("{e}"));
+    (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64())
+}
 
-    let config = dir.path().join("sluice.toml");
+fn config(dir: &Path, files: usize) -> PathBuf {
+    let path = dir.join("sluice.toml");
     std::fs::write(
-        &config,
+        &path,
         format!(
             r#"
 [pipeline]
-name = "bench"
+name = "bench-{files}"
 state_dir = "state"
 batch_size = 1000
 [source]
 type = "file"
-paths = ["input.log"]
+paths = ["input-*.log"]
 [[plugins]]
 name = "json"
 path = "{}"
@@ -89,35 +95,46 @@ path = "out/events.ndjson"
         ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let cfg = Config::load(&config).unwrap_or_else(|e| panic!("{e}"));
-    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    let stats = pipeline::run(&cfg, &runtime, &Stop::default()).unwrap_or_else(|e| panic!("{e}"));
-    let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
-    assert_eq!(stats.total.records as usize, n + n / 10, "every line read");
-    assert_eq!(stats.total.duplicate as usize, n / 10, "the repeated ids are absorbed");
+    path
+}
 
-    let records = stats.total.records as f64;
-    println!(
-        "pipeline_file: {} lines ({:.0} MiB, {} unique ids), file → json → ts-window → dedup → file sink",
-        stats.total.records,
-        bytes as f64 / 1048576.0,
-        n
-    );
-    println!(
-        "  baseline read+parse+write+sync  {:>9.0} records/s per core  ({:>9.0}/s wall)",
-        records / base_cpu,
-        records / base_wall
-    );
-    println!(
-        "  sluice pipeline                 {:>9.0} records/s per core  ({:>9.0}/s wall)",
-        records / cpu,
-        records / wall
-    );
-    println!("  ratio pipeline/baseline (CPU)   {:>9.2}x", cpu / base_cpu);
-    println!(
-        "  plugins {:.1} s, sink {:.1} s of {:.1} s wall",
-        stats.total.plugin_seconds, stats.total.sink_seconds, wall
-    );
-    println!("  peak RSS                        {:>9.0} MiB", peak_rss_mib());
+fn main() {
+    let n: usize = std::env::var("SLUICE_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let counts: Vec<usize> = std::env::var("SLUICE_BENCH_FILES")
+        .unwrap_or_else(|_| "1,4,16".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    println!("pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink", n + n / 10);
+    println!("  {:>5}  {:>22}  {:>22}  {:>7}  {:>8}  {:>9}  {:>9}", "files", "baseline /s per core (wall)", "sluice /s per core (wall)", "ratio", "RSS MiB", "p50 ms", "p99 ms");
+    for files in counts {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let inputs = generate(dir.path(), n, files);
+        let (base_cpu, base_wall) = baseline(&inputs, &dir.path().join("baseline.ndjson"));
+        let cfg = Config::load(&config(dir.path(), files)).unwrap_or_else(|e| panic!("{e}"));
+        reset_peak_rss();
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let stats = pipeline::run(&cfg, &runtime, &Stop::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        assert_eq!(stats.total.records as usize, n + n / 10, "every line read");
+        assert_eq!(stats.total.duplicate as usize, n / 10, "the repeated ids are absorbed");
+        assert_eq!(stats.total.delivered as usize, n, "every unique id delivered");
+        let records = stats.total.records as f64;
+        println!(
+            "  {files:>5}  {:>12.0} ({:>8.0})  {:>12.0} ({:>8.0})  {:>6.2}x  {:>8.0}  {:>9.1}  {:>9.1}",
+            records / base_cpu,
+            records / base_wall,
+            records / cpu,
+            records / wall,
+            cpu / base_cpu,
+            peak_rss_mib(),
+            stats.latency.quantile(0.5) * 1e3,
+            stats.latency.quantile(0.99) * 1e3,
+        );
+        println!(
+            "         plugins {:.1} s, sink {:.1} s (thread time, all partitions) of {:.1} s wall, in_flight {}",
+            stats.total.plugin_seconds, stats.total.sink_seconds, wall, cfg.pipeline.in_flight
+        );
+    }
 }

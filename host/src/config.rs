@@ -56,10 +56,21 @@ pub struct PipelineConfig {
     pub state_dir: PathBuf,
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
+    /// Batches of one partition that may be between its source and its
+    /// commit at once: while one is in the sink or being synced, the next
+    /// is read and run through the plugins. Commits stay contiguous; more
+    /// costs memory (up to this many batches per partition) and re-reading
+    /// after a crash, not safety.
+    #[serde(default = "default_in_flight")]
+    pub in_flight: usize,
 }
 
 fn default_batch_size() -> usize {
     1000
+}
+
+fn default_in_flight() -> usize {
+    4
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -440,6 +451,9 @@ impl Config {
             |key: &str, message: String| ConfigError::Invalid { path: file.to_path_buf(), key: key.into(), message };
         if self.pipeline.name.trim().is_empty() {
             return Err(invalid("pipeline.name", "must not be empty".into()));
+        }
+        if !(1..=64).contains(&self.pipeline.in_flight) {
+            return Err(invalid("pipeline.in_flight", format!("{} is not within 1..=64", self.pipeline.in_flight)));
         }
         if !(1..=100_000).contains(&self.pipeline.batch_size) {
             return Err(invalid(

@@ -7,10 +7,15 @@
 //!   with fault isolation per record);
 //! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
 //! - `sink/`: events are delivered, with an answer per event;
-//! - `pipeline/`: the order of operations that enforces the custody rule
-//!   (`files`, and `kafka`: the consume loop, rebalances, partition tasks);
+//! - `custody/`: the custody rule's decisions, plain Rust with no I/O:
+//!   which door each record of a batch takes (`batch`), event ids as the
+//!   window keys them (`ids`), the per-partition finished prefix
+//!   (`offsets`);
+//! - `pipeline/`: the one partition driver that applies the custody order
+//!   for every source (`driver`), group commit (`durable`), and the
+//!   sources plugged into it (`files`; `kafka`: the consume loop,
+//!   rebalances, partition tasks; `replay`);
 //! - `telemetry/`: internal events (log and count), `/metrics`, `/health`;
-//! - `offsets.rs`: the per-partition commit of a finished prefix;
 //! - `config.rs`: the typed config; `cli/`: the `sluice` command line.
 //!
 //! The custody rule (`../shared/DESIGN.md`, README) governs every module
@@ -18,7 +23,7 @@
 
 pub mod cli;
 pub mod config;
-pub mod offsets;
+pub mod custody;
 pub mod pipeline;
 pub mod plugin;
 pub mod sink;

@@ -239,10 +239,11 @@ fn sigkill_at_random_moments_loses_nothing_and_every_duplicate_has_a_cause() {
 
     // Every duplicate in the sink must be explained by a kill between the
     // sink's sync and the dedup write: its first copy is among the last
-    // batch delivered before a kill, its second among the first batch
-    // after it.
+    // batches delivered before a kill, its second among the first batches
+    // after it. A partition has up to `pipeline.in_flight` (default 4)
+    // batches of 200 between its sink and its durable write.
     let ids = f.delivered();
-    let batch = 200;
+    let batch = 200 * 4;
     let mut first_seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut duplicates = 0;
     for (pos, id) in ids.iter().enumerate() {

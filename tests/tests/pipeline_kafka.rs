@@ -738,3 +738,53 @@ listen = "127.0.0.1:{port}"
     assert!(max_held <= 200.0, "held records are bounded by one fetch: {max_held}");
     assert!(peak < first + 48 * 1024, "memory stays bounded while 40 MiB wait in Kafka: {first} -> {peak} KiB");
 }
+
+/// Dedup buckets expire while a Kafka pipeline runs, not only at its start
+/// (a long run must not grow its state store without bound). An 8 s window
+/// has 1 s buckets; after the window has passed the first round's bucket,
+/// the same process drops it, and a second round still reconciles.
+#[test]
+fn a_long_run_drops_expired_dedup_buckets_without_a_restart() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "expiry");
+    f.produce(&broker, 2_000);
+    let port = free_port();
+    let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+    let log = std::fs::File::create(f.path("a.log")).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Proc(
+        f.command(&["run", "-c", &config.display().to_string()])
+            .env("SLUICE__DEDUP__WINDOW", "8s")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    f.wait_complete(Duration::from_secs(120), &mut [&mut child]);
+    let dropped = |text: &str| -> f64 {
+        metric_lines(text, &["sluice_dedup_buckets_dropped_total"])
+            .iter()
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let before = dropped(&scrape(port));
+    // Past the window and the bucket's end, with the process still running.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut text = scrape(port);
+    while dropped(&text) <= before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        text = scrape(port);
+    }
+    f.produce(&broker, 1_000);
+    f.wait_complete(Duration::from_secs(120), &mut [&mut child]);
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    let logs = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    println!(
+        "expiry: buckets dropped during the run {} (at the first round's end {before}); {}",
+        dropped(&text),
+        metric_lines(&text, &["sluice_dedup_buckets "]).join(" ")
+    );
+    assert!(dropped(&text) > before, "a bucket past the window was dropped without a restart; {}", f.logs());
+    assert!(logs.contains("dedup buckets past the window dropped"), "the log says so too");
+}

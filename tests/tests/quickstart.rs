@@ -97,3 +97,33 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
     let again = std::fs::read_to_string(&events).unwrap_or_default().lines().count();
     assert_eq!(again, delivered.len(), "a second run delivers nothing");
 }
+
+/// The main job installs only what the embedded default needs: the setup
+/// it runs (`scripts/setup build`) never reaches the broker, ClickHouse or
+/// the Python and JavaScript tool chains. Traced with `bash -x` against an
+/// empty tools folder, where the test mode would start installing tansu.
+#[test]
+fn the_main_job_installs_only_what_the_embedded_default_needs() {
+    let root = workspace_root();
+    let quickstart = std::fs::read_to_string(root.join("scripts/quickstart")).unwrap_or_default();
+    assert!(
+        quickstart.lines().any(|l| l.trim() == "scripts/setup build"),
+        "scripts/quickstart runs the build-only setup"
+    );
+    let tools = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new("bash")
+        .arg("-x")
+        .arg(root.join("scripts/setup"))
+        .arg("build")
+        .env("SLUICE_TOOLS", tools.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trace = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "scripts/setup build: {trace}");
+    for test_only in ["tansu", "clickhouse", "componentize", "npm ", "pip ", "venv", "nodejs", "cargo install"] {
+        assert!(!trace.contains(test_only), "scripts/setup build touched {test_only}:\n{trace}");
+    }
+    assert!(trace.contains("libclang-dev"), "it does check what building needs:\n{trace}");
+    let usage = Command::new("bash").arg(root.join("scripts/setup")).arg("bogus").output();
+    assert_eq!(usage.ok().and_then(|o| o.status.code()), Some(2), "an unknown mode is refused");
+}

@@ -1,28 +1,24 @@
-//! The file source's side of `sluice run`: one thread per file, each with
-//! its own plugin instances; the checkpoint lives in the state store and
-//! moves in the same synced write as the batch's ids and quarantine entries.
+//! The file source on the driver: one partition per file, each on its own
+//! thread with its own plugin instances. A file's checkpoint rides in the
+//! write that makes its batch's doors durable (`FileKeeper`).
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
-use super::{
-    PipelineError, RunStats, Stages, Stop, StopOnExit, build_chain, deliver_batch, identity, now_nanos, open_sink,
-    quarantine_fates, stats,
-};
+use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::{PipelineError, RunStats, Stop, StopOnExit, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
-use crate::offsets::OffsetTracker;
-use crate::plugin::{Chain, Record, Runtime};
-use crate::sink::guarded::Guarded;
-use crate::source::file::{FilePartition, SourceRecord, discover};
+use crate::custody::Fate;
+use crate::custody::ids::PIPELINE_SCOPE;
+use crate::plugin::Runtime;
+use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
-use crate::store::quarantine::{PluginVersion, Quarantine};
 
 /// Run the pipeline until every file is read (or, with `follow`, until
-/// `stop`). Partitions run on their own threads, each with its own plugin
-/// instances; the sink and the store are shared.
+/// `stop`). The sink, the store and its committer are shared.
 pub(super) fn run(
     cfg: &Config,
     source: &FileSourceConfig,
@@ -49,122 +45,118 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .iter()
-            .map(|file| {
-                let (store, dedup, sink, stats) = (&store, &dedup, &sink, &stats);
-                let handle = scope.spawn(move || -> Result<(), PipelineError> {
-                    let mut guard = StopOnExit { stop, armed: true };
-                    let chain = build_chain(runtime, cfg)?;
-                    let checkpoint = store.checkpoint(&file.display().to_string())?;
-                    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
-                    let mut task = PartitionTask { cfg, source, store, dedup, sink, chain, part, stats, stop };
-                    let result = task.run(source.follow, source.poll_interval);
-                    guard.armed = result.is_err();
-                    result
-                });
-                (file, handle)
-            })
-            .collect();
-        let mut first_error = None;
-        for (file, h) in handles {
-            let result = h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string())));
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
+    with_committer(&store, |committer| {
+        let shared =
+            Shared { cfg, store: &store, dedup: &dedup, sink: &sink, committer, quarantine_topic: None, stats: &stats };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .iter()
+                .map(|file| {
+                    let shared = &shared;
+                    let handle = scope.spawn(move || -> Result<(), PipelineError> {
+                        let mut guard = StopOnExit { stop, armed: true };
+                        let result = run_file(shared, runtime, source, file, stop);
+                        guard.armed = result.is_err();
+                        result
+                    });
+                    (file, handle)
+                })
+                .collect();
+            let mut first_error = None;
+            for (file, h) in handles {
+                let result = h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string())));
+                if let Err(e) = result {
+                    first_error.get_or_insert(e);
+                }
             }
-        }
-        first_error.map_or(Ok(()), Err)
+            first_error.map_or(Ok(()), Err)
+        })
     })?;
     let mut stats = stats.into_inner().unwrap_or_default();
     stats.seconds = started.elapsed().as_secs_f64();
     Ok(stats)
 }
 
-struct PartitionTask<'a> {
-    cfg: &'a Config,
-    source: &'a FileSourceConfig,
-    store: &'a Store,
-    dedup: &'a DedupWindow<'a>,
-    sink: &'a Guarded,
-    chain: Chain,
-    part: FilePartition,
-    stats: &'a Mutex<RunStats>,
-    stop: &'a Stop,
+fn run_file(
+    shared: &Shared<'_>,
+    runtime: &Runtime,
+    source: &FileSourceConfig,
+    file: &std::path::Path,
+    stop: &Stop,
+) -> Result<(), PipelineError> {
+    let chain = build_chain(runtime, shared.cfg)?;
+    let checkpoint = shared.store.checkpoint(&file.display().to_string())?;
+    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
+    let start = part.position();
+    let name = part.key().to_string();
+    let part = Mutex::new(part);
+    let mut reader = FileReader { part: &part, source };
+    let mut keeper = FileKeeper { part: &part, store: shared.store };
+    let stopping = || stop.requested();
+    let partition = Partition {
+        name: &name,
+        start: Some(start),
+        chain,
+        stopping: &stopping,
+        state: Arc::new(Mutex::new(PartitionState::default())),
+    };
+    driver::drive(shared, partition, &mut reader, &mut keeper)
 }
 
-impl PartitionTask<'_> {
-    fn run(&mut self, follow: bool, poll: Duration) -> Result<(), PipelineError> {
-        let mut tracker = OffsetTracker::new(self.part.position());
-        let quarantine = Quarantine::new(
-            self.store,
-            &self.cfg.pipeline.name,
-            self.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
-            self.cfg.quarantine.mask_fields.clone(),
-        );
-        let mut last_expiry = Instant::now();
-        while !self.stop.requested() {
-            if last_expiry.elapsed() > Duration::from_secs(60) {
-                // Long runs forget old ids as they go; never a scan.
-                self.dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-                last_expiry = Instant::now();
+/// Lines in batches; at the end of a file, its rotation (with `follow`).
+struct FileReader<'a> {
+    part: &'a Mutex<FilePartition>,
+    source: &'a FileSourceConfig,
+}
+
+impl Reader for FileReader<'_> {
+    fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
+        let mut part = self.part.lock().unwrap_or_else(|p| p.into_inner());
+        let batch = part.next_batch(max)?;
+        let received = Instant::now();
+        if batch.is_empty() {
+            if !self.source.follow {
+                return Ok(None);
             }
-            let batch = self.part.next_batch(self.cfg.pipeline.batch_size)?;
-            if batch.is_empty() {
-                if !follow {
-                    break;
-                }
-                if !self.part.follow_rotation()? {
-                    std::thread::sleep(poll);
-                }
-                continue;
+            if !part.follow_rotation()? {
+                drop(part);
+                std::thread::sleep(self.source.poll_interval);
             }
-            self.process_batch(batch, &mut tracker, &quarantine)?;
+            return Ok(Some(Pull { records: Vec::new(), scope: PIPELINE_SCOPE, received }));
         }
-        Ok(())
+        let max_line = self.source.max_line_bytes;
+        let records = batch
+            .into_iter()
+            .map(|r| Pulled {
+                refused: r.oversize.then(|| {
+                    format!("line of {} bytes exceeds source.max_line_bytes {max_line}", r.record.payload.len())
+                }),
+                record: r.record,
+                start: r.start,
+                next: r.next,
+            })
+            .collect();
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received }))
     }
+}
 
-    /// The custody order (see the module doc): steps 1 to 4 in
-    /// `deliver_batch`, then quarantine entries, offsets and the commit.
-    fn process_batch(
+/// A file's finished prefix is its checkpoint, written with the doors.
+struct FileKeeper<'a> {
+    part: &'a Mutex<FilePartition>,
+    store: &'a Store,
+}
+
+impl Keeper for FileKeeper<'_> {
+    fn with_doors(
         &mut self,
-        batch: Vec<SourceRecord>,
-        tracker: &mut OffsetTracker,
-        quarantine: &Quarantine<'_>,
+        position: u64,
+        _records: &[Pulled],
+        _fates: &[Option<Fate>],
+        write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
-        for r in &batch {
-            tracker.begin(r.start, r.next)?;
-        }
-        let mut write = WriteBatch::default();
-        let mut counts = stats::Counts::default();
-        let records: Vec<(&Record, bool)> = batch.iter().map(|r| (&r.record, r.oversize)).collect();
-        let stop = self.stop;
-        let stopping = || stop.requested();
-        let mut stages =
-            Stages { chain: &mut self.chain, dedup: self.dedup, sink: self.sink, stopping: &stopping, on_stage: None };
-        let fates = deliver_batch(&mut stages, &records, self.source.max_line_bytes, &mut write, &mut counts)?;
-
-        // The quarantine entries join the same write.
-        quarantine_fates(quarantine, &mut write, batch.iter().map(|r| &r.record).zip(&fates))?;
-        // 5. Offsets: each record that passed a door finishes; one whose
-        // delivery was stopped stays owed, and the checkpoint (the end of
-        // the contiguous finished prefix) stops before it.
-        for (r, fate) in batch.iter().zip(&fates) {
-            if let Some(fate) = fate {
-                tracker.finish(r.start, fate.door())?;
-                counts.count(fate.door());
-            }
-        }
-        let cp = self.part.checkpoint_for(tracker.committable());
-        self.store.put_checkpoint(&mut write, self.part.key(), &cp)?;
-
-        // 6. Commit: ids, quarantine entries and checkpoint, durable together.
-        self.store.commit(write)?;
-        counts.records += batch.len() as u64;
-        crate::telemetry::events::BatchFinished { partition: self.part.key(), counts: &counts }.emit();
-        if let Ok(mut s) = self.stats.lock() {
-            s.add(self.part.key(), &counts);
-        }
+        let mut part = self.part.lock().unwrap_or_else(|p| p.into_inner());
+        let cp = part.checkpoint_for(position);
+        self.store.put_checkpoint(write, part.key(), &cp)?;
         Ok(())
     }
 }

@@ -1,18 +1,24 @@
 //! `sluice quarantine replay`: quarantined records through the current
-//! pipeline. The batch order is the one of `deliver_batch`; what differs is
-//! what the write carries: instead of a checkpoint, each entry that passed
-//! is marked replayed, and each that failed again keeps its entry with the
-//! new reason and one more attempt. Ids, marks and updates are durable
-//! together, so a crash mid-replay leaves every entry either replayed with
-//! its events delivered, or not replayed (then a second replay delivers
-//! nothing twice: the dedup window holds what the first one delivered).
+//! pipeline, on the same partition driver as every source. What differs is
+//! what the write carries (`ReplayKeeper`): instead of a checkpoint, each
+//! entry that passed is marked replayed, and each that failed again keeps
+//! its entry with the new reason and one more attempt. Ids, marks and
+//! updates are durable together, so a crash mid-replay leaves every entry
+//! either replayed with its events delivered, or not replayed (then a
+//! second replay delivers nothing twice: the dedup window holds what the
+//! first one delivered).
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;
 
-use super::{Fate, PipelineError, Stages, build_chain, deliver_batch, identity, now_nanos, open_sink, stats};
+use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, SourceConfig};
+use crate::custody::ids::scope_of;
 use crate::plugin::{Record, Runtime};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -42,11 +48,7 @@ pub fn replay(
     };
     let dedup = DedupWindow::new(&store, window)?;
     let sink = open_sink(cfg)?;
-    let mut chain = build_chain(runtime, cfg)?;
-    let max_line = match &cfg.source {
-        SourceConfig::File(f) => f.max_line_bytes,
-        SourceConfig::Kafka(_) => u64::MAX,
-    };
+    let chain = build_chain(runtime, cfg)?;
     let mut summary = ReplaySummary::default();
 
     let mut entries: Vec<Entry> = Vec::new();
@@ -62,16 +64,54 @@ pub fn replay(
             entries.push(e);
         }
     }
+    // A batch shares one dedup scope: entries of one partition together.
+    entries.sort_by_key(|e| scope_of(&e.position));
     let bar = ProgressBar::new(entries.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("replay {bar:40} {pos}/{len} entries ({per_sec}, {eta} left)")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
 
-    for chunk in entries.chunks(cfg.pipeline.batch_size) {
-        let records: Vec<Record> = chunk
-            .iter()
-            .map(|e| Record {
+    let stats = Mutex::new(RunStats::default());
+    let summary = Mutex::new(summary);
+    with_committer(&store, |committer| {
+        let shared =
+            Shared { cfg, store: &store, dedup: &dedup, sink: &sink, committer, quarantine_topic: None, stats: &stats };
+        let mut reader = ReplayReader { entries: &entries, next: 0 };
+        let mut keeper = ReplayKeeper { entries: &entries, store: &store, summary: &summary, bar: &bar };
+        // An interactive command: Ctrl-C ends it; an entry whose delivery
+        // did not finish stays in the quarantine as it was.
+        let never = || false;
+        let partition = Partition {
+            name: "replay",
+            start: Some(0),
+            chain,
+            stopping: &never,
+            state: Arc::new(Mutex::new(PartitionState::default())),
+        };
+        driver::drive(&shared, partition, &mut reader, &mut keeper)
+    })?;
+    bar.finish_and_clear();
+    Ok(summary.into_inner().unwrap_or_default())
+}
+
+/// Entries as records, in batches of one dedup scope. A record's position
+/// in the driver's sense is its entry's index.
+struct ReplayReader<'a> {
+    entries: &'a [Entry],
+    next: usize,
+}
+
+impl Reader for ReplayReader<'_> {
+    fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
+        let Some(first) = self.entries.get(self.next) else { return Ok(None) };
+        let scope = scope_of(&first.position);
+        let mut records = Vec::new();
+        while let Some(e) = self.entries.get(self.next)
+            && records.len() < max
+            && scope_of(&e.position) == scope
+        {
+            let record = Record {
                 payload: e.payload.to_vec(),
                 key: e.key.as_ref().map(|k| k.to_vec()),
                 headers: e.headers.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect(),
@@ -79,23 +119,41 @@ pub fn replay(
                 position: e.position.clone(),
                 event_id: None,
                 timestamp: None,
-            })
-            .collect();
-        let mut write = WriteBatch::default();
-        let mut counts = stats::Counts::default();
-        // An interactive command: Ctrl-C ends it; an entry whose delivery did
-        // not finish stays in the quarantine as it was.
-        let mut stages = Stages { chain: &mut chain, dedup: &dedup, sink: &sink, stopping: &|| false, on_stage: None };
-        let input: Vec<(&Record, bool)> = records.iter().map(|r| (r, false)).collect();
-        let fates = deliver_batch(&mut stages, &input, max_line, &mut write, &mut counts)?;
+            };
+            records.push(Pulled { record, start: self.next as u64, next: self.next as u64 + 1, refused: None });
+            self.next += 1;
+        }
+        Ok(Some(Pull { records, scope, received: Instant::now() }))
+    }
+}
+
+/// What a replayed entry becomes: marked replayed, or updated with the
+/// new reason; in the write that makes its events' ids durable.
+struct ReplayKeeper<'a> {
+    entries: &'a [Entry],
+    store: &'a Store,
+    summary: &'a Mutex<ReplaySummary>,
+    bar: &'a ProgressBar,
+}
+
+impl Keeper for ReplayKeeper<'_> {
+    fn with_doors(
+        &mut self,
+        _position: u64,
+        records: &[Pulled],
+        fates: &[Option<Fate>],
+        write: &mut WriteBatch,
+    ) -> Result<(), PipelineError> {
         let when = sluice_guest::time::format_rfc3339(now_nanos());
-        for (entry, fate) in chunk.iter().zip(fates) {
+        let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        for (r, fate) in records.iter().zip(fates) {
+            let entry = &self.entries[r.start as usize];
             summary.entries += 1;
             let Some(fate) = fate else { continue };
             match fate {
                 Fate::Quarantine { reason, .. } => {
                     summary.still_quarantined += 1;
-                    store.update_quarantined(&mut write, entry, &reason)?;
+                    self.store.update_quarantined(write, entry, reason)?;
                 }
                 other => {
                     match other {
@@ -103,13 +161,15 @@ pub fn replay(
                         Fate::Duplicate => summary.duplicate += 1,
                         _ => summary.dropped += 1,
                     }
-                    store.mark_replayed(&mut write, entry, &when)?;
+                    self.store.mark_replayed(write, entry, &when)?;
                 }
             }
         }
-        store.commit(write)?;
-        bar.inc(chunk.len() as u64);
+        self.bar.inc(records.len() as u64);
+        Ok(())
     }
-    bar.finish_and_clear();
-    Ok(summary)
+
+    fn keeps_quarantine(&self) -> bool {
+        true
+    }
 }

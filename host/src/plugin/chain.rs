@@ -15,8 +15,9 @@ use super::{PluginError, PluginId};
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
     fn id(&self) -> &PluginId;
-    /// Exactly one outcome per record, in order.
-    fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, PluginError>;
+    /// Exactly one outcome per record, in order. Records are borrowed: the
+    /// first stage reads the source's records where they are.
+    fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError>;
 }
 
 impl Stage for Isolated {
@@ -24,8 +25,8 @@ impl Stage for Isolated {
         Isolated::id(self)
     }
 
-    fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, PluginError> {
-        Isolated::process(self, batch)
+    fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
+        Isolated::process_refs(self, batch)
     }
 }
 
@@ -58,26 +59,43 @@ impl<S: Stage> Chain<S> {
 
     /// One verdict per record of `batch`, in order.
     pub fn run(&mut self, batch: Vec<Record>) -> Result<Vec<Verdict>, PluginError> {
-        let mut progress: Vec<Progress> = batch.into_iter().map(|r| Progress::Live(vec![r])).collect();
+        let refs: Vec<&Record> = batch.iter().collect();
+        self.run_refs(&refs)
+    }
+
+    /// One verdict per record of `batch`, in order, without copying the
+    /// source records: the first stage reads them where they are.
+    pub fn run_refs(&mut self, batch: &[&Record]) -> Result<Vec<Verdict>, PluginError> {
+        if self.stages.is_empty() {
+            // No plugins: each record is its own event.
+            let event = |r: &Record| Event { id: r.event_id.clone(), timestamp: r.timestamp, body: r.payload.clone() };
+            return Ok(batch.iter().map(|r| Verdict::Emit(vec![event(r)])).collect());
+        }
+        let mut progress: Vec<Progress> = (0..batch.len()).map(|_| Progress::Live(Vec::new())).collect();
         for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
             // Flatten the live records of every source record into one batch,
             // remembering which source record each came from.
             let mut owners = Vec::new();
-            let mut input = Vec::new();
-            for (owner, p) in progress.iter_mut().enumerate() {
-                if let Progress::Live(records) = p {
-                    for r in std::mem::take(records) {
-                        owners.push(owner);
-                        input.push(r);
+            let mut owned = Vec::new();
+            if stage_idx == 0 {
+                owners.extend(0..batch.len());
+            } else {
+                for (owner, p) in progress.iter_mut().enumerate() {
+                    if let Progress::Live(records) = p {
+                        for r in std::mem::take(records) {
+                            owners.push(owner);
+                            owned.push(r);
+                        }
                     }
                 }
             }
+            let input: Vec<&Record> = if stage_idx == 0 { batch.to_vec() } else { owned.iter().collect() };
             let outcomes = stage.process(&input)?;
             for ((owner, record), outcome) in owners.into_iter().zip(input).zip(outcomes) {
                 let p = &mut progress[owner];
                 match outcome {
                     Outcome::Emit(events) if !events.is_empty() => {
-                        let events = events.into_iter().map(|e| follow(&record, e));
+                        let events = events.into_iter().map(|e| follow(record, e));
                         match p {
                             Progress::Live(next) => next.extend(events),
                             // An earlier sibling event was dropped: the source
@@ -177,7 +195,7 @@ mod tests {
         fn id(&self) -> &PluginId {
             &self.id
         }
-        fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, PluginError> {
+        fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
             Ok(batch.iter().map(|r| decide(self.salt, self.index, r)).collect())
         }
     }

@@ -75,8 +75,8 @@ impl Instance {
     }
 
     /// One call of `process`. The time limit covers this call alone.
-    pub(super) fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, Fault> {
-        let wit_batch: Vec<_> = batch.iter().map(bindings::to_wit).collect();
+    pub(super) fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, Fault> {
+        let wit_batch: Vec<_> = batch.iter().map(|r| bindings::to_wit(r)).collect();
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
         match self.bindings.call_process(&mut self.store, &wit_batch) {
             Ok(outcomes) if outcomes.len() == batch.len() => Ok(outcomes.into_iter().map(bindings::from_wit).collect()),

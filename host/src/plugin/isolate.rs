@@ -48,6 +48,12 @@ impl Isolated {
     /// instance cannot be rebuilt (which a deterministic plugin that
     /// initialised once does not do).
     pub fn process(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, PluginError> {
+        let refs: Vec<&Record> = batch.iter().collect();
+        self.process_refs(&refs)
+    }
+
+    /// [`Isolated::process`] over borrowed records.
+    pub fn process_refs(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }

@@ -24,6 +24,16 @@ impl Position {
     }
 }
 
+impl std::fmt::Display for Position {
+    /// `topic/partition@offset`, `path#generation@offset`: for logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Position::Kafka { topic, partition, offset } => write!(f, "{topic}/{partition}@{offset}"),
+            Position::File { path, generation, offset } => write!(f, "{path}#{generation}@{offset}"),
+        }
+    }
+}
+
 /// A record handed to a plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {

@@ -1,18 +1,13 @@
 //! The dedup window: ids of events the sink accepted, remembered for at
 //! least `window` so a replay inside it delivers nothing twice.
 //!
-//! Ids are stored as an 8-byte partition scope followed by a 16-byte blake3
-//! digest of the id (a collision needs about 2^64 ids), in one column
-//! family per time bucket
-//! (`ids-<bucket index>`, a bucket spans `window / 8`). Expiry drops whole
-//! column families whose bucket ended more than `window` ago: it never scans
-//! the store. Look-ups are batched (`batched_multi_get_cf`, bloom filters),
-//! newest bucket first; inserts join the batch's `WriteBatch`.
-//!
-//! The scope keeps a Kafka partition's ids apart from the others' (DESIGN:
-//! "ids per partition"), so that its dedup state can follow the partition
-//! to another instance: a scope is a contiguous key range. File pipelines
-//! share one scope, since files never move between instances.
+//! Ids are keyed as `custody::ids` says (a scope, then a digest), in one
+//! column family per time bucket (`ids-<bucket index>`, a bucket spans
+//! `window / 8`). Expiry drops whole column families whose bucket ended
+//! more than `window` ago: it never scans the store, and runs during long
+//! runs too (`maybe_expire`, asked by every partition's driver). Look-ups
+//! are batched (`batched_multi_get_cf`, bloom filters), newest bucket
+//! first; inserts join the batch's `WriteBatch`.
 //!
 //! The order that makes this safe lives in `pipeline`: an id is recorded
 //! only after the sink accepted its event. Recording first and crashing
@@ -21,6 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rocksdb::WriteBatch;
@@ -30,43 +26,25 @@ use super::{CF_META, Store, StoreError, cf_options};
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 
-/// The key an id is stored under: its scope, then its digest.
-pub type IdDigest = [u8; 24];
+pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
+
 /// The memtable hashes this many leading key bytes: the scope and half the
 /// digest, so ids spread evenly whatever the number of scopes.
 pub(crate) const PREFIX_BYTES: usize = 16;
-
-/// Which ids see each other: one per Kafka partition, one for a whole file
-/// pipeline.
-pub type Scope = [u8; 8];
-pub const PIPELINE_SCOPE: Scope = [0; 8];
-
-/// The scope of a partition (`topic/partition`).
-pub fn scope(partition: &str) -> Scope {
-    let h = blake3::hash(partition.as_bytes());
-    let mut s = [0u8; 8];
-    s.copy_from_slice(&h.as_bytes()[..8]);
-    if s == PIPELINE_SCOPE { [1; 8] } else { s }
-}
-
-pub fn digest(scope: &Scope, id: &str) -> IdDigest {
-    let h = blake3::hash(id.as_bytes());
-    let mut d = [0u8; 24];
-    d[..8].copy_from_slice(scope);
-    d[8..].copy_from_slice(&h.as_bytes()[..16]);
-    d
-}
 
 pub struct DedupWindow<'s> {
     store: &'s Store,
     window_secs: u64,
     bucket_secs: u64,
     buckets: Mutex<BTreeSet<u64>>,
+    /// When expiry last ran (seconds since the epoch): every partition asks
+    /// per batch, one of them does the work.
+    last_expiry: AtomicU64,
 }
 
 impl<'s> DedupWindow<'s> {
     /// The bucket width is fixed when the store is created (window / 8, at
-    /// least a minute) and kept if the window is later changed, so existing
+    /// least a second) and kept if the window is later changed, so existing
     /// buckets keep their meaning.
     pub fn new(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let window_secs = window.as_secs().max(1);
@@ -78,7 +56,7 @@ impl<'s> DedupWindow<'s> {
                 u64::from_be_bytes(bytes).max(1)
             }
             None => {
-                let secs = (window_secs / 8).max(60);
+                let secs = (window_secs / 8).max(1);
                 store.db().put_cf(&meta, BUCKET_KEY, secs.to_be_bytes()).map_err(|e| store.rocks(e))?;
                 secs
             }
@@ -87,7 +65,7 @@ impl<'s> DedupWindow<'s> {
             rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
                 .map_err(|e| store.rocks(e))?;
         let buckets = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
-        Ok(DedupWindow { store, window_secs, bucket_secs, buckets: Mutex::new(buckets) })
+        Ok(DedupWindow { store, window_secs, bucket_secs, buckets: Mutex::new(buckets), last_expiry: AtomicU64::new(0) })
     }
 
     fn oldest_live(&self, now_secs: u64) -> u64 {
@@ -156,6 +134,27 @@ impl<'s> DedupWindow<'s> {
         Ok(old.len())
     }
 
+    /// Expire if it has not run for a quarter of a bucket (at most a
+    /// minute): cheap to ask per batch, from every partition.
+    pub fn maybe_expire(&self, now_secs: u64) -> Result<usize, StoreError> {
+        let every = (self.bucket_secs / 4).clamp(1, 60);
+        let last = self.last_expiry.load(Ordering::Relaxed);
+        if now_secs < last.saturating_add(every)
+            || self.last_expiry.compare_exchange(last, now_secs, Ordering::SeqCst, Ordering::Relaxed).is_err()
+        {
+            return Ok(0);
+        }
+        let dropped = self.expire(now_secs)?;
+        if dropped > 0 {
+            crate::telemetry::events::BucketsExpired { dropped, live: self.live_bucket_count() }.emit();
+        }
+        Ok(dropped)
+    }
+
+    fn live_bucket_count(&self) -> usize {
+        self.buckets.lock().map(|b| b.len()).unwrap_or(0)
+    }
+
     pub fn window(&self) -> Duration {
         Duration::from_secs(self.window_secs)
     }
@@ -187,6 +186,30 @@ mod tests {
             });
         }
         assert_eq!(w.seen(&[digest(&PIPELINE_SCOPE, "19-7")], 1_000_000 + 19 * 3600).ok(), Some(vec![true]));
+    }
+
+    #[test]
+    fn a_long_run_expires_as_it_goes_at_most_once_per_quarter_bucket() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
+        // 80 s window: 10 s buckets, asked every 2 s.
+        let w = DedupWindow::new(&store, Duration::from_secs(80)).unwrap_or_else(|e| panic!("{e}"));
+        let t0 = 1_000_000;
+        let mut batch = WriteBatch::default();
+        w.record(&mut batch, &[digest(&PIPELINE_SCOPE, "old")], t0).unwrap_or_else(|e| panic!("{e}"));
+        store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.maybe_expire(t0).ok(), Some(0));
+        // Past the window and the bucket's end: the first ask drops it...
+        let later = t0 + 80 + 10 + 1;
+        assert_eq!(w.maybe_expire(later).ok(), Some(1));
+        assert_eq!(w.seen(&[digest(&PIPELINE_SCOPE, "old")], later).ok(), Some(vec![false]));
+        // ...and asking again within 2 s does not even look.
+        let mut batch = WriteBatch::default();
+        w.record(&mut batch, &[digest(&PIPELINE_SCOPE, "new")], t0).unwrap_or_else(|e| panic!("{e}"));
+        store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.maybe_expire(later + 1).ok(), Some(0));
+        assert_eq!(w.maybe_expire(later + 2).ok(), Some(1));
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`) |
 //!
 //! One `WriteBatch` per processed batch carries the batch's delivered ids,
-//! its quarantine entries and the new checkpoint, written synced through the
-//! WAL: they become durable together, after the sink accepted the events.
+//! its quarantine entries and the new checkpoint: they become durable
+//! together, after the sink accepted the events. Batches of many partitions
+//! share one WAL sync (`commit_group`, driven by `pipeline::durable`).
 
 pub mod dedup;
 pub mod quarantine;
@@ -21,6 +22,8 @@ use rocksdb::{ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options, 
 use serde::{Deserialize, Serialize};
 
 pub type Db = DBWithThreadMode<MultiThreaded>;
+/// One atomic write of the store (ids, quarantine entries, a checkpoint).
+pub use rocksdb::WriteBatch as StoreWrite;
 
 pub(crate) const CF_META: &str = "meta";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
@@ -47,6 +50,8 @@ pub enum StoreError {
     },
     #[error("state store {}: corrupt {what}: {message}", path.display())]
     Corrupt { path: PathBuf, what: String, message: String },
+    #[error("state store {}: a write failed: {message}", path.display())]
+    WriteFailed { path: PathBuf, message: String },
 }
 
 /// What a store was created for; a store refuses to open for another.
@@ -166,6 +171,23 @@ impl Store {
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         self.db.write_opt(batch, &wo).map_err(|e| self.rocks(e))
+    }
+
+    /// Apply `batches` in order, each atomic, then sync the WAL once for
+    /// all of them (group commit): when this returns, all of them survive
+    /// a crash of the process or the machine. On an error, any of them may
+    /// or may not have been applied; the caller makes no later write.
+    pub fn commit_group(&self, batches: impl IntoIterator<Item = WriteBatch>) -> Result<(), StoreError> {
+        let unsynced = WriteOptions::default();
+        for batch in batches {
+            self.db.write_opt(batch, &unsynced).map_err(|e| self.rocks(e))?;
+        }
+        self.db.flush_wal(true).map_err(|e| self.rocks(e))
+    }
+
+    /// A write that failed elsewhere (the committer thread), as an error.
+    pub(crate) fn failed(&self, message: String) -> StoreError {
+        StoreError::WriteFailed { path: self.path.clone(), message }
     }
 
     pub(crate) fn cf(&self, name: &str) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StoreError> {

@@ -10,6 +10,9 @@ use crate::pipeline::stats::Counts;
 pub struct BatchFinished<'a> {
     pub partition: &'a str,
     pub counts: &'a Counts,
+    /// From the batch's first record's arrival to its durable commit.
+    pub latency_seconds: f64,
+    pub records: usize,
 }
 
 impl BatchFinished<'_> {
@@ -28,7 +31,8 @@ impl BatchFinished<'_> {
             }
         }
         histogram!("sluice_plugin_seconds", "partition" => p.clone()).record(c.plugin_seconds);
-        histogram!("sluice_sink_seconds", "partition" => p).record(c.sink_seconds);
+        histogram!("sluice_sink_seconds", "partition" => p.clone()).record(c.sink_seconds);
+        histogram!("sluice_commit_latency_seconds", "partition" => p).record(self.latency_seconds);
         tracing::debug!(
             partition = self.partition,
             records = c.records,
@@ -36,6 +40,7 @@ impl BatchFinished<'_> {
             duplicate = c.duplicate,
             quarantined = c.quarantined,
             dropped = c.dropped,
+            latency_seconds = self.latency_seconds,
             "batch finished"
         );
     }
@@ -147,9 +152,6 @@ pub struct Progress<'a> {
     pub partition: &'a str,
     pub high_watermark: Option<i64>,
     pub committed: Option<i64>,
-    /// The first offset still owed (what the commit waits for), and the
-    /// stage it is in.
-    pub blocking: Option<(i64, &'static str)>,
     pub oldest_age_seconds: f64,
     /// Records received while the partition's queue was full.
     pub held: usize,
@@ -165,26 +167,63 @@ impl Progress<'_> {
             gauge!("sluice_high_watermark", "partition" => p()).set(high as f64);
         }
         gauge!("sluice_oldest_unfinished_age_seconds", "partition" => p()).set(self.oldest_age_seconds);
-        match self.blocking {
-            Some((offset, stage)) => {
-                gauge!("sluice_commit_blocked_at", "partition" => p()).set(offset as f64);
-                for s in crate::pipeline::kafka::STAGES {
-                    gauge!("sluice_commit_blocked_by", "partition" => p(), "stage" => *s).set(if *s == stage {
-                        1.0
-                    } else {
-                        0.0
-                    });
-                }
-            }
-            None => {
-                // Nothing owed: the commit waits for nothing.
-                gauge!("sluice_commit_blocked_at", "partition" => p()).set(-1.0);
-                for s in crate::pipeline::kafka::STAGES {
-                    gauge!("sluice_commit_blocked_by", "partition" => p(), "stage" => *s).set(0.0);
-                }
-            }
-        }
         gauge!("sluice_partition_held_records", "partition" => p()).set(self.held as f64);
+    }
+}
+
+/// Where a partition's commit waits, as its driver sees it after each
+/// batch: the first position still owed and the stage its batch is in.
+pub struct CommitBlocked<'a> {
+    pub partition: &'a str,
+    pub blocking: Option<(i64, &'static str)>,
+}
+
+impl CommitBlocked<'_> {
+    pub fn emit(&self) {
+        let p = || self.partition.to_string();
+        let (at, stage) = match self.blocking {
+            Some((offset, stage)) => (offset as f64, Some(stage)),
+            // Nothing owed: the commit waits for nothing.
+            None => (-1.0, None),
+        };
+        gauge!("sluice_commit_blocked_at", "partition" => p()).set(at);
+        for s in crate::pipeline::driver::STAGES {
+            gauge!("sluice_commit_blocked_by", "partition" => p(), "stage" => *s).set(if Some(*s) == stage {
+                1.0
+            } else {
+                0.0
+            });
+        }
+    }
+}
+
+/// The committer made one synced write for `writes` batches.
+pub struct GroupCommitted {
+    pub writes: usize,
+    pub ok: bool,
+}
+
+impl GroupCommitted {
+    pub fn emit(&self) {
+        counter!("sluice_store_syncs_total", "result" => if self.ok { "ok" } else { "error" }).increment(1);
+        counter!("sluice_store_writes_total").increment(self.writes as u64);
+        if !self.ok {
+            tracing::error!(writes = self.writes, "a synced state store write failed: no later write is made");
+        }
+    }
+}
+
+/// Dedup buckets older than the window were dropped whole.
+pub struct BucketsExpired {
+    pub dropped: usize,
+    pub live: usize,
+}
+
+impl BucketsExpired {
+    pub fn emit(&self) {
+        counter!("sluice_dedup_buckets_dropped_total").increment(self.dropped as u64);
+        gauge!("sluice_dedup_buckets").set(self.live as f64);
+        tracing::info!(dropped = self.dropped, live = self.live, "dedup buckets past the window dropped");
     }
 }
 

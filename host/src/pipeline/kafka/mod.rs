@@ -1,24 +1,26 @@
 //! The Kafka source's side of `sluice run`: a consumer group member.
 //!
-//! Threads: the consume loop (this module: polls, dispatches each record to
-//! its partition's queue, pauses and resumes fetching, commits), a
-//! supervisor that starts and joins partition tasks, a sampler of progress
-//! for the metrics, and one task per
-//! assigned partition (`task`), each with its own plugin instances. Tasks
-//! are OS threads: a batch is CPU-bound WebAssembly and synchronous
-//! RocksDB, and must not stall a shared async executor.
+//! Threads: the consume loop (this module: polls, dispatches runs of
+//! records to their partitions' queues, one send per partition per poll
+//! burst, pauses and resumes fetching, commits), a supervisor that starts
+//! and joins partition tasks, a sampler of progress for the metrics, and
+//! one task per assigned partition (`task`: the partition driver, with its
+//! own plugin instances). Tasks are OS threads: a batch is CPU-bound
+//! WebAssembly and synchronous RocksDB, and must not stall a shared async
+//! executor.
 //!
 //! The custody rule, for Kafka: a partition's committed offset is the
-//! lowest offset that has not passed a door. Each task publishes its
-//! tracker's finished prefix only after the batch's ids and quarantine
+//! lowest offset that has not passed a door. The driver publishes a
+//! partition's finished prefix only after the batch's ids and quarantine
 //! entries are synced to the state store; the loop commits those prefixes
 //! every `source.commit_interval` (so also when idle), on revoke
 //! (`rebalance`) and on shutdown, all from the consume loop's thread; never across a gap (the tracker
 //! does not offer one), never backwards (only a prefix beyond the last
 //! acknowledged commit is sent).
 //!
-//! Memory is bounded (README, "Back-pressure"): per partition, one batch in
-//! progress, `queue_records` queued, and what was fetched when the queue
+//! Memory is bounded (README, "Back-pressure"): per partition,
+//! `pipeline.in_flight` batches between the queue and the commit,
+//! `queue_records` queued (give or take one poll burst), and what was fetched when the queue
 //! filled (held, at most one fetch's worth, until the partition resumes);
 //! plus librdkafka's prefetch, bounded by `queued.max.messages.kbytes`
 //! (and dropped by librdkafka when a partition pauses).
@@ -29,7 +31,7 @@ mod task;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, TrySendError};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,10 +40,10 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, TopicPartitionList};
 
 use self::rebalance::{Command, Context, Tp};
-use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink};
+use super::driver::Shared;
+use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig};
 use crate::plugin::Runtime;
-use crate::sink::guarded::Guarded;
 use crate::source::kafka::record::{KafkaRecord, from_message};
 use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
@@ -49,32 +51,10 @@ use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
 use crate::telemetry::events::{Paused, Progress};
 
-/// The stages a batch can wait in, for `sluice_commit_blocked_by`.
-pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "store"];
-
-/// What a partition's task publishes to the consume loop.
-#[derive(Debug, Default)]
-pub(crate) struct PartitionState {
-    /// The tracker's finished prefix, durable in the state store.
-    pub committable: Option<i64>,
-    /// The last offset the group acknowledged.
-    pub committed: Option<i64>,
-    /// The first offset still owed and the stage its batch is in.
-    pub blocking: Option<(i64, &'static str)>,
-    /// When the oldest record of the batch in progress was received.
-    pub oldest: Option<Instant>,
-}
-
-/// What every partition task shares.
-pub(crate) struct Shared<'a> {
-    pub cfg: &'a Config,
+/// What every partition task of a Kafka run shares.
+pub(crate) struct Tasks<'a> {
+    pub shared: Shared<'a>,
     pub runtime: &'a Runtime,
-    pub store: &'a Store,
-    pub dedup: &'a DedupWindow<'a>,
-    pub sink: &'a Guarded,
-    /// `quarantine.topic`, when set.
-    pub quarantine_topic: Option<&'a quarantine_topic::QuarantineTopic>,
-    pub stats: &'a Mutex<RunStats>,
     /// How long a task waits to fill a batch (`source.linger`).
     pub linger: Duration,
 }
@@ -126,16 +106,30 @@ pub(super) fn run(
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    let shared = Shared {
-        cfg,
-        runtime,
-        store: &store,
-        dedup: &dedup,
-        sink: &sink,
-        quarantine_topic: quarantine_topic.as_ref(),
-        stats: &stats,
-        linger: source.linger,
-    };
+    with_committer(&store, |committer| {
+        let tasks = Tasks {
+            shared: Shared {
+                cfg,
+                store: &store,
+                dedup: &dedup,
+                sink: &sink,
+                committer,
+                quarantine_topic: quarantine_topic.as_ref(),
+                stats: &stats,
+            },
+            runtime,
+            linger: source.linger,
+        };
+        member(&tasks, source, stop, &health)
+    })?;
+    let mut stats = stats.into_inner().unwrap_or_default();
+    stats.seconds = started.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// Join the group, run until `stop`, leave the group.
+fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &Health) -> Result<(), PipelineError> {
+    let cfg = tasks.shared.cfg;
 
     let (commands, command_rx) = std::sync::mpsc::channel();
     let context = Context {
@@ -143,6 +137,7 @@ pub(super) fn run(
         commands: Mutex::new(commands),
         queue_records: source.queue_records.unwrap_or(4 * cfg.pipeline.batch_size),
         revoke_wait: cfg.shutdown.grace,
+        generation: std::sync::atomic::AtomicU64::new(0),
     };
     let consumer: BaseConsumer<Context> = client::client_config(source)?
         .create_with_context(context)
@@ -153,11 +148,11 @@ pub(super) fn run(
 
     let failure: Mutex<Option<PipelineError>> = Mutex::new(None);
     std::thread::scope(|scope| {
-        let (shared, failure) = (&shared, &failure);
-        scope.spawn(move || supervise(scope, shared, command_rx, failure, stop));
+        let failure = &failure;
+        scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
         let consumer = &consumer;
         scope.spawn(move || sample_progress(consumer, stop));
-        if let Err(e) = consume(consumer, source, stop, &health)
+        if let Err(e) = consume(consumer, source, stop, health)
             && let Ok(mut f) = failure.lock()
         {
             f.get_or_insert(e.into());
@@ -174,12 +169,10 @@ pub(super) fn run(
     });
     consumer.unsubscribe();
     drop(consumer);
-    if let Some(e) = failure.into_inner().unwrap_or(None) {
-        return Err(e);
+    match failure.into_inner().unwrap_or(None) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    let mut stats = stats.into_inner().unwrap_or_default();
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok(stats)
 }
 
 /// Starts a task per assigned partition and joins the tasks of revoked ones.
@@ -187,7 +180,7 @@ pub(super) fn run(
 /// its unfinished records are read again by the next owner or the next run.
 fn supervise<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
-    shared: &'scope Shared<'env>,
+    shared: &'scope Tasks<'env>,
     commands: Receiver<Command>,
     failure: &'scope Mutex<Option<PipelineError>>,
     stop: &'scope Stop,
@@ -206,7 +199,8 @@ fn supervise<'scope, 'env>(
                 let name = partition_name(&tp.0, tp.1);
                 let spawned =
                     std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(scope, move || {
-                        if let Err(e) = task::run(shared, &name, (rx, &queued), &task_stop, &state) {
+                        let (runtime, linger, shared) = (shared.runtime, shared.linger, &shared.shared);
+                        if let Err(e) = task::run(shared, runtime, linger, &name, (rx, &queued), &task_stop, &state) {
                             fail(e);
                         }
                     });
@@ -259,7 +253,34 @@ fn consume(
     while !stop.requested() {
         health.beat();
         match consumer.poll(Duration::from_millis(50)) {
-            Some(Ok(m)) => dispatch(consumer, (m.topic().to_string(), m.partition()), from_message(&m)),
+            Some(Ok(m)) => {
+                let mut burst = Burst::new(ctx.generation.load(Ordering::SeqCst));
+                burst.add(&m);
+                drop(m);
+                // What else librdkafka already has: taken without waiting,
+                // then handed over one run per partition. A rebalance
+                // inside a poll ends the burst before the message it
+                // returns: the runs so far belong to the old assignment.
+                // No more than a queue's worth: what does not fit is held,
+                // and held records are bounded by one burst.
+                while burst.records < BURST_RECORDS.min(ctx.queue_records) {
+                    match consumer.poll(Duration::ZERO) {
+                        Some(Ok(m)) => {
+                            let now = ctx.generation.load(Ordering::SeqCst);
+                            if now != burst.generation {
+                                std::mem::replace(&mut burst, Burst::new(now)).dispatch(consumer);
+                            }
+                            burst.add(&m);
+                        }
+                        Some(Err(e)) => {
+                            tracing::debug!("kafka: {e}");
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                burst.dispatch(consumer);
+            }
             Some(Err(e)) => {
                 // Broker and fetch errors are retried by librdkafka; say
                 // each distinct one, not each repetition.
@@ -287,26 +308,59 @@ fn consume(
     Ok(())
 }
 
-/// Hand a record to its partition's task; when the task's queue is full,
-/// hold it and pause the partition, so that fetching stops (back-pressure
-/// reaches the broker) and memory stays bounded.
-fn dispatch(consumer: &BaseConsumer<Context>, tp: Tp, rec: KafkaRecord) {
+/// The most records one poll burst takes before handing them over.
+const BURST_RECORDS: usize = 4096;
+
+/// Records taken in one poll burst, grouped by partition in arrival order.
+struct Burst {
+    runs: Vec<(Tp, Vec<KafkaRecord>)>,
+    records: usize,
+    now: Option<Instant>,
+    /// The rebalance generation they were polled in.
+    generation: u64,
+}
+
+impl Burst {
+    fn new(generation: u64) -> Burst {
+        Burst { runs: Vec::new(), records: 0, now: None, generation }
+    }
+
+    fn dispatch(self, consumer: &BaseConsumer<Context>) {
+        for (tp, run) in self.runs {
+            dispatch(consumer, tp, run, self.generation);
+        }
+    }
+
+    fn add(&mut self, m: &rdkafka::message::BorrowedMessage<'_>) {
+        let received = *self.now.get_or_insert_with(Instant::now);
+        let rec = from_message(m, received);
+        self.records += 1;
+        // Almost always the partition of the message before.
+        match self.runs.iter_mut().rev().find(|(tp, _)| tp.1 == m.partition() && tp.0 == m.topic()) {
+            Some((_, run)) => run.push(rec),
+            None => self.runs.push(((m.topic().to_string(), m.partition()), vec![rec])),
+        }
+    }
+}
+
+/// Hand a run of records to its partition's task; when the task's queue
+/// is full, hold them and pause the partition, so that fetching stops
+/// (back-pressure reaches the broker) and memory stays bounded.
+fn dispatch(consumer: &BaseConsumer<Context>, tp: Tp, run: Vec<KafkaRecord>, generation: u64) {
     let ctx = consumer.context();
     let mut reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
-    // Not ours (any more): the partition's owner reads it.
-    let Some(h) = reg.get_mut(&tp) else { return };
-    if h.held.is_empty() {
-        match h.tx.try_send(rec) {
-            Ok(()) => {
-                h.queued.fetch_add(1, Ordering::SeqCst);
-                return;
-            }
-            Err(TrySendError::Full(rec)) => h.held.push_back(rec),
-            Err(TrySendError::Disconnected(_)) => return,
+    // Not ours (any more), or polled for an earlier assignment of it: the
+    // partition's (new) owner reads it from the committed offset.
+    let Some(h) = reg.get_mut(&tp).filter(|h| h.since <= generation) else { return };
+    if h.held.is_empty() && h.queued.load(Ordering::SeqCst) < ctx.queue_records {
+        h.queued.fetch_add(run.len(), Ordering::SeqCst);
+        if h.tx.send(run).is_err() {
+            // The task has ended (revoked): its records are read again.
+            h.queued.store(0, Ordering::SeqCst);
         }
-    } else {
-        h.held.push_back(rec);
+        return;
     }
+    h.held.extend(run);
     if !h.paused {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&tp.0, tp.1);
@@ -329,19 +383,16 @@ fn unpause(consumer: &BaseConsumer<Context>) {
     let half = ctx.queue_records / 2;
     let mut reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
     for (tp, h) in reg.iter_mut().filter(|(_, h)| h.paused) {
-        if h.queued.load(Ordering::SeqCst) > half {
+        let queued = h.queued.load(Ordering::SeqCst);
+        if queued > half {
             continue;
         }
-        while let Some(rec) = h.held.pop_front() {
-            match h.tx.try_send(rec) {
-                Ok(()) => {
-                    h.queued.fetch_add(1, Ordering::SeqCst);
-                }
-                Err(TrySendError::Full(rec)) => {
-                    h.held.push_front(rec);
-                    break;
-                }
-                Err(TrySendError::Disconnected(_)) => h.held.clear(),
+        let room = ctx.queue_records - queued;
+        let run: Vec<KafkaRecord> = h.held.drain(..room.min(h.held.len())).collect();
+        if !run.is_empty() {
+            h.queued.fetch_add(run.len(), Ordering::SeqCst);
+            if h.tx.send(run).is_err() {
+                h.held.clear();
             }
         }
         if h.held.is_empty() {
@@ -386,7 +437,6 @@ fn progress(ctx: &Context, watermarks: &HashMap<Tp, i64>) {
             partition: &h.name,
             high_watermark: watermarks.get(tp).copied().filter(|h| *h >= 0),
             committed: st.committed,
-            blocking: st.blocking,
             oldest_age_seconds: oldest.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
             held: h.held.len(),
         }

@@ -14,8 +14,9 @@
 //! name only the partitions that move.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use super::PartitionState;
+use crate::pipeline::driver::PartitionState;
 use crate::source::kafka::partition_name;
 use crate::source::kafka::record::KafkaRecord;
 use crate::telemetry::events::{OffsetsCommitted, Rebalanced};
@@ -42,9 +43,11 @@ impl Handle {
 /// A partition this instance owns, as the consume loop sees it.
 pub(crate) struct Handle {
     pub name: String,
-    /// The task's queue: bounded, so a slow task fills it and the loop
-    /// pauses the partition's fetching.
-    pub tx: SyncSender<KafkaRecord>,
+    /// The task's queue, of runs of records (one send per poll burst, not
+    /// per record). Bounded in records by `queued` against
+    /// `queue_records`: a slow task fills it and the loop pauses the
+    /// partition's fetching.
+    pub tx: Sender<Vec<KafkaRecord>>,
     /// How many records the queue holds now (the task counts down).
     pub queued: Arc<AtomicUsize>,
     /// Records received while the queue was full, in order.
@@ -52,13 +55,18 @@ pub(crate) struct Handle {
     pub paused: bool,
     pub stop: Arc<AtomicBool>,
     pub state: Arc<Mutex<PartitionState>>,
+    /// The rebalance generation that assigned it: records polled before
+    /// (for an earlier owner of the same partition, this instance
+    /// included) are not this task's; librdkafka fetches them again from
+    /// the committed offset for it.
+    pub since: u64,
 }
 
 /// What the consume loop asks of the supervisor, which owns the tasks.
 pub(crate) enum Command {
     Start {
         tp: Tp,
-        rx: std::sync::mpsc::Receiver<KafkaRecord>,
+        rx: std::sync::mpsc::Receiver<Vec<KafkaRecord>>,
         queued: Arc<AtomicUsize>,
         stop: Arc<AtomicBool>,
         state: Arc<Mutex<PartitionState>>,
@@ -77,6 +85,9 @@ pub(crate) struct Context {
     pub queue_records: usize,
     /// How long a revoke waits for a task to finish its batch.
     pub revoke_wait: Duration,
+    /// Bumped by every rebalance: a poll burst's records belong to the
+    /// assignment of the generation they were polled in (`Handle::since`).
+    pub generation: AtomicU64,
 }
 
 impl Context {
@@ -177,6 +188,7 @@ impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Revoke(tpl) => {
+                self.generation.fetch_add(1, Ordering::SeqCst);
                 let lost = consumer.assignment_lost();
                 let handles = self.stop_tasks(&tps(tpl));
                 // A lost assignment (session timed out) cannot commit: the
@@ -197,13 +209,14 @@ impl ConsumerContext for Context {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Assign(tpl) = rebalance else { return };
+        let since = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let mut reg = self.lock_registry();
         for tp in tps(tpl) {
             if reg.contains_key(&tp) {
                 continue;
             }
             let name = partition_name(&tp.0, tp.1);
-            let (tx, rx) = std::sync::mpsc::sync_channel(self.queue_records);
+            let (tx, rx) = std::sync::mpsc::channel();
             let stop = Arc::new(AtomicBool::new(false));
             let state = Arc::new(Mutex::new(PartitionState::default()));
             let queued = Arc::new(AtomicUsize::new(0));
@@ -213,7 +226,7 @@ impl ConsumerContext for Context {
                 continue;
             }
             Rebalanced { partition: &name, kind: "assigned", committed: None }.emit();
-            reg.insert(tp, Handle { name, tx, queued, held: VecDeque::new(), paused: false, stop, state });
+            reg.insert(tp, Handle { name, tx, queued, held: VecDeque::new(), paused: false, stop, state, since });
         }
         drop(reg);
         // A partition paused by its previous task starts afresh.

@@ -17,7 +17,8 @@ pub struct KafkaRecord {
     pub received: std::time::Instant,
 }
 
-pub fn from_message(m: &BorrowedMessage<'_>) -> KafkaRecord {
+/// `received`: when its poll burst arrived (one clock read per burst).
+pub fn from_message(m: &BorrowedMessage<'_>, received: std::time::Instant) -> KafkaRecord {
     let headers = m
         .headers()
         .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
@@ -33,6 +34,6 @@ pub fn from_message(m: &BorrowedMessage<'_>) -> KafkaRecord {
             event_id: None,
             timestamp: None,
         },
-        received: std::time::Instant::now(),
+        received,
     }
 }

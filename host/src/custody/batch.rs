@@ -1,0 +1,272 @@
+//! The decisions inside one batch, with no I/O: which door each record
+//! takes, from the plugins' verdicts, the dedup window's answers and the
+//! sink's answers. The driver (`pipeline::driver`) does the I/O between
+//! the steps, in this order (DESIGN, "The custody rule"):
+//!
+//! 1. [`Plan::verdict`]: what the plugins said; events get their ids;
+//! 2. [`Plan::seen`]: the dedup window's answer per event, and repeats
+//!    inside the batch; [`Plan::accepted_earlier`]: ids that batches still
+//!    in flight had accepted after this batch's look-up;
+//! 3. [`Plan::take_fresh`]: what goes to the sink;
+//! 4. [`Plan::settle`]: the sink's answers give each record its fate, and
+//!    the accepted ids to record. Only what `settle` returns may be made
+//!    durable, and only after that write is durable may a position move.
+//!
+//! A record whose event was not decided (delivery let go: shutdown, a
+//! revoked partition) has no fate: it stays owed and is read again.
+
+use super::ids::{IdDigest, Scope, digest};
+use super::offsets::Door;
+use crate::plugin::{PluginId, Verdict};
+use crate::sink::Delivery;
+use crate::sink::guarded::Outcome;
+
+/// What became of one source record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    Delivered,
+    Duplicate,
+    Dropped { reason: String },
+    Quarantine { stage: &'static str, plugin: Option<PluginId>, reason: String },
+}
+
+impl Fate {
+    pub fn door(&self) -> Door {
+        match self {
+            Fate::Delivered => Door::Delivered,
+            Fate::Duplicate => Door::Duplicate,
+            Fate::Dropped { .. } => Door::Dropped,
+            Fate::Quarantine { .. } => Door::Quarantined,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    /// Not known to be delivered: to be sent.
+    Fresh(Option<Delivery>),
+    /// In the window, earlier in this batch, or accepted by an earlier batch.
+    Duplicate,
+}
+
+#[derive(Debug)]
+struct PlannedEvent {
+    record: usize,
+    digest: IdDigest,
+    state: State,
+}
+
+/// One batch's records on their way through the doors.
+#[derive(Debug)]
+pub struct Plan {
+    fates: Vec<Option<Fate>>,
+    events: Vec<PlannedEvent>,
+    /// Per record: how many events it has (0: its fate is already known).
+    event_count: Vec<u32>,
+    /// The events handed to the sink, by index into `events`.
+    sent: Vec<usize>,
+}
+
+impl Plan {
+    pub fn new(records: usize) -> Plan {
+        Plan { fates: vec![None; records], events: Vec::new(), event_count: vec![0; records], sent: Vec::new() }
+    }
+
+    /// A record refused before any plugin saw it (an oversize line).
+    pub fn refuse(&mut self, record: usize, stage: &'static str, reason: String) {
+        self.fates[record] = Some(Fate::Quarantine { stage, plugin: None, reason });
+    }
+
+    /// The chain's verdict on `record`. An event without an id of its own
+    /// gets `default_id` (the record's position), suffixed `/k` when the
+    /// record became several events.
+    /// Records are given in order, each once.
+    pub fn verdict(&mut self, record: usize, verdict: Verdict, scope: &Scope, default_id: impl FnOnce() -> String) {
+        debug_assert!(self.events.last().is_none_or(|e| e.record < record), "verdicts out of record order");
+        match verdict {
+            Verdict::Emit(events) => {
+                let n = events.len();
+                let base = if events.iter().any(|e| e.id.is_none()) { default_id() } else { String::new() };
+                for (k, e) in events.into_iter().enumerate() {
+                    let id = match e.id {
+                        Some(id) => id,
+                        None if n == 1 => base.clone(),
+                        None => format!("{base}/{k}"),
+                    };
+                    let d = digest(scope, &id);
+                    let delivery = Delivery::new(id, e.timestamp.map(sluice_guest::time::format_rfc3339), &e.body);
+                    self.events.push(PlannedEvent { record, digest: d, state: State::Fresh(Some(delivery)) });
+                }
+                self.event_count[record] = n as u32;
+            }
+            Verdict::Drop { reason, .. } => self.fates[record] = Some(Fate::Dropped { reason }),
+            Verdict::Reject { plugin, reason } => {
+                self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason })
+            }
+        }
+    }
+
+    /// Every event's digest, in order: what the dedup window is asked.
+    pub fn digests(&self) -> Vec<IdDigest> {
+        self.events.iter().map(|e| e.digest).collect()
+    }
+
+    /// The window's answer per event (as [`Plan::digests`] listed them).
+    /// An id twice in the batch: the second is a duplicate of the first.
+    pub fn seen(&mut self, in_window: &[bool]) {
+        let mut in_batch = std::collections::HashSet::with_capacity(self.events.len());
+        for (e, seen) in self.events.iter_mut().zip(in_window) {
+            if *seen || !in_batch.insert(e.digest) {
+                e.state = State::Duplicate;
+            }
+        }
+    }
+
+    /// Ids that an earlier batch of the same partition had the sink accept
+    /// after this batch was looked up (batches in flight): duplicates too,
+    /// or the sink would get them twice.
+    pub fn accepted_earlier(&mut self, accepted: impl Fn(&IdDigest) -> bool) {
+        for e in &mut self.events {
+            if matches!(e.state, State::Fresh(_)) && accepted(&e.digest) {
+                e.state = State::Duplicate;
+            }
+        }
+    }
+
+    /// The deliveries for the sink, in event order. Call once.
+    pub fn take_fresh(&mut self) -> Vec<Delivery> {
+        let mut out = Vec::new();
+        for (j, e) in self.events.iter_mut().enumerate() {
+            if let State::Fresh(d) = &mut e.state
+                && let Some(d) = d.take()
+            {
+                self.sent.push(j);
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    /// The sink's final word per delivery that [`Plan::take_fresh`] gave
+    /// out (`None`: let go undecided). Returns each record's fate and the
+    /// ids to record as delivered: exactly those the sink accepted.
+    pub fn settle(self, outcomes: Vec<Option<Outcome>>) -> Settled {
+        let Plan { mut fates, events, event_count, sent } = self;
+        // Per event: its fate, `None` while undecided.
+        let mut event_fate: Vec<Option<Fate>> =
+            events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Fate::Duplicate)).collect();
+        let mut accepted = Vec::with_capacity(sent.len());
+        for (j, outcome) in sent.into_iter().zip(outcomes) {
+            event_fate[j] = outcome.map(|o| match o {
+                Outcome::Accepted => {
+                    accepted.push(events[j].digest);
+                    Fate::Delivered
+                }
+                // Rejected, or out of attempts: the sink's answer is the reason.
+                Outcome::Rejected(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
+            });
+        }
+        // A record's fate from its events': quarantined if any event was
+        // (the whole original is kept; its delivered siblings are absorbed
+        // by the window on replay), else delivered if any was, else
+        // duplicate. An undecided event leaves its record owed.
+        let mut cursor = 0;
+        for (i, n) in event_count.into_iter().enumerate() {
+            let evs = &event_fate[cursor..cursor + n as usize];
+            cursor += n as usize;
+            if n == 0 || fates[i].is_some() || evs.iter().any(Option::is_none) {
+                continue;
+            }
+            let evs = evs.iter().flatten();
+            fates[i] = Some(
+                evs.clone()
+                    .find(|f| matches!(f, Fate::Quarantine { .. }))
+                    .or_else(|| evs.clone().find(|f| **f == Fate::Delivered))
+                    .cloned()
+                    .unwrap_or(Fate::Duplicate),
+            );
+        }
+        Settled { fates, accepted }
+    }
+}
+
+/// A batch's decisions: what the driver makes durable.
+#[derive(Debug)]
+pub struct Settled {
+    /// Per record; `None`: owed, read again.
+    pub fates: Vec<Option<Fate>>,
+    /// Ids of the events the sink accepted, to record in the window.
+    pub accepted: Vec<IdDigest>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::custody::ids::PIPELINE_SCOPE;
+    use crate::plugin::Event;
+
+    fn emit(ids: &[Option<&str>]) -> Verdict {
+        Verdict::Emit(ids.iter().map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".to_vec() }).collect())
+    }
+
+    fn plugin() -> PluginId {
+        PluginId { name: "p".into(), digest: blake3::hash(b"p") }
+    }
+
+    #[test]
+    fn each_record_takes_one_door_from_its_events() {
+        let mut plan = Plan::new(5);
+        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, || "pos-0".into());
+        plan.verdict(1, emit(&[Some("a")]), &PIPELINE_SCOPE, || "pos-1".into()); // repeat in the batch
+        plan.verdict(2, emit(&[None, None]), &PIPELINE_SCOPE, || "pos-2".into()); // a split
+        plan.verdict(3, Verdict::Drop { plugin: plugin(), reason: "noise".into() }, &PIPELINE_SCOPE, String::new);
+        plan.refuse(4, "source", "too long".into());
+        plan.seen(&[false, false, false, false]);
+        let fresh = plan.take_fresh();
+        let ids: Vec<&str> = fresh.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["a", "pos-2/0", "pos-2/1"], "the repeat is not sent; a split's ids are suffixed");
+        let settled = plan.settle(vec![
+            Some(Outcome::Accepted),
+            Some(Outcome::Accepted),
+            Some(Outcome::Rejected("bad row".into())),
+        ]);
+        assert_eq!(settled.fates[0], Some(Fate::Delivered));
+        assert_eq!(settled.fates[1], Some(Fate::Duplicate));
+        assert!(
+            matches!(&settled.fates[2], Some(Fate::Quarantine { stage: "sink", reason, .. }) if reason == "bad row"),
+            "one rejected event quarantines its whole record: {:?}",
+            settled.fates[2]
+        );
+        assert_eq!(settled.fates[3], Some(Fate::Dropped { reason: "noise".into() }));
+        assert!(matches!(&settled.fates[4], Some(Fate::Quarantine { stage: "source", .. })));
+        // Only what the sink accepted is recorded; the rejected split's
+        // accepted sibling too (a replay's delivery of it is a duplicate).
+        assert_eq!(settled.accepted.len(), 2);
+    }
+
+    #[test]
+    fn an_undecided_event_leaves_its_record_owed_and_unrecorded() {
+        let mut plan = Plan::new(2);
+        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, String::new);
+        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, String::new);
+        plan.seen(&[false, true]);
+        assert_eq!(plan.take_fresh().len(), 1);
+        let settled = plan.settle(vec![None]);
+        assert_eq!(settled.fates, vec![None, Some(Fate::Duplicate)]);
+        assert!(settled.accepted.is_empty());
+    }
+
+    #[test]
+    fn ids_an_earlier_batch_in_flight_accepted_are_not_sent_again() {
+        let mut plan = Plan::new(2);
+        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, String::new);
+        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, String::new);
+        plan.seen(&[false, false]);
+        let a = digest(&PIPELINE_SCOPE, "a");
+        plan.accepted_earlier(|d| *d == a);
+        let fresh = plan.take_fresh();
+        assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["b"]);
+        let settled = plan.settle(vec![Some(Outcome::Accepted)]);
+        assert_eq!(settled.fates, vec![Some(Fate::Duplicate), Some(Fate::Delivered)]);
+    }
+}

@@ -1,0 +1,555 @@
+//! The partition driver: the one piece of code that takes a record from
+//! its source to its commit, for every source (files, Kafka, quarantine
+//! replay). A source plugs in through [`Reader`] (records in batches) and
+//! [`Keeper`] (what a durable finished prefix means to it: a checkpoint in
+//! the store's write for files, a prefix published for the Kafka commit,
+//! entries marked replayed for a replay).
+//!
+//! Two threads per partition, so that the CPU and the disk never wait on
+//! each other:
+//!
+//! - the front (the caller's thread) reads a batch, runs the plugins and
+//!   asks the dedup window (steps 1–2 of the custody order);
+//! - the back delivers it, builds its durable write (accepted ids,
+//!   quarantine entries, what the keeper adds) and hands the write to the
+//!   group committer (`durable`), then goes on with the next batch while
+//!   that write is synced (steps 3–5).
+//!
+//! At most `pipeline.in_flight` batches of a partition are between its
+//! source and its commit: the front takes a credit per batch and the back
+//! returns it when the batch's write is durable.
+//!
+//! **The custody rule, as this module enforces it.** A record's position
+//! moves only after its sink answer and its store write are both durable:
+//! the keeper's `durable` (the Kafka prefix) is called only once the write
+//! is synced, and a checkpoint rides inside the very write that makes its
+//! batch's doors durable. A write carries the position of the contiguous
+//! prefix of records decided in it or in earlier writes of the partition;
+//! writes become durable in the order they were handed over, and after a
+//! failed write no later one is made (`durable::Committer`), so when a
+//! write is durable every record below its position has passed a door
+//! durably.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocksdb::WriteBatch;
+
+use super::durable::{Committer, Durable};
+use super::kafka::quarantine_topic::QuarantineTopic;
+use super::stats::{Counts, RunStats};
+use super::{PipelineError, now_nanos};
+use crate::config::Config;
+use crate::custody::ids::{IdDigest, Scope};
+use crate::custody::{Fate, OffsetTracker, Plan};
+use crate::plugin::{Chain, Record, Verdict};
+use crate::sink::guarded::Guarded;
+use crate::store::Store;
+use crate::store::dedup::DedupWindow;
+use crate::store::quarantine::{PluginVersion, Quarantine};
+use crate::telemetry::events::{BatchFinished, CommitBlocked, RecordQuarantined};
+
+/// A record as a source hands it over.
+pub struct Pulled {
+    pub record: Record,
+    /// The record's span in the source's position space (a Kafka record is
+    /// `offset..offset + 1`; a line, its first byte to the byte after its end).
+    pub start: u64,
+    pub next: u64,
+    /// Refused before any plugin sees it (a line over `max_line_bytes`).
+    pub refused: Option<String>,
+}
+
+/// A batch as a source hands it over.
+pub struct Pull {
+    pub records: Vec<Pulled>,
+    /// The dedup scope of every record of the batch (per partition).
+    pub scope: Scope,
+    /// When the source received the batch's first record: the age of the
+    /// oldest unfinished record, and the latency to its commit.
+    pub received: Instant,
+}
+
+/// Where a partition's records come from. Runs on the front thread.
+pub trait Reader: Send {
+    /// The next records, up to `max`. `Ok(None)`: the source ended (or is
+    /// stopping). An empty batch: nothing yet; the reader waits a little
+    /// of its own accord (a poll interval, a linger) before it returns.
+    fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError>;
+}
+
+/// What a durable finished prefix means to a source. Runs on the back
+/// thread.
+pub trait Keeper: Send {
+    /// Add to `write` what the source keeps with a batch's doors: a file's
+    /// checkpoint for `position` (durable together with the doors), a
+    /// replay's entry marks. `fates` are the batch's, per record.
+    fn with_doors(
+        &mut self,
+        position: u64,
+        records: &[Pulled],
+        fates: &[Option<Fate>],
+        write: &mut WriteBatch,
+    ) -> Result<(), PipelineError>;
+    /// The write carrying every door below `position` is durable: the
+    /// position may now leave the process (the Kafka commit).
+    fn durable(&mut self, _position: u64) {}
+    /// Whether `with_doors` keeps the quarantined records itself (a replay
+    /// updates their entries) instead of the driver writing new entries.
+    fn keeps_quarantine(&self) -> bool {
+        false
+    }
+}
+
+/// Where a partition stands, for the commit loop and the metrics.
+#[derive(Debug, Default)]
+pub struct PartitionState {
+    /// The finished prefix, durable in the state store.
+    pub committable: Option<i64>,
+    /// The last offset the group acknowledged (Kafka).
+    pub committed: Option<i64>,
+    /// The first position still owed and the stage its batch is in.
+    pub blocking: Option<(i64, &'static str)>,
+    /// When the oldest unfinished record was received.
+    pub oldest: Option<Instant>,
+    /// When each batch out (taken, not yet durable) was received, oldest
+    /// first.
+    out: VecDeque<Instant>,
+}
+
+/// The stages a batch can wait in, for `sluice_commit_blocked_by`.
+pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "store"];
+
+/// What every partition of a run shares.
+pub struct Shared<'a> {
+    pub cfg: &'a Config,
+    pub store: &'a Store,
+    pub dedup: &'a DedupWindow<'a>,
+    pub sink: &'a Guarded,
+    pub committer: &'a Committer,
+    /// `quarantine.topic`, when set: entries are published there before
+    /// their records' doors are written.
+    pub quarantine_topic: Option<&'a QuarantineTopic>,
+    pub stats: &'a Mutex<RunStats>,
+}
+
+/// One partition, as the driver runs it.
+pub struct Partition<'p> {
+    pub name: &'p str,
+    /// Where reading (re)starts; `None`: at the first record read (a Kafka
+    /// partition starts at the group's committed offset).
+    pub start: Option<u64>,
+    pub chain: Chain,
+    /// Whether the partition must let go (shutdown, revoke): what is not
+    /// durable is read again.
+    pub stopping: &'p (dyn Fn() -> bool + Sync),
+    pub state: Arc<Mutex<PartitionState>>,
+}
+
+/// A batch between the front and the back.
+pub(crate) struct Prepared {
+    pull: Pull,
+    plan: Plan,
+    /// How many of this partition's writes were durable when the batch was
+    /// looked up: ids accepted by later writes were invisible to it.
+    saw_writes: u64,
+    counts: Counts,
+}
+
+pub(crate) enum ToBack {
+    Batch(Box<Prepared>),
+    /// The write of this partition's `seq`th batch is durable (or failed).
+    Durable(u64, Result<(), String>),
+    /// The front read its last batch.
+    End,
+}
+
+/// A batch whose write is with the committer.
+struct Writing {
+    seq: u64,
+    position: u64,
+    counts: Counts,
+    received: Instant,
+    quarantined: Vec<(String, &'static str, String)>,
+    records: usize,
+}
+
+fn lock(state: &Mutex<PartitionState>) -> std::sync::MutexGuard<'_, PartitionState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run one partition until its reader ends, it must let go, or it fails.
+pub fn drive(
+    shared: &Shared<'_>,
+    mut part: Partition<'_>,
+    reader: &mut dyn Reader,
+    keeper: &mut dyn Keeper,
+) -> Result<(), PipelineError> {
+    let in_flight = shared.cfg.pipeline.in_flight;
+    let (credit_tx, credits) = mpsc::sync_channel::<()>(in_flight);
+    for _ in 0..in_flight {
+        let _ = credit_tx.try_send(());
+    }
+    let (to_back, back_rx) = mpsc::channel::<ToBack>();
+    let writes_durable = AtomicU64::new(0);
+    let back_failed = AtomicBool::new(false);
+    let quarantine = Quarantine::new(
+        shared.store,
+        &shared.cfg.pipeline.name,
+        part.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
+        shared.cfg.quarantine.mask_fields.clone(),
+    );
+    let name = part.name;
+    let state = part.state.clone();
+    std::thread::scope(|scope| {
+        let back = Back {
+            shared,
+            name,
+            state: &state,
+            stopping: part.stopping,
+            quarantine: &quarantine,
+            to_self: to_back.clone(),
+            credits: credit_tx,
+            writes_durable: &writes_durable,
+            tracker: part.start.map(OffsetTracker::new),
+            writing: VecDeque::new(),
+        };
+        let back_failed = &back_failed;
+        let back = std::thread::Builder::new()
+            .name(format!("sluice-back-{name}"))
+            .spawn_scoped(scope, move || {
+                // Raised unless the back ends well (an error or a panic):
+                // the front stops taking batches.
+                let mut failed = Flag { flag: back_failed, armed: true };
+                let result = back.run(back_rx, keeper);
+                failed.armed = result.is_err();
+                result
+            })
+            .map_err(|e| PipelineError::Panicked(format!("{name}: cannot start its back thread: {e}")))?;
+        // The back ends after the front's last batch, even when the front
+        // panics.
+        let end = EndOnDrop(&to_back);
+        let front = front(shared, &mut part, reader, &credits, &to_back, &writes_durable, back_failed);
+        drop(end);
+        let back = back.join().unwrap_or_else(|_| Err(PipelineError::Panicked(name.to_string())));
+        // The back's error is the cause when both failed: a front that
+        // stopped because the back did has nothing to add.
+        back.and(front)
+    })
+}
+
+/// Raises its flag when dropped armed.
+struct Flag<'a> {
+    flag: &'a AtomicBool,
+    armed: bool,
+}
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Tells the back that no batch follows, when dropped.
+struct EndOnDrop<'a>(&'a Sender<ToBack>);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.send(ToBack::End);
+    }
+}
+
+/// Steps 1–2: read, plugins, dedup look-up. Waits for a credit first, so
+/// that at most `in_flight` batches are out.
+fn front(
+    shared: &Shared<'_>,
+    part: &mut Partition<'_>,
+    reader: &mut dyn Reader,
+    credits: &Receiver<()>,
+    to_back: &Sender<ToBack>,
+    writes_durable: &AtomicU64,
+    back_failed: &AtomicBool,
+) -> Result<(), PipelineError> {
+    let batch_size = shared.cfg.pipeline.batch_size;
+    loop {
+        // A credit: room for one more batch in flight.
+        loop {
+            if (part.stopping)() || back_failed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            match credits.recv_timeout(Duration::from_millis(50)) {
+                Ok(()) => break,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+        }
+        let pull = loop {
+            if (part.stopping)() || back_failed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            // Long runs forget old ids as they go, busy or idle (at most
+            // once a quarter bucket, for every partition together); never
+            // a scan.
+            shared.dedup.maybe_expire(now_secs())?;
+            match reader.pull(batch_size)? {
+                None => return Ok(()),
+                Some(p) if p.records.is_empty() => continue,
+                Some(p) => break p,
+            }
+        };
+        {
+            // The oldest batch not yet durable decides what the commit
+            // waits for; this one is it when nothing else is out.
+            let mut st = lock(&part.state);
+            st.out.push_back(pull.received);
+            if st.blocking.is_none() {
+                st.blocking = Some((pull.records[0].start as i64, "plugins"));
+                st.oldest = Some(pull.received);
+            }
+        }
+        let prepared = prepare(shared, part, pull, writes_durable)?;
+        if to_back.send(ToBack::Batch(Box::new(prepared))).is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// The plugins' verdicts and the window's answers for one batch.
+fn prepare(
+    shared: &Shared<'_>,
+    part: &mut Partition<'_>,
+    pull: Pull,
+    writes_durable: &AtomicU64,
+) -> Result<Prepared, PipelineError> {
+    let mut counts = Counts::default();
+    let mut plan = Plan::new(pull.records.len());
+    // Refused records never reach a plugin.
+    let mut to_plugins: Vec<&Record> = Vec::with_capacity(pull.records.len());
+    let mut index_of = Vec::with_capacity(pull.records.len());
+    for (i, r) in pull.records.iter().enumerate() {
+        match &r.refused {
+            Some(reason) => plan.refuse(i, "source", reason.clone()),
+            None => {
+                to_plugins.push(&r.record);
+                index_of.push(i);
+            }
+        }
+    }
+    // 1. Plugins.
+    let t = Instant::now();
+    let verdicts: Vec<Verdict> = part.chain.run_refs(&to_plugins)?;
+    counts.plugin_seconds += t.elapsed().as_secs_f64();
+    for (verdict, i) in verdicts.into_iter().zip(index_of) {
+        let position = &pull.records[i].record.position;
+        plan.verdict(i, verdict, &pull.scope, || position.default_event_id());
+    }
+    // 2. Dedup look-up: what was durable before this moment is visible.
+    let saw_writes = writes_durable.load(Ordering::SeqCst);
+    let seen = shared.dedup.seen(&plan.digests(), now_secs())?;
+    plan.seen(&seen);
+    Ok(Prepared { pull, plan, saw_writes, counts })
+}
+
+/// Steps 3–5: deliver, write, and finish what became durable.
+struct Back<'a, 's> {
+    shared: &'a Shared<'s>,
+    name: &'a str,
+    state: &'a Mutex<PartitionState>,
+    stopping: &'a (dyn Fn() -> bool + Sync),
+    quarantine: &'a Quarantine<'s>,
+    /// Given to the committer, which answers on it.
+    to_self: Sender<ToBack>,
+    credits: SyncSender<()>,
+    writes_durable: &'a AtomicU64,
+    tracker: Option<OffsetTracker>,
+    /// Batches whose writes are with the committer, oldest first.
+    writing: VecDeque<Writing>,
+}
+
+impl Back<'_, '_> {
+    fn run(mut self, rx: Receiver<ToBack>, keeper: &mut dyn Keeper) -> Result<(), PipelineError> {
+        // Ids each of this run's writes accepted, by write number, while a
+        // batch looked up before that write is still to come.
+        let mut recent: VecDeque<(u64, HashSet<IdDigest>)> = VecDeque::new();
+        let mut seq = 0u64;
+        let mut ended = false;
+        while !(ended && self.writing.is_empty()) {
+            let Ok(msg) = rx.recv() else { break };
+            match msg {
+                ToBack::End => ended = true,
+                ToBack::Batch(prepared) => {
+                    let w = self.deliver(*prepared, seq, &mut recent, keeper)?;
+                    self.writing.push_back(w);
+                    seq += 1;
+                }
+                ToBack::Durable(done, result) => {
+                    let w = self.writing.pop_front().filter(|w| w.seq == done).ok_or_else(|| {
+                        PipelineError::Panicked(format!("{}: writes acknowledged out of order", self.name))
+                    })?;
+                    result.map_err(|e| PipelineError::Store(self.shared.store.failed(e)))?;
+                    self.finished(w, keeper);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deliver one batch and hand its write to the committer.
+    fn deliver(
+        &mut self,
+        prepared: Prepared,
+        seq: u64,
+        recent: &mut VecDeque<(u64, HashSet<IdDigest>)>,
+        keeper: &mut dyn Keeper,
+    ) -> Result<Writing, PipelineError> {
+        let Prepared { pull, mut plan, saw_writes, mut counts } = prepared;
+        let first = pull.records[0].start;
+        for r in &pull.records {
+            self.tracker(first).begin(r.start, r.next)?;
+        }
+        // Ids accepted by writes this batch's look-up could not see.
+        while recent.front().is_some_and(|(s, _)| *s < saw_writes) {
+            recent.pop_front();
+        }
+        plan.accepted_earlier(|d| recent.iter().any(|(_, ids)| ids.contains(d)));
+
+        // 3. Delivery of what is new; retries, backoff and the breaker
+        // happen in `Guarded`.
+        self.stage("sink");
+        let fresh = plan.take_fresh();
+        let outcomes = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            let t = Instant::now();
+            let outcomes = self.shared.sink.deliver(&fresh, self.stopping);
+            counts.sink_seconds += t.elapsed().as_secs_f64();
+            outcomes
+        };
+        drop(fresh);
+        let settled = plan.settle(outcomes);
+        let fates = settled.fates;
+
+        // 4. The doors of this batch, in one write: accepted ids first
+        // (only what the sink accepted), then the quarantine entries.
+        let mut write = WriteBatch::default();
+        let now = now_secs();
+        self.shared.dedup.record(&mut write, &settled.accepted, now)?;
+        let mut fates = fates;
+        let mut quarantined = Vec::new();
+        if !keeper.keeps_quarantine() {
+            let entries = self.entries(&pull.records, &fates);
+            if let Some(topic) = self.shared.quarantine_topic.filter(|_| !entries.is_empty()) {
+                self.stage("quarantine");
+                let listed: Vec<_> = entries.iter().map(|(_, e)| e).collect();
+                if !topic.publish(&listed, self.stopping) {
+                    // Let go before the brokers had them: not quarantined
+                    // yet; they stay owed and are read again.
+                    for (i, _) in &entries {
+                        fates[*i] = None;
+                    }
+                }
+            }
+            for (i, entry) in &entries {
+                if fates[*i].is_some() {
+                    self.quarantine.write(&mut write, entry)?;
+                }
+            }
+        }
+        // 5. Offsets: each record that passed a door is decided; one whose
+        // delivery was let go stays owed, and the position stops before it.
+        let tracker = self.tracker(first);
+        for (r, fate) in pull.records.iter().zip(&fates) {
+            let Some(fate) = fate else { continue };
+            tracker.finish(r.start, fate.door())?;
+            counts.count(fate.door());
+            if let Fate::Quarantine { stage, reason, .. } = fate {
+                quarantined.push((r.record.position.to_string(), *stage, reason.clone()));
+            }
+        }
+        counts.records += pull.records.len() as u64;
+        let position = tracker.committable();
+        keeper.with_doors(position, &pull.records, &fates, &mut write)?;
+        self.stage("store");
+        if !settled.accepted.is_empty() {
+            recent.push_back((seq, settled.accepted.into_iter().collect()));
+        }
+        self.shared.committer.submit(Durable { write, seq, answer: self.to_self.clone() });
+        Ok(Writing { seq, position, counts, received: pull.received, quarantined, records: pull.records.len() })
+    }
+
+    /// The partition's tracker, started at its first record when the
+    /// source did not say where reading starts.
+    fn tracker(&mut self, first: u64) -> &mut OffsetTracker {
+        self.tracker.get_or_insert_with(|| OffsetTracker::new(first))
+    }
+
+    /// The quarantine entry of each record whose fate is quarantine, by
+    /// the record's index in the batch; nothing is written yet.
+    fn entries(&self, records: &[Pulled], fates: &[Option<Fate>]) -> Vec<(usize, crate::store::quarantine::Entry)> {
+        let now = now_nanos();
+        let mut out = Vec::new();
+        for (i, (r, fate)) in records.iter().zip(fates).enumerate() {
+            if let Some(Fate::Quarantine { stage, plugin, reason }) = fate {
+                let rejection = crate::store::quarantine::Rejection {
+                    record: &r.record,
+                    stage,
+                    plugin: plugin.as_ref(),
+                    reason: reason.clone(),
+                    attempts: 1,
+                };
+                out.push((i, self.quarantine.entry(rejection, now)));
+            }
+        }
+        out
+    }
+
+    /// A batch's write is durable: its position may leave the process.
+    fn finished(&mut self, w: Writing, keeper: &mut dyn Keeper) {
+        self.writes_durable.fetch_add(1, Ordering::SeqCst);
+        keeper.durable(w.position);
+        for (position, stage, reason) in &w.quarantined {
+            RecordQuarantined { partition: self.name, position, stage, reason }.emit();
+        }
+        let latency = w.received.elapsed().as_secs_f64();
+        BatchFinished { partition: self.name, counts: &w.counts, latency_seconds: latency, records: w.records }
+            .emit();
+        if let Ok(mut s) = self.shared.stats.lock() {
+            s.add(self.name, &w.counts);
+            s.latency.record(latency, w.records);
+        }
+        {
+            // The commit now waits at this position for the next batch out:
+            // its write, when one is pending; else whatever stage it is in
+            // (the back says "sink" when it gets it).
+            let mut st = lock(self.state);
+            st.committable = Some(w.position as i64);
+            st.out.pop_front();
+            let stage = if self.writing.is_empty() { "plugins" } else { "store" };
+            st.oldest = st.out.front().copied();
+            st.blocking = st.oldest.map(|_| (w.position as i64, stage));
+            CommitBlocked { partition: self.name, blocking: st.blocking }.emit();
+        }
+        let _ = self.credits.try_send(());
+    }
+
+    /// The batch in the back's hands entered `stage`: the "why" of a
+    /// commit that waits, when no older batch is still being written.
+    fn stage(&self, stage: &'static str) {
+        if !self.writing.is_empty() {
+            return;
+        }
+        let mut st = lock(self.state);
+        if let Some(b) = st.blocking.as_mut() {
+            b.1 = stage;
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    (now_nanos() / 1_000_000_000) as u64
+}
