@@ -24,7 +24,7 @@ fn dir_bytes(path: &std::path::Path) -> u64 {
 }
 
 fn main() {
-    let n: usize = std::env::var("SLUICE_BENCH_IDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
+    let n = sluice_benches::env_count("SLUICE_BENCH_IDS", 10_000_000);
     let batch = 1000;
     let ids = |range: std::ops::Range<usize>| -> Vec<[u8; 24]> {
         range.map(|i| digest(&PIPELINE_SCOPE, &format!("ev-{i:012}"))).collect()

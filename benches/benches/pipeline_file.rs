@@ -24,10 +24,8 @@ use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 /// `n` unique ids (and their repeats) in `files` files of about equal size.
 fn generate(dir: &Path, n: usize, files: usize) -> Vec<PathBuf> {
     let paths: Vec<PathBuf> = (0..files).map(|f| dir.join(format!("input-{f:02}.log"))).collect();
-    let mut writers: Vec<_> = paths
-        .iter()
-        .map(|p| BufWriter::new(std::fs::File::create(p).unwrap_or_else(|e| panic!("{e}"))))
-        .collect();
+    let mut writers: Vec<_> =
+        paths.iter().map(|p| BufWriter::new(std::fs::File::create(p).unwrap_or_else(|e| panic!("{e}")))).collect();
     let now = sluice_benches::now_secs();
     for (c, first) in (0..n).step_by(10_000).enumerate() {
         let w = &mut writers[c % files];
@@ -99,15 +97,17 @@ path = "out/events.ndjson"
 }
 
 fn main() {
-    let n: usize = std::env::var("SLUICE_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let counts: Vec<usize> = std::env::var("SLUICE_BENCH_FILES")
-        .unwrap_or_else(|_| "1,4,16".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 1_000_000);
+    let counts = sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16");
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    println!("pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink", n + n / 10);
-    println!("  {:>5}  {:>22}  {:>22}  {:>7}  {:>8}  {:>9}  {:>9}", "files", "baseline /s per core (wall)", "sluice /s per core (wall)", "ratio", "RSS MiB", "p50 ms", "p99 ms");
+    println!(
+        "pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink",
+        n + n / 10
+    );
+    println!(
+        "  {:>5}  {:>22}  {:>22}  {:>7}  {:>8}  {:>9}  {:>9}",
+        "files", "baseline /s per core (wall)", "sluice /s per core (wall)", "ratio", "RSS MiB", "p50 ms", "p99 ms"
+    );
     for files in counts {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let inputs = generate(dir.path(), n, files);

@@ -52,19 +52,24 @@ fn bare_consume(brokers: &str, topic: &str, partitions: i32, n: usize) -> (f64, 
 }
 
 fn main() {
-    let n: usize = std::env::var("SLUICE_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
-    let counts: Vec<i32> = std::env::var("SLUICE_BENCH_PARTITIONS")
-        .unwrap_or_else(|_| "1,4,16".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 200_000);
+    let counts: Vec<i32> =
+        sluice_benches::env_counts("SLUICE_BENCH_PARTITIONS", "1,4,16").into_iter().map(|c| c as i32).collect();
     let broker = Broker::start(Storage::Sqlite);
     let brokers = broker.brokers();
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    println!("pipeline_kafka: {n} records per run, kafka (tansu, SQLite storage) → json → ts-window → dedup → file sink");
+    println!(
+        "pipeline_kafka: {n} records per run, kafka (tansu, SQLite storage) → json → ts-window → dedup → file sink"
+    );
     println!(
         "  {:>10}  {:>26}  {:>26}  {:>14}  {:>7}  {:>7}  {:>7}",
-        "partitions", "bare rdkafka /s per core (wall)", "sluice /s per core (wall)", "ratio core/wall", "RSS MiB", "p50 ms", "p99 ms"
+        "partitions",
+        "bare rdkafka /s per core (wall)",
+        "sluice /s per core (wall)",
+        "ratio core/wall",
+        "RSS MiB",
+        "p50 ms",
+        "p99 ms"
     );
     for partitions in counts {
         let topic = format!("bench-{partitions}");

@@ -49,6 +49,17 @@ pub fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// A count from the environment (`SLUICE_BENCH_RECORDS=200000`), or `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A comma-separated list of counts from the environment
+/// (`SLUICE_BENCH_FILES=1,4,16`), or `default`.
+pub fn env_counts(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name).unwrap_or_else(|_| default.into()).split(',').filter_map(|s| s.trim().parse().ok()).collect()
+}
+
 /// The peak resident set size of this process since start, or since the
 /// last [`reset_peak_rss`], MiB.
 pub fn peak_rss_mib() -> f64 {

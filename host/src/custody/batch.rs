@@ -206,7 +206,9 @@ mod tests {
     use crate::plugin::Event;
 
     fn emit(ids: &[Option<&str>]) -> Verdict {
-        Verdict::Emit(ids.iter().map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".to_vec() }).collect())
+        Verdict::Emit(
+            ids.iter().map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".to_vec() }).collect(),
+        )
     }
 
     fn plugin() -> PluginId {

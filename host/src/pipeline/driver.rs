@@ -41,7 +41,7 @@ use rocksdb::WriteBatch;
 use super::durable::{Committer, Durable};
 use super::kafka::quarantine_topic::QuarantineTopic;
 use super::stats::{Counts, RunStats};
-use super::{PipelineError, now_nanos};
+use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, Scope};
 use crate::custody::{Fate, OffsetTracker, Plan};
@@ -87,13 +87,17 @@ pub trait Keeper: Send {
     /// Add to `write` what the source keeps with a batch's doors: a file's
     /// checkpoint for `position` (durable together with the doors), a
     /// replay's entry marks. `fates` are the batch's, per record.
+    /// Nothing, by default: a Kafka partition's prefix is published by
+    /// the driver itself once durable.
     fn with_doors(
         &mut self,
-        position: u64,
-        records: &[Pulled],
-        fates: &[Option<Fate>],
-        write: &mut WriteBatch,
-    ) -> Result<(), PipelineError>;
+        _position: u64,
+        _records: &[Pulled],
+        _fates: &[Option<Fate>],
+        _write: &mut WriteBatch,
+    ) -> Result<(), PipelineError> {
+        Ok(())
+    }
     /// The write carrying every door below `position` is durable: the
     /// position may now leave the process (the Kafka commit).
     fn durable(&mut self, _position: u64) {}
@@ -223,7 +227,7 @@ pub fn drive(
             .spawn_scoped(scope, move || {
                 // Raised unless the back ends well (an error or a panic):
                 // the front stops taking batches.
-                let mut failed = Flag { flag: back_failed, armed: true };
+                let mut failed = RaiseOnDrop { flag: back_failed, armed: true };
                 let result = back.run(back_rx, keeper);
                 failed.armed = result.is_err();
                 result
@@ -239,20 +243,6 @@ pub fn drive(
         // stopped because the back did has nothing to add.
         back.and(front)
     })
-}
-
-/// Raises its flag when dropped armed.
-struct Flag<'a> {
-    flag: &'a AtomicBool,
-    armed: bool,
-}
-
-impl Drop for Flag<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.flag.store(true, Ordering::SeqCst);
-        }
-    }
 }
 
 /// Tells the back that no batch follows, when dropped.
@@ -516,8 +506,7 @@ impl Back<'_, '_> {
             RecordQuarantined { partition: self.name, position, stage, reason }.emit();
         }
         let latency = w.received.elapsed().as_secs_f64();
-        BatchFinished { partition: self.name, counts: &w.counts, latency_seconds: latency, records: w.records }
-            .emit();
+        BatchFinished { partition: self.name, counts: &w.counts, latency_seconds: latency, records: w.records }.emit();
         if let Ok(mut s) = self.shared.stats.lock() {
             s.add(self.name, &w.counts);
             s.latency.record(latency, w.records);

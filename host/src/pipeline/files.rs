@@ -8,7 +8,7 @@ use std::time::Instant;
 use rocksdb::WriteBatch;
 
 use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
-use super::{PipelineError, RunStats, Stop, StopOnExit, build_chain, identity, now_nanos, open_sink, with_committer};
+use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
 use crate::custody::ids::PIPELINE_SCOPE;
@@ -54,7 +54,7 @@ pub(super) fn run(
                 .map(|file| {
                     let shared = &shared;
                     let handle = scope.spawn(move || -> Result<(), PipelineError> {
-                        let mut guard = StopOnExit { stop, armed: true };
+                        let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
                         let result = run_file(shared, runtime, source, file, stop);
                         guard.armed = result.is_err();
                         result

@@ -23,12 +23,12 @@ pub use stats::RunStats;
 
 use crate::config::{Config, SinkConfig, SourceConfig};
 use crate::plugin::{Chain, Runtime};
+use crate::sink::Sink;
 use crate::sink::clickhouse::ClickhouseSinkConfig;
 use crate::sink::file::{FileSink, StdoutSink};
 use crate::sink::guarded::Guarded;
 use crate::sink::http::HttpSink;
 use crate::sink::kafka::KafkaSink;
-use crate::sink::Sink;
 use crate::store::{Identity, Store};
 
 pub use crate::custody::Fate;
@@ -61,18 +61,19 @@ impl From<crate::source::kafka::KafkaSourceError> for PipelineError {
     }
 }
 
-/// Stops every partition when dropped without being disarmed: a partition
-/// that fails or panics must not leave the others running (in follow mode
-/// they would never end) while the run reports nothing.
-struct StopOnExit<'a> {
-    stop: &'a Stop,
-    armed: bool,
+/// Raises a flag when dropped without being disarmed: a partition that
+/// fails or panics must not leave the others running (in follow mode they
+/// would never end), nor a driver's front taking batches its back will
+/// never take.
+pub(crate) struct RaiseOnDrop<'a> {
+    pub flag: &'a AtomicBool,
+    pub armed: bool,
 }
 
-impl Drop for StopOnExit<'_> {
+impl Drop for RaiseOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.stop.request();
+            self.flag.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -82,6 +83,10 @@ impl Drop for StopOnExit<'_> {
 pub struct Stop(Arc<AtomicBool>);
 
 impl Stop {
+    fn flag(&self) -> &AtomicBool {
+        &self.0
+    }
+
     pub fn request(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
@@ -133,7 +138,6 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
         SourceConfig::Kafka(source) => kafka::run(cfg, source, runtime, stop),
     }
 }
-
 
 /// Run `f` with a group committer for `store` (a thread of its own, ended
 /// when `f` returns and every write handed over is answered).

@@ -65,7 +65,13 @@ impl<'s> DedupWindow<'s> {
             rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
                 .map_err(|e| store.rocks(e))?;
         let buckets = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
-        Ok(DedupWindow { store, window_secs, bucket_secs, buckets: Mutex::new(buckets), last_expiry: AtomicU64::new(0) })
+        Ok(DedupWindow {
+            store,
+            window_secs,
+            bucket_secs,
+            buckets: Mutex::new(buckets),
+            last_expiry: AtomicU64::new(0),
+        })
     }
 
     fn oldest_live(&self, now_secs: u64) -> u64 {

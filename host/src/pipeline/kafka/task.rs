@@ -10,9 +10,6 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rocksdb::WriteBatch;
-
-use crate::custody::Fate;
 use crate::custody::ids::{Scope, scope};
 use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
 use crate::pipeline::{PipelineError, build_chain};
@@ -119,14 +116,4 @@ impl Reader for KafkaReader<'_> {
 /// publishes its durable prefix, and the consume loop commits it.
 struct PublishedByTheDriver;
 
-impl Keeper for PublishedByTheDriver {
-    fn with_doors(
-        &mut self,
-        _position: u64,
-        _records: &[Pulled],
-        _fates: &[Option<Fate>],
-        _write: &mut WriteBatch,
-    ) -> Result<(), PipelineError> {
-        Ok(())
-    }
-}
+impl Keeper for PublishedByTheDriver {}
