@@ -174,8 +174,7 @@ pub(crate) enum ToBack {
 /// Room for one more batch, with what is left of the batch that made room:
 /// records and deliveries go back to the front to be freed on the thread
 /// that allocated them (glibc's malloc makes a free from another thread
-/// take the allocating thread's arena lock: measured, 20% more CPU per
-/// record with the frees on the back).
+/// take the allocating thread's arena lock, per allocation).
 type Credit = Option<Box<Spent>>;
 
 /// A finished batch's memory.
