@@ -2,7 +2,7 @@
 //!
 //! Threads: the consume loop (this module: polls, dispatches runs of
 //! records to their partitions' queues, one send per partition per poll
-//! burst of at most `BURST_RECORDS`, pauses and resumes fetching, commits), a supervisor that starts
+//! burst, pauses and resumes fetching, commits), a supervisor that starts
 //! and joins partition tasks, a sampler of progress for the metrics, and
 //! one task per assigned partition (`task`: the partition driver, with its
 //! own plugin instances). Tasks are OS threads: a batch is CPU-bound
