@@ -308,12 +308,8 @@ fn consume(
     Ok(())
 }
 
-/// The most records one poll burst takes before handing them over. One,
-/// for now: with longer bursts (up to 4,096, or a queue's worth) the 100k
-/// Kafka suite stalled twice in three runs on tansu (fetches held for
-/// about 60 s, nothing delivered for 120 s), and the cause is not found
-/// yet. With one, partitions pause exactly as they did before the driver.
-const BURST_RECORDS: usize = 1;
+/// The most records one poll burst takes before handing them over.
+const BURST_RECORDS: usize = 4096;
 
 /// Records taken in one poll burst, grouped by partition in arrival order.
 struct Burst {
