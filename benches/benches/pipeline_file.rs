@@ -54,7 +54,7 @@ fn baseline(inputs: &[PathBuf], out: &Path) -> (f64, f64) {
             serde_json::to_writer(&mut w, &v).unwrap_or_else(|e| panic!("{e}"));
             w.write_all(b"\n").unwrap_or_else(|e| panic!("{e}"));
             i += 1;
-            if i % 1000 == 0 {
+            if i.is_multiple_of(1000) {
                 w.flush().and_then(|_| file.sync_data()).unwrap_or_else(|e| panic!("{e}"));
             }
         }

@@ -93,9 +93,10 @@ pub struct KafkaSourceConfig {
     /// revoke and on shutdown).
     #[serde(default = "default_commit_interval", deserialize_with = "duration")]
     pub commit_interval: Duration,
-    /// Records sluice holds per partition beyond the batch in progress;
-    /// more pauses the partition's fetching until the queue is half empty.
-    /// Default: four batches.
+    /// Records librdkafka may hold fetched per partition ahead of the
+    /// batches in flight (`queued.min.messages`): at this many it stops
+    /// fetching the partition until the driver has taken some. Default:
+    /// four batches.
     pub queue_records: Option<usize>,
     /// How long a partition's task waits to fill a batch once it has its
     /// first record. Each batch pays two syncs (sink, state store): a batch

@@ -163,7 +163,7 @@ fn sample(text: &str, name: &str, label: &str) -> Option<f64> {
 }
 
 #[test]
-fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
+fn an_open_breaker_holds_the_partition_back_and_shows_as_lag_not_loss() {
     use sluice_e2e::backend::{Backend, Reaction, Req};
     let broker = Broker::start(Storage::Sqlite);
     let brokers = broker.brokers();
@@ -215,7 +215,7 @@ fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
         std::thread::sleep(Duration::from_millis(250));
         let m = scrape(port);
         let open = sample(&m, "sluice_breaker_state", "sink=").unwrap_or(0.0) >= 1.0;
-        let paused = sample(&m, "sluice_partition_paused", p) == Some(1.0);
+        let paused = sample(&m, "sluice_partition_backpressured", p) == Some(1.0);
         let lag = sample(&m, "sluice_consumer_lag", p).unwrap_or(0.0);
         if open && paused && lag > 0.0 && during.is_none() {
             during = Some(m.clone());
@@ -234,7 +234,7 @@ fn an_open_breaker_pauses_the_partition_and_shows_as_lag_not_loss() {
                 [
                     "sluice_breaker_state",
                     "sluice_breaker_transitions_total",
-                    "sluice_partition_paused",
+                    "sluice_partition_backpressured",
                     "sluice_consumer_lag",
                     "sluice_committed_offset",
                     "sluice_sink_requests_total",

@@ -50,7 +50,7 @@ use crate::sink::guarded::Guarded;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{PluginVersion, Quarantine};
-use crate::telemetry::events::{BatchFinished, CommitBlocked, RecordQuarantined};
+use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordQuarantined};
 
 /// A record as a source hands it over.
 pub struct Pulled {
@@ -280,7 +280,10 @@ fn front(
 ) -> Result<(), PipelineError> {
     let batch_size = shared.cfg.pipeline.batch_size;
     loop {
-        // A credit: room for one more batch in flight.
+        // A credit: room for one more batch in flight. Waiting here is
+        // the back-pressure: the source is not read meanwhile.
+        let waiting = Instant::now();
+        let mut said = false;
         loop {
             if (part.stopping)() || back_failed.load(Ordering::SeqCst) {
                 return Ok(());
@@ -292,9 +295,17 @@ fn front(
                     drop(spent);
                     break;
                 }
-                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    if !said && waiting.elapsed() >= Backpressure::AFTER {
+                        Backpressure { partition: part.name, waiting: true }.emit();
+                        said = true;
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
+        }
+        if said {
+            Backpressure { partition: part.name, waiting: false }.emit();
         }
         let pull = loop {
             if (part.stopping)() || back_failed.load(Ordering::SeqCst) {

@@ -96,6 +96,13 @@ impl Latency {
     }
 }
 
+impl RunStats {
+    pub(super) fn add(&mut self, partition: &str, c: &Counts) {
+        self.total.merge(c);
+        self.partitions.entry(partition.to_string()).or_default().merge(c);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -108,12 +115,5 @@ mod tests {
         assert!((0.001..0.0012).contains(&p50), "p50 {p50}");
         assert!((0.5..0.6).contains(&p99), "p99 {p99}");
         assert_eq!(super::Latency::default().quantile(0.5), 0.0);
-    }
-}
-
-impl RunStats {
-    pub(super) fn add(&mut self, partition: &str, c: &Counts) {
-        self.total.merge(c);
-        self.partitions.entry(partition.to_string()).or_default().merge(c);
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn to_wit(r: &Record) -> wit::Record {
         source_timestamp: r.source_timestamp,
         position: match &r.position {
             Position::Kafka { topic, partition, offset } => wit::Position::Kafka(wit::KafkaPosition {
-                topic: topic.clone(),
+                topic: topic.to_string(),
                 partition: *partition,
                 offset: *offset,
             }),

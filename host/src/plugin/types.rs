@@ -1,6 +1,8 @@
 //! The host's own view of what crosses the plugin boundary. The generated
 //! WIT bindings stay private (`bindings.rs`); the rest of sluice speaks these.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Where a record sits in its source. Positions track progress (offsets,
@@ -8,8 +10,35 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum Position {
-    Kafka { topic: String, partition: i32, offset: i64 },
-    File { path: String, generation: u64, offset: u64 },
+    /// The topic is shared by every record of a partition: one allocation
+    /// per partition, not one per record.
+    Kafka {
+        #[serde(with = "shared_str")]
+        topic: Arc<str>,
+        partition: i32,
+        offset: i64,
+    },
+    File {
+        path: String,
+        generation: u64,
+        offset: u64,
+    },
+}
+
+/// `Arc<str>` as a plain string (serde's `rc` feature would do it for every
+/// crate in the build; this is the only shared string that is serialized).
+mod shared_str {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Arc<str>, D::Error> {
+        String::deserialize(de).map(Arc::from)
+    }
 }
 
 impl Position {

@@ -113,10 +113,10 @@ impl Rebalanced<'_> {
         if self.kind != "assigned" {
             for name in [
                 "sluice_consumer_lag",
-                "sluice_partition_paused",
+                "sluice_partition_backpressured",
                 "sluice_oldest_unfinished_age_seconds",
                 "sluice_commit_blocked_at",
-                "sluice_partition_held_records",
+                "sluice_partition_prefetched_records",
             ] {
                 gauge!(name, "partition" => self.partition.to_string()).set(0.0);
             }
@@ -125,25 +125,28 @@ impl Rebalanced<'_> {
     }
 }
 
-/// Fetching of a partition paused (sluice holds as many records of it as
-/// it may) or resumed.
-pub struct Paused<'a> {
+/// A partition's driver has every one of its `pipeline.in_flight` batches
+/// out (in the sink, or waiting for its write) and has waited a while for
+/// one to finish: it reads nothing more until one does, so the source holds
+/// the rest (for Kafka, librdkafka stops fetching at its queue bound).
+/// Said when the wait passes `Backpressure::AFTER`, and when it ends.
+pub struct Backpressure<'a> {
     pub partition: &'a str,
-    pub paused: bool,
-    pub held: usize,
+    pub waiting: bool,
 }
 
-impl Paused<'_> {
+impl Backpressure<'_> {
+    /// Shorter waits are the ordinary rhythm of a pipeline whose reading is
+    /// faster than its delivery; not worth a metric update per batch.
+    pub const AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+
     pub fn emit(&self) {
-        gauge!("sluice_partition_paused", "partition" => self.partition.to_string()).set(if self.paused {
-            1.0
-        } else {
-            0.0
-        });
-        if self.paused {
-            counter!("sluice_partition_pauses_total", "partition" => self.partition.to_string()).increment(1);
+        let p = || self.partition.to_string();
+        gauge!("sluice_partition_backpressured", "partition" => p()).set(if self.waiting { 1.0 } else { 0.0 });
+        if self.waiting {
+            counter!("sluice_partition_backpressure_total", "partition" => p()).increment(1);
         }
-        tracing::debug!(partition = self.partition, paused = self.paused, held = self.held, "back-pressure");
+        tracing::debug!(partition = self.partition, waiting = self.waiting, "back-pressure");
     }
 }
 
@@ -153,8 +156,8 @@ pub struct Progress<'a> {
     pub high_watermark: Option<i64>,
     pub committed: Option<i64>,
     pub oldest_age_seconds: f64,
-    /// Records received while the partition's queue was full.
-    pub held: usize,
+    /// Records librdkafka holds fetched for the partition (its statistics).
+    pub prefetched: Option<i64>,
 }
 
 impl Progress<'_> {
@@ -167,7 +170,9 @@ impl Progress<'_> {
             gauge!("sluice_high_watermark", "partition" => p()).set(high as f64);
         }
         gauge!("sluice_oldest_unfinished_age_seconds", "partition" => p()).set(self.oldest_age_seconds);
-        gauge!("sluice_partition_held_records", "partition" => p()).set(self.held as f64);
+        if let Some(n) = self.prefetched {
+            gauge!("sluice_partition_prefetched_records", "partition" => p()).set(n as f64);
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! The Kafka source's side of `sluice run`: a consumer group member.
 //!
-//! Threads: the consume loop (this module: polls, dispatches runs of
-//! records to their partitions' queues, one send per partition per poll
-//! burst, pauses and resumes fetching, commits), a supervisor that starts
-//! and joins partition tasks, a sampler of progress for the metrics, and
-//! one task per assigned partition (`task`: the partition driver, with its
-//! own plugin instances). Tasks are OS threads: a batch is CPU-bound
+//! Threads: the consume loop (this module: serves the group's callbacks
+//! and librdkafka's events, commits), a supervisor that starts and joins
+//! partition tasks, a sampler of progress for the metrics, and one task per
+//! assigned partition (`task`: the partition driver, with its own plugin
+//! instances), which polls its partition's own librdkafka queue: records
+//! never pass through the consume loop, so there is no per-record lock or
+//! channel send between the two. Tasks are OS threads: a batch is CPU-bound
 //! WebAssembly and synchronous RocksDB, and must not stall a shared async
 //! executor.
 //!
@@ -19,37 +20,36 @@
 //! acknowledged commit is sent).
 //!
 //! Memory is bounded (README, "Back-pressure"): per partition,
-//! `pipeline.in_flight` batches between the queue and the commit,
-//! `queue_records` queued (give or take one poll burst), and what was fetched when the queue
-//! filled (held, at most one fetch's worth, until the partition resumes);
-//! plus librdkafka's prefetch, bounded by `queued.max.messages.kbytes`
-//! (and dropped by librdkafka when a partition pauses).
+//! `pipeline.in_flight` batches between the queue and the commit, plus
+//! librdkafka's queue of the partition, which it stops fetching into at
+//! `source.queue_records` records (`queued.min.messages`) or
+//! `queued.max.messages.kbytes`, overshooting by at most one fetch
+//! response (`max.partition.fetch.bytes`). A slow partition is simply not
+//! polled: nothing is paused, dropped, or fetched twice.
 
 pub mod quarantine_topic;
 mod rebalance;
 mod task;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::{Message, TopicPartitionList};
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::Shared;
 use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig};
 use crate::plugin::Runtime;
-use crate::source::kafka::record::{KafkaRecord, from_message};
 use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
-use crate::telemetry::events::{Paused, Progress};
+use crate::telemetry::events::Progress;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
@@ -135,13 +135,17 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
     let context = Context {
         registry: Mutex::new(HashMap::new()),
         commands: Mutex::new(commands),
-        queue_records: source.queue_records.unwrap_or(4 * cfg.pipeline.batch_size),
         revoke_wait: cfg.shutdown.grace,
-        generation: std::sync::atomic::AtomicU64::new(0),
+        consumer: OnceLock::new(),
+        prefetched: Mutex::new(HashMap::new()),
     };
-    let consumer: BaseConsumer<Context> = client::client_config(source)?
-        .create_with_context(context)
-        .map_err(KafkaSourceError::client("create the consumer"))?;
+    let consumer: Arc<BaseConsumer<Context>> = Arc::new(
+        client::member_config(source, cfg.pipeline.batch_size)?
+            .create_with_context(context)
+            .map_err(KafkaSourceError::client("create the consumer"))?,
+    );
+    // Before the first poll, which may assign partitions.
+    let _ = consumer.context().consumer.set(Arc::downgrade(&consumer));
     let topics: Vec<&str> = source.topics.iter().map(String::as_str).collect();
     consumer.subscribe(&topics).map_err(KafkaSourceError::client(format!("subscribe to {topics:?}")))?;
     health.set_ready(true);
@@ -150,7 +154,7 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
     std::thread::scope(|scope| {
         let failure = &failure;
         scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
-        let consumer = &consumer;
+        let consumer = &*consumer;
         scope.spawn(move || sample_progress(consumer, stop));
         if let Err(e) = consume(consumer, source, stop, health)
             && let Ok(mut f) = failure.lock()
@@ -195,20 +199,24 @@ fn supervise<'scope, 'env>(
     };
     while let Ok(cmd) = commands.recv() {
         match cmd {
-            Command::Start { tp, rx, queued, stop: task_stop, state } => {
+            Command::Start { tp, queue, stop: task_stop, state } => {
+                // A task of an earlier assignment of the partition ends
+                // first: two tasks must never poll one queue.
+                if let Some(old) = tasks.remove(&tp) {
+                    let _ = old.join();
+                }
                 let name = partition_name(&tp.0, tp.1);
+                let topic = tp.0.clone();
                 let spawned =
                     std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(scope, move || {
                         let (runtime, linger, shared) = (shared.runtime, shared.linger, &shared.shared);
-                        if let Err(e) = task::run(shared, runtime, linger, &name, (rx, &queued), &task_stop, &state) {
+                        if let Err(e) = task::run(shared, runtime, linger, (&topic, &name), queue, &task_stop, &state) {
                             fail(e);
                         }
                     });
                 match spawned {
                     Ok(h) => {
-                        if let Some(old) = tasks.insert(tp, h) {
-                            let _ = old.join();
-                        }
+                        tasks.insert(tp, h);
                     }
                     Err(e) => fail(PipelineError::Panicked(format!("cannot start a task: {e}"))),
                 }
@@ -233,14 +241,14 @@ fn supervise<'scope, 'env>(
     }
 }
 
-/// The consume loop: poll, dispatch, unpause, and every `commit_interval`
-/// (so also when idle) commit each owned partition's finished prefix
-/// beyond the last acknowledged one. Commits are synchronous and made
-/// here, on the thread that serves rebalances: a commit can then never
-/// wait on a rebalance that waits on it. (A commit's answer is what
-/// `committed` records; rdkafka's callback does not fire for asynchronous
-/// commits, rust-rdkafka issue #856.) A failed commit is carried by the
-/// next one.
+/// The consume loop: serve callbacks and events, and every
+/// `commit_interval` (so also when idle) commit each owned partition's
+/// finished prefix beyond the last acknowledged one. Commits are
+/// synchronous and made here, on the thread that serves rebalances: a
+/// commit can then never wait on a rebalance that waits on it. (A commit's
+/// answer is what `committed` records; rdkafka's callback does not fire for
+/// asynchronous commits, rust-rdkafka issue #856.) A failed commit is
+/// carried by the next one.
 fn consume(
     consumer: &BaseConsumer<Context>,
     source: &KafkaSourceConfig,
@@ -253,33 +261,18 @@ fn consume(
     while !stop.requested() {
         health.beat();
         match consumer.poll(Duration::from_millis(50)) {
+            // Every assigned partition's queue is split off before its
+            // assignment takes effect (`rebalance`), so no record should
+            // reach this queue. One that does belongs to a partition no
+            // task polls: its task could commit past it, so the run stops
+            // rather than lose it.
             Some(Ok(m)) => {
-                let mut burst = Burst::new(ctx.generation.load(Ordering::SeqCst));
-                burst.add(&m);
-                drop(m);
-                // What else librdkafka already has: taken without waiting,
-                // then handed over one run per partition. A rebalance
-                // inside a poll ends the burst before the message it
-                // returns: the runs so far belong to the old assignment.
-                // No more than a queue's worth: what does not fit is held,
-                // and held records are bounded by one burst.
-                while burst.records < BURST_RECORDS.min(ctx.queue_records) {
-                    match consumer.poll(Duration::ZERO) {
-                        Some(Ok(m)) => {
-                            let now = ctx.generation.load(Ordering::SeqCst);
-                            if now != burst.generation {
-                                std::mem::replace(&mut burst, Burst::new(now)).dispatch(consumer);
-                            }
-                            burst.add(&m);
-                        }
-                        Some(Err(e)) => {
-                            tracing::debug!("kafka: {e}");
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                burst.dispatch(consumer);
+                let at = format!("{}/{}@{}", m.topic(), m.partition(), m.offset());
+                stop.request();
+                return Err(KafkaSourceError::Other(format!(
+                    "record {at} reached the consumer queue: its partition's queue was not split off; \
+                     stopping before anything past it is committed"
+                )));
             }
             Some(Err(e)) => {
                 // Broker and fetch errors are retried by librdkafka; say
@@ -297,7 +290,6 @@ fn consume(
             }
             None => {}
         }
-        unpause(consumer);
         if last_commit.elapsed() >= source.commit_interval {
             let parts: Vec<rebalance::Part> =
                 ctx.registry.lock().map(|r| r.values().map(rebalance::Handle::part).collect()).unwrap_or_default();
@@ -306,107 +298,6 @@ fn consume(
         }
     }
     Ok(())
-}
-
-/// The most records one poll burst takes before handing them over.
-const BURST_RECORDS: usize = 4096;
-
-/// Records taken in one poll burst, grouped by partition in arrival order.
-struct Burst {
-    runs: Vec<(Tp, Vec<KafkaRecord>)>,
-    records: usize,
-    now: Option<Instant>,
-    /// The rebalance generation they were polled in.
-    generation: u64,
-}
-
-impl Burst {
-    fn new(generation: u64) -> Burst {
-        Burst { runs: Vec::new(), records: 0, now: None, generation }
-    }
-
-    fn dispatch(self, consumer: &BaseConsumer<Context>) {
-        for (tp, run) in self.runs {
-            dispatch(consumer, tp, run, self.generation);
-        }
-    }
-
-    fn add(&mut self, m: &rdkafka::message::BorrowedMessage<'_>) {
-        let received = *self.now.get_or_insert_with(Instant::now);
-        let rec = from_message(m, received);
-        self.records += 1;
-        // Almost always the partition of the message before.
-        match self.runs.iter_mut().rev().find(|(tp, _)| tp.1 == m.partition() && tp.0 == m.topic()) {
-            Some((_, run)) => run.push(rec),
-            None => self.runs.push(((m.topic().to_string(), m.partition()), vec![rec])),
-        }
-    }
-}
-
-/// Hand a run of records to its partition's task; when the task's queue
-/// is full, hold them and pause the partition, so that fetching stops
-/// (back-pressure reaches the broker) and memory stays bounded.
-fn dispatch(consumer: &BaseConsumer<Context>, tp: Tp, run: Vec<KafkaRecord>, generation: u64) {
-    let ctx = consumer.context();
-    let mut reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
-    // Not ours (any more), or polled for an earlier assignment of it: the
-    // partition's (new) owner reads it from the committed offset.
-    let Some(h) = reg.get_mut(&tp).filter(|h| h.since <= generation) else { return };
-    if h.held.is_empty() && h.queued.load(Ordering::SeqCst) < ctx.queue_records {
-        h.queued.fetch_add(run.len(), Ordering::SeqCst);
-        if h.tx.send(run).is_err() {
-            // The task has ended (revoked): its records are read again.
-            h.queued.store(0, Ordering::SeqCst);
-        }
-        return;
-    }
-    h.held.extend(run);
-    if !h.paused {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(&tp.0, tp.1);
-        match consumer.pause(&tpl) {
-            Ok(()) => {
-                h.paused = true;
-                Paused { partition: &h.name, paused: true, held: h.held.len() }.emit();
-            }
-            Err(e) => tracing::warn!(partition = h.name, "cannot pause: {e}"),
-        }
-    }
-}
-
-/// Move held records into queues that drained to half; resume a partition
-/// whose held records are all queued. The hysteresis matters: librdkafka
-/// drops a paused partition's prefetched records and fetches them again on
-/// resume, so pausing once per batch would fetch everything twice.
-fn unpause(consumer: &BaseConsumer<Context>) {
-    let ctx = consumer.context();
-    let half = ctx.queue_records / 2;
-    let mut reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
-    for (tp, h) in reg.iter_mut().filter(|(_, h)| h.paused) {
-        let queued = h.queued.load(Ordering::SeqCst);
-        if queued > half {
-            continue;
-        }
-        let room = ctx.queue_records - queued;
-        let run: Vec<KafkaRecord> = h.held.drain(..room.min(h.held.len())).collect();
-        if !run.is_empty() {
-            h.queued.fetch_add(run.len(), Ordering::SeqCst);
-            if h.tx.send(run).is_err() {
-                h.held.clear();
-            }
-        }
-        if h.held.is_empty() {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition(&tp.0, tp.1);
-            match consumer.resume(&tpl) {
-                Ok(()) => {
-                    h.paused = false;
-                    Paused { partition: &h.name, paused: false, held: 0 }.emit();
-                }
-                Err(e) => tracing::warn!(partition = h.name, "cannot resume: {e}"),
-            }
-        }
-    }
 }
 
 /// About once a second, sample each partition's progress for the metrics
@@ -428,17 +319,16 @@ fn sample_progress(consumer: &BaseConsumer<Context>, stop: &Stop) {
 }
 
 fn progress(ctx: &Context, watermarks: &HashMap<Tp, i64>) {
+    let prefetched = ctx.prefetched.lock().map(|p| p.clone()).unwrap_or_default();
     let reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
     for (tp, h) in reg.iter() {
         let st = h.state.lock().unwrap_or_else(|p| p.into_inner());
-        // Held records are older than any batch in progress.
-        let oldest = h.held.front().map(|r| r.received).or(st.oldest);
         Progress {
             partition: &h.name,
             high_watermark: watermarks.get(tp).copied().filter(|h| *h >= 0),
             committed: st.committed,
-            oldest_age_seconds: oldest.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
-            held: h.held.len(),
+            oldest_age_seconds: st.oldest.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
+            prefetched: prefetched.get(tp).copied(),
         }
         .emit();
     }

@@ -2,9 +2,11 @@
 //! when a commit is acknowledged, and when librdkafka reports statistics.
 //! Every callback runs on the consume loop's thread, inside `poll`.
 //!
-//! - Assign: each new partition gets a bounded queue and a task (started by
-//!   the supervisor, see `mod.rs`); fetching starts at the group's
-//!   committed offset.
+//! - Assign: each new partition's fetch queue is split off librdkafka's
+//!   consumer queue (before the assignment takes effect, so that no record
+//!   of it reaches the consumer queue) and handed to a new task (started by
+//!   the supervisor, see `mod.rs`), which polls it itself; fetching starts
+//!   at the group's committed offset.
 //! - Revoke: the partition's task stops after the batch in progress; its
 //!   finished prefix is committed synchronously before the callback returns
 //!   (so the next owner starts exactly there); whatever it held beyond that
@@ -13,20 +15,20 @@
 //! Eager and cooperative assignment look the same from here: the callbacks
 //! name only the partitions that move.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
-
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::pipeline::driver::PartitionState;
 use crate::source::kafka::partition_name;
-use crate::source::kafka::record::KafkaRecord;
 use crate::telemetry::events::{OffsetsCommitted, Rebalanced};
 
 pub(crate) type Tp = (String, i32);
@@ -40,34 +42,21 @@ impl Handle {
     }
 }
 
-/// A partition this instance owns, as the consume loop sees it.
+/// A partition this instance owns, as the consume loop sees it. Its
+/// records never pass through here: its task polls the partition's own
+/// librdkafka queue.
 pub(crate) struct Handle {
     pub name: String,
-    /// The task's queue, of runs of records (one send per poll burst, not
-    /// per record). Bounded in records by `queued` against
-    /// `queue_records`: a slow task fills it and the loop pauses the
-    /// partition's fetching.
-    pub tx: Sender<Vec<KafkaRecord>>,
-    /// How many records the queue holds now (the task counts down).
-    pub queued: Arc<AtomicUsize>,
-    /// Records received while the queue was full, in order.
-    pub held: VecDeque<KafkaRecord>,
-    pub paused: bool,
     pub stop: Arc<AtomicBool>,
     pub state: Arc<Mutex<PartitionState>>,
-    /// The rebalance generation that assigned it: records polled before
-    /// (for an earlier owner of the same partition, this instance
-    /// included) are not this task's; librdkafka fetches them again from
-    /// the committed offset for it.
-    pub since: u64,
 }
 
 /// What the consume loop asks of the supervisor, which owns the tasks.
 pub(crate) enum Command {
     Start {
         tp: Tp,
-        rx: std::sync::mpsc::Receiver<Vec<KafkaRecord>>,
-        queued: Arc<AtomicUsize>,
+        /// The partition's fetch queue, split off the consumer queue.
+        queue: PartitionQueue<Context>,
         stop: Arc<AtomicBool>,
         state: Arc<Mutex<PartitionState>>,
     },
@@ -82,12 +71,15 @@ pub(crate) enum Command {
 pub(crate) struct Context {
     pub registry: Mutex<HashMap<Tp, Handle>>,
     pub commands: Mutex<Sender<Command>>,
-    pub queue_records: usize,
     /// How long a revoke waits for a task to finish its batch.
     pub revoke_wait: Duration,
-    /// Bumped by every rebalance: a poll burst's records belong to the
-    /// assignment of the generation they were polled in (`Handle::since`).
-    pub generation: AtomicU64,
+    /// The consumer itself, to split partition queues from inside the
+    /// rebalance callback (which only lends it). Weak: the consumer owns
+    /// this context.
+    pub consumer: OnceLock<Weak<BaseConsumer<Context>>>,
+    /// Records librdkafka holds fetched per partition (its statistics,
+    /// about once a second): the back-pressure bound, for the metrics.
+    pub prefetched: Mutex<HashMap<Tp, i64>>,
 }
 
 impl Context {
@@ -182,13 +174,23 @@ impl ClientContext for Context {
             Debug => tracing::debug!(target: "rdkafka", fac, "{message}"),
         }
     }
+
+    fn stats(&self, statistics: Statistics) {
+        let mut prefetched = self.prefetched.lock().unwrap_or_else(|p| p.into_inner());
+        prefetched.clear();
+        for (topic, t) in &statistics.topics {
+            // librdkafka's internal "unassigned" partition is -1.
+            for (p, part) in t.partitions.iter().filter(|(p, _)| **p >= 0) {
+                prefetched.insert((topic.clone(), *p), part.fetchq_cnt);
+            }
+        }
+    }
 }
 
 impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Revoke(tpl) => {
-                self.generation.fetch_add(1, Ordering::SeqCst);
                 let lost = consumer.assignment_lost();
                 let handles = self.stop_tasks(&tps(tpl));
                 // A lost assignment (session timed out) cannot commit: the
@@ -202,36 +204,38 @@ impl ConsumerContext for Context {
                     Rebalanced { partition: &h.name, kind: if lost { "lost" } else { "revoked" }, committed }.emit();
                 }
             }
-            Rebalance::Assign(_) => {}
+            // Before librdkafka assigns: a queue split afterwards could
+            // miss the first fetch, which would go to the consumer queue.
+            Rebalance::Assign(tpl) => self.start_tasks(tpl),
             Rebalance::Error(e) => tracing::error!("rebalance error: {e}"),
         }
     }
+}
 
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        let Rebalance::Assign(tpl) = rebalance else { return };
-        let since = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+impl Context {
+    /// Split each newly assigned partition's queue and start its task.
+    fn start_tasks(&self, tpl: &TopicPartitionList) {
+        let Some(consumer) = self.consumer.get().and_then(Weak::upgrade) else { return };
         let mut reg = self.lock_registry();
         for tp in tps(tpl) {
             if reg.contains_key(&tp) {
                 continue;
             }
             let name = partition_name(&tp.0, tp.1);
-            let (tx, rx) = std::sync::mpsc::channel();
+            // Only an invalid topic name (an interior NUL) fails here; the
+            // group could not have assigned it.
+            let Some(queue) = consumer.split_partition_queue(&tp.0, tp.1) else {
+                tracing::error!(partition = name, "cannot split the partition's queue; not consuming it");
+                continue;
+            };
             let stop = Arc::new(AtomicBool::new(false));
             let state = Arc::new(Mutex::new(PartitionState::default()));
-            let queued = Arc::new(AtomicUsize::new(0));
-            let start =
-                Command::Start { tp: tp.clone(), rx, queued: queued.clone(), stop: stop.clone(), state: state.clone() };
+            let start = Command::Start { tp: tp.clone(), queue, stop: stop.clone(), state: state.clone() };
             if self.commands.lock().map(|c| c.send(start).is_err()).unwrap_or(true) {
                 continue;
             }
             Rebalanced { partition: &name, kind: "assigned", committed: None }.emit();
-            reg.insert(tp, Handle { name, tx, queued, held: VecDeque::new(), paused: false, stop, state, since });
-        }
-        drop(reg);
-        // A partition paused by its previous task starts afresh.
-        if let Err(e) = consumer.resume(tpl) {
-            tracing::debug!("resume after assign: {e}");
+            reg.insert(tp, Handle { name, stop, state });
         }
     }
 }

@@ -1,32 +1,41 @@
-//! One assigned partition on the driver: its reader takes runs of records
-//! from the queue the consume loop fills, into batches of up to
-//! `pipeline.batch_size` within `source.linger`. Its finished prefix is
-//! published by the driver (`PartitionState::committable`) once durable,
-//! and the consume loop commits it to the group.
+//! One assigned partition on the driver: its reader polls the partition's
+//! own librdkafka queue (split off the consumer queue at assignment) into
+//! batches of up to `pipeline.batch_size` within `source.linger`. Its
+//! finished prefix is published by the driver
+//! (`PartitionState::committable`) once durable, and the consume loop
+//! commits it to the group.
+//!
+//! Back-pressure is not polling: while the driver has no credit for
+//! another batch it does not pull, the queue fills to librdkafka's own
+//! bound (`queued.min.messages` records, `queued.max.messages.kbytes`,
+//! per partition once split) and librdkafka stops fetching the partition
+//! until it drains. Nothing is paused, dropped or fetched twice.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use rdkafka::consumer::base_consumer::PartitionQueue;
 
 use crate::custody::ids::{Scope, scope};
 use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
 use crate::pipeline::{PipelineError, build_chain};
 use crate::plugin::Runtime;
-use crate::source::kafka::record::KafkaRecord;
+use crate::source::kafka::record::{KafkaRecord, from_message};
+
+use super::rebalance::Context;
 
 pub(super) fn run(
     shared: &Shared<'_>,
     runtime: &Runtime,
     linger: Duration,
-    name: &str,
-    (rx, queued): (Receiver<Vec<KafkaRecord>>, &AtomicUsize),
+    (topic, name): (&str, &str),
+    queue: PartitionQueue<Context>,
     stop: &AtomicBool,
     state: &Arc<Mutex<PartitionState>>,
 ) -> Result<(), PipelineError> {
     let chain = build_chain(runtime, shared.cfg)?;
-    let mut reader = KafkaReader { rx, queued, stop, linger, scope: scope(name), left: VecDeque::new() };
+    let mut reader = KafkaReader { queue, stop, linger, scope: scope(name), topic: Arc::from(topic), name };
     let stopping = || stop.load(Ordering::SeqCst);
     // Starts at the first record received: the group's committed offset,
     // or past a compaction hole.
@@ -34,73 +43,70 @@ pub(super) fn run(
     driver::drive(shared, partition, &mut reader, &mut PublishedByTheDriver)
 }
 
+/// How long one wait for the first record of a batch lasts: the bound on
+/// noticing `stop` while the partition is idle.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
 struct KafkaReader<'a> {
-    rx: Receiver<Vec<KafkaRecord>>,
-    queued: &'a AtomicUsize,
+    queue: PartitionQueue<Context>,
     stop: &'a AtomicBool,
     linger: Duration,
     /// The partition's dedup scope, computed once.
     scope: Scope,
-    /// Records of a run longer than the batch had room for.
-    left: VecDeque<KafkaRecord>,
+    /// Shared by every record's position: no topic name allocated per record.
+    topic: Arc<str>,
+    name: &'a str,
 }
 
 impl KafkaReader<'_> {
-    /// The next run of records, waiting at most `wait`.
-    fn next_run(&mut self, wait: Duration) -> Result<Option<Vec<KafkaRecord>>, ()> {
-        let run = if wait.is_zero() {
-            self.rx.try_recv().map_err(|e| matches!(e, std::sync::mpsc::TryRecvError::Disconnected))
-        } else {
-            self.rx.recv_timeout(wait).map_err(|e| matches!(e, RecvTimeoutError::Disconnected))
-        };
-        match run {
-            Ok(run) => {
-                self.queued.fetch_sub(run.len(), Ordering::SeqCst);
-                Ok(Some(run))
+    /// The next record, waiting at most `wait`. Never polls once the task
+    /// is told to stop: after a revoke, what the queue holds belongs to
+    /// the partition's next assignment.
+    fn next(&mut self, wait: Duration, received: &mut Option<Instant>) -> Option<KafkaRecord> {
+        if self.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        match self.queue.poll(wait) {
+            Some(Ok(m)) => {
+                let at = *received.get_or_insert_with(Instant::now);
+                Some(from_message(&m, &self.topic, at))
             }
-            Err(true) => Err(()),
-            Err(false) => Ok(None),
+            // Fetch errors are retried by librdkafka, and the consume loop
+            // reports the client's own: this batch ends here.
+            Some(Err(e)) => {
+                tracing::debug!(partition = self.name, "kafka: {e}");
+                None
+            }
+            None => None,
         }
     }
 }
 
 impl Reader for KafkaReader<'_> {
     fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
+        if self.stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        // One clock read per pull: the arrival of its first record.
+        let mut received = None;
+        let Some(first) = self.next(IDLE_POLL, &mut received) else {
+            return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now() }));
+        };
         let mut batch: Vec<KafkaRecord> = Vec::with_capacity(max.min(4096));
-        while batch.len() < max {
-            match self.left.pop_front() {
-                Some(r) => batch.push(r),
-                None => break,
-            }
-        }
-        if batch.is_empty() {
-            match self.next_run(Duration::from_millis(100)) {
-                Ok(Some(run)) => self.left.extend(run),
-                Ok(None) => return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now() })),
-                Err(()) => return Ok(None),
-            }
-            while batch.len() < max {
-                match self.left.pop_front() {
-                    Some(r) => batch.push(r),
-                    None => break,
-                }
-            }
-        }
-        // Fill the batch for at most `linger`: a batch of a few records
-        // costs its syncs as much as a full one.
+        batch.push(first);
+        // What librdkafka already holds, without waiting; then fill the
+        // batch for at most `linger`: a batch of a few records costs its
+        // syncs as much as a full one.
         let deadline = batch[0].received + self.linger;
-        while batch.len() < max && !self.stop.load(Ordering::SeqCst) {
+        while batch.len() < max {
+            if let Some(r) = self.next(Duration::ZERO, &mut received) {
+                batch.push(r);
+                continue;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.next_run(left) {
-                Ok(Some(run)) => {
-                    let room = max - batch.len();
-                    let mut run = run.into_iter();
-                    batch.extend(run.by_ref().take(room));
-                    self.left.extend(run);
-                }
-                Ok(None) if left.is_zero() => break,
-                Ok(None) => continue,
-                Err(()) => break,
+            match self.next(left, &mut received) {
+                Some(r) if !left.is_zero() => batch.push(r),
+                _ => break,
             }
         }
         let received = batch[0].received;

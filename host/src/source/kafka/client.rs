@@ -25,11 +25,12 @@ const DEFAULTS: [(&str, &str); 4] = [
     ("auto.offset.reset", "earliest"),
     // Moving one partition does not stop the others.
     ("partition.assignment.strategy", "cooperative-sticky"),
-    // librdkafka's prefetch bound (per partition fetch queue), the first
-    // term of the memory bound in the README.
-    ("queued.max.messages.kbytes", "16384"),
-    // librdkafka's prefetch per partition: about a batch ahead. More is
-    // dropped and fetched again whenever a partition pauses.
+    // librdkafka's prefetch bound in bytes, per partition (each partition
+    // has its own queue in a group member): a term of the memory bound in
+    // the README. The count bound, `queued.min.messages`, comes from
+    // `source.queue_records` (`member_config`).
+    ("queued.max.messages.kbytes", "8192"),
+    // `sluice lag` and `replay` do not consume; a member sets its own.
     ("queued.min.messages", "1000"),
 ];
 
@@ -99,6 +100,22 @@ pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceE
     }
     if let Some(var) = k.tls.as_ref().and_then(|t| t.key_password_env.as_ref()) {
         c.set("ssl.key.password", from_env(var)?);
+    }
+    Ok(c)
+}
+
+/// The config of a group member that consumes: librdkafka stops fetching
+/// a partition once its queue holds `source.queue_records` records
+/// (default four batches of `batch_size`): that queue is the back-pressure
+/// (`pipeline/kafka/task.rs`). Statistics once a second give the metrics
+/// each partition's queue length. Both unless `source.properties` says.
+pub fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientConfig, KafkaSourceError> {
+    let mut c = client_config(k)?;
+    let queue = k.queue_records.unwrap_or(4 * batch_size);
+    for (key, value) in [("queued.min.messages", queue.to_string()), ("statistics.interval.ms", "1000".into())] {
+        if !k.properties.contains_key(key) {
+            c.set(key, value);
+        }
     }
     Ok(c)
 }

@@ -2,13 +2,15 @@
 //! offset) gives the default event id; the message timestamp is handed to
 //! plugins as the source timestamp.
 
+use std::sync::Arc;
+
 use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Headers};
 
 use crate::plugin::{Position, Record};
 
-/// A message copied out of librdkafka's buffers, so that the consume loop
-/// can hand it to a partition's task and go on polling.
+/// A message copied out of librdkafka's buffers, so that its buffer is
+/// released at once, not when the batch finishes.
 #[derive(Debug, Clone)]
 pub struct KafkaRecord {
     pub offset: i64,
@@ -17,8 +19,11 @@ pub struct KafkaRecord {
     pub received: std::time::Instant,
 }
 
-/// `received`: when its poll burst arrived (one clock read per burst).
-pub fn from_message(m: &BorrowedMessage<'_>, received: std::time::Instant) -> KafkaRecord {
+/// `topic`: the partition's topic name, shared by its records (the same as
+/// `m.topic()`); `received`: when its batch's first record arrived (one
+/// clock read per batch). The payload is copied once, out of librdkafka's
+/// buffer.
+pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>, received: std::time::Instant) -> KafkaRecord {
     let headers = m
         .headers()
         .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
@@ -30,7 +35,7 @@ pub fn from_message(m: &BorrowedMessage<'_>, received: std::time::Instant) -> Ka
             key: m.key().map(<[u8]>::to_vec),
             headers,
             source_timestamp: m.timestamp().to_millis().map(|ms| ms.saturating_mul(1_000_000)),
-            position: Position::Kafka { topic: m.topic().to_string(), partition: m.partition(), offset: m.offset() },
+            position: Position::Kafka { topic: topic.clone(), partition: m.partition(), offset: m.offset() },
             event_id: None,
             timestamp: None,
         },
