@@ -65,11 +65,23 @@ impl Runtime {
     /// every start. The directory must be trusted: compiled code is loaded
     /// from it as is (it is created owner-only).
     pub fn new(disk_cache: Option<PathBuf>) -> Result<Runtime, PluginError> {
+        Runtime::tuned(disk_cache, |_| {})
+    }
+
+    /// sluice's engine settings, then `tune` over them: for
+    /// `benches/plugin_runtime`, which measures the candidates beside these
+    /// in one run. Every setting not named here stays wasmtime's default
+    /// because none measured better (benches/README.md, plugin_runtime).
+    #[doc(hidden)]
+    pub fn tuned(disk_cache: Option<PathBuf>, tune: impl FnOnce(&mut Config)) -> Result<Runtime, PluginError> {
         let mut config = Config::new();
+        // Time limits: an epoch check at function entries and loop heads,
+        // much cheaper than fuel.
         config.epoch_interruption(true);
         // Deep recursion must trap cleanly inside the guest, well before the
         // host thread's own stack is at risk.
         config.max_wasm_stack(1 << 20);
+        tune(&mut config);
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
 
         let mut linker = Linker::new(&engine);

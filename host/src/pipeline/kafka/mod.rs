@@ -2,7 +2,7 @@
 //!
 //! Threads: the consume loop (this module: serves the group's callbacks
 //! and librdkafka's events, commits), a supervisor that starts and joins
-//! partition tasks, a sampler of progress for the metrics, and one task per
+//! partition tasks, and one task per
 //! assigned partition (`task`: the partition driver, with its own plugin
 //! instances), which polls its partition's own librdkafka queue: records
 //! never pass through the consume loop, so there is no per-record lock or
@@ -49,7 +49,6 @@ use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
-use crate::telemetry::events::Progress;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
@@ -137,7 +136,6 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
         commands: Mutex::new(commands),
         revoke_wait: cfg.shutdown.grace,
         consumer: OnceLock::new(),
-        prefetched: Mutex::new(HashMap::new()),
     };
     let consumer: Arc<BaseConsumer<Context>> = Arc::new(
         client::member_config(source, cfg.pipeline.batch_size)?
@@ -155,7 +153,6 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
         let failure = &failure;
         scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
         let consumer = &*consumer;
-        scope.spawn(move || sample_progress(consumer, stop));
         if let Err(e) = consume(consumer, source, stop, health)
             && let Ok(mut f) = failure.lock()
         {
@@ -298,38 +295,4 @@ fn consume(
         }
     }
     Ok(())
-}
-
-/// About once a second, sample each partition's progress for the metrics
-/// (high watermarks are asked of the brokers: on a thread of its own, so
-/// that a slow answer never delays polling).
-fn sample_progress(consumer: &BaseConsumer<Context>, stop: &Stop) {
-    let ctx = consumer.context();
-    let mut watermarks: HashMap<Tp, i64> = HashMap::new();
-    while !stop.requested() {
-        std::thread::sleep(Duration::from_secs(1));
-        let owned: Vec<Tp> = ctx.registry.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
-        for tp in owned {
-            if let Ok((_, high)) = consumer.fetch_watermarks(&tp.0, tp.1, Duration::from_secs(1)) {
-                watermarks.insert(tp, high);
-            }
-        }
-        progress(ctx, &watermarks);
-    }
-}
-
-fn progress(ctx: &Context, watermarks: &HashMap<Tp, i64>) {
-    let prefetched = ctx.prefetched.lock().map(|p| p.clone()).unwrap_or_default();
-    let reg = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
-    for (tp, h) in reg.iter() {
-        let st = h.state.lock().unwrap_or_else(|p| p.into_inner());
-        Progress {
-            partition: &h.name,
-            high_watermark: watermarks.get(tp).copied().filter(|h| *h >= 0),
-            committed: st.committed,
-            oldest_age_seconds: st.oldest.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
-            prefetched: prefetched.get(tp).copied(),
-        }
-        .emit();
-    }
 }

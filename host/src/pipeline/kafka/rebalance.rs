@@ -29,7 +29,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::pipeline::driver::PartitionState;
 use crate::source::kafka::partition_name;
-use crate::telemetry::events::{OffsetsCommitted, Rebalanced};
+use crate::telemetry::events::{OffsetsCommitted, Progress, Rebalanced};
 
 pub(crate) type Tp = (String, i32);
 
@@ -77,9 +77,6 @@ pub(crate) struct Context {
     /// rebalance callback (which only lends it). Weak: the consumer owns
     /// this context.
     pub consumer: OnceLock<Weak<BaseConsumer<Context>>>,
-    /// Records librdkafka holds fetched per partition (its statistics,
-    /// about once a second): the back-pressure bound, for the metrics.
-    pub prefetched: Mutex<HashMap<Tp, i64>>,
 }
 
 impl Context {
@@ -175,14 +172,26 @@ impl ClientContext for Context {
         }
     }
 
+    /// Each partition's progress for the metrics, from librdkafka's
+    /// statistics (`statistics.interval.ms`, 1 s in sluice): the high
+    /// watermark the last fetch response carried, and how many records its
+    /// queue holds. Never a request of its own: a watermark query that
+    /// times out on a slow broker makes librdkafka drop the connection
+    /// (`socket.max.fails` = 1), fetches in flight included, and queries
+    /// once a second kept a loaded tansu from ever answering a fetch.
     fn stats(&self, statistics: Statistics) {
-        let mut prefetched = self.prefetched.lock().unwrap_or_else(|p| p.into_inner());
-        prefetched.clear();
-        for (topic, t) in &statistics.topics {
-            // librdkafka's internal "unassigned" partition is -1.
-            for (p, part) in t.partitions.iter().filter(|(p, _)| **p >= 0) {
-                prefetched.insert((topic.clone(), *p), part.fetchq_cnt);
+        let reg = self.lock_registry();
+        for (tp, h) in reg.iter() {
+            let part = statistics.topics.get(&tp.0).and_then(|t| t.partitions.get(&tp.1));
+            let st = h.state.lock().unwrap_or_else(|p| p.into_inner());
+            Progress {
+                partition: &h.name,
+                high_watermark: part.map(|p| p.hi_offset).filter(|h| *h >= 0),
+                committed: st.committed,
+                oldest_age_seconds: st.oldest.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
+                prefetched: part.map(|p| p.fetchq_cnt),
             }
+            .emit();
         }
     }
 }
