@@ -53,18 +53,32 @@ pub(super) fn run(
                 .iter()
                 .map(|file| {
                     let shared = &shared;
-                    let handle = scope.spawn(move || -> Result<(), PipelineError> {
-                        let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
-                        let result = run_file(shared, runtime, source, file, stop);
-                        guard.armed = result.is_err();
-                        result
-                    });
+                    // Named like the driver's back thread, so that a
+                    // profile tells the two apart.
+                    let handle = std::thread::Builder::new()
+                        .name(format!("sluice-front-{}", file.display()))
+                        .spawn_scoped(scope, move || -> Result<(), PipelineError> {
+                            let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
+                            let result = run_file(shared, runtime, source, file, stop);
+                            guard.armed = result.is_err();
+                            result
+                        });
                     (file, handle)
                 })
                 .collect();
+            // A file that got no thread stops the others before any join
+            // waits on them.
+            if handles.iter().any(|(_, h)| h.is_err()) {
+                stop.request();
+            }
             let mut first_error = None;
             for (file, h) in handles {
-                let result = h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string())));
+                let result = match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
+                    Err(e) => {
+                        Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
+                    }
+                };
                 if let Err(e) = result {
                     first_error.get_or_insert(e);
                 }
