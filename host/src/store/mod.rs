@@ -215,6 +215,11 @@ impl Store {
     }
 }
 
+/// A dedup bucket's memtable size. RocksDB's 64 MiB default was most of a
+/// 1M-line run's peak RSS (157 MiB); the ids are flushed to an SST with a
+/// bloom filter sooner instead (benches/README.md, pipeline_file).
+const DEDUP_WRITE_BUFFER: usize = 16 << 20;
+
 /// Options per column family: bloom filters where look-ups dominate.
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
@@ -230,6 +235,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
         // memtable inserts and finds in O(1) where a skiplist sorts.
         o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(dedup::PREFIX_BYTES));
         o.set_memtable_factory(rocksdb::MemtableFactory::HashLinkList { bucket_count: 200_000 });
+        o.set_write_buffer_size(DEDUP_WRITE_BUFFER);
     }
     o
 }
