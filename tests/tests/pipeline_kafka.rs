@@ -250,7 +250,12 @@ path = "out/{name}.ndjson"
                 let text = std::fs::read_to_string(e.path()).unwrap_or_default();
                 let tail: String = text
                     .lines()
-                    .filter(|l| !l.contains("quarantined"))
+                    // Quarantine lines flood the tail; errors never are.
+                    .filter(|l| {
+                        !(l.contains("quarantined") || l.contains("record rejected"))
+                            || l.contains("ERROR")
+                            || l.starts_with("error")
+                    })
                     .rev()
                     .take(std::env::var("SLUICE_E2E_LOG_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(40))
                     .collect::<Vec<_>>()
@@ -714,6 +719,9 @@ listen = "127.0.0.1:{port}"
     let mut last = String::new();
     while started.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(500));
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("sluice exited during the slow stage ({status}); {}", f.logs());
+        }
         let text = scrape(port);
         for l in metric_lines(&text, &["sluice_partition_prefetched_records{"]) {
             max_prefetched = max_prefetched.max(l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0));
