@@ -153,7 +153,9 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
         let failure = &failure;
         scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
         let consumer = &*consumer;
-        if let Err(e) = consume(consumer, source, stop, health)
+        let consumed = consume(consumer, source, stop, health);
+        let commit_on_exit = !matches!(consumed, Err(KafkaSourceError::NotSplit { .. }));
+        if let Err(e) = consumed
             && let Ok(mut f) = failure.lock()
         {
             f.get_or_insert(e.into());
@@ -163,7 +165,9 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
         let ctx = consumer.context();
         let all: Vec<Tp> = ctx.registry.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
         let handles = ctx.stop_tasks(&all);
-        ctx.commit_sync(consumer, &handles.iter().map(rebalance::Handle::part).collect::<Vec<_>>(), "shutdown");
+        if commit_on_exit {
+            ctx.commit_sync(consumer, &handles.iter().map(rebalance::Handle::part).collect::<Vec<_>>(), "shutdown");
+        }
         if let Ok(c) = ctx.commands.lock() {
             let _ = c.send(Command::Exit);
         }
@@ -260,16 +264,14 @@ fn consume(
         match consumer.poll(Duration::from_millis(50)) {
             // Every assigned partition's queue is split off before its
             // assignment takes effect (`rebalance`), so no record should
-            // reach this queue. One that does belongs to a partition no
-            // task polls: its task could commit past it, so the run stops
-            // rather than lose it.
+            // reach this queue. One that does is read by no task, which
+            // could commit past it: the run stops and the shutdown commits
+            // nothing (`member`); the records are read again.
             Some(Ok(m)) => {
-                let at = format!("{}/{}@{}", m.topic(), m.partition(), m.offset());
                 stop.request();
-                return Err(KafkaSourceError::Other(format!(
-                    "record {at} reached the consumer queue: its partition's queue was not split off; \
-                     stopping before anything past it is committed"
-                )));
+                return Err(KafkaSourceError::NotSplit {
+                    at: format!("{}/{}@{}", m.topic(), m.partition(), m.offset()),
+                });
             }
             Some(Err(e)) => {
                 // Broker and fetch errors are retried by librdkafka; say

@@ -62,15 +62,12 @@ impl KafkaReader<'_> {
     /// The next record, waiting at most `wait`. Never polls once the task
     /// is told to stop: after a revoke, what the queue holds belongs to
     /// the partition's next assignment.
-    fn next(&mut self, wait: Duration, received: &mut Option<Instant>) -> Option<KafkaRecord> {
+    fn next(&mut self, wait: Duration) -> Option<KafkaRecord> {
         if self.stop.load(Ordering::SeqCst) {
             return None;
         }
         match self.queue.poll(wait) {
-            Some(Ok(m)) => {
-                let at = *received.get_or_insert_with(Instant::now);
-                Some(from_message(&m, &self.topic, at))
-            }
+            Some(Ok(m)) => Some(from_message(&m, &self.topic)),
             // Fetch errors are retried by librdkafka, and the consume loop
             // reports the client's own: this batch ends here.
             Some(Err(e)) => {
@@ -87,33 +84,41 @@ impl Reader for KafkaReader<'_> {
         if self.stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        // One clock read per pull: the arrival of its first record.
-        let mut received = None;
-        let Some(first) = self.next(IDLE_POLL, &mut received) else {
+        let Some(first) = self.next(IDLE_POLL) else {
             return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now() }));
         };
-        let mut batch: Vec<KafkaRecord> = Vec::with_capacity(max.min(4096));
-        batch.push(first);
+        // One clock read per batch: the arrival of its first record.
+        let received = Instant::now();
+        let pulled = |r: KafkaRecord| Pulled {
+            start: r.offset as u64,
+            next: r.offset as u64 + 1,
+            record: r.record,
+            refused: None,
+        };
+        let mut records = Vec::with_capacity(max.min(4096));
+        records.push(pulled(first));
         // What librdkafka already holds, without waiting; then fill the
         // batch for at most `linger`: a batch of a few records costs its
-        // syncs as much as a full one.
-        let deadline = batch[0].received + self.linger;
-        while batch.len() < max {
-            if let Some(r) = self.next(Duration::ZERO, &mut received) {
-                batch.push(r);
-                continue;
+        // syncs as much as a full one. Every record polled joins the batch:
+        // one taken from the queue and not kept would be skipped by the
+        // commit.
+        let deadline = received + self.linger;
+        while records.len() < max {
+            let wait = match self.next(Duration::ZERO) {
+                Some(r) => {
+                    records.push(pulled(r));
+                    continue;
+                }
+                None => deadline.saturating_duration_since(Instant::now()),
+            };
+            if wait.is_zero() {
+                break;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.next(left, &mut received) {
-                Some(r) if !left.is_zero() => batch.push(r),
-                _ => break,
+            match self.next(wait) {
+                Some(r) => records.push(pulled(r)),
+                None => break,
             }
         }
-        let received = batch[0].received;
-        let records = batch
-            .into_iter()
-            .map(|r| Pulled { start: r.offset as u64, next: r.offset as u64 + 1, record: r.record, refused: None })
-            .collect();
         Ok(Some(Pull { records, scope: self.scope, received }))
     }
 }

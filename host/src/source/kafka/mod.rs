@@ -25,6 +25,13 @@ pub enum KafkaSourceError {
          group before resetting its offsets"
     )]
     GroupActive { group: String, members: usize },
+    /// A record on the consumer queue, which every assigned partition's
+    /// split queue should have kept it off.
+    #[error(
+        "kafka: record {at} reached the consumer queue: its partition's queue was not split off; stopping without \
+         committing, so that nothing past it is committed"
+    )]
+    NotSplit { at: String },
     #[error("kafka: {0}")]
     Other(String),
 }

@@ -15,15 +15,11 @@ use crate::plugin::{Position, Record};
 pub struct KafkaRecord {
     pub offset: i64,
     pub record: Record,
-    /// When sluice received it: the age of the oldest unfinished record.
-    pub received: std::time::Instant,
 }
 
 /// `topic`: the partition's topic name, shared by its records (the same as
-/// `m.topic()`); `received`: when its batch's first record arrived (one
-/// clock read per batch). The payload is copied once, out of librdkafka's
-/// buffer.
-pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>, received: std::time::Instant) -> KafkaRecord {
+/// `m.topic()`). The payload is copied once, out of librdkafka's buffer.
+pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>) -> KafkaRecord {
     let headers = m
         .headers()
         .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
@@ -39,6 +35,5 @@ pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>, received: std::ti
             event_id: None,
             timestamp: None,
         },
-        received,
     }
 }
