@@ -1,7 +1,9 @@
 //! json → ts-window over 300-byte JSON lines in batches of 1,000: the
-//! WebAssembly plugins through the host (conversion, the call, the chain's
-//! bookkeeping) beside the same plugin code compiled natively and chained
-//! by hand, in the same run. Prints records/s on one core and the ratio.
+//! WebAssembly plugins through the host (packing, the call, the output
+//! contract, the chain's bookkeeping), built against contract 0.2 and 0.1,
+//! beside the same plugin code compiled natively and chained by hand, in
+//! the same run. Prints records/s on one core and the ratios, and what the
+//! output contract's checks cost alone.
 //!
 //! `cargo bench -p sluice-benches --bench plugin_chain`
 //! (`SLUICE_BENCH_RECORDS` to change the record count, default 200,000).
@@ -43,24 +45,64 @@ fn main() {
     let bytes: usize = lines.iter().map(String::len).sum();
 
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    let mut chain = build_chain(
-        &runtime,
-        &[sluice_e2e::spec("json", json_config()), sluice_e2e::spec("ts-window", window_config())],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let (wasm, wasm_emitted) = best(|| {
-        let mut emitted = 0;
-        for (b, chunk) in lines.chunks(BATCH).enumerate() {
-            let batch: Vec<Record> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, l)| Record::line(l.as_bytes(), "bench.log", 0, ((b * BATCH + i) * 300) as u64))
-                .collect();
-            let verdicts = chain.run(batch).unwrap_or_else(|e| panic!("{e}"));
-            emitted += verdicts.iter().filter(|v| matches!(v, Verdict::Emit(_))).count();
+    let through_host = |specs: &[sluice::plugin::PluginSpec]| {
+        let mut chain = build_chain(&runtime, specs).unwrap_or_else(|e| panic!("{e}"));
+        let mut last = Vec::new();
+        let timed = best(|| {
+            let mut emitted = 0;
+            for (b, chunk) in lines.chunks(BATCH).enumerate() {
+                let batch: Vec<Record> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| Record::line(l.as_bytes(), "bench.log", 0, ((b * BATCH + i) * 300) as u64))
+                    .collect();
+                let verdicts = chain.run(batch).unwrap_or_else(|e| panic!("{e}"));
+                emitted += verdicts.iter().filter(|v| matches!(v, Verdict::Emit(_))).count();
+                last = verdicts;
+            }
+            emitted
+        });
+        (timed, last)
+    };
+    let v01 = |name: &str, config: serde_json::Value| sluice::plugin::PluginSpec {
+        config,
+        ..sluice::plugin::PluginSpec::from_path(sluice_e2e::plugin_v01(name))
+    };
+    let ((wasm, wasm_emitted), last) =
+        through_host(&[sluice_e2e::spec("json", json_config()), sluice_e2e::spec("ts-window", window_config())]);
+    let ((wasm01, wasm01_emitted), _) = through_host(&[v01("json", json_config()), v01("ts-window", window_config())]);
+
+    // The output contract alone, over the events of the last batch.
+    let events: Vec<sluice::plugin::Outcome> = last
+        .into_iter()
+        .filter_map(|v| match v {
+            Verdict::Emit(e) => Some(sluice::plugin::Outcome::Emit(e)),
+            _ => None,
+        })
+        .collect();
+    let limits = sluice::plugin::OutputLimits::default();
+    let checks = 200usize;
+    let t = Instant::now();
+    for _ in 0..checks {
+        for o in &events {
+            assert!(std::hint::black_box(sluice::plugin::output_rules::breach(&limits, o)).is_none());
         }
-        emitted
-    });
+    }
+    let check_ns = t.elapsed().as_secs_f64() * 1e9 / (checks * events.len()) as f64;
+    // The same bodies through serde_json's validation alone: what of the
+    // output contract's cost is the JSON check.
+    let t = Instant::now();
+    for _ in 0..checks {
+        for o in &events {
+            if let sluice::plugin::Outcome::Emit(e) = o {
+                for e in e {
+                    let v = serde_json::from_slice::<serde::de::IgnoredAny>(&e.body);
+                    assert!(std::hint::black_box(v).is_ok() && std::str::from_utf8(&e.body).is_ok());
+                }
+            }
+        }
+    }
+    let serde_ns = t.elapsed().as_secs_f64() * 1e9 / (checks * events.len()) as f64;
 
     let mut json_native: Json = configure(&json_config().to_string()).unwrap_or_else(|e| panic!("{e}"));
     let mut window_native: TsWindow = configure(&window_config().to_string()).unwrap_or_else(|e| panic!("{e}"));
@@ -92,6 +134,7 @@ fn main() {
     });
 
     assert_eq!(wasm_emitted, n, "every generated record lies inside the window");
+    assert_eq!(wasm01_emitted, n);
     assert_eq!(native_emitted, n);
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     println!(
@@ -99,6 +142,13 @@ fn main() {
         bytes / n
     );
     println!("  native Rust (same plugin code)  {:>10.0} records/s per core", rate(native));
-    println!("  wasm through the host           {:>10.0} records/s per core", rate(wasm));
-    println!("  ratio wasm/native time          {:>10.2}x", wasm.as_secs_f64() / native.as_secs_f64());
+    println!("  wasm 0.2 through the host       {:>10.0} records/s per core", rate(wasm));
+    println!("  wasm 0.1 through the host       {:>10.0} records/s per core", rate(wasm01));
+    println!("  ratio 0.2/native time           {:>10.2}x", wasm.as_secs_f64() / native.as_secs_f64());
+    println!("  ratio 0.1/native time           {:>10.2}x", wasm01.as_secs_f64() / native.as_secs_f64());
+    println!("  ratio 0.1/0.2 time              {:>10.2}x", wasm01.as_secs_f64() / wasm.as_secs_f64());
+    println!("  output contract, per event      {check_ns:>10.0} ns (inside both wasm figures, twice: once per stage)");
+    println!(
+        "  the same with serde_json        {serde_ns:>10.0} ns (UTF-8 and IgnoredAny alone: the JSON part of the check)"
+    );
 }

@@ -1,7 +1,10 @@
-//! The same plugin (examples/plugins/logfmt) written in Rust, Python and
-//! JavaScript, run through the host on the same input in one run:
+//! The same plugin (examples/plugins/logfmt) written in Rust, Python,
+//! JavaScript and C, run through the host on the same input in one run:
 //! per-record cost, records per second per core, and component size. The
-//! baseline is the Rust parser called natively.
+//! baseline is the Rust parser called natively. Then where the time of
+//! Python and JavaScript goes: a plugin that does nothing (benches/plugins)
+//! measures the SDK and the boundary per record, and per call at batches
+//! of one; the parser is the rest.
 //!
 //! `cargo bench -p sluice-benches --bench plugin_languages`
 //! (`SLUICE_BENCH_RECORDS`, default 20,000; needs the tool chains of
@@ -29,12 +32,12 @@ fn lines(n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Best of three rounds over `records` in batches of 1,000: (wall, CPU).
-fn measure(stage: &mut Isolated, records: &[Record]) -> (Duration, f64) {
+/// Best of three rounds over `records` in batches of `batch`: (wall, CPU).
+fn measure(stage: &mut Isolated, records: &[Record], batch: usize) -> (Duration, f64) {
     let mut best = (Duration::MAX, f64::MAX);
     for _ in 0..3 {
         let (t0, c0) = (Instant::now(), cpu_seconds());
-        for batch in records.chunks(1000) {
+        for batch in records.chunks(batch) {
             let out = stage.process(batch).unwrap_or_else(|e| panic!("{e}"));
             assert!(out.iter().all(|o| matches!(o, Outcome::Emit(e) if e.len() == 1)), "every line is one event");
         }
@@ -56,6 +59,12 @@ fn main() {
         if std::env::var_os("SLUICE_COMPONENTIZE_PY").is_none() {
             std::env::set_var("SLUICE_COMPONENTIZE_PY", tools.join("py/bin/componentize-py"));
         }
+        if std::env::var_os("SLUICE_WIT_BINDGEN").is_none() {
+            std::env::set_var("SLUICE_WIT_BINDGEN", tools.join("bin/wit-bindgen"));
+        }
+        if std::env::var_os("SLUICE_WASM_TOOLS").is_none() {
+            std::env::set_var("SLUICE_WASM_TOOLS", tools.join("bin/wasm-tools"));
+        }
         if std::env::var_os("SLUICE_COMPONENTIZE_JS").is_none() {
             std::env::set_var(
                 "SLUICE_COMPONENTIZE_JS",
@@ -71,6 +80,27 @@ fn main() {
     sluice_e2e::languages::build_python(&[&dir.join("python")], "logfmt", &py);
     let js = out.path().join("logfmt-js.wasm");
     sluice_e2e::languages::build_js(&dir.join("js/logfmt.js"), &js);
+    let c = out.path().join("logfmt-c.wasm");
+    sluice_e2e::languages::build_c(&dir.join("c/logfmt.c"), &c);
+    let noop_dir = root.join("benches/plugins");
+    let noop_py = out.path().join("noop-py.wasm");
+    sluice_e2e::languages::build_python(&[&noop_dir], "noop", &noop_py);
+    let noop_js = out.path().join("noop-js.wasm");
+    sluice_e2e::languages::build_js(&noop_dir.join("noop.js"), &noop_js);
+    // componentize-js's ahead-of-time mode needs weval (`cargo install weval
+    // --version 0.5.0 --root $SLUICE_TOOLS/weval`: a long build, so not in
+    // scripts/setup); without it the rows say so.
+    let weval =
+        std::env::var_os("SLUICE_WEVAL").map(std::path::PathBuf::from).unwrap_or_else(|| tools.join("weval/bin/weval"));
+    let aot = weval.is_file().then(|| {
+        let (js, noop) = (out.path().join("logfmt-js-aot.wasm"), out.path().join("noop-js-aot.wasm"));
+        sluice_e2e::languages::build_js_aot(&dir.join("js/logfmt.js"), &js, &weval);
+        sluice_e2e::languages::build_js_aot(&noop_dir.join("noop.js"), &noop, &weval);
+        (js, noop)
+    });
+    if aot.is_none() {
+        println!("JavaScript ahead of time: not measured, no weval at {} (SLUICE_WEVAL)", weval.display());
+    }
 
     let input = lines(n);
     let records: Vec<Record> =
@@ -91,25 +121,63 @@ fn main() {
     }
     let per = |d: Duration| d.as_nanos() as f64 / n as f64;
     println!("logfmt, {n} lines of ~130 bytes, batches of 1,000, best of 3 rounds");
-    println!("| plugin | component | ns/record | records/s per core | × native Rust |");
-    println!("|---|---|---|---|---|");
-    println!("| Rust, native (baseline) | – | {:.0} | {:.0} | 1.00× |", per(native), n as f64 / native.as_secs_f64());
+    println!("| plugin | component | ns/record | records/s per core | × native Rust | × Rust wasm |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| Rust, native (baseline) | – | {:.0} | {:.0} | 1.00× | – |",
+        per(native),
+        n as f64 / native.as_secs_f64()
+    );
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    for (name, wasm) in [("Rust", &rust), ("Python", &py), ("JavaScript", &js)] {
-        let size = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
+    let load = |wasm: &std::path::Path, config: serde_json::Value| {
         let mut spec = PluginSpec::from_path(wasm);
-        spec.config = serde_json::json!({ "id_field": "req" });
+        spec.config = config;
         let t0 = Instant::now();
-        let mut stage = runtime.load(&spec).and_then(Isolated::new).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let load = t0.elapsed();
-        let (wall, cpu) = measure(&mut stage, &records);
+        let stage = runtime.load(&spec).and_then(Isolated::new).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+        (stage, t0.elapsed())
+    };
+    let mut rust_wall = None;
+    let mut logfmt_ns = std::collections::HashMap::new();
+    let mut langs = vec![("Rust", rust.clone()), ("C", c.clone()), ("Python", py.clone()), ("JavaScript", js.clone())];
+    let mut noops = vec![("Python", noop_py.clone()), ("JavaScript", noop_js.clone())];
+    if let Some((js, noop)) = &aot {
+        langs.push(("JavaScript, ahead of time", js.clone()));
+        noops.push(("JavaScript, ahead of time", noop.clone()));
+    }
+    for (name, wasm) in &langs {
+        let (name, wasm) = (*name, wasm);
+        let size = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
+        let (mut stage, load) = load(wasm, serde_json::json!({ "id_field": "req" }));
+        let (wall, cpu) = measure(&mut stage, &records, 1000);
+        let rust = *rust_wall.get_or_insert(wall);
+        logfmt_ns.insert(name, per(wall));
         println!(
-            "| {name} (wasm) | {:.1} MiB, loaded in {:.1} s | {:.0} | {:.0} | {:.1}× |",
+            "| {name} (wasm) | {:.1} MiB, loaded in {:.1} s | {:.0} | {:.0} | {:.1}× | {:.2}× |",
             size as f64 / (1 << 20) as f64,
             load.as_secs_f64(),
             per(wall),
             n as f64 / cpu,
-            wall.as_secs_f64() / native.as_secs_f64()
+            wall.as_secs_f64() / native.as_secs_f64(),
+            wall.as_secs_f64() / rust.as_secs_f64(),
+        );
+    }
+    // Where the time goes in the interpreted languages.
+    let small = &records[..records.len().min(2000)];
+    println!();
+    println!(
+        "| language | SDK + boundary per record (noop, batches of 1,000) | per call (noop, batches of 1) | the parser per record (logfmt − noop) |"
+    );
+    println!("|---|---|---|---|");
+    for (name, wasm) in &noops {
+        let (mut stage, _) = load(wasm, serde_json::json!({}));
+        let (wall, _) = measure(&mut stage, &records, 1000);
+        let (one, _) = measure(&mut stage, small, 1);
+        let per_record = per(wall);
+        let per_call = one.as_nanos() as f64 / small.len() as f64 - per_record;
+        println!(
+            "| {name} | {per_record:.0} ns | {:.0} µs | {:.0} ns |",
+            per_call / 1e3,
+            logfmt_ns.get(name).copied().unwrap_or(0.0) - per_record
         );
     }
 }

@@ -2,6 +2,13 @@
 import { Plugin, drop, emit, emitMany, event, exportPlugin, reject, text } from "./sluice-plugin.js";
 
 const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+// Bytes shown (SPEC.md): hex up to 32 bytes, else length and sum.
+const shown = (bytes) => {
+  if (bytes.length <= 32) return hex(bytes);
+  let sum = 0;
+  for (const b of bytes) sum = (sum + b) % 4294967296;
+  return `${bytes.length} bytes, sum ${sum}`;
+};
 const startsWith = (bytes, prefix) => prefix.length <= bytes.length && prefix.every((c, i) => bytes[i] === c);
 const ascii = (s) => Array.from(s, (c) => c.charCodeAt(0));
 
@@ -21,10 +28,7 @@ class Conformance extends Plugin {
       return emitMany(Array.from({ length: n }, (_, k) => event({ k }, `${base}/${k}`)));
     }
     const pos = record.position;
-    const where =
-      pos.tag === "kafka"
-        ? `kafka:${pos.val.topic}/${pos.val.partition}@${pos.val.offset}`
-        : `file:${pos.val.path}#${pos.val.generation}@${pos.val.offset}`;
+    const where = `${pos.source}:${pos.partition}@${pos.offset}`;
     let sum = 0;
     for (const b of p) sum = (sum + b) % 4294967296;
     const body = {
@@ -32,8 +36,8 @@ class Conformance extends Plugin {
       len: p.length,
       sum,
       head: hex(p.subarray(0, 8)),
-      key: record.key === undefined ? null : hex(record.key),
-      headers: record.headers.map(([k, v]) => [k, hex(v)]),
+      key: record.key === undefined ? null : shown(record.key),
+      headers: record.headers.map(([k, v]) => [k, shown(v)]),
       position: where,
     };
     return emit(body, record.eventId, record.timestamp ?? record.sourceTimestamp);

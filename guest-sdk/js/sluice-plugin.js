@@ -6,22 +6,34 @@
 //
 //     export const { init, process } = exportPlugin(MyPlugin);
 //
-// and jco builds it against sluice's WIT world:
-//
-//     jco componentize plugin.js --wit wit --world-name plugin -d http -d fetch-event -o plugin.wasm
+// and componentize-js builds it against sluice's WIT world
+// (`node build.mjs plugin.js plugin.wasm wit`).
 //
 // An exception thrown by `process` rejects that record only, with the
 // exception as the reason; the rest of the batch goes on.
 //
-// How the WIT types look here: `list<u8>` is a Uint8Array, `s64`/`u64` are
-// BigInts, an `option` is the value or undefined, a variant is
-// `{ tag, val }` (a record's `position` is `{ tag: "kafka" | "file", val }`).
+// A record here: `payload` and `key` are Uint8Arrays (views of the batch,
+// valid during the call: copy one to keep it), `headers` is a list of
+// [name, Uint8Array], timestamps are BigInt nanoseconds or undefined, and
+// `position` is `{ source, partition, offset }` (`offset` a BigInt).
+//
+// This SDK speaks `sluice:plugin@0.2.0`: a batch arrives as a few byte
+// buffers (the layout is in `wit/plugin.wit`). Each record handed to
+// `process` reads its fields from them when asked (a plugin pays only for
+// what it reads); the outcomes are packed back into buffers that are kept
+// and reused from batch to batch.
 
-import { log } from "sluice:plugin/log@0.1.0";
-import { now } from "sluice:plugin/clock@0.1.0";
+import { log } from "sluice:plugin/log@0.2.0";
+import { now } from "sluice:plugin/clock@0.2.0";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: false });
+const strict = new TextDecoder("utf-8", { fatal: true });
+
+const RECORD = 64;
+const KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8;
+const EMIT = 0, DROP = 1, REJECT = 2;
+const EV_ID = 1, EV_TS = 2;
 
 /** A payload (Uint8Array) as text; invalid UTF-8 becomes U+FFFD. */
 export function text(bytes) {
@@ -34,7 +46,11 @@ export function event(body, id, timestamp) {
   if (body instanceof Uint8Array) bytes = body;
   else if (typeof body === "string") bytes = encoder.encode(body);
   else bytes = encoder.encode(JSON.stringify(body));
-  return { id: id ?? undefined, timestamp: timestamp === undefined || timestamp === null ? undefined : BigInt(timestamp), body: bytes };
+  return {
+    id: id ?? undefined,
+    timestamp: timestamp === undefined || timestamp === null ? undefined : BigInt(timestamp),
+    body: bytes,
+  };
 }
 
 export function emit(body, id, timestamp) {
@@ -78,6 +94,219 @@ export class Plugin {
   }
 }
 
+/** A byte buffer that grows by doubling and is reused across batches. */
+class Bytes {
+  constructor(size) {
+    this.bytes = new Uint8Array(size);
+    this.len = 0;
+  }
+  /** Append bytes; returns their offset. */
+  put(b) {
+    if (this.len + b.length > this.bytes.length) {
+      let size = this.bytes.length * 2;
+      while (size < this.len + b.length) size *= 2;
+      const bigger = new Uint8Array(size);
+      bigger.set(this.bytes.subarray(0, this.len));
+      this.bytes = bigger;
+    }
+    this.bytes.set(b, this.len);
+    const at = this.len;
+    this.len += b.length;
+    return at;
+  }
+  take() {
+    return this.bytes.subarray(0, this.len);
+  }
+}
+
+/** A table of 32-bit words (the descriptors), grown like `Bytes`: writing
+ * an array element is far cheaper in an interpreter than a DataView call. */
+class Words {
+  constructor(size) {
+    this.words = new Uint32Array(size);
+    this.len = 0;
+  }
+  room(n) {
+    if (this.len + n > this.words.length) {
+      let size = this.words.length * 2;
+      while (size < this.len + n) size *= 2;
+      const bigger = new Uint32Array(size);
+      bigger.set(this.words.subarray(0, this.len));
+      this.words = bigger;
+    }
+    return this.words;
+  }
+  take() {
+    return new Uint8Array(this.words.buffer, 0, this.len * 4);
+  }
+}
+
+const out = { outcomes: new Words(1 << 12), events: new Words(1 << 13), data: new Bytes(1 << 16) };
+
+/** 32-bit and 64-bit views of a buffer, copied first when it is not
+ * aligned for them (componentize-js lifts each list into its own buffer,
+ * so in practice it always is). */
+function views(bytes) {
+  const b = bytes.byteOffset % 8 === 0 ? bytes : bytes.slice();
+  return [new Uint32Array(b.buffer, b.byteOffset, b.byteLength >> 2), new BigInt64Array(b.buffer, b.byteOffset, b.byteLength >> 3)];
+}
+
+/** A record of a batch, its fields read from the buffers when the plugin
+ * asks for them: in an interpreter, building every field of every record
+ * costs more than most plugins' own work, so a plugin pays only for the
+ * fields it reads. */
+class BatchRecord {
+  constructor(b, i) {
+    this.b = b;
+    this.i = i;
+  }
+  slice(at) {
+    const u = this.b.u32;
+    return this.b.data.subarray(u[at], u[at] + u[at + 1]);
+  }
+  flag(bit) {
+    return (this.b.u32[this.i * 16 + 15] & bit) !== 0;
+  }
+  get payload() {
+    return this.slice(this.i * 16);
+  }
+  get key() {
+    return this.flag(KEY) ? this.slice(this.i * 16 + 2) : undefined;
+  }
+  get headers() {
+    const { u32, h32, data } = this.b;
+    const k = this.i * 16;
+    const out = [];
+    for (let h = u32[k + 4], end = h + u32[k + 5]; h < end; h++) {
+      const at = h * 4;
+      out.push([strict.decode(data.subarray(h32[at], h32[at] + h32[at + 1])), data.subarray(h32[at + 2], h32[at + 2] + h32[at + 3])]);
+    }
+    return out;
+  }
+  get sourceTimestamp() {
+    return this.flag(SOURCE_TS) ? this.b.i64[this.i * 8 + 4] : undefined;
+  }
+  get timestamp() {
+    return this.flag(TS) ? this.b.i64[this.i * 8 + 5] : undefined;
+  }
+  get eventId() {
+    return this.flag(EVENT_ID) ? strict.decode(this.slice(this.i * 16 + 6)) : undefined;
+  }
+  get position() {
+    const p = this.b.partitions[this.b.u32[this.i * 16 + 14]];
+    return { source: p.source, partition: p.name, offset: this.b.i64[this.i * 8 + 6] };
+  }
+}
+
+// Nothing is checked up front: the host packs with the tested layout of
+// sluice-abi, and a bad slice or index could only make a field read throw
+// or come back short, which the record's own outcome then shows.
+function unpack(batch) {
+  const [u32, i64] = views(batch.records);
+  const [h32] = views(batch.headers);
+  const b = { u32, i64, h32, data: batch.data, partitions: batch.partitions };
+  const n = Math.floor(batch.records.length / RECORD);
+  const list = new Array(n);
+  for (let i = 0; i < n; i++) list[i] = new BatchRecord(b, i);
+  return list;
+}
+
+/** Why an outcome could not be packed, for the rejection of its record. */
+function fault(o) {
+  if (o === null || typeof o !== "object" || (o.tag !== "emit" && o.tag !== "drop" && o.tag !== "reject")) {
+    return `process returned ${o === null ? "null" : typeof o}, not emit(...), drop(...) or reject(...)`;
+  }
+  if (o.tag !== "emit") return "a drop or reject reason must be a string";
+  if (!Array.isArray(o.val)) return "emitMany takes a list of events";
+  for (let k = 0; k < o.val.length; k++) {
+    const e = o.val[k];
+    if (e === null || typeof e !== "object" || !(e.body instanceof Uint8Array)) {
+      return `event ${k} is not an event(...) (its body must be a Uint8Array)`;
+    }
+    if (e.id !== undefined && typeof e.id !== "string") return `event ${k}: id is not a string`;
+    if (e.timestamp !== undefined && typeof e.timestamp !== "bigint") return `event ${k}: timestamp is not a BigInt`;
+  }
+  return "process returned an outcome that cannot be packed";
+}
+
+const LOW = 0xffffffffn;
+
+/** One outcome into the tables; throws on a value that is not one. */
+function packOne(o, count) {
+  const { outcomes, events, data } = out;
+  if (o.tag === "emit") {
+    const first = count;
+    for (const e of o.val) {
+      let flags = 0, io = 0, il = 0;
+      if (e.id !== undefined) {
+        if (typeof e.id !== "string") throw new TypeError("id");
+        flags = EV_ID;
+        const raw = encoder.encode(e.id);
+        io = data.put(raw);
+        il = raw.length;
+      }
+      if (!(e.body instanceof Uint8Array)) throw new TypeError("body");
+      const bo = data.put(e.body);
+      let lo = 0, hi = 0;
+      if (e.timestamp !== undefined) {
+        if (typeof e.timestamp !== "bigint") throw new TypeError("timestamp");
+        flags |= EV_TS;
+        lo = Number(e.timestamp & LOW);
+        hi = Number((e.timestamp >> 32n) & LOW);
+      }
+      const w = events.room(8);
+      const at = events.len;
+      w[at] = io;
+      w[at + 1] = il;
+      w[at + 2] = bo;
+      w[at + 3] = e.body.length;
+      w[at + 4] = lo;
+      w[at + 5] = hi;
+      w[at + 6] = flags;
+      w[at + 7] = 0;
+      events.len += 8;
+      count++;
+    }
+    const w = outcomes.room(3);
+    w[outcomes.len] = EMIT;
+    w[outcomes.len + 1] = first;
+    w[outcomes.len + 2] = count - first;
+    outcomes.len += 3;
+    return count;
+  }
+  if (o.tag !== "drop" && o.tag !== "reject") throw new TypeError("tag");
+  reason(o.tag === "drop" ? DROP : REJECT, o.val);
+  return count;
+}
+
+function reason(kind, text) {
+  const raw = encoder.encode(String(text));
+  const w = out.outcomes.room(3);
+  w[out.outcomes.len] = kind;
+  w[out.outcomes.len + 1] = out.data.put(raw);
+  w[out.outcomes.len + 2] = raw.length;
+  out.outcomes.len += 3;
+}
+
+function pack(outcomes) {
+  out.outcomes.len = out.events.len = out.data.len = 0;
+  let count = 0;
+  for (const o of outcomes) {
+    const marks = [out.outcomes.len, out.events.len, out.data.len, count];
+    try {
+      count = packOne(o, count);
+    } catch (_) {
+      // Not an outcome, or an event of the wrong shape: undo what it wrote
+      // and reject its record, naming what was wrong; the rest stands.
+      [out.outcomes.len, out.events.len, out.data.len, count] = marks;
+      reason(REJECT, fault(o));
+    }
+  }
+  return { outcomes: out.outcomes.take(), events: out.events.take(), data: out.data.take() };
+}
+
+const why = (e) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+
 /** The two exports of sluice's world for a plugin class. */
 export function exportPlugin(PluginClass) {
   let instance = null;
@@ -93,14 +322,23 @@ export function exportPlugin(PluginClass) {
       }
     },
     process(batch) {
-      if (instance === null) return batch.map(() => reject("plugin used before init"));
-      return batch.map((record) => {
-        try {
-          return instance.process(record);
-        } catch (e) {
-          return reject(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
-        }
-      });
+      let records;
+      try {
+        records = unpack(batch);
+      } catch (e) {
+        const n = Math.floor(batch.records.length / RECORD);
+        return pack(Array.from({ length: n }, () => reject(`the SDK cannot read the batch: ${why(e)}`)));
+      }
+      if (instance === null) return pack(records.map(() => reject("plugin used before init")));
+      return pack(
+        records.map((record) => {
+          try {
+            return instance.process(record);
+          } catch (e) {
+            return reject(why(e));
+          }
+        }),
+      );
     },
   };
 }

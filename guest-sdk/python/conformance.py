@@ -1,7 +1,12 @@
 """The conformance plugin (conformance/SPEC.md) in Python."""
 
 from sluice_plugin import Plugin, drop, emit, emit_many, event, export, reject
-from wit_world.imports import types
+
+
+def shown(b):
+    """Bytes shown (SPEC.md): hex up to 32 bytes, else length and sum."""
+    b = bytes(b)
+    return b.hex() if len(b) <= 32 else f"{len(b)} bytes, sum {sum(b) % (1 << 32)}"
 
 
 class Conformance(Plugin):
@@ -19,19 +24,15 @@ class Conformance(Plugin):
         if p.startswith(b"split:"):
             base = record.event_id if record.event_id is not None else "none"
             return emit_many([event({"k": k}, id=f"{base}/{k}") for k in range(int(p[6:]))])
-        pos = record.position
-        if isinstance(pos, types.Position_Kafka):
-            where = f"kafka:{pos.value.topic}/{pos.value.partition}@{pos.value.offset}"
-        else:
-            where = f"file:{pos.value.path}#{pos.value.generation}@{pos.value.offset}"
+        where = str(record.position)
         ts = record.timestamp if record.timestamp is not None else record.source_timestamp
         body = {
             "tag": self.tag,
             "len": len(p),
             "sum": sum(p) % (1 << 32),
             "head": p[:8].hex(),
-            "key": bytes(record.key).hex() if record.key is not None else None,
-            "headers": [[k, bytes(v).hex()] for (k, v) in record.headers],
+            "key": shown(record.key) if record.key is not None else None,
+            "headers": [[k, shown(v)] for (k, v) in record.headers],
             "position": where,
         }
         return emit(body, id=record.event_id, timestamp=ts)

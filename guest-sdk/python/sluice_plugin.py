@@ -13,9 +13,16 @@ and componentize-py builds it against sluice's WIT world:
 
 An exception raised by `process` rejects that record only, with the
 exception as the reason; the rest of the batch goes on.
+
+This SDK speaks `sluice:plugin@0.2.0`: a batch arrives as a few byte
+buffers (the layout is in `wit/plugin.wit`). Each record handed to
+`process` reads its fields from them when asked (a plugin pays only for the
+fields it reads), and the outcomes are packed back the same way. A plugin
+never sees the buffers. `Record(...)` builds a plain record, for tests.
 """
 
 import json
+import struct
 import traceback
 from typing import Any, Dict, List, Optional, Union
 
@@ -23,39 +30,98 @@ from componentize_py_types import Err
 from wit_world import WitWorld
 from wit_world.imports import clock, log, types
 
-Record = types.Record
-Outcome = types.Outcome
+# The 0.2 layout (wit/plugin.wit): little-endian, fixed-width descriptors.
+_RECORD = struct.Struct("<IIIIIIIIqqqII")  # 64 bytes
+_HEADER = struct.Struct("<IIII")  # 16 bytes
+_OUTCOME = struct.Struct("<III")  # 12 bytes
+_EVENT = struct.Struct("<IIIIqII")  # 32 bytes
+_KEY, _SOURCE_TS, _EVENT_ID, _TS = 1, 2, 4, 8
+_EMIT, _DROP, _REJECT = 0, 1, 2
+_EV_ID, _EV_TS = 1, 2
 
 
-def emit(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Outcome:
+class Position:
+    """Where a record sits: a partition of a kind of source, and an offset.
+    `str(position)` is `source:partition@offset`, the host's default id."""
+
+    __slots__ = ("source", "partition", "offset")
+
+    def __init__(self, source: str, partition: str, offset: int):
+        self.source = source
+        self.partition = partition
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.partition}@{self.offset}"
+
+    __repr__ = __str__
+
+
+class Record:
+    """One record in. `payload` and `key` are bytes; `headers` a list of
+    (name, bytes); timestamps are nanoseconds since the Unix epoch or None."""
+
+    __slots__ = ("payload", "key", "headers", "source_timestamp", "position", "event_id", "timestamp")
+
+    def __init__(self, payload=b"", key=None, headers=(), source_timestamp=None, position=None, event_id=None, timestamp=None):
+        self.payload = payload
+        self.key = key
+        self.headers = list(headers)
+        self.source_timestamp = source_timestamp
+        self.position = position if position is not None else Position("file", "<test>#0", 0)
+        self.event_id = event_id
+        self.timestamp = timestamp
+
+
+class Event:
+    __slots__ = ("id", "timestamp", "body")
+
+    def __init__(self, body: bytes, id: Optional[str] = None, timestamp: Optional[int] = None):
+        self.id = id
+        self.timestamp = timestamp
+        self.body = body
+
+
+class Outcome:
+    """What became of one record: made by `emit`, `emit_many`, `drop`, `reject`."""
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind: int, value):
+        self.kind = kind
+        self.value = value
+
+
+def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Event:
     """One event. `body` is a dict (serialized to JSON) or JSON text/bytes;
     `timestamp` is nanoseconds since the Unix epoch."""
-    return emit_many([event(body, id, timestamp)])
-
-
-def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> types.Event:
     if isinstance(body, dict):
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     elif isinstance(body, str):
         raw = body.encode()
     else:
         raw = bytes(body)
-    return types.Event(id=id, timestamp=timestamp, body=raw)
+    return Event(raw, id, timestamp)
 
 
-def emit_many(events: List[types.Event]) -> Outcome:
+def emit(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Outcome:
+    """One event from this record."""
+    return Outcome(_EMIT, [event(body, id, timestamp)])
+
+
+def emit_many(events: List[Event]) -> Outcome:
     """Several events from one record (a split), or none."""
-    return types.Outcome_Emit(events)
+    return Outcome(_EMIT, list(events))
 
 
 def drop(reason: str) -> Outcome:
     """Filtered on purpose: counted per plugin and reason, never delivered."""
-    return types.Outcome_Drop(reason)
+    return Outcome(_DROP, str(reason))
 
 
 def reject(reason: str) -> Outcome:
     """Never valid: the record goes to the quarantine with this reason."""
-    return types.Outcome_Reject(reason)
+    return Outcome(_REJECT, str(reason))
 
 
 def now_nanos() -> int:
@@ -81,6 +147,174 @@ class Plugin:
         raise NotImplementedError("a plugin overrides process(record)")
 
 
+class _Batch:
+    """A batch's buffers, read in place: the descriptors as 32- and 64-bit
+    views (the record table is 64 bytes per record, so both casts fit)."""
+
+    __slots__ = ("u32", "i64", "headers", "data", "partitions")
+
+    def __init__(self, batch):
+        records = memoryview(batch.records)
+        self.u32 = records.cast("I")
+        self.i64 = records.cast("q")
+        self.headers = memoryview(batch.headers).cast("I")
+        self.data = batch.data
+        self.partitions = [(p.source, p.name) for p in batch.partitions]
+
+
+class _BatchRecord:
+    """A record of a batch, its fields read when the plugin asks for them:
+    a plugin pays only for what it reads (in CPython a field read costs a
+    fraction of building every field of every record)."""
+
+    __slots__ = ("_b", "_i")
+
+    def __init__(self, b: _Batch, i: int):
+        self._b = b
+        self._i = i
+
+    def _slice(self, at: int) -> bytes:
+        u = self._b.u32
+        o = u[at]
+        return self._b.data[o:o + u[at + 1]]
+
+    def _flag(self, bit: int) -> bool:
+        return bool(self._b.u32[self._i * 16 + 15] & bit)
+
+    @property
+    def payload(self) -> bytes:
+        return self._slice(self._i * 16)
+
+    @property
+    def key(self) -> Optional[bytes]:
+        return self._slice(self._i * 16 + 2) if self._flag(_KEY) else None
+
+    @property
+    def headers(self) -> List:
+        b, k = self._b, self._i * 16
+        out = []
+        for h in range(b.u32[k + 4], b.u32[k + 4] + b.u32[k + 5]):
+            no, nl, vo, vl = b.headers[h * 4:h * 4 + 4]
+            out.append((b.data[no:no + nl].decode(), b.data[vo:vo + vl]))
+        return out
+
+    @property
+    def source_timestamp(self) -> Optional[int]:
+        return self._b.i64[self._i * 8 + 4] if self._flag(_SOURCE_TS) else None
+
+    @property
+    def timestamp(self) -> Optional[int]:
+        return self._b.i64[self._i * 8 + 5] if self._flag(_TS) else None
+
+    @property
+    def event_id(self) -> Optional[str]:
+        return self._slice(self._i * 16 + 6).decode() if self._flag(_EVENT_ID) else None
+
+    @property
+    def position(self) -> Position:
+        source, name = self._b.partitions[self._b.u32[self._i * 16 + 14]]
+        return Position(source, name, self._b.i64[self._i * 8 + 6])
+
+
+def _unpack(batch) -> List[_BatchRecord]:
+    # Nothing is checked up front: the host packs with the tested layout of
+    # sluice-abi, and a bad slice or index could only make a field read
+    # raise (IndexError), which rejects that record, naming the error.
+    b = _Batch(batch)
+    return [_BatchRecord(b, i) for i in range(len(batch.records) // 64)]
+
+
+def _pack(outcomes: List[Outcome]):
+    # The descriptor fields are gathered in flat lists and packed with one
+    # struct call per table: one call per event costs more than the rest.
+    table = []
+    events = []
+    data = bytearray()
+    count = 0
+    for o in outcomes:
+        marks = (len(events), len(data), count)
+        try:
+            if o.kind == _EMIT:
+                first = count
+                for e in o.value:
+                    flags = 0
+                    io = il = 0
+                    if e.id is not None:
+                        flags = _EV_ID
+                        raw = e.id.encode()
+                        io, il = len(data), len(raw)
+                        data += raw
+                    bo = len(data)
+                    data += e.body
+                    ts = e.timestamp
+                    if ts is not None:
+                        flags |= _EV_TS
+                        if not isinstance(ts, int):
+                            raise TypeError("timestamp")
+                    else:
+                        ts = 0
+                    events += (io, il, bo, len(data) - bo, ts, flags, 0)
+                    count += 1
+                table += (_EMIT, first, count - first)
+            else:
+                raw = o.value.encode()
+                table += (o.kind, len(data), len(raw))
+                data += raw
+        except Exception:
+            # Something that is not an outcome, or an event whose fields are
+            # of the wrong type: undo what it wrote, and reject its record
+            # naming what was wrong, so that the rest of the batch stands.
+            del events[marks[0]:]
+            del data[marks[1]:]
+            count = marks[2]
+            raw = _fault(o).encode()
+            table += (_REJECT, len(data), len(raw))
+            data += raw
+    try:
+        packed = struct.pack("<" + "IIIIqII" * count, *events)
+    except struct.error:
+        # A timestamp out of the 64-bit range: find its record the slow way.
+        return _pack(_out_of_range_rejected(outcomes))
+    return types.Outcomes(outcomes=struct.pack("<%dI" % len(table), *table), events=packed, data=bytes(data))
+
+
+def _out_of_range_rejected(outcomes: List[Outcome]) -> List[Outcome]:
+    def out_of_range(o) -> bool:
+        try:
+            events = o.value if isinstance(o, Outcome) and o.kind == _EMIT else ()
+            return any(isinstance(e.timestamp, int) and not -(1 << 63) <= e.timestamp < (1 << 63) for e in events)
+        except Exception:
+            return False  # not an outcome of events: _pack names what it is
+
+    return [
+        reject("an event timestamp is out of the 64-bit range (nanoseconds since the epoch)") if out_of_range(o) else o
+        for o in outcomes
+    ]
+
+
+def _fault(o) -> str:
+    """Why `o` could not be packed, for the rejection of its record."""
+    if not isinstance(o, Outcome):
+        return f"process returned {type(o).__name__}, not emit(...), drop(...) or reject(...)"
+    if o.kind != _EMIT:
+        return "a drop or reject reason must be a str"
+    for k, e in enumerate(o.value):
+        if not isinstance(e, Event):
+            return f"event {k} is a {type(e).__name__}, not an event(...)"
+        if not isinstance(e.body, (bytes, bytearray)):
+            return f"event {k}: body is a {type(e.body).__name__}, not bytes"
+        if e.id is not None and not isinstance(e.id, str):
+            return f"event {k}: id is a {type(e.id).__name__}, not a str"
+        if e.timestamp is not None and not isinstance(e.timestamp, int):
+            return f"event {k}: timestamp is a {type(e.timestamp).__name__}, not an int (nanoseconds)"
+    return "process returned an outcome that cannot be packed"
+
+
+def _reason(e: Exception) -> str:
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__}: {e} (line {where.lineno})"
+
+
 def export(plugin_class):
     """The class componentize-py exports for sluice's world."""
 
@@ -95,17 +329,22 @@ def export(plugin_class):
                 raise Err(str(e) or type(e).__name__)
             Export.instance = plugin
 
-        def process(self, batch: List[Record]) -> List[Outcome]:
+        def process(self, batch) -> "types.Outcomes":
             plugin = Export.instance
+            try:
+                records = _unpack(batch)
+            except Exception as e:
+                n = len(batch.records) // 64
+                return _pack([reject(f"the SDK cannot read the batch: {_reason(e)}")] * n)
             if plugin is None:
-                return [reject("plugin used before init") for _ in batch]
+                return _pack([reject("plugin used before init")] * len(records))
             out = []
-            for record in batch:
+            for record in records:
                 try:
-                    out.append(plugin.process(record))
+                    o = plugin.process(record)
                 except Exception as e:
-                    where = traceback.extract_tb(e.__traceback__)[-1]
-                    out.append(reject(f"{type(e).__name__}: {e} (line {where.lineno})"))
-            return out
+                    o = reject(_reason(e))
+                out.append(o)
+            return _pack(out)
 
     return Export

@@ -37,25 +37,53 @@ pub mod duration;
 pub mod json;
 pub mod time;
 
-#[doc(hidden)]
-pub mod __bindings {
-    wit_bindgen::generate!({
-        world: "plugin",
-        path: "../wit",
-        pub_export_macro: true,
-        export_macro_name: "__export_plugin_world",
-        default_bindings_module: "::sluice_guest::__bindings",
-        runtime_path: "::sluice_guest::__wit_bindgen::rt",
-    });
+mod types;
+pub use types::{Event, Level, Outcome, Position, Record};
+
+/// The clock and log imports of one contract version, over its generated
+/// bindings (`bindings`, `wit` in scope where it is invoked).
+macro_rules! guest_imports {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        pub fn now() -> i64 {
+            bindings::sluice::plugin::clock::now()
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        pub fn log(level: crate::Level, message: &str) {
+            let level = match level {
+                crate::Level::Trace => wit::Level::Trace,
+                crate::Level::Debug => wit::Level::Debug,
+                crate::Level::Info => wit::Level::Info,
+                crate::Level::Warn => wit::Level::Warn,
+                crate::Level::Error => wit::Level::Error,
+            };
+            bindings::sluice::plugin::log::log(level, message)
+        }
+    };
 }
+
+/// The contract this build speaks: 0.2 by default, 0.1 with the
+/// `contract-0-1` feature (for a host older than 0.2, and for the suites
+/// that prove the host still runs 0.1 plugins). The author's code is the
+/// same for both.
+#[cfg(not(feature = "contract-0-1"))]
+#[path = "contract_v02.rs"]
+#[doc(hidden)]
+pub mod __contract;
+#[cfg(feature = "contract-0-1")]
+#[path = "contract_v01.rs"]
+#[doc(hidden)]
+pub mod __contract;
+
+#[doc(hidden)]
+pub use __contract::bindings as __bindings;
 
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
-pub use __bindings::sluice::plugin::types::{Event, FilePosition, KafkaPosition, Level, Outcome, Position, Record};
-
-/// The WIT package version this SDK targets; `sluice plugin inspect` shows it.
-pub const WIT_VERSION: &str = "sluice:plugin@0.1.0";
+/// The WIT package version this build targets; `sluice plugin inspect` shows it.
+pub const WIT_VERSION: &str = __contract::WIT_VERSION;
 
 /// A plugin: a config type that knows how to process one record.
 ///
@@ -83,9 +111,27 @@ pub trait Plugin: serde::de::DeserializeOwned + 'static {
 /// that native tests and benchmarks construct plugins the way the host does.
 pub fn configure<P: Plugin>(config: &str) -> Result<P, String> {
     let config = if config.trim().is_empty() { "{}" } else { config };
-    let mut plugin: P = serde_json::from_str(config).map_err(|e| format!("invalid plugin config: {e}"))?;
+    let de = &mut serde_json::Deserializer::from_str(config);
+    let mut plugin: P = serde_path_to_error::deserialize(de).map_err(|e| {
+        let why = without_position(e.inner());
+        match e.path().to_string().as_str() {
+            "." => format!("invalid plugin config: {why}"),
+            key => format!("invalid plugin config: {key}: {why}"),
+        }
+    })?;
     plugin.setup()?;
     Ok(plugin)
+}
+
+/// serde_json's message without its "at line 1 column 83": the position
+/// is in the one-line JSON copy the host made of the operator's table, so
+/// it points nowhere the operator can look; the key path does.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) if e.line() > 0 => text[..at].to_string(),
+        _ => text,
+    }
 }
 
 /// Export a [`Plugin`] type as the component's `init` and `process`.
@@ -109,13 +155,8 @@ macro_rules! export_plugin {
                     ::std::result::Result::Ok(())
                 }
 
-                fn process(batch: ::std::vec::Vec<$crate::Record>) -> ::std::vec::Vec<$crate::Outcome> {
-                    PLUGIN.with(|slot| match slot.borrow_mut().as_mut() {
-                        ::std::option::Option::Some(plugin) => $crate::Plugin::process_batch(plugin, &batch),
-                        ::std::option::Option::None => {
-                            batch.iter().map(|_| $crate::Outcome::reject("plugin used before init")).collect()
-                        }
-                    })
+                fn process(batch: $crate::__contract::Batch) -> $crate::__contract::Outcomes {
+                    PLUGIN.with(|slot| $crate::__contract::process(slot.borrow_mut().as_mut(), batch))
                 }
             }
 
@@ -181,7 +222,7 @@ impl Record {
             key: None,
             headers: Vec::new(),
             source_timestamp: None,
-            position: Position::File(FilePosition { path: "<test>".into(), generation: 0, offset: 0 }),
+            position: Position { source: "file".into(), partition: "<test>#0".into(), offset: 0 },
             event_id: None,
             timestamp: None,
         }
@@ -219,7 +260,7 @@ impl Record {
 pub fn now() -> i64 {
     #[cfg(target_arch = "wasm32")]
     {
-        __bindings::sluice::plugin::clock::now()
+        __contract::now()
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -231,7 +272,7 @@ pub fn now() -> i64 {
 pub fn log(level: Level, message: &str) {
     #[cfg(target_arch = "wasm32")]
     {
-        __bindings::sluice::plugin::log::log(level, message)
+        __contract::log(level, message)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -269,6 +310,13 @@ mod tests {
     fn configure_names_the_unknown_key() {
         let err = configure::<Echo>(r#"{"prefx":"a"}"#).err().unwrap_or_default();
         assert!(err.contains("unknown field `prefx`"), "{err}");
+    }
+
+    #[test]
+    fn configure_names_the_key_of_a_wrong_type_and_no_json_position() {
+        let err = configure::<Echo>(r#"{"prefix":7}"#).err().unwrap_or_default();
+        assert!(err.starts_with("invalid plugin config: prefix: invalid type: integer `7`"), "{err}");
+        assert!(!err.contains("line 1 column"), "{err}");
     }
 
     #[test]

@@ -13,15 +13,38 @@
 //! | `apache` | `Sun Dec 04 04:47:44 2005` | `%a %b %d %H:%M:%S %Y` |
 //! | `log4j` | `2015-07-29 17:41:44,747` | `%Y-%m-%d %H:%M:%S,%f` |
 //!
-//! Pattern items: `%Y` (4-digit year), `%y` (2-digit year: 69–99 → 19xx,
-//! 00–68 → 20xx, as POSIX), `%m`, `%d`, `%e` (day, space-padded), `%H`, `%M`,
-//! `%S`, `%f` (fraction digits, any count), `%b` (month name, 3 letters),
-//! `%a` (day name, skipped), `%z` (`Z`, `+hh:mm` or `+hhmm`), `%%`, and a
-//! space, which matches one or more spaces. Without `%z` the time is UTC.
+//! Pattern items:
+//!
+//! | item | reads |
+//! |---|---|
+//! | `%Y` | a 4-digit year |
+//! | `%y` | a 2-digit year: 69–99 → 19xx, 00–68 → 20xx (POSIX) |
+//! | `%m`, `%d` | month, day: 1 or 2 digits |
+//! | `%e` | day, space-padded |
+//! | `%j` | day of the year, 3 digits (001–366); not with `%m`, `%d` |
+//! | `%b` | month name, 3 letters or more (`Dec`, `December`) |
+//! | `%a` | day name (checked to be a word, then skipped) |
+//! | `%H` | hour, 0–23, 1 or 2 digits |
+//! | `%I`, `%p` | hour 1–12 and `AM`/`PM` (either case); each needs the other |
+//! | `%M`, `%S` | minutes, seconds: exactly 2 digits |
+//! | `%-M`, `%-S`, `%-m`, `%-d`, `%-H` | the same, unpadded: 1 or 2 digits (`22:16:0:119`) |
+//! | `%T` | `%H:%M:%S` |
+//! | `%3f`, `%6f`, `%9f` | exactly 3, 6, 9 digits: milliseconds, microseconds, nanoseconds |
+//! | `%f` | a decimal fraction of any length (`.5` is half a second); only after `.` or `,` |
+//! | `%z` | `Z`, `+hh:mm`, `+hhmm` or `+hh` |
+//! | `%%` | a `%` |
+//! | a space | one or more spaces |
+//!
+//! Without `%z` the time is UTC. `%f` elsewhere (after `:`, say) is refused
+//! when the pattern is compiled: `…:35:11` may mean 11 ms or 0.11 s, so the
+//! pattern must say which with `%3f` (or `%6f`, `%9f`). A fixed-width item
+//! refuses a field of the wrong width rather than misreading it.
 //!
 //! A format without a year (syslog) takes the year of `now` and steps back
 //! one year when that would put the time more than a day in the future: a
-//! December line read in January belongs to last year.
+//! December line read in January belongs to last year. A config that knows
+//! better names the year: `{ format = "syslog", year = 2016 }` wherever a
+//! format is read (`timestamp_format` of the json and pattern plugins).
 
 use std::fmt;
 
@@ -55,10 +78,20 @@ enum Item {
     Day,
     DaySpacePadded,
     DayName,
+    DayOfYear,
     Hour,
-    Minute,
-    Second,
+    Hour12,
+    AmPm,
+    /// `padded`: exactly 2 digits; else 1 or 2.
+    Minute {
+        padded: bool,
+    },
+    Second {
+        padded: bool,
+    },
     Fraction,
+    /// Exactly this many digits: 3, 6 or 9.
+    FixedFraction(usize),
     Zone,
 }
 
@@ -75,6 +108,8 @@ pub struct Format {
     name: String,
     kind: Kind,
     has_year: bool,
+    /// The year to take when the input has none; none: infer it from now.
+    year: Option<i64>,
 }
 
 impl Format {
@@ -102,12 +137,25 @@ impl Format {
             Kind::Pattern(items) => items.iter().any(|i| matches!(i, Item::Year4 | Item::Year2)),
             _ => true,
         };
-        Ok(Format { name: spec.to_string(), kind, has_year })
+        Ok(Format { name: spec.to_string(), kind, has_year, year: None })
+    }
+
+    /// The same format, taking `year` when the input has none (instead of
+    /// inferring it from the clock): for old logs without a year.
+    pub fn with_year(mut self, year: i64) -> Result<Format, String> {
+        if self.has_year {
+            return Err(format!("year: the timestamp format {:?} reads the year from the input", self.name));
+        }
+        if !(1..=9999).contains(&year) {
+            return Err(format!("year: {year} is out of range (1–9999)"));
+        }
+        self.year = Some(year);
+        Ok(self)
     }
 
     /// RFC 3339, the default wherever a format is optional.
     pub fn rfc3339() -> Format {
-        Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true }
+        Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true, year: None }
     }
 
     pub fn name(&self) -> &str {
@@ -126,7 +174,7 @@ impl Format {
         let result = match &self.kind {
             Kind::Rfc3339 => parse_rfc3339(s.as_bytes()),
             Kind::Epoch { nanos_per_unit } => parse_epoch(s, *nanos_per_unit),
-            Kind::Pattern(items) => parse_pattern(items, s.as_bytes(), self.has_year, now),
+            Kind::Pattern(items) => parse_pattern(items, s.as_bytes(), self.has_year, self.year, now),
         };
         result.map_err(|why| TimeError { input: input.to_string(), format: self.name.clone(), why })
     }
@@ -153,39 +201,95 @@ impl Format {
     }
 }
 
+/// A format in a config: its name or pattern, or a table naming the year
+/// too (`{ format = "syslog", year = 2016 }`).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum FormatSpec {
+    Name(String),
+    WithYear(FormatWithYear),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FormatWithYear {
+    format: String,
+    year: i64,
+}
+
 impl<'de> serde::Deserialize<'de> for Format {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let spec = String::deserialize(d)?;
-        Format::new(&spec).map_err(serde::de::Error::custom)
+        let format = match FormatSpec::deserialize(d) {
+            Ok(FormatSpec::Name(spec)) => Format::new(&spec),
+            Ok(FormatSpec::WithYear(f)) => Format::new(&f.format).and_then(|fmt| fmt.with_year(f.year)),
+            Err(_) => Err("a timestamp format is a name or pattern, or { format = \"…\", year = 2016 }".into()),
+        };
+        format.map_err(serde::de::Error::custom)
     }
 }
 
 fn compile(pattern: &str) -> Result<Vec<Item>, String> {
+    let bad = |why: String| format!("timestamp pattern {pattern:?}: {why}");
     let mut items = Vec::new();
-    let mut bytes = pattern.bytes();
+    let mut bytes = pattern.bytes().peekable();
     while let Some(b) = bytes.next() {
-        let item = match b {
-            b'%' => match bytes.next() {
-                Some(b'Y') => Item::Year4,
-                Some(b'y') => Item::Year2,
-                Some(b'm') => Item::Month,
-                Some(b'b') => Item::MonthName,
-                Some(b'd') => Item::Day,
-                Some(b'e') => Item::DaySpacePadded,
-                Some(b'a') => Item::DayName,
-                Some(b'H') => Item::Hour,
-                Some(b'M') => Item::Minute,
-                Some(b'S') => Item::Second,
-                Some(b'f') => Item::Fraction,
-                Some(b'z') => Item::Zone,
-                Some(b'%') => Item::Literal(b'%'),
-                Some(other) => return Err(format!("timestamp pattern {pattern:?}: unknown item %{}", other as char)),
-                None => return Err(format!("timestamp pattern {pattern:?} ends with a lone %")),
-            },
-            b' ' => Item::Spaces,
-            other => Item::Literal(other),
+        if b == b' ' {
+            items.push(Item::Spaces);
+            continue;
+        }
+        if b != b'%' {
+            items.push(Item::Literal(b));
+            continue;
+        }
+        let unpadded = bytes.next_if_eq(&b'-').is_some();
+        let width = bytes.next_if(|c| matches!(c, b'3' | b'6' | b'9')).map(|c| usize::from(c - b'0'));
+        let item = match (bytes.next(), unpadded, width) {
+            (Some(b'f'), false, Some(w)) => Item::FixedFraction(w),
+            (Some(b'f'), false, None) => {
+                if !matches!(items.last(), Some(Item::Literal(b'.' | b','))) {
+                    return Err(bad("%f (a decimal fraction) is ambiguous unless it follows '.' or ',': \
+                         write %3f for milliseconds, %6f for microseconds or %9f for nanoseconds"
+                        .into()));
+                }
+                Item::Fraction
+            }
+            (Some(c), _, Some(_)) => return Err(bad(format!("a width is allowed only before f, not %{}", c as char))),
+            (Some(b'm'), _, None) => Item::Month,
+            (Some(b'd'), _, None) => Item::Day,
+            (Some(b'H'), _, None) => Item::Hour,
+            (Some(b'M'), u, None) => Item::Minute { padded: !u },
+            (Some(b'S'), u, None) => Item::Second { padded: !u },
+            (Some(c), true, None) => return Err(bad(format!("%-{} has no unpadded form", c as char))),
+            (Some(b'Y'), false, None) => Item::Year4,
+            (Some(b'y'), false, None) => Item::Year2,
+            (Some(b'b'), false, None) => Item::MonthName,
+            (Some(b'e'), false, None) => Item::DaySpacePadded,
+            (Some(b'a'), false, None) => Item::DayName,
+            (Some(b'j'), false, None) => Item::DayOfYear,
+            (Some(b'I'), false, None) => Item::Hour12,
+            (Some(b'p'), false, None) => Item::AmPm,
+            (Some(b'z'), false, None) => Item::Zone,
+            (Some(b'%'), false, None) => Item::Literal(b'%'),
+            (Some(b'T'), false, None) => {
+                items.extend([Item::Hour, Item::Literal(b':'), Item::Minute { padded: true }, Item::Literal(b':')]);
+                Item::Second { padded: true }
+            }
+            (Some(other), _, None) => return Err(bad(format!("unknown item %{}", other as char))),
+            (None, _, _) => return Err(bad("ends with a lone %".into())),
         };
         items.push(item);
+    }
+    let has = |f: fn(&Item) -> bool| items.iter().any(f);
+    if has(|i| matches!(i, Item::Hour12)) != has(|i| matches!(i, Item::AmPm)) {
+        return Err(bad("%I (hour 1–12) and %p (AM/PM) go together".into()));
+    }
+    if has(|i| matches!(i, Item::Hour12)) && has(|i| matches!(i, Item::Hour)) {
+        return Err(bad("%I and %H both give the hour".into()));
+    }
+    if has(|i| matches!(i, Item::DayOfYear))
+        && has(|i| matches!(i, Item::Month | Item::MonthName | Item::Day | Item::DaySpacePadded))
+    {
+        return Err(bad("%j (day of the year) and a month or day both give the date".into()));
     }
     Ok(items)
 }
@@ -252,6 +356,22 @@ impl Cursor<'_> {
         Ok(nanos)
     }
 
+    /// Exactly `width` digits of a second (3: ms, 6: µs, 9: ns), as
+    /// nanoseconds; a field of another width is refused, not misread.
+    fn fixed_fraction(&mut self, width: usize) -> Result<i64, String> {
+        let start = self.i;
+        let unit = match width {
+            3 => "milliseconds",
+            6 => "microseconds",
+            _ => "nanoseconds",
+        };
+        let v = self.digits(width, width, &format!("{width} digits of {unit}"))?;
+        if self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+            return Err(format!("expected {width} digits of {unit} at byte {start}, found more"));
+        }
+        Ok(v * 10i64.pow(9 - width as u32))
+    }
+
     /// `Z`, `z`, `+hh:mm`, `+hhmm` or `+hh`, as seconds east of UTC.
     fn zone(&mut self) -> Result<i64, String> {
         match self.s.get(self.i) {
@@ -291,9 +411,13 @@ struct Parts {
     second: i64,
     nanos: i64,
     offset: i64,
+    /// Day of the year (`%j`), resolved once the year is known.
+    yday: Option<i64>,
+    /// `%p`: true for PM; with `%I`.
+    pm: Option<bool>,
 }
 
-fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, now: i64) -> Result<i64, String> {
+fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, now: i64) -> Result<i64, String> {
     let mut c = Cursor { s, i: 0 };
     let mut p = Parts { month: 1, day: 1, ..Parts::default() };
     for item in items {
@@ -323,17 +447,40 @@ fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, now: i64) -> Result<i
                 }
             }
             Item::Hour => p.hour = c.digits(1, 2, "an hour")?,
-            Item::Minute => p.minute = c.digits(2, 2, "minutes")?,
-            Item::Second => p.second = c.digits(2, 2, "seconds")?,
+            Item::Hour12 => {
+                let at = c.i;
+                p.hour = c.digits(1, 2, "an hour (1–12)")?;
+                if !(1..=12).contains(&p.hour) {
+                    return Err(format!("hour {} at byte {at} is not 1–12 (%I)", p.hour));
+                }
+            }
+            Item::AmPm => {
+                let at = c.i;
+                p.pm = match c.word().to_ascii_lowercase().as_slice() {
+                    b"am" => Some(false),
+                    b"pm" => Some(true),
+                    _ => return Err(format!("expected AM or PM at byte {at}")),
+                };
+            }
+            Item::DayOfYear => p.yday = Some(c.digits(3, 3, "a 3-digit day of the year")?),
+            Item::Minute { padded } => p.minute = c.digits(if padded { 2 } else { 1 }, 2, "minutes")?,
+            Item::Second { padded } => p.second = c.digits(if padded { 2 } else { 1 }, 2, "seconds")?,
             Item::Fraction => p.nanos = c.fraction()?,
+            Item::FixedFraction(width) => p.nanos = c.fixed_fraction(width)?,
             Item::Zone => p.offset = c.zone()?,
         }
     }
     if c.i != s.len() {
         return Err(format!("unexpected text at byte {}", c.i));
     }
+    if let Some(pm) = p.pm {
+        // 12 AM is midnight, 12 PM noon.
+        p.hour = p.hour % 12 + if pm { 12 } else { 0 };
+    }
     if has_year {
         assemble(&p)
+    } else if let Some(year) = year {
+        assemble(&Parts { year: Some(year), ..p })
     } else {
         // No year in the input: take now's, and last year's when that puts
         // the time more than a day ahead of now.
@@ -409,6 +556,14 @@ fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
 
 fn assemble(p: &Parts) -> Result<i64, String> {
     let year = p.year.unwrap_or(1970);
+    if let Some(yday) = p.yday {
+        let days = if is_leap(year) { 366 } else { 365 };
+        if !(1..=days).contains(&yday) {
+            return Err(format!("day of the year {yday} out of range for {year}"));
+        }
+        let (_, month, day) = civil_from_days(days_from_civil(year, 1, 1) + yday - 1);
+        return assemble(&Parts { yday: None, month, day, ..*p });
+    }
     if !(1..=12).contains(&p.month) {
         return Err(format!("month {} out of range", p.month));
     }
@@ -486,6 +641,54 @@ mod tests {
         // 2026-11-29T12:00:00Z
         let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC + 12 * 3600 * NANOS_PER_SEC;
         Format::new(spec)?.parse(input, now).map(format_rfc3339).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fixed_width_fractions_read_their_unit_and_refuse_another_width() {
+        assert_eq!(ts("%H:%M:%S:%3f", "22:35:11:011").as_deref(), Ok("2026-01-01T22:35:11.011Z"));
+        assert_eq!(ts("%H:%M:%S.%6f", "22:35:11.000250").as_deref(), Ok("2026-01-01T22:35:11.00025Z"));
+        assert_eq!(ts("%H:%M:%S.%9f", "22:35:11.000000007").as_deref(), Ok("2026-01-01T22:35:11.000000007Z"));
+        // 11 ms written without its padding is refused, not read as 0.11 s.
+        let short = ts("%H:%M:%S:%3f", "22:35:11:11").err().unwrap_or_default();
+        assert!(short.contains("expected 3 digits of milliseconds at byte 9"), "{short}");
+        let long = ts("%H:%M:%S:%3f", "22:35:11:0119").err().unwrap_or_default();
+        assert!(long.contains("found more"), "{long}");
+    }
+
+    #[test]
+    fn an_ambiguous_fraction_is_refused_when_the_pattern_is_compiled() {
+        let err = Format::new("%H:%M:%S:%f").err().unwrap_or_default();
+        assert!(err.contains("%f (a decimal fraction) is ambiguous") && err.contains("%3f"), "{err}");
+        assert!(Format::new("%H:%M:%S.%f").is_ok() && Format::new("%H:%M:%S,%f").is_ok());
+        assert!(Format::new("%3d").err().unwrap_or_default().contains("a width is allowed only before f"));
+    }
+
+    #[test]
+    fn unpadded_fields_t_twelve_hour_clocks_and_days_of_the_year() {
+        assert_eq!(ts("%-H:%-M:%-S:%3f", "22:16:0:119").as_deref(), Ok("2026-01-01T22:16:00.119Z"));
+        assert!(ts("%H:%M:%S", "22:16:0").is_err(), "%S stays exactly two digits");
+        assert_eq!(ts("%Y-%m-%d %T", "2016-01-02 03:04:05").as_deref(), Ok("2016-01-02T03:04:05Z"));
+        assert_eq!(ts("%Y-%m-%d %I:%M:%S %p", "2016-01-02 12:04:05 AM").as_deref(), Ok("2016-01-02T00:04:05Z"));
+        assert_eq!(ts("%Y-%m-%d %I:%M:%S %p", "2016-01-02 12:04:05 pm").as_deref(), Ok("2016-01-02T12:04:05Z"));
+        assert_eq!(ts("%Y-%m-%d %I:%M %p", "2016-01-02 7:30 PM").as_deref(), Ok("2016-01-02T19:30:00Z"));
+        assert!(ts("%Y-%m-%d %I:%M %p", "2016-01-02 13:30 PM").err().unwrap_or_default().contains("not 1–12"));
+        assert!(Format::new("%I:%M").err().unwrap_or_default().contains("go together"));
+        assert_eq!(ts("%Y %j %T", "2016 060 10:00:00").as_deref(), Ok("2016-02-29T10:00:00Z"));
+        assert!(ts("%Y %j", "2015 366").err().unwrap_or_default().contains("out of range for 2015"));
+        assert!(Format::new("%Y %j %m").err().unwrap_or_default().contains("both give the date"));
+    }
+
+    #[test]
+    fn a_config_names_the_year_of_a_log_without_one() {
+        let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC;
+        let f: Format = serde_json::from_str(r#"{"format":"syslog","year":2016}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.parse("Dec 10 06:55:46", now).map(format_rfc3339).as_deref(), Ok("2016-12-10T06:55:46Z"));
+        let plain: Format = serde_json::from_str(r#""syslog""#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plain.parse("Dec 10 06:55:46", now).map(format_rfc3339).as_deref(), Ok("2025-12-10T06:55:46Z"));
+        let err = serde_json::from_str::<Format>(r#"{"format":"rfc3339","year":2016}"#).err().map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("reads the year from the input"));
+        let err = serde_json::from_str::<Format>(r#"{"format":"syslog","yeer":2016}"#).err().map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("{ format ="), "a misspelt key is refused");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::plugin::{PluginLimits, PluginSpec};
+use crate::plugin::{OutputLimits, PluginLimits, PluginSpec};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -219,6 +219,33 @@ pub struct PluginConfig {
     pub memory: u64,
     #[serde(default = "default_time_limit", deserialize_with = "duration")]
     pub time_limit: Duration,
+    /// The output contract's bounds (`plugin::output_rules`): a record whose
+    /// events pass them is rejected into the quarantine, naming the rule.
+    #[serde(default = "default_max_id_bytes")]
+    pub max_id_bytes: usize,
+    #[serde(default = "default_max_events")]
+    pub max_events_per_record: usize,
+    #[serde(default = "default_max_event_bytes", deserialize_with = "bytes")]
+    pub max_event_bytes_per_record: u64,
+    /// Log lines one batch may send before the rest are only counted.
+    #[serde(default = "default_max_log_lines")]
+    pub max_log_lines_per_batch: u32,
+}
+
+fn default_max_id_bytes() -> usize {
+    OutputLimits::default().max_id_bytes
+}
+
+fn default_max_events() -> usize {
+    OutputLimits::default().max_events_per_record
+}
+
+fn default_max_event_bytes() -> u64 {
+    OutputLimits::default().max_event_bytes_per_record as u64
+}
+
+fn default_max_log_lines() -> u32 {
+    PluginLimits::default().max_log_lines_per_batch
 }
 
 fn empty_table() -> serde_json::Value {
@@ -242,6 +269,12 @@ impl PluginConfig {
             limits: PluginLimits {
                 memory_bytes: usize::try_from(self.memory).unwrap_or(usize::MAX),
                 time_per_batch: self.time_limit,
+                output: OutputLimits {
+                    max_id_bytes: self.max_id_bytes,
+                    max_events_per_record: self.max_events_per_record,
+                    max_event_bytes_per_record: usize::try_from(self.max_event_bytes_per_record).unwrap_or(usize::MAX),
+                },
+                max_log_lines_per_batch: self.max_log_lines_per_batch,
             },
         }
     }
@@ -486,6 +519,16 @@ impl Config {
             }
             if p.memory < 1 << 20 {
                 return Err(invalid(&format!("plugins[{i}].memory"), "must be at least 1MiB".into()));
+            }
+            if p.max_id_bytes == 0 || p.max_events_per_record == 0 || p.max_event_bytes_per_record == 0 {
+                let key = if p.max_id_bytes == 0 {
+                    "max_id_bytes"
+                } else if p.max_events_per_record == 0 {
+                    "max_events_per_record"
+                } else {
+                    "max_event_bytes_per_record"
+                };
+                return Err(invalid(&format!("plugins[{i}].{key}"), "must be at least 1".into()));
             }
             if !p.config.is_object() {
                 return Err(invalid(&format!("plugins[{i}].config"), "must be a table".into()));

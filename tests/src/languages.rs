@@ -1,6 +1,7 @@
-//! Plugins in Python and JavaScript, built here with the tool chains
+//! Plugins in Python, JavaScript and C, built here with the tool chains
 //! `scripts/setup` installs (componentize-py from PyPI, componentize-js
-//! from npm, into `$SLUICE_TOOLS`). A missing tool chain fails the suite
+//! from npm, wit-bindgen and wasm-tools from crates.io into `$SLUICE_TOOLS`;
+//! clang and wasi-libc from Debian). A missing tool chain fails the suite
 //! loudly, naming the variable and the setup step; nothing is skipped.
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,28 @@ pub fn componentize_js() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// `$SLUICE_WIT_BINDGEN` and `$SLUICE_WASM_TOOLS`: the programs the C
+/// build needs beside clang.
+pub fn c_tools() -> (PathBuf, PathBuf) {
+    let tool = |var: &str, what: &str| {
+        let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+            panic!("{var} is not set: run the suite through scripts/test (scripts/setup installs {what})")
+        });
+        assert!(p.is_file(), "{what} not found at {} (scripts/setup installs it)", p.display());
+        p
+    };
+    (tool("SLUICE_WIT_BINDGEN", "wit-bindgen"), tool("SLUICE_WASM_TOOLS", "wasm-tools"))
+}
+
+/// Build C plugin `source` (with the C SDK) into `out`.
+pub fn build_c(source: &Path, out: &Path) {
+    let root = workspace_root();
+    let (wit_bindgen, wasm_tools) = c_tools();
+    let mut cmd = Command::new(root.join("guest-sdk/c/build.sh"));
+    cmd.arg(source).arg(out).arg(root.join("wit")).env("WIT_BINDGEN", wit_bindgen).env("WASM_TOOLS", wasm_tools);
+    run(cmd, &format!("guest-sdk/c/build.sh {}", source.display()));
 }
 
 fn run(mut cmd: Command, what: &str) {
@@ -58,6 +81,16 @@ pub fn build_python(dirs: &[&Path], module: &str, out: &Path) {
 /// JavaScript SDK in a scratch folder (a plugin imports it as
 /// `./sluice-plugin.js`), then componentized.
 pub fn build_js(source: &Path, out: &Path) {
+    build_js_with(source, out, None)
+}
+
+/// [`build_js`] with componentize-js's ahead-of-time mode, through the
+/// `weval` program at `weval` (benches/plugin_languages).
+pub fn build_js_aot(source: &Path, out: &Path, weval: &Path) {
+    build_js_with(source, out, Some(weval))
+}
+
+fn build_js_with(source: &Path, out: &Path, weval: Option<&Path>) {
     let root = workspace_root();
     let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let name = source.file_name().unwrap_or_default();
@@ -70,5 +103,9 @@ pub fn build_js(source: &Path, out: &Path) {
         .arg(out)
         .arg(root.join("wit"))
         .env("COMPONENTIZE_JS", componentize_js());
+    match weval {
+        Some(w) => cmd.env("WEVAL", w),
+        None => cmd.env_remove("WEVAL"),
+    };
     run(cmd, &format!("componentize-js {}", source.display()));
 }

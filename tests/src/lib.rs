@@ -17,8 +17,13 @@ pub mod clickhouse;
 pub mod kafka;
 pub mod languages;
 
-pub const PLUGIN_PACKAGES: &[&str] =
-    &["sluice-plugin-json", "sluice-plugin-pattern", "sluice-plugin-ts-window", "sluice-plugin-hostile"];
+pub const PLUGIN_PACKAGES: &[&str] = &[
+    "sluice-plugin-json",
+    "sluice-plugin-pattern",
+    "sluice-plugin-ts-window",
+    "sluice-plugin-hostile",
+    "sluice-plugin-hostile-abi",
+];
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
@@ -48,9 +53,41 @@ pub fn plugin_dir() -> &'static Path {
 /// Build `packages` for `wasm32-wasip2` with the `wasm` profile; returns
 /// the directory of the `.wasm` files.
 pub fn build_wasm(packages: &[&str]) -> PathBuf {
+    build_wasm_in(packages, &target_dir(), &[])
+}
+
+/// The plugins that also exist built against `sluice:plugin@0.1.0`.
+pub const V01_PACKAGES: &[&str] = &[
+    "sluice-plugin-json",
+    "sluice-plugin-pattern",
+    "sluice-plugin-ts-window",
+    "sluice-plugin-hostile",
+    "sluice-plugin-conformance",
+];
+
+/// The same plugin code built against the 0.1 contract (the Rust SDK's
+/// `contract-0-1` feature), to prove the host still runs 0.1 plugins. A
+/// target directory of their own: the feature changes the SDK, and the
+/// 0.2 builds in the main one must never be overwritten by 0.1 builds.
+pub fn plugin_dir_v01() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        build_wasm_in(V01_PACKAGES, &target_dir().join("contract-0.1"), &["--features", "sluice-guest/contract-0-1"])
+    })
+}
+
+/// A first-party plugin built against 0.1: `plugin_v01("json")`.
+pub fn plugin_v01(name: &str) -> PathBuf {
+    let path = plugin_dir_v01().join(format!("sluice_plugin_{}.wasm", name.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+fn build_wasm_in(packages: &[&str], target: &Path, extra: &[&str]) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root()).args(["build", "--quiet", "--profile", "wasm", "--target", "wasm32-wasip2"]);
+    cmd.arg("--target-dir").arg(target).args(extra);
     for p in packages {
         cmd.args(["-p", p]);
     }
@@ -60,7 +97,7 @@ pub fn build_wasm(packages: &[&str]) -> PathBuf {
         "building {packages:?} for wasm32-wasip2 failed (is the target installed? scripts/setup installs it):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    target_dir().join("wasm32-wasip2").join("wasm")
+    target.join("wasm32-wasip2").join("wasm")
 }
 
 /// The built component of a first-party plugin: `plugin("ts-window")`.

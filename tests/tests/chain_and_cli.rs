@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::json;
 use sluice::plugin::{Record, Runtime, Verdict, build_chain};
-use sluice_e2e::{now_rfc3339, plugin, sluice_bin, spec, workspace_root};
+use sluice_e2e::{now_rfc3339, plugin, plugin_v01, sluice_bin, spec, workspace_root};
 
 #[test]
 fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
@@ -59,6 +59,71 @@ fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
         Verdict::Emit(ev) => assert_eq!(ev[0].id, None, "no id: the host derives one from the position"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Verdicts with the plugin digests blanked (the same code built for 0.1
+/// and 0.2 has two digests, and is otherwise the same plugin) and the
+/// clock reading cut from ts-window's reasons (each run reads the clock).
+fn blank_digests(v: Vec<Verdict>) -> Vec<Verdict> {
+    let blank = |mut p: sluice::plugin::PluginId| {
+        p.digest = blake3::Hash::from_bytes([0; 32]);
+        p
+    };
+    let cut = |r: String| r.split(" (oldest accepted").next().unwrap_or_default().to_string();
+    v.into_iter()
+        .map(|v| match v {
+            Verdict::Drop { plugin, reason } => Verdict::Drop { plugin: blank(plugin), reason: cut(reason) },
+            Verdict::Reject { plugin, reason } => Verdict::Reject { plugin: blank(plugin), reason: cut(reason) },
+            emit => emit,
+        })
+        .collect()
+}
+
+#[test]
+fn plugins_of_0_1_and_0_2_run_side_by_side_in_one_chain_with_the_same_verdicts() {
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let json_cfg = json!({ "id_field": "event_id", "timestamp_field": "ts" });
+    let window_cfg = json!({ "max_age": "1h", "max_future": "1m" });
+    let v01 = |name: &str, config: &serde_json::Value| sluice::plugin::PluginSpec {
+        config: config.clone(),
+        ..sluice::plugin::PluginSpec::from_path(plugin_v01(name))
+    };
+    let mut records = Vec::new();
+    for i in 0..300u64 {
+        let line = match i % 5 {
+            0 => format!(r#"{{"event_id":"e{i}","ts":"{}","n":{i}}}"#, now_rfc3339(-60)),
+            1 => format!(r#"{{"event_id":"e{i}","ts":"{}"}}"#, now_rfc3339(-7200)),
+            2 => format!(r#"{{"ts":"{}","unicode":"é✓"}}"#, now_rfc3339(0)),
+            3 => "{\"event_id\":".to_string(),
+            _ => format!(r#"{{"event_id":"e{i}"}}"#),
+        };
+        let mut r = Record::line(line.into_bytes(), "mixed.log", 1, i * 80);
+        if i % 7 == 0 {
+            r.key = Some(format!("k{i}").into_bytes());
+            r.headers = vec![("h".into(), vec![i as u8]), (String::new(), Vec::new())];
+        }
+        records.push(r);
+    }
+    let mut verdicts = Vec::new();
+    for (json_spec, window_spec) in [
+        (spec("json", json_cfg.clone()), spec("ts-window", window_cfg.clone())),
+        (v01("json", &json_cfg), spec("ts-window", window_cfg.clone())),
+        (spec("json", json_cfg.clone()), v01("ts-window", &window_cfg)),
+        (v01("json", &json_cfg), v01("ts-window", &window_cfg)),
+    ] {
+        let mut chain = build_chain(&runtime, &[json_spec, window_spec]).unwrap_or_else(|e| panic!("{e}"));
+        let contracts: Vec<String> = chain.stages().iter().map(|s| s.contract().to_string()).collect();
+        verdicts.push((contracts, blank_digests(chain.run(records.clone()).unwrap_or_else(|e| panic!("{e}")))));
+    }
+    let emitted = verdicts[0].1.iter().filter(|v| matches!(v, Verdict::Emit(_))).count();
+    assert_eq!(emitted, 120, "the fresh and the id-less records: {:?}", &verdicts[0].1[..5]);
+    for (contracts, v) in &verdicts[1..] {
+        assert_eq!(v.len(), records.len());
+        for (i, (got, want)) in v.iter().zip(&verdicts[0].1).enumerate() {
+            assert_eq!(got, want, "{contracts:?} against both 0.2, record {i}");
+        }
+    }
+    assert_eq!(verdicts[1].0, ["sluice:plugin@0.1.0", "sluice:plugin@0.2.0"]);
 }
 
 fn sluice(args: &[&str], stdin: &str) -> (i32, String, String) {
@@ -154,6 +219,38 @@ fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
 }
 
 #[test]
+fn a_plugin_that_cannot_start_is_named_by_its_config_key_with_what_to_change() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "0 a 1 x\n").unwrap_or_else(|e| panic!("{e}"));
+    let patterns: Vec<String> =
+        (0..200).map(|i| format!("'^{i} %{{WORD:w{i}}} %{{INT:n}} %{{GREEDYDATA:rest}}$'")).collect();
+    let base = format!(
+        "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+         [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n[[plugins]]\nname = \"pattern\"\npath = \"{}\"\n",
+        plugin("pattern").display()
+    );
+    let run = |extra: &str| {
+        std::fs::write(dir.path().join("sluice.toml"), format!("{base}{extra}")).unwrap_or_else(|e| panic!("{e}"));
+        let out = Command::new(sluice_bin!())
+            .args(["run", "-c", "sluice.toml"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!out.status.success(), "{extra}: must refuse to start");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // 200 patterns do not fit 32 MiB: the message names the key to raise.
+    let err = run(&format!("memory = \"32MiB\"\nconfig = {{ patterns = [{}] }}\n", patterns.join(",")));
+    assert!(err.contains("plugins[0] (pattern): plugin pattern@") && err.contains("out of memory"), "{err}");
+    assert!(err.contains("raise plugins[0].memory (now 32 MiB"), "{err}");
+    assert_eq!(err.matches("faulted in init").count(), 1, "said once: {err}");
+    // A config of the wrong type names its key, not a position in JSON.
+    let err = run("config = { patterns = [\"^%{WORD:w}$\"], id_field = 7 }\n");
+    assert!(err.contains("plugins[0] (pattern)") && err.contains("id_field: invalid type: integer `7`"), "{err}");
+    assert!(err.contains("its config is the plugins[0].config table") && !err.contains("line 1 column"), "{err}");
+}
+
+#[test]
 fn plugin_inspect_shows_identity_version_and_imports() {
     let path = plugin("json");
     let (code, stdout, stderr) = sluice(&["plugin", "inspect", "--json", &path.display().to_string()], "");
@@ -161,13 +258,23 @@ fn plugin_inspect_shows_identity_version_and_imports() {
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
     let bytes = std::fs::read(&path).unwrap_or_default();
     assert_eq!(v["digest"], blake3_hex(&bytes));
-    assert_eq!(v["wit_version"], "0.1.0");
+    assert_eq!(v["wit_version"], "0.2.0");
+    assert_eq!(v["not_runnable"], serde_json::Value::Null);
     assert_eq!(v["size_bytes"], bytes.len());
     assert_eq!(v["exports"], json!(["init", "process"]));
     let imports: Vec<&str> =
         v["imports"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
-    assert!(imports.contains(&"sluice:plugin/clock@0.1.0"), "{imports:?}");
+    assert!(imports.contains(&"sluice:plugin/clock@0.2.0"), "{imports:?}");
     assert!(!imports.iter().any(|i| i.starts_with("wasi:sockets") || i.starts_with("wasi:http")), "{imports:?}");
+}
+
+#[test]
+fn plugin_inspect_tells_a_0_1_plugin_from_a_0_2_one() {
+    for (path, version) in [(plugin_v01("json"), "0.1.0"), (plugin("json"), "0.2.0")] {
+        let (code, stdout, stderr) = sluice(&["plugin", "inspect", &path.display().to_string()], "");
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains(&format!("wit:         sluice:plugin@{version}\n")), "{stdout}");
+    }
 }
 
 fn blake3_hex(bytes: &[u8]) -> String {

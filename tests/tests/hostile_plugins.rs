@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sluice::plugin::{PluginError, PluginLimits, PluginSpec, Record, Runtime, Verdict, build_chain};
-use sluice_e2e::spec_with_limits;
+use sluice_e2e::{plugin_v01, spec_with_limits};
 
 fn limits() -> PluginLimits {
-    PluginLimits { memory_bytes: 32 << 20, time_per_batch: Duration::from_millis(300) }
+    PluginLimits { memory_bytes: 32 << 20, time_per_batch: Duration::from_millis(300), ..PluginLimits::default() }
 }
 
 fn batch() -> Vec<Record> {
@@ -29,10 +29,34 @@ fn clean_verdict(line: &str) -> Verdict {
     }])
 }
 
-/// Run the attack and return the poison record's rejection reason.
+/// Run the attack against the hostile plugin built for 0.2 and for 0.1,
+/// and return the poison record's rejection reason: the same for both,
+/// but for the plugin's digest.
 fn contained(attack: &str) -> String {
+    let v02 = contained_in("hostile", attack);
+    let spec = PluginSpec { limits: limits(), ..PluginSpec::from_path(plugin_v01("hostile")) };
+    let v01 = contained_spec(spec, "hostile", attack);
+    assert_eq!(without_digest(&v01), without_digest(&v02), "{attack}: 0.1 and 0.2 plugins are contained alike");
+    v02
+}
+
+/// `plugin hostile@0123456789ab faulted: …` without the digest.
+fn without_digest(reason: &str) -> String {
+    match reason.split_once('@') {
+        Some((head, tail)) => format!("{head}@…{}", tail.get(12..).unwrap_or_default()),
+        None => reason.to_string(),
+    }
+}
+
+/// [`contained`] for the plugin `plugin` (`hostile`, or `hostile-abi`,
+/// which breaks the 0.2 outcome layout below the SDK).
+fn contained_in(plugin: &str, attack: &str) -> String {
+    contained_spec(spec_with_limits(plugin, json!({ "attack": attack }), limits()), plugin, attack)
+}
+
+fn contained_spec(mut spec: PluginSpec, plugin: &str, attack: &str) -> String {
+    spec.config = json!({ "attack": attack });
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    let spec = spec_with_limits("hostile", json!({ "attack": attack }), limits());
     let mut chain = build_chain(&runtime, &[spec]).unwrap_or_else(|e| panic!("{attack}: {e}"));
     let started = Instant::now();
     let verdicts = chain.run(batch()).unwrap_or_else(|e| panic!("{attack}: {e}"));
@@ -41,8 +65,8 @@ fn contained(attack: &str) -> String {
         assert_eq!(verdicts[i], clean_verdict(line), "{attack}: record {i} must be untouched");
     }
     let reason = match &verdicts[2] {
-        Verdict::Reject { plugin, reason } => {
-            assert_eq!(plugin.name, "hostile");
+        Verdict::Reject { plugin: by, reason } => {
+            assert_eq!(by.name, plugin);
             reason.clone()
         }
         other => panic!("{attack}: the poison record must be rejected, got {other:?}"),
@@ -55,6 +79,176 @@ fn contained(attack: &str) -> String {
     assert_eq!(again, vec![clean_verdict("foxtrot")], "{attack}: after the fault");
     println!("{attack}: contained in {:?}: {reason}", started.elapsed());
     reason
+}
+
+/// Run an attack on the output contract: the poison record alone is
+/// rejected with the rule (a breach is the record's fault, not a crash, so
+/// nothing is rebuilt), and the rest of the batch is untouched.
+fn breaks_contract(attack: &str) -> String {
+    let v01 = PluginSpec {
+        limits: limits(),
+        config: json!({ "attack": attack }),
+        ..PluginSpec::from_path(plugin_v01("hostile"))
+    };
+    let r01 = breaks_contract_spec(v01, attack);
+    let r02 = breaks_contract_spec(spec_with_limits("hostile", json!({ "attack": attack }), limits()), attack);
+    assert_eq!(without_digest(&r01), without_digest(&r02), "{attack}: 0.1 and 0.2 plugins are held to one contract");
+    r02
+}
+
+fn breaks_contract_spec(spec: PluginSpec, attack: &str) -> String {
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let mut chain = build_chain(&runtime, &[spec]).unwrap_or_else(|e| panic!("{attack}: {e}"));
+    let verdicts = chain.run(batch()).unwrap_or_else(|e| panic!("{attack}: {e}"));
+    assert_eq!(verdicts.len(), 5, "{attack}: one verdict per record");
+    for (i, line) in [(0, "alpha"), (1, "bravo"), (3, "delta"), (4, "echo")] {
+        assert_eq!(verdicts[i], clean_verdict(line), "{attack}: record {i} must be untouched");
+    }
+    let reason = match &verdicts[2] {
+        Verdict::Reject { plugin, reason } if plugin.name == "hostile" => reason.clone(),
+        other => panic!("{attack}: the poison record must be rejected by the host, got {other:?}"),
+    };
+    assert!(reason.starts_with(&format!("plugin {} broke the output contract: ", chain.stages()[0].id())), "{reason}");
+    let stats = chain.stages()[0].stats();
+    assert_eq!((stats.faulted_batches, stats.rebuilds), (0, 0), "{attack}: not a fault: {stats:?}");
+    println!("{attack}: {reason}");
+    reason
+}
+
+#[test]
+fn a_body_that_is_not_json_is_rejected() {
+    assert!(breaks_contract("body-not-json").contains("event 0: the body is not JSON: \"this is not json\""));
+}
+
+#[test]
+fn a_body_that_is_an_array_is_rejected() {
+    assert!(breaks_contract("body-array").ends_with("event 0: the body is a JSON array, not an object"));
+}
+
+#[test]
+fn a_body_that_is_not_utf8_is_rejected() {
+    assert!(breaks_contract("body-not-utf8").contains("the body is not UTF-8 (invalid byte at offset 9)"));
+}
+
+#[test]
+fn an_empty_event_id_is_rejected_rather_than_deduplicated() {
+    assert!(breaks_contract("empty-id").contains("event 0: the id is empty"));
+}
+
+#[test]
+fn an_event_id_of_a_megabyte_is_rejected() {
+    let reason = breaks_contract("huge-id");
+    assert!(reason.contains("the id is 1048576 bytes, over the limit of 256 (max_id_bytes)"), "{reason}");
+}
+
+#[test]
+fn a_flood_of_events_from_one_record_is_rejected() {
+    let reason = breaks_contract("event-flood");
+    assert!(reason.contains("5000 events from one record, over the limit of 1024"), "{reason}");
+}
+
+/// A log line writer for one test thread.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut v) = self.0.lock() {
+            v.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_log_flood_is_cut_at_the_batch_budget_and_counted() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let verdicts = tracing::subscriber::with_default(subscriber, || {
+        let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+        let spec = spec_with_limits("hostile", json!({ "attack": "log-flood" }), limits());
+        let mut chain = build_chain(&runtime, &[spec]).unwrap_or_else(|e| panic!("{e}"));
+        chain.run(batch()).unwrap_or_else(|e| panic!("{e}"))
+    });
+    // The flood does not cost the record: it is echoed like the others.
+    assert_eq!(verdicts[2], clean_verdict("POISON charlie"));
+    let text = String::from_utf8_lossy(&captured.0.lock().map(|v| v.clone()).unwrap_or_default()).into_owned();
+    let lines = text.lines().filter(|l| l.contains("flood line")).count();
+    assert_eq!(lines, 100, "max_log_lines_per_batch defaults to 100");
+    let summary = text.lines().find(|l| l.contains("suppressed")).unwrap_or_default();
+    assert!(summary.contains("suppressed=9900") && summary.contains("limit=100"), "{summary}");
+}
+
+#[test]
+fn a_body_slice_outside_the_buffer_is_refused() {
+    let reason = contained_in("hostile-abi", "out-of-bounds");
+    assert!(
+        reason.contains("malformed outcomes: event 0 body spans bytes") && reason.contains("outside the data buffer"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn overlapping_slices_are_refused() {
+    let reason = contained_in("hostile-abi", "overlap");
+    assert!(
+        reason.contains("malformed outcomes: event 1 body starts at byte 0, before the end of the previous slice"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn events_out_of_order_are_refused() {
+    let reason = contained_in("hostile-abi", "events-out-of-order");
+    assert!(reason.contains("malformed outcomes: outcome 0 emits from event 1, expected 0"), "{reason}");
+}
+
+#[test]
+fn an_outcome_count_that_disagrees_with_the_batch_is_refused() {
+    let reason = contained_in("hostile-abi", "count-mismatch");
+    assert!(reason.contains("wrong number of outcomes: 0 for 1 records"), "{reason}");
+}
+
+#[test]
+fn a_ragged_outcome_table_is_refused() {
+    let reason = contained_in("hostile-abi", "ragged");
+    assert!(reason.contains("outcomes.outcomes holds 17 bytes, not a whole number of 12-byte descriptors"), "{reason}");
+}
+
+#[test]
+fn unknown_kinds_and_flags_are_refused() {
+    let reason = contained_in("hostile-abi", "unknown-kind");
+    assert!(reason.contains("outcome 0 has kind 9"), "{reason}");
+    let reason = contained_in("hostile-abi", "unknown-flag");
+    assert!(reason.contains("event 0 has unknown flag bits 0x80"), "{reason}");
+    let reason = contained_in("hostile-abi", "unused-event");
+    assert!(reason.contains("the emits use 1 events of the 2"), "{reason}");
+}
+
+#[test]
+fn an_outcome_buffer_past_the_memory_limit_is_refused() {
+    let reason = contained_in("hostile-abi", "huge-outcome");
+    assert!(reason.contains("out of memory") && reason.contains(&format!("limit {}", 32 << 20)), "{reason}");
+}
+
+#[test]
+fn an_id_that_is_not_utf8_breaks_the_contract() {
+    // Read below the SDK: a record rejection, the rest of the batch kept.
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let spec = spec_with_limits("hostile-abi", json!({ "attack": "id-not-utf8" }), limits());
+    let mut chain = build_chain(&runtime, &[spec]).unwrap_or_else(|e| panic!("{e}"));
+    let verdicts = chain.run(batch()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(verdicts[0], clean_verdict("alpha"));
+    match &verdicts[2] {
+        Verdict::Reject { reason, .. } => {
+            assert!(reason.contains("broke the output contract: event 0: the id is not UTF-8"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

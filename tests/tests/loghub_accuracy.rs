@@ -27,7 +27,7 @@ fn pattern_configs_match_the_loghub_ground_truth() {
         let mut lines = sluice::source::framing::LineReader::new(&log[..]);
         let mut records = Vec::new();
         while let Some(line) = lines.next_line().unwrap_or_else(|e| panic!("{e}")) {
-            records.push(Record::line(line.bytes, name, 0, line.offset));
+            records.push(Record::line(line.bytes, *name, 0, line.offset));
         }
         let mut truth = csv::Reader::from_path(dir.join(format!("{name}_2k.log_structured.csv")))
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -1,18 +1,19 @@
-//! One WIT world, three languages. Each plugin is built with its language's
+//! One WIT world, four languages. Each plugin is built with its language's
 //! own tool chain and run through the host:
 //!
-//! - the conformance plugin (conformance/SPEC.md) in Rust, Python and
-//!   JavaScript passes the kit (`conformance/cases`);
+//! - the conformance plugin (conformance/SPEC.md) in Rust, Python,
+//!   JavaScript and C passes the kit (`conformance/cases`), and so does the
+//!   Rust one built against contract 0.1;
 //! - every first-party plugin passes its own cases;
-//! - the logfmt example in all three languages passes its cases, and the
-//!   Python and JavaScript ones run in a whole pipeline;
-//! - `sluice plugin new` projects build and pass their cases, for all three.
+//! - the logfmt example in all four languages passes its cases, and the
+//!   Python, JavaScript and C ones run in a whole pipeline;
+//! - `sluice plugin new` projects build and pass their cases, for all four.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sluice_e2e::languages::{build_js, build_python, componentize_js, componentize_py};
-use sluice_e2e::{build_wasm, plugin, sluice_bin, workspace_root};
+use sluice_e2e::languages::{build_c, build_js, build_python, c_tools, componentize_js, componentize_py};
+use sluice_e2e::{build_wasm, plugin, plugin_v01, sluice_bin, workspace_root};
 
 fn sluice(args: &[&str], dir: &Path) -> (bool, String) {
     let out = Command::new(sluice_bin!())
@@ -42,14 +43,18 @@ fn root() -> PathBuf {
 }
 
 #[test]
-fn the_conformance_plugin_passes_the_kit_in_rust_python_and_javascript() {
+fn the_conformance_plugin_passes_the_kit_in_rust_python_javascript_and_c() {
     let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let rust = build_wasm(&["sluice-plugin-conformance"]).join("sluice_plugin_conformance.wasm");
     let py = out.path().join("conformance-py.wasm");
     build_python(&[], "conformance", &py);
     let js = out.path().join("conformance-js.wasm");
     build_js(&root().join("guest-sdk/js/conformance.js"), &js);
-    for wasm in [&rust, &py, &js] {
+    let c = out.path().join("conformance-c.wasm");
+    build_c(&root().join("guest-sdk/c/conformance.c"), &c);
+    // The same Rust code built against 0.1: the host still runs it.
+    let rust_v01 = plugin_v01("conformance");
+    for wasm in [&rust, &py, &js, &c, &rust_v01] {
         passes(wasm, &root().join("conformance/cases"));
     }
 }
@@ -78,11 +83,12 @@ fn a_wrong_port_fails_the_kit_and_the_verdict_names_the_case() {
 fn every_first_party_plugin_passes_its_own_cases() {
     for name in ["json", "pattern", "ts-window"] {
         passes(&plugin(name), &root().join("plugins").join(name).join("cases"));
+        passes(&plugin_v01(name), &root().join("plugins").join(name).join("cases"));
     }
 }
 
 #[test]
-fn logfmt_in_three_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
+fn logfmt_in_four_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
     let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = root().join("examples/plugins/logfmt");
     let rust = build_wasm(&["sluice-example-logfmt"]).join("sluice_example_logfmt.wasm");
@@ -90,15 +96,17 @@ fn logfmt_in_three_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
     build_python(&[&dir.join("python")], "logfmt", &py);
     let js = out.path().join("logfmt-js.wasm");
     build_js(&dir.join("js/logfmt.js"), &js);
-    for wasm in [&rust, &py, &js] {
+    let c = out.path().join("logfmt-c.wasm");
+    build_c(&dir.join("c/logfmt.c"), &c);
+    for wasm in [&rust, &py, &js, &c] {
         passes(wasm, &dir.join("cases"));
         println!("{}: {} bytes", wasm.display(), std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0));
     }
 
-    // A whole pipeline: files → logfmt (Python, then JavaScript) → file sink.
+    // A whole pipeline: files → logfmt (Python, JavaScript, C) → file sink.
     let lines: String =
         (0..500).map(|i| format!("req=r-{i} level=info msg=\"hello {i}\"\n")).collect::<String>() + "\n\n=oops\n";
-    for (lang, wasm) in [("python", &py), ("js", &js)] {
+    for (lang, wasm) in [("python", &py), ("js", &js), ("c", &c)] {
         let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(work.path().join("in.log"), &lines).unwrap_or_else(|e| panic!("{e}"));
         let cfg = format!(
@@ -137,6 +145,7 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
         ("rust", target.join("wasm32-wasip2/release/demo_rust.wasm")),
         ("python", work.path().join("demo-python/demo_python.wasm")),
         ("js", work.path().join("demo-js/demo_js.wasm")),
+        ("c", work.path().join("demo-c/demo_c.wasm")),
     ] {
         let name = format!("demo-{lang}");
         // 1. new
@@ -149,6 +158,8 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
             .env("CARGO_TARGET_DIR", &target)
             .env("COMPONENTIZE_PY", componentize_py())
             .env("COMPONENTIZE_JS", componentize_js())
+            .env("WIT_BINDGEN", c_tools().0)
+            .env("WASM_TOOLS", c_tools().1)
             .output()
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));

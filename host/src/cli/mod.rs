@@ -203,6 +203,7 @@ pub enum Lang {
     Rust,
     Python,
     Js,
+    C,
 }
 
 #[derive(Args, Debug)]

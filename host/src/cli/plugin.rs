@@ -35,7 +35,11 @@ pub fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result<Vec<Op
 }
 
 pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
-    let limits = PluginLimits { memory_bytes: (args.memory_mib as usize) << 20, time_per_batch: args.time_limit };
+    let limits = PluginLimits {
+        memory_bytes: (args.memory_mib as usize) << 20,
+        time_per_batch: args.time_limit,
+        ..PluginLimits::default()
+    };
     let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
     let mut stages = Vec::with_capacity(args.plugins.len());
     for (i, path) in args.plugins.iter().enumerate() {
@@ -62,6 +66,7 @@ pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
         ),
         None => ("<stdin>".to_string(), Box::new(BufReader::new(std::io::stdin().lock()))),
     };
+    let shared: std::sync::Arc<str> = source_name.as_str().into();
     let mut lines = LineReader::new(reader);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -72,7 +77,7 @@ pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
         let mut batch = Vec::with_capacity(args.batch_size as usize);
         while batch.len() < args.batch_size as usize {
             match lines.next_line().with_context(|| format!("cannot read {source_name}"))? {
-                Some(line) => batch.push(Record::line(line.bytes, &source_name, 0, line.offset)),
+                Some(line) => batch.push(Record::line(line.bytes, shared.clone(), 0, line.offset)),
                 None => break,
             }
         }
@@ -167,13 +172,13 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     println!("path:        {}", i.path.display());
     println!("digest:      blake3:{}", i.digest);
     println!("size:        {} bytes", i.size_bytes);
-    println!(
-        "wit:         {}",
-        i.wit_version
-            .as_deref()
-            .map(|v| format!("{}@{v}", inspect::WIT_PACKAGE))
-            .unwrap_or_else(|| "not a sluice plugin (no sluice:plugin import)".into())
-    );
+    match (&i.wit_version, &i.not_runnable) {
+        (Some(v), None) => println!("wit:         {}@{v}", inspect::WIT_PACKAGE),
+        (Some(v), Some(why)) => {
+            println!("wit:         {}@{v}, which this host cannot run: {why}", inspect::WIT_PACKAGE)
+        }
+        (None, why) => println!("wit:         none: {}", why.as_deref().unwrap_or("not a sluice plugin")),
+    }
     println!("exports:     {}", i.exports.join(", "));
     println!("imports:");
     for imp in &i.imports {
@@ -187,7 +192,11 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
 pub fn test(args: &TestArgs) -> Result<bool> {
     use crate::plugin::conformance::{Expect, compare, load_dir};
     let cases = load_dir(&args.cases)?;
-    let limits = PluginLimits { memory_bytes: (args.memory_mib as usize) << 20, time_per_batch: args.time_limit };
+    let limits = PluginLimits {
+        memory_bytes: (args.memory_mib as usize) << 20,
+        time_per_batch: args.time_limit,
+        ..PluginLimits::default()
+    };
     let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
     let mut failed = 0;
     for (name, case) in &cases {

@@ -1,11 +1,12 @@
-//! `sluice plugin new --lang rust|python|js NAME`: a plugin project that
+//! `sluice plugin new --lang rust|python|js|c NAME`: a plugin project that
 //! builds and passes its own cases in three commands (new, build, test).
 //!
 //! Projects are self-contained: the WIT contract and the SDK (Rust crate,
 //! Python module or JavaScript module) are copied in from this binary, so a
 //! project needs no sluice checkout and no package registry of ours. The
 //! language's own tool chain is installed by the project's `build.sh`
-//! (Python, JavaScript) or assumed (Rust: rustup, which sluice needs too).
+//! (Python, JavaScript) or assumed (Rust: rustup, which sluice needs too;
+//! C: clang, wasi-libc, wit-bindgen and wasm-tools, named in build.sh).
 
 use std::path::Path;
 
@@ -14,12 +15,23 @@ use anyhow::{Context, Result};
 use super::{Lang, NewArgs};
 
 const WIT: &str = include_str!("../../../wit/plugin.wit");
+const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 4] = [
+const RUST_SDK: [(&str, &str); 7] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
+    ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
+    ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
+    ("src/contract_v01.rs", include_str!("../../../guest-sdk/src/contract_v01.rs")),
     ("src/json.rs", include_str!("../../../guest-sdk/src/json.rs")),
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
+];
+const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");
+const C_SDK: [(&str, &str); 4] = [
+    ("sluice_plugin.h", include_str!("../../../guest-sdk/c/sluice_plugin.h")),
+    ("sluice_plugin.c", include_str!("../../../guest-sdk/c/sluice_plugin.c")),
+    ("no-wasi.wat", include_str!("../../../guest-sdk/c/no-wasi.wat")),
+    ("sdk-build.sh", include_str!("../../../guest-sdk/c/build.sh")),
 ];
 const PY_SDK: &str = include_str!("../../../guest-sdk/python/sluice_plugin.py");
 const JS_SDK: &str = include_str!("../../../guest-sdk/js/sluice-plugin.js");
@@ -82,6 +94,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
     };
     write("wit/plugin.wit", WIT)?;
+    write("wit/v0.1/plugin.wit", WIT_V01)?;
     for (file, text) in CASES {
         write(&format!("cases/{file}"), text)?;
     }
@@ -93,6 +106,8 @@ pub fn new(args: &NewArgs) -> Result<()> {
                 write(&format!("sluice-guest/{file}"), text)?;
             }
             write("sluice-guest/Cargo.toml", RUST_SDK_MANIFEST)?;
+            write("sluice-abi/src/lib.rs", RUST_ABI)?;
+            write("sluice-abi/Cargo.toml", RUST_ABI_MANIFEST)?;
             write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name))?;
             write("src/lib.rs", RUST_PLUGIN)?;
             write("build.sh", RUST_BUILD)?;
@@ -110,6 +125,15 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("plugin.js", JS_PLUGIN)?;
             write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
             write("build.sh", &JS_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            format!("{snake}.wasm")
+        }
+        Lang::C => {
+            for (file, text) in C_SDK {
+                write(&format!("sdk/{file}"), text)?;
+            }
+            make_executable(&root.join("sdk/sdk-build.sh"))?;
+            write("plugin.c", C_PLUGIN)?;
+            write("build.sh", &C_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
             format!("{snake}.wasm")
         }
     };
@@ -156,6 +180,21 @@ name = "sluice_guest"
 wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["raw_value"] }
+serde_path_to_error = "0.1"
+sluice-abi = { path = "../sluice-abi" }
+
+[features]
+# Build against sluice:plugin@0.1.0 (for a host older than 0.2).
+contract-0-1 = []
+"#;
+
+const RUST_ABI_MANIFEST: &str = r#"[package]
+name = "sluice-abi"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+name = "sluice_abi"
 "#;
 
 const RUST_MANIFEST: &str = r#"[package]
@@ -307,4 +346,62 @@ if [ -z "${COMPONENTIZE_JS:-}" ] && [ ! -d node_modules/@bytecodealliance/compon
   npm install --no-audit --no-fund --silent
 fi
 node build.mjs plugin.js {wasm} wit
+"#;
+
+const C_PLUGIN: &str = r#"/* key=value lines in, one JSON object out. */
+#include <string.h>
+
+#include "sluice_plugin.h"
+
+static void process(const sluice_record *r, sluice_out *out) {
+    const char *line = (const char *)r->payload.ptr;
+    size_t n = r->payload.len, i = 0, pairs = 0;
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
+    while (i < n && line[i] == ' ') i++;
+    if (i == n) {
+        sluice_drop(out, "blank line");
+        return;
+    }
+    sluice_buf body = {0};
+    sluice_json_open(&body);
+    while (i < n) {
+        size_t key = i;
+        while (i < n && line[i] != '=' && line[i] != ' ') i++;
+        if (i == n || line[i] != '=' || i == key) { /* not a pair: skip the word */
+            while (i < n && line[i] != ' ') i++;
+            while (i < n && line[i] == ' ') i++;
+            continue;
+        }
+        size_t key_len = i - key, value;
+        i++;
+        if (i < n && line[i] == '"') {
+            value = ++i;
+            while (i < n && line[i] != '"') i++;
+        } else {
+            value = i;
+            while (i < n && line[i] != ' ') i++;
+        }
+        sluice_json_key_n(&body, line + key, key_len);
+        sluice_json_string(&body, line + value, i - value);
+        if (i < n && line[i] == '"') i++;
+        while (i < n && line[i] == ' ') i++;
+        pairs++;
+    }
+    sluice_json_close(&body);
+    if (pairs == 0) sluice_reject(out, "no key=value pair in the line");
+    else sluice_emit(out, &(sluice_event){.body = body.ptr, .body_len = body.len});
+    sluice_buf_free(&body);
+}
+
+/* No config: setup is NULL. */
+SLUICE_PLUGIN(NULL, process)
+"#;
+
+const C_BUILD: &str = r#"#!/usr/bin/env bash
+# Needs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (Debian), and
+# wit-bindgen and wasm-tools (cargo install wit-bindgen-cli wasm-tools), on
+# PATH or named by $WIT_BINDGEN and $WASM_TOOLS.
+set -euo pipefail
+cd "$(dirname "$0")"
+sdk/sdk-build.sh plugin.c {wasm} wit
 "#;

@@ -37,6 +37,9 @@ pub use crate::custody::Fate;
 pub enum PipelineError {
     #[error(transparent)]
     Plugin(#[from] crate::plugin::PluginError),
+    /// A plugin of the config that cannot start, named by its key.
+    #[error("{key} ({name}): {error}{hint}")]
+    PluginAt { key: String, name: String, hint: String, error: crate::plugin::PluginError },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
@@ -112,9 +115,27 @@ fn now_nanos() -> i64 {
 }
 
 /// Load every plugin and instantiate one chain; used by `check` and `run`.
+/// A plugin that cannot start is named by its key in the config, with what
+/// to change when the cause is one the operator controls.
 pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
-    let specs: Vec<_> = cfg.plugins.iter().map(|p| p.spec()).collect();
-    Ok(crate::plugin::build_chain(runtime, &specs)?)
+    use crate::plugin::{Fault, Isolated, PluginError};
+    let mut stages = Vec::with_capacity(cfg.plugins.len());
+    for (i, p) in cfg.plugins.iter().enumerate() {
+        let stage = runtime.load(&p.spec()).and_then(Isolated::new).map_err(|source| {
+            let hint = match &source {
+                PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
+                PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
+                    "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
+                     pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
+                    p.memory >> 20
+                ),
+                _ => String::new(),
+            };
+            PipelineError::PluginAt { key: format!("plugins[{i}]"), name: p.name.clone(), hint, error: source }
+        })?;
+        stages.push(stage);
+    }
+    Ok(Chain::new(stages))
 }
 
 /// The configured sink, driven through retries and its breaker.

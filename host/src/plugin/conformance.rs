@@ -54,8 +54,13 @@ pub struct CaseRecord {
     /// … or one byte repeated (`{"byte": 97, "count": 1048576}`).
     pub payload_repeat: Option<Repeat>,
     pub key_base64: Option<String>,
+    /// … or a key of one byte repeated.
+    pub key_repeat: Option<Repeat>,
     #[serde(default)]
     pub headers: Vec<(String, String)>,
+    /// Headers appended after `headers`: `times` of them named `name`,
+    /// each value one byte repeated.
+    pub header_repeat: Option<HeaderRepeat>,
     pub source_timestamp: Option<i64>,
     /// `kafka:<topic>/<partition>@<offset>` or `file:<path>#<generation>@<offset>`;
     /// default `file:case#0@<index>`.
@@ -69,6 +74,15 @@ pub struct CaseRecord {
 pub struct Repeat {
     pub byte: u8,
     pub count: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderRepeat {
+    pub name: String,
+    pub byte: u8,
+    pub count: usize,
+    pub times: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -136,10 +150,21 @@ impl CaseRecord {
             None => Position::File { path: "case".into(), generation: 0, offset: index as u64 },
             Some(p) => parse_position(p).ok_or_else(|| format!("record {index}: position {p:?}"))?,
         };
+        let key = match (&self.key_base64, &self.key_repeat) {
+            (Some(b), None) => Some(b64(b)?),
+            (None, Some(r)) => Some(vec![r.byte; r.count]),
+            (None, None) => None,
+            _ => return Err(format!("record {index}: give one of key_base64, key_repeat")),
+        };
+        let mut headers: Vec<(String, Vec<u8>)> =
+            self.headers.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect();
+        if let Some(h) = &self.header_repeat {
+            headers.extend((0..h.times).map(|_| (h.name.clone(), vec![h.byte; h.count])));
+        }
         Ok(Record {
             payload,
-            key: self.key_base64.as_deref().map(b64).transpose()?,
-            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect(),
+            key,
+            headers,
             source_timestamp: self.source_timestamp,
             position,
             event_id: self.event_id.clone(),

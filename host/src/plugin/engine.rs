@@ -13,7 +13,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-use super::bindings::{self, BindingsPre};
+use super::contract::{self, Contract, Pre};
 use super::sandbox::StoreState;
 use super::{PluginError, PluginId, PluginLimits, PluginSpec};
 
@@ -23,7 +23,7 @@ pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// A plugin compiled, linked and ready to instantiate.
 pub struct LoadedPlugin {
     pub(super) id: PluginId,
-    pub(super) pre: BindingsPre<StoreState>,
+    pub(super) pre: Pre,
     pub(super) config_json: String,
     pub(super) limits: PluginLimits,
     pub(super) engine: Engine,
@@ -32,6 +32,11 @@ pub struct LoadedPlugin {
 impl LoadedPlugin {
     pub fn id(&self) -> &PluginId {
         &self.id
+    }
+
+    /// The contract version the component speaks, found at load.
+    pub fn contract(&self) -> Contract {
+        self.pre.contract()
     }
 }
 
@@ -86,7 +91,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
-        bindings::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        contract::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak, stop) = (engine.weak(), ticker_stop.clone());
@@ -129,13 +134,17 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| PluginError::Link { plugin: id.to_string(), message: format!("{e:#}") })?;
-        let pre = BindingsPre::new(instance_pre).map_err(|e| PluginError::Link {
-            plugin: id.to_string(),
-            message: format!("not a sluice plugin (world sluice:plugin/plugin@0.1): {e:#}"),
-        })?;
+        let pre = Pre::detect(instance_pre).map_err(|message| PluginError::Link { plugin: id.to_string(), message })?;
         let config_json = serde_json::to_string(&spec.config)
             .map_err(|e| PluginError::Config { plugin: id.to_string(), message: e.to_string() })?;
         Ok(Arc::new(LoadedPlugin { id, pre, config_json, limits: spec.limits.clone(), engine: self.engine.clone() }))
+    }
+
+    /// Which contract version a compiled component speaks, or why it speaks
+    /// none that this host runs.
+    pub fn contract_of(&self, component: &Component) -> Result<Contract, String> {
+        let instance_pre = self.linker.instantiate_pre(component).map_err(|e| format!("{e:#}"))?;
+        Pre::detect(instance_pre).map(|pre| pre.contract())
     }
 
     /// Compile `bytes`, or take the compiled code from the caches.

@@ -17,9 +17,13 @@ pub struct Inspection {
     /// blake3 of the file's bytes: the plugin's version.
     pub digest: String,
     pub size_bytes: u64,
-    /// The `sluice:plugin` version the component was built against, read
-    /// from its import names (`sluice:plugin/log@0.1.0`).
+    /// The `sluice:plugin` version (`0.2.0`) the component was built against: the
+    /// one whose exports it type-checks against (the host runs 0.1 and
+    /// 0.2), or, for a component that matches neither, the version in its
+    /// import names, if any.
     pub wit_version: Option<String>,
+    /// Why this host cannot run it, when it cannot.
+    pub not_runnable: Option<String>,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
 }
@@ -34,16 +38,25 @@ pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection,
     let mut exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     imports.sort();
     exports.sort();
-    let wit_version = imports
-        .iter()
-        .filter_map(|i| i.strip_prefix(WIT_PACKAGE).and_then(|rest| rest.split_once('@')).map(|(_, v)| v.to_string()))
-        .next();
+    let (wit_version, not_runnable) = match runtime.contract_of(&component) {
+        Ok(contract) => (Some(contract.version().to_string()), None),
+        Err(why) => (
+            imports
+                .iter()
+                .filter_map(|i| {
+                    i.strip_prefix(WIT_PACKAGE).and_then(|rest| rest.split_once('@')).map(|(_, v)| v.to_string())
+                })
+                .next(),
+            Some(why),
+        ),
+    };
     Ok(Inspection {
         path: path.to_path_buf(),
         name: name.to_string(),
         digest: digest.to_hex().to_string(),
         size_bytes: bytes.len() as u64,
         wit_version,
+        not_runnable,
         imports,
         exports,
     })

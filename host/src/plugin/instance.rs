@@ -8,8 +8,9 @@ use std::sync::Arc;
 use wasmtime::{Store, Trap};
 
 use super::PluginError;
-use super::bindings::{self, Bindings};
+use super::contract::{Bound, Returned};
 use super::engine::{EPOCH_TICK, LoadedPlugin};
+use super::output_rules;
 use super::sandbox::StoreState;
 use super::types::{Outcome, Record};
 
@@ -25,6 +26,10 @@ pub enum Fault {
     Trap { trap: String, stderr: String },
     /// Returned a number of outcomes different from the number of records.
     WrongCount { records: usize, outcomes: usize },
+    /// Returned 0.2 outcome buffers that break the layout rules
+    /// (`wit/plugin.wit`): a slice outside its buffer, overlapping slices,
+    /// events out of order, an unknown kind or flag.
+    Malformed { rule: String },
 }
 
 impl fmt::Display for Fault {
@@ -39,20 +44,25 @@ impl fmt::Display for Fault {
             Fault::WrongCount { records, outcomes } => {
                 write!(f, "wrong number of outcomes: {outcomes} for {records} records")
             }
+            Fault::Malformed { rule } => write!(f, "malformed outcomes: {rule}"),
         }
     }
 }
 
 pub(super) struct Instance {
     store: Store<StoreState>,
-    bindings: Bindings,
+    bindings: Bound,
     plugin: Arc<LoadedPlugin>,
 }
 
 impl Instance {
     /// Instantiate and call `init` with the plugin's config.
     pub(super) fn new(plugin: Arc<LoadedPlugin>) -> Result<Instance, PluginError> {
-        let state = StoreState::new(plugin.id.name.as_str().into(), plugin.limits.memory_bytes);
+        let state = StoreState::new(
+            plugin.id.name.as_str().into(),
+            plugin.limits.memory_bytes,
+            plugin.limits.max_log_lines_per_batch,
+        );
         let mut store = Store::new(&plugin.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
@@ -74,13 +84,33 @@ impl Instance {
         Ok(Instance { store, bindings, plugin })
     }
 
-    /// One call of `process`. The time limit covers this call alone.
+    /// One call of `process`. The time limit covers this call alone. The
+    /// outcomes come back checked against the output contract: a breach
+    /// rejects its record with the rule, naming the plugin.
     pub(super) fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, Fault> {
-        let wit_batch: Vec<_> = batch.iter().map(|r| bindings::to_wit(r)).collect();
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
-        match self.bindings.call_process(&mut self.store, &wit_batch) {
-            Ok(outcomes) if outcomes.len() == batch.len() => Ok(outcomes.into_iter().map(bindings::from_wit).collect()),
-            Ok(outcomes) => Err(Fault::WrongCount { records: batch.len(), outcomes: outcomes.len() }),
+        self.store.data_mut().logs.reset();
+        let returned = self.bindings.call_process(&mut self.store, batch);
+        let suppressed = self.store.data_mut().logs.reset();
+        if suppressed > 0 {
+            tracing::warn!(plugin = %self.plugin.id, suppressed, limit = self.plugin.limits.max_log_lines_per_batch,
+                "plugin logged more lines in one batch than max_log_lines_per_batch; the rest were suppressed");
+        }
+        match returned {
+            Ok(Returned::Outcomes(outcomes)) => {
+                let limits = &self.plugin.limits.output;
+                Ok(outcomes
+                    .into_iter()
+                    .map(|o| match o.and_then(|o| output_rules::breach(limits, &o).map_or(Ok(o), Err)) {
+                        Ok(o) => o,
+                        Err(rule) => {
+                            Outcome::Reject(format!("plugin {} broke the output contract: {rule}", self.plugin.id))
+                        }
+                    })
+                    .collect())
+            }
+            Ok(Returned::WrongCount { outcomes }) => Err(Fault::WrongCount { records: batch.len(), outcomes }),
+            Ok(Returned::Malformed(rule)) => Err(Fault::Malformed { rule }),
             Err(e) => Err(classify(&mut self.store, &self.plugin, e)),
         }
     }

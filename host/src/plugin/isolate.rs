@@ -40,6 +40,11 @@ impl Isolated {
         &self.plugin.id
     }
 
+    /// The contract version the plugin speaks.
+    pub fn contract(&self) -> super::Contract {
+        self.plugin.contract()
+    }
+
     pub fn stats(&self) -> StageStats {
         self.stats
     }

@@ -6,15 +6,18 @@
 //! - `isolate`: a batch call that falls back to record by record on a fault;
 //! - `chain`: stages in a row, and the per-source-record verdict;
 //! - `inspect`: what a component file is, without running it;
-//! - `bindings`: the generated WIT bindings, private to this module.
+//! - `contract`: the 0.1 and 0.2 versions of the WIT contract, detected
+//!   at load, and the generated bindings, private to this module;
+//! - `output_rules`: what an event must be, whichever the version.
 
-mod bindings;
 mod chain;
 pub mod conformance;
+mod contract;
 mod engine;
 pub mod inspect;
 mod instance;
 mod isolate;
+pub mod output_rules;
 mod sandbox;
 mod types;
 
@@ -23,9 +26,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use chain::{Chain, Verdict};
+pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
+pub use output_rules::OutputLimits;
 pub use types::{Event, Outcome, Position, Record};
 
 /// A plugin's identity: its name and the blake3 digest of its bytes. Stored
@@ -52,6 +57,11 @@ pub struct PluginLimits {
     pub memory_bytes: usize,
     /// Wall time one `process` (or `init`) call may take.
     pub time_per_batch: Duration,
+    /// What one record may become (`output_rules`).
+    pub output: OutputLimits,
+    /// Log lines one `process` call may send; the rest are counted and
+    /// reported as one line, so a plugin cannot flood the operator's log.
+    pub max_log_lines_per_batch: u32,
 }
 
 impl Default for PluginLimits {
@@ -59,7 +69,12 @@ impl Default for PluginLimits {
     /// component needs tens of MiB) with room for large batches; 5 s is
     /// generous for 1,000 records yet stops a spinning plugin quickly.
     fn default() -> Self {
-        PluginLimits { memory_bytes: 256 << 20, time_per_batch: Duration::from_secs(5) }
+        PluginLimits {
+            memory_bytes: 256 << 20,
+            time_per_batch: Duration::from_secs(5),
+            output: OutputLimits::default(),
+            max_log_lines_per_batch: 100,
+        }
     }
 }
 

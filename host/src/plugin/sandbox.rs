@@ -24,10 +24,37 @@ pub struct StoreState {
     table: ResourceTable,
     pub(super) limiter: MemoryLimiter,
     pub(super) stderr: TailBuffer,
+    pub(super) logs: LogBudget,
+}
+
+/// How many log lines the current call may still send.
+pub(super) struct LogBudget {
+    limit: u32,
+    used: u32,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    pub(super) fn admit(&mut self) -> bool {
+        if self.used < self.limit {
+            self.used += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+
+    /// Start a call's budget; returns how many lines the last call had
+    /// suppressed.
+    pub(super) fn reset(&mut self) -> u64 {
+        self.used = 0;
+        std::mem::take(&mut self.suppressed)
+    }
 }
 
 impl StoreState {
-    pub(super) fn new(plugin_name: Arc<str>, memory_limit: usize) -> StoreState {
+    pub(super) fn new(plugin_name: Arc<str>, memory_limit: usize, log_lines: u32) -> StoreState {
         let stderr = TailBuffer::default();
         // The builder's defaults already deny files, environment, arguments
         // and sockets; spelled out where a default could be misread.
@@ -44,6 +71,7 @@ impl StoreState {
             table: ResourceTable::new(),
             limiter: MemoryLimiter { limit: memory_limit, refused: None },
             stderr,
+            logs: LogBudget { limit: log_lines, used: 0, suppressed: 0 },
         }
     }
 }

@@ -18,15 +18,17 @@ pub enum Position {
         partition: i32,
         offset: i64,
     },
+    /// The path is shared by every line of a file, like the topic.
     File {
-        path: String,
+        #[serde(with = "shared_str")]
+        path: Arc<str>,
         generation: u64,
         offset: u64,
     },
 }
 
 /// `Arc<str>` as a plain string (serde's `rc` feature would do it for every
-/// crate in the build; this is the only shared string that is serialized).
+/// crate in the build; these are the only shared strings serialized).
 mod shared_str {
     use std::sync::Arc;
 
@@ -79,14 +81,16 @@ pub struct Record {
 }
 
 impl Record {
-    /// A line of a file, as the file source (and `sluice plugin run`) hands it over.
-    pub fn line(payload: impl Into<Vec<u8>>, path: &str, generation: u64, offset: u64) -> Record {
+    /// A line of a file, as the file source (and `sluice plugin run`) hands
+    /// it over. Pass the path as an `Arc<str>` clone to share one string
+    /// among a file's lines; a `&str` is copied.
+    pub fn line(payload: impl Into<Vec<u8>>, path: impl Into<Arc<str>>, generation: u64, offset: u64) -> Record {
         Record {
             payload: payload.into(),
             key: None,
             headers: Vec::new(),
             source_timestamp: None,
-            position: Position::File { path: path.to_string(), generation, offset },
+            position: Position::File { path: path.into(), generation, offset },
             event_id: None,
             timestamp: None,
         }

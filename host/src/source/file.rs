@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::framing::LineReader;
 use crate::plugin::Record;
@@ -111,7 +112,8 @@ fn read_head(path: &Path) -> Vec<u8> {
 /// One file being read, following its rotations.
 pub struct FilePartition {
     path: PathBuf,
-    key: String,
+    /// Shared by the position of every line read (`Position::File`).
+    key: Arc<str>,
     max_line: u64,
     /// Following a file that is being written: a line counts only once its
     /// line end is there (the writer may be in the middle of it).
@@ -161,7 +163,7 @@ impl FilePartition {
         max_line: u64,
         follow: bool,
     ) -> Result<FilePartition, SourceError> {
-        let key = path.display().to_string();
+        let key: Arc<str> = path.display().to_string().into();
         let meta = std::fs::metadata(path).map_err(io(path))?;
         let (current, queue) = match checkpoint {
             None => (open_at(path, 0, 0)?, Vec::new()),
@@ -238,7 +240,12 @@ impl FilePartition {
         let start = pack(generation, line.offset);
         let next = pack(generation, end);
         let oversize = line.bytes.len() as u64 > self.max_line;
-        SourceRecord { record: Record::line(line.bytes, &self.key, generation, line.offset), start, next, oversize }
+        SourceRecord {
+            record: Record::line(line.bytes, self.key.clone(), generation, line.offset),
+            start,
+            next,
+            oversize,
+        }
     }
 
     /// The current file's unterminated tail as a record, when it has one.

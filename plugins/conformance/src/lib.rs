@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use serde::Deserialize;
-use sluice_guest::{Event, Outcome, Plugin, Position, Record, export_plugin};
+use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 
 #[derive(Deserialize)]
 pub struct Conformance {
@@ -13,6 +13,15 @@ pub struct Conformance {
     refuse: Option<String>,
     #[serde(default)]
     tag: String,
+}
+
+/// Bytes shown (SPEC.md): hex up to 32 bytes, else length and sum.
+fn shown(bytes: &[u8]) -> String {
+    if bytes.len() <= 32 {
+        return hex(bytes);
+    }
+    let sum = bytes.iter().fold(0u32, |s, b| s.wrapping_add(u32::from(*b)));
+    format!("{} bytes, sum {sum}", bytes.len())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -45,18 +54,15 @@ impl Plugin for Conformance {
                 (0..n).map(|k| Event::json(&serde_json::json!({ "k": k })).with_id(format!("{base}/{k}"))).collect(),
             );
         }
-        let position = match &record.position {
-            Position::Kafka(k) => format!("kafka:{}/{}@{}", k.topic, k.partition, k.offset),
-            Position::File(f) => format!("file:{}#{}@{}", f.path, f.generation, f.offset),
-        };
+        let position = record.position.to_string();
         let sum = p.iter().fold(0u32, |s, b| s.wrapping_add(u32::from(*b)));
         let body = serde_json::json!({
             "tag": self.tag,
             "len": p.len(),
             "sum": sum,
             "head": hex(&p[..p.len().min(8)]),
-            "key": record.key.as_deref().map(hex),
-            "headers": record.headers.iter().map(|(k, v)| vec![k.clone(), hex(v)]).collect::<Vec<_>>(),
+            "key": record.key.as_deref().map(shown),
+            "headers": record.headers.iter().map(|(k, v)| vec![k.clone(), shown(v)]).collect::<Vec<_>>(),
             "position": position,
         });
         let mut event = Event::json(&body);

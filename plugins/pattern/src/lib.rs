@@ -16,7 +16,10 @@
 //! A pattern is a regular expression (Rust `regex` syntax) where
 //! `%{SHORTCUT:name}` captures a common piece into field `name` and
 //! `%{SHORTCUT}` matches it without capturing; `(?P<name>...)` works too. The
-//! body is a JSON object of the captured fields, as strings.
+//! body is a JSON object of the captured fields, as strings, or as numbers
+//! for a typed capture: `%{INT:bytes:int}`, `%{NUMBER:ms:float}` (a value
+//! that does not fit is a rejection naming the field). The shortcuts are
+//! listed in `plugins/pattern/README.md`.
 
 use std::collections::BTreeMap;
 
@@ -56,7 +59,24 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
         r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{2} \d{2}:\d{2}:\d{2} \d{4}",
     ),
     ("LOG4JTIME", r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}"),
+    ("POSINT", r"\b[1-9]\d*\b"),
+    ("UUID", r"[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}"),
+    ("QUOTEDSTRING", r#""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"#),
+    ("PATH", r"(?:/[^/\s]*)+|[A-Za-z]:(?:\\[^\\\s]*)+"),
+    ("DATE", r"\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{4}-\d{2}-\d{2}"),
+    (
+        "IPORHOST",
+        r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?)",
+    ),
 ];
+
+/// What a typed capture becomes in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Text,
+    Int,
+    Float,
+}
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
@@ -129,24 +149,33 @@ pub struct Pattern {
 
 struct Compiled {
     regex: Regex,
-    /// (capture group index, field name), in pattern order.
-    fields: Vec<(usize, String)>,
+    /// (capture group index, field name, type), in pattern order.
+    fields: Vec<(usize, String, FieldType)>,
     /// This pattern's own timestamp rule, else the top-level one.
     timestamp: Option<TimestampConfig>,
 }
 
-/// Expand `%{SHORTCUT:name}` and `%{SHORTCUT}` into regex syntax.
-pub fn expand(pattern: &str) -> Result<String, String> {
+/// Expand `%{SHORTCUT:name}`, `%{SHORTCUT:name:type}` and `%{SHORTCUT}`
+/// into regex syntax; returns the regex and the typed fields.
+pub fn expand(pattern: &str) -> Result<(String, Vec<(String, FieldType)>), String> {
     let mut out = String::with_capacity(pattern.len() * 2);
+    let mut typed = Vec::new();
     let mut rest = pattern;
     while let Some(start) = rest.find("%{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let end = after.find('}').ok_or_else(|| format!("unclosed %{{ in pattern {pattern:?}"))?;
         let spec = &after[..end];
-        let (name, field) = match spec.split_once(':') {
-            Some((n, f)) => (n, Some(f)),
-            None => (spec, None),
+        let mut parts = spec.splitn(3, ':');
+        let name = parts.next().unwrap_or_default();
+        let field = parts.next();
+        let ty = match parts.next() {
+            None => FieldType::Text,
+            Some("int") => FieldType::Int,
+            Some("float") => FieldType::Float,
+            Some(other) => {
+                return Err(format!("%{{{spec}}} in pattern {pattern:?}: unknown type {other:?} (int or float)"));
+            }
         };
         let body = SHORTCUTS.iter().find(|(n, _)| *n == name).map(|(_, re)| *re).ok_or_else(|| {
             let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
@@ -155,6 +184,9 @@ pub fn expand(pattern: &str) -> Result<String, String> {
         match field {
             Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
                 out.push_str(&format!("(?P<{f}>{body})"));
+                if ty != FieldType::Text {
+                    typed.push((f.to_string(), ty));
+                }
             }
             Some(f) => return Err(format!("field name {f:?} in pattern {pattern:?}: use letters, digits and _")),
             None => out.push_str(&format!("(?:{body})")),
@@ -162,7 +194,25 @@ pub fn expand(pattern: &str) -> Result<String, String> {
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, typed))
+}
+
+/// A captured value as its field's type says.
+fn typed_value(name: &str, text: &str, ty: FieldType) -> Result<serde_json::Value, String> {
+    match ty {
+        FieldType::Text => Ok(serde_json::Value::String(text.to_string())),
+        FieldType::Int => text
+            .trim_start_matches('+')
+            .parse::<i64>()
+            .map(serde_json::Value::from)
+            .map_err(|e| format!("field {name}: {text:?} is not an int ({e})")),
+        FieldType::Float => text
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| format!("field {name}: {text:?} is not a finite float")),
+    }
 }
 
 impl Plugin for Pattern {
@@ -171,16 +221,20 @@ impl Plugin for Pattern {
             return Err("patterns: give at least one pattern".into());
         }
         for (i, spec) in std::mem::take(&mut self.patterns).into_iter().enumerate() {
-            let expanded = expand(spec.regex()).map_err(|e| format!("patterns[{i}]: {e}"))?;
+            let (expanded, typed) = expand(spec.regex()).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let regex = Regex::new(&expanded).map_err(|e| format!("patterns[{i}]: {e}"))?;
-            let fields: Vec<(usize, String)> =
-                regex.capture_names().enumerate().filter_map(|(idx, n)| n.map(|n| (idx, n.to_string()))).collect();
+            let type_of = |n: &str| typed.iter().find(|(f, _)| f == n).map_or(FieldType::Text, |(_, t)| *t);
+            let fields: Vec<(usize, String, FieldType)> = regex
+                .capture_names()
+                .enumerate()
+                .filter_map(|(idx, n)| n.map(|n| (idx, n.to_string(), type_of(n))))
+                .collect();
             if fields.is_empty() {
                 return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
             }
             let timestamp = match spec {
                 PatternSpec::Full(FullPattern { timestamp: Some(ts), .. }) => {
-                    if let Some(f) = ts.fields.iter().find(|f| !fields.iter().any(|(_, n)| n == *f)) {
+                    if let Some(f) = ts.fields.iter().find(|f| !fields.iter().any(|(_, n, _)| n == *f)) {
                         return Err(format!("patterns[{i}].timestamp.fields: {f:?} is not captured by this pattern"));
                     }
                     Some(ts)
@@ -189,7 +243,7 @@ impl Plugin for Pattern {
             };
             self.compiled.push(Compiled { regex, fields, timestamp });
         }
-        let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n)| n == f));
+        let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n, _)| n == f));
         if let Some(id) = &self.id_field
             && !named(id)
         {
@@ -220,10 +274,13 @@ impl Plugin for Pattern {
         };
         let mut fields = BTreeMap::new();
         let mut body = serde_json::Map::with_capacity(compiled.fields.len());
-        for (idx, name) in &compiled.fields {
+        for (idx, name, ty) in &compiled.fields {
             if let Some(m) = caps.get(*idx) {
                 fields.insert(name.as_str(), m.as_str());
-                body.insert(name.clone(), serde_json::Value::String(m.as_str().to_string()));
+                match typed_value(name, m.as_str(), *ty) {
+                    Ok(v) => body.insert(name.clone(), v),
+                    Err(why) => return Outcome::reject(why),
+                };
             }
         }
         let mut event = Event::json(&serde_json::Value::Object(body));
@@ -291,6 +348,39 @@ mod tests {
         let bad = r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":{"fields":["t"],"format":"hdfs"}}]}"#;
         let e = configure::<Pattern>(bad).err().unwrap_or_default();
         assert!(e.contains("patterns[0].timestamp.fields") && e.contains("\"t\""), "{e}");
+    }
+
+    #[test]
+    fn typed_captures_give_json_numbers_and_a_value_that_does_not_fit_is_rejected() {
+        let cfg = r#"{"patterns":["^%{IPORHOST:client} %{QUOTEDSTRING:req} %{POSINT:status:int} %{INT:bytes:int} %{NUMBER:ms:float} %{UUID:id} %{PATH:path} %{DATE:day}$"]}"#;
+        let mut p = configure::<Pattern>(cfg).unwrap_or_else(|e| panic!("{e}"));
+        let line =
+            r#"10.0.0.7 "GET /a \"b\"" 200 -12 3.5 123e4567-e89b-12d3-a456-426614174000 /var/log/x.log 02/03/2016"#;
+        let Outcome::Emit(ev) = p.process(&Record::from_line(line)) else { panic!("no match") };
+        let body: serde_json::Value = serde_json::from_slice(&ev[0].body).unwrap_or_default();
+        assert_eq!(body["status"], 200);
+        assert_eq!(body["bytes"], -12);
+        assert_eq!(body["ms"], 3.5);
+        assert_eq!(body["client"], "10.0.0.7");
+        assert_eq!(body["req"], r#""GET /a \"b\"""#);
+        assert_eq!(body["path"], "/var/log/x.log");
+        assert_eq!(body["day"], "02/03/2016");
+        let mut big = configure::<Pattern>(r#"{"patterns":["^%{INT:n:int}$"]}"#).unwrap_or_else(|e| panic!("{e}"));
+        match big.process(&Record::from_line("99999999999999999999")) {
+            Outcome::Reject(r) => assert!(r.starts_with("field n: \"99999999999999999999\" is not an int"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        let e = configure::<Pattern>(r#"{"patterns":["^%{INT:n:integer}$"]}"#).err().unwrap_or_default();
+        assert!(e.contains("unknown type \"integer\" (int or float)"), "{e}");
+    }
+
+    #[test]
+    fn the_guide_lists_every_shortcut() {
+        let guide = include_str!("../README.md");
+        for (name, regex) in SHORTCUTS {
+            let row = format!("| `{name}` | `{}` |", regex.replace('|', "\\|"));
+            assert!(guide.contains(&row), "plugins/pattern/README.md lacks {row}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Every other record is echoed as `{"line": ...}`.
 
 use serde::Deserialize;
-use sluice_guest::{Outcome, Plugin, Record, export_plugin};
+use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "kebab-case")]
@@ -29,6 +29,20 @@ enum Attack {
     ReadEnv,
     /// Refuse the config at init.
     RefuseInit,
+    /// Output contract: a body that is not JSON at all.
+    BodyNotJson,
+    /// Output contract: a JSON array where an object belongs.
+    BodyArray,
+    /// Output contract: a body that is not UTF-8.
+    BodyNotUtf8,
+    /// Output contract: an empty event id (every such record a "duplicate").
+    EmptyId,
+    /// Output contract: an event id of a megabyte.
+    HugeId,
+    /// Output contract: five thousand events from one record (the limit is 1,024).
+    EventFlood,
+    /// Ten thousand log lines for the poison record (then a clean echo).
+    LogFlood,
 }
 
 #[derive(Deserialize)]
@@ -86,6 +100,24 @@ impl Hostile {
                 Ok(v) => Outcome::emit_json(&serde_json::json!({ "home": v })),
                 Err(e) => panic!("env HOME denied: {e}"),
             },
+            Attack::BodyNotJson => Outcome::emit(Event::new(b"this is not json".to_vec())),
+            Attack::BodyArray => Outcome::emit(Event::new(b"[1,2,3]".to_vec())),
+            Attack::BodyNotUtf8 => Outcome::emit(Event::new(b"{\"line\":\"\xff\xfe\"}".to_vec())),
+            Attack::EmptyId => match echo(r) {
+                Outcome::Emit(mut events) => {
+                    events.iter_mut().for_each(|e| e.id = Some(String::new()));
+                    Outcome::Emit(events)
+                }
+                other => other,
+            },
+            Attack::HugeId => Outcome::emit(Event::new(b"{}".to_vec()).with_id("i".repeat(1 << 20))),
+            Attack::EventFlood => Outcome::Emit(vec![Event::new(b"{}".to_vec()); 5_000]),
+            Attack::LogFlood => {
+                for i in 0..10_000 {
+                    sluice_guest::log(sluice_guest::Level::Warn, &format!("flood line {i}"));
+                }
+                echo(r)
+            }
             Attack::FewerOutcomes | Attack::MoreOutcomes | Attack::RefuseInit => echo(r),
         }
     }

@@ -48,7 +48,9 @@ class Logfmt extends Plugin {
     if (line.trim() === "") return drop("blank line");
     const pairs = parse(line);
     if (Object.keys(pairs).length === 0) return reject("no key=value pair in the line");
-    const id = this.idField !== undefined && typeof pairs[this.idField] === "string" ? pairs[this.idField] : undefined;
+    // An empty value is no id (the host refuses empty ids).
+    const value = this.idField === undefined ? undefined : pairs[this.idField];
+    const id = typeof value === "string" && value !== "" ? value : undefined;
     return emit(pairs, id);
   }
 }

@@ -50,7 +50,8 @@ class Logfmt(Plugin):
         if not pairs:
             return reject("no key=value pair in the line")
         value = pairs.get(self.id_field) if self.id_field else None
-        return emit(pairs, id=value if isinstance(value, str) else None)
+        # An empty value is no id (the host refuses empty ids).
+        return emit(pairs, id=value if isinstance(value, str) and value else None)
 
 
 WitWorld = export(Logfmt)

@@ -64,7 +64,14 @@ impl Plugin for Logfmt {
         if pairs.is_empty() {
             return Outcome::reject("no key=value pair in the line");
         }
-        let id = self.id_field.as_ref().and_then(|f| pairs.get(f)).and_then(|v| v.as_str()).map(str::to_string);
+        // An empty value is no id (the host refuses empty ids).
+        let id = self
+            .id_field
+            .as_ref()
+            .and_then(|f| pairs.get(f))
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         let mut event = Event::json(&serde_json::Value::Object(pairs));
         event.id = id;
         Outcome::emit(event)

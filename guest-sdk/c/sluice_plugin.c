@@ -1,0 +1,425 @@
+/* The C SDK: the exports of `sluice:plugin@0.2.0` over the bindings that
+ * wit-bindgen generates (plugin.h, plugin.c), the batch unpacked into one
+ * sluice_record at a time, the outcomes packed back (layout: wit/plugin.wit),
+ * and small JSON helpers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "sluice_plugin.h"
+
+extern sluice_setup_fn sluice_plugin_setup_;
+extern sluice_process_fn sluice_plugin_process_;
+
+enum { RECORD_BYTES = 64, HEADER_BYTES = 16, OUTCOME_BYTES = 12, EVENT_BYTES = 32 };
+enum { KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8 };
+enum { EMIT = 0, DROP = 1, REJECT = 2, NOTHING = -1 };
+enum { EV_ID = 1, EV_TS = 2 };
+
+/* wasm32 is little-endian, as the layout is; memcpy for unaligned loads. */
+static uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static int64_t rd64(const uint8_t *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* ---- buffers ---- */
+
+void sluice_buf_push(sluice_buf *b, const void *bytes, size_t len) {
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->len + len) cap *= 2;
+        char *p = realloc(b->ptr, cap);
+        if (!p) __builtin_trap(); /* out of memory: the host sees a fault */
+        b->ptr = p;
+        b->cap = cap;
+    }
+    if (len) memcpy(b->ptr + b->len, bytes, len);
+    b->len += len;
+}
+
+void sluice_buf_clear(sluice_buf *b) { b->len = 0; }
+
+void sluice_buf_free(sluice_buf *b) {
+    free(b->ptr);
+    b->ptr = NULL;
+    b->len = b->cap = 0;
+}
+
+static void push32(sluice_buf *b, uint32_t v) { sluice_buf_push(b, &v, 4); }
+static void push64(sluice_buf *b, int64_t v) { sluice_buf_push(b, &v, 8); }
+
+/* ---- the outcome of each record ---- */
+
+struct sluice_out {
+    sluice_buf outcomes, events, data;
+    uint32_t event_count;
+    int kind;
+    uint32_t first_event, reason_off, reason_len;
+    size_t events_mark, data_mark;
+};
+
+static void begin_record(sluice_out *o) {
+    o->kind = NOTHING;
+    o->first_event = o->event_count;
+    o->events_mark = o->events.len;
+    o->data_mark = o->data.len;
+}
+
+static void end_record(sluice_out *o) {
+    if (o->kind == DROP || o->kind == REJECT) {
+        push32(&o->outcomes, (uint32_t)o->kind);
+        push32(&o->outcomes, o->reason_off);
+        push32(&o->outcomes, o->reason_len);
+    } else {
+        push32(&o->outcomes, EMIT);
+        push32(&o->outcomes, o->first_event);
+        push32(&o->outcomes, o->event_count - o->first_event);
+    }
+}
+
+void sluice_emit(sluice_out *o, const sluice_event *e) {
+    if (o->kind == DROP || o->kind == REJECT) return;
+    o->kind = EMIT;
+    uint32_t flags = 0, io = 0, il = 0;
+    if (e->id) {
+        flags |= EV_ID;
+        io = (uint32_t)o->data.len;
+        il = (uint32_t)e->id_len;
+        sluice_buf_push(&o->data, e->id, e->id_len);
+    }
+    uint32_t bo = (uint32_t)o->data.len;
+    sluice_buf_push(&o->data, e->body, e->body_len);
+    if (e->has_timestamp) flags |= EV_TS;
+    push32(&o->events, io);
+    push32(&o->events, il);
+    push32(&o->events, bo);
+    push32(&o->events, (uint32_t)e->body_len);
+    push64(&o->events, e->has_timestamp ? e->timestamp : 0);
+    push32(&o->events, flags);
+    push32(&o->events, 0);
+    o->event_count++;
+}
+
+static void reason(sluice_out *o, int kind, const char *text, size_t len) {
+    if (o->kind == DROP || o->kind == REJECT) return; /* the first one stands */
+    /* Cancel the record's events: it is dropped or rejected whole. */
+    o->events.len = o->events_mark;
+    o->data.len = o->data_mark;
+    o->event_count = o->first_event;
+    o->kind = kind;
+    o->reason_off = (uint32_t)o->data.len;
+    o->reason_len = (uint32_t)len;
+    sluice_buf_push(&o->data, text, len);
+}
+
+void sluice_drop(sluice_out *o, const char *why) { reason(o, DROP, why, strlen(why)); }
+
+static char *vformat(const char *format, va_list ap, size_t *len) {
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, format, copy);
+    va_end(copy);
+    if (n < 0) n = 0;
+    char *s = malloc((size_t)n + 1);
+    if (!s) __builtin_trap();
+    vsnprintf(s, (size_t)n + 1, format, ap);
+    *len = (size_t)n;
+    return s;
+}
+
+void sluice_reject(sluice_out *o, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    size_t len;
+    char *s = vformat(format, ap, &len);
+    va_end(ap);
+    reason(o, REJECT, s, len);
+    free(s);
+}
+
+/* ---- the host's clock and log ---- */
+
+int64_t sluice_now(void) { return sluice_plugin_clock_now(); }
+
+void sluice_log(sluice_level level, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    size_t len;
+    char *s = vformat(format, ap, &len);
+    va_end(ap);
+    plugin_string_t msg = {(uint8_t *)s, len};
+    sluice_plugin_log_log((sluice_plugin_log_level_t)level, &msg);
+    free(s);
+}
+
+/* ---- records ---- */
+
+static bool slice(const uint8_t *desc, const uint8_t *data, size_t data_len, sluice_bytes *out) {
+    uint32_t off = rd32(desc), len = rd32(desc + 4);
+    if ((uint64_t)off + len > data_len) return false;
+    out->ptr = data + off;
+    out->len = len;
+    return true;
+}
+
+bool sluice_header(const sluice_record *r, size_t i, sluice_bytes *name, sluice_bytes *value) {
+    if (i >= r->header_count) return false;
+    const uint8_t *d = r->headers_ + i * HEADER_BYTES;
+    return slice(d, r->data_, r->data_len_, name) && slice(d + 8, r->data_, r->data_len_, value);
+}
+
+/* Fill `r` from descriptor `i`; NULL, or what is wrong with it. */
+static const char *read_record(const plugin_batch_t *b, size_t i, sluice_record *r) {
+    const uint8_t *d = b->records.ptr + i * RECORD_BYTES;
+    const uint8_t *data = b->data.ptr;
+    size_t n = b->data.len;
+    uint32_t flags = rd32(d + 60);
+    memset(r, 0, sizeof *r);
+    if (!slice(d, data, n, &r->payload)) return "payload outside the data buffer";
+    r->has_key = flags & KEY;
+    if (r->has_key && !slice(d + 8, data, n, &r->key)) return "key outside the data buffer";
+    uint32_t first = rd32(d + 16), count = rd32(d + 20);
+    if (((uint64_t)first + count) * HEADER_BYTES > b->headers.len) return "headers outside the header table";
+    r->header_count = count;
+    r->headers_ = b->headers.ptr + (size_t)first * HEADER_BYTES;
+    r->has_event_id = flags & EVENT_ID;
+    if (r->has_event_id && !slice(d + 24, data, n, &r->event_id)) return "event id outside the data buffer";
+    r->has_source_timestamp = flags & SOURCE_TS;
+    r->source_timestamp = rd64(d + 32);
+    r->has_timestamp = flags & TS;
+    r->timestamp = rd64(d + 40);
+    r->offset = rd64(d + 48);
+    uint32_t p = rd32(d + 56);
+    if (p >= b->partitions.len) return "partition outside the partition table";
+    r->source = (sluice_bytes){b->partitions.ptr[p].source.ptr, b->partitions.ptr[p].source.len};
+    r->partition = (sluice_bytes){b->partitions.ptr[p].name.ptr, b->partitions.ptr[p].name.len};
+    r->data_ = data;
+    r->data_len_ = n;
+    return NULL;
+}
+
+/* ---- the exports ---- */
+
+static bool ready = false;
+
+bool exports_plugin_init(plugin_string_t *config, plugin_string_t *err) {
+    char *text = malloc(config->len + 1);
+    if (!text) __builtin_trap();
+    memcpy(text, config->ptr, config->len);
+    text[config->len] = 0;
+    plugin_string_free(config);
+    const char *refusal = sluice_plugin_setup_ ? sluice_plugin_setup_(text) : NULL;
+    free(text);
+    if (refusal) {
+        plugin_string_dup(err, refusal);
+        return false;
+    }
+    ready = true;
+    return true;
+}
+
+void exports_plugin_process(plugin_batch_t *batch, plugin_outcomes_t *ret) {
+    size_t n = batch->records.len / RECORD_BYTES;
+    sluice_out o = {0};
+    for (size_t i = 0; i < n; i++) {
+        begin_record(&o);
+        sluice_record r;
+        const char *bad = read_record(batch, i, &r);
+        if (bad)
+            sluice_reject(&o, "the SDK cannot read the batch: record %zu: %s", i, bad);
+        else if (!ready)
+            sluice_reject(&o, "plugin used before init");
+        else
+            sluice_plugin_process_(&r, &o);
+        end_record(&o);
+    }
+    plugin_batch_free(batch);
+    /* The canonical ABI frees these after the call (post-return). */
+    ret->outcomes = (plugin_list_u8_t){(uint8_t *)o.outcomes.ptr, o.outcomes.len};
+    ret->events = (plugin_list_u8_t){(uint8_t *)o.events.ptr, o.events.len};
+    ret->data = (plugin_list_u8_t){(uint8_t *)o.data.ptr, o.data.len};
+}
+
+/* ---- writing JSON ---- */
+
+/* A comma before a value or key, unless it opens a container, follows a
+ * key, or the caller wrote the comma. */
+static void json_sep(sluice_buf *b) {
+    if (!b->len) return;
+    char last = b->ptr[b->len - 1];
+    if (last != '{' && last != '[' && last != ':' && last != ',') sluice_buf_push(b, ",", 1);
+}
+
+void sluice_json_open(sluice_buf *b) { sluice_buf_push(b, "{", 1); }
+void sluice_json_close(sluice_buf *b) { sluice_buf_push(b, "}", 1); }
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid. */
+static size_t utf8_len(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    size_t len;
+    uint32_t min;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
+    else return 0;
+    if (len > n) return 0;
+    uint32_t cp = c & (0x7f >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+void sluice_json_string(sluice_buf *b, const char *str, size_t n) {
+    const uint8_t *s = (const uint8_t *)str;
+    json_sep(b);
+    sluice_buf_push(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            sluice_buf_push(b, esc, 2);
+            i++;
+        } else if (c < 0x20) {
+            char esc[7];
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sluice_buf_push(b, esc, 6);
+            i++;
+        } else {
+            size_t len = utf8_len(s + i, n - i);
+            if (len) {
+                sluice_buf_push(b, s + i, len);
+                i += len;
+            } else {
+                sluice_buf_push(b, "\xef\xbf\xbd", 3); /* U+FFFD */
+                i++;
+            }
+        }
+    }
+    sluice_buf_push(b, "\"", 1);
+}
+
+void sluice_json_key_n(sluice_buf *b, const char *key, size_t len) {
+    sluice_json_string(b, key, len);
+    sluice_buf_push(b, ":", 1);
+}
+
+void sluice_json_key(sluice_buf *b, const char *key) { sluice_json_key_n(b, key, strlen(key)); }
+
+void sluice_json_int(sluice_buf *b, int64_t v) {
+    char s[24];
+    int n = snprintf(s, sizeof s, "%lld", (long long)v);
+    json_sep(b);
+    sluice_buf_push(b, s, (size_t)n);
+}
+
+void sluice_json_raw(sluice_buf *b, const char *json) {
+    json_sep(b);
+    sluice_buf_push(b, json, strlen(json));
+}
+
+/* ---- reading the config ---- */
+
+static size_t skip_ws(const char *s, size_t i) {
+    while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
+    return i;
+}
+
+/* Past the JSON string starting at s[i] == '"'; 0 if unterminated. */
+static size_t skip_string(const char *s, size_t i) {
+    for (i++; s[i]; i++) {
+        if (s[i] == '\\' && s[i + 1]) i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return 0;
+}
+
+/* Past the JSON value at s[i]; 0 if malformed. */
+static size_t skip_value(const char *s, size_t i) {
+    i = skip_ws(s, i);
+    if (s[i] == '"') return skip_string(s, i);
+    if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;
+        while (s[i]) {
+            if (s[i] == '"') {
+                i = skip_string(s, i);
+                if (!i) return 0;
+                continue;
+            }
+            if (s[i] == '{' || s[i] == '[') depth++;
+            if (s[i] == '}' || s[i] == ']') {
+                if (--depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return 0;
+    }
+    size_t start = i;
+    while (s[i] && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\n') i++;
+    return i > start ? i : 0;
+}
+
+int sluice_config_next_key(const char *config, size_t *pos, sluice_bytes *key) {
+    size_t i = skip_ws(config, *pos);
+    if (*pos == 0) {
+        if (config[i] != '{') return -1;
+        i = skip_ws(config, i + 1);
+    } else if (config[i] == ',') {
+        i = skip_ws(config, i + 1);
+    }
+    if (config[i] == '}') return 0;
+    if (config[i] != '"') return -1;
+    size_t end = skip_string(config, i);
+    if (!end) return -1;
+    key->ptr = (const uint8_t *)config + i + 1;
+    key->len = end - i - 2;
+    i = skip_ws(config, end);
+    if (config[i] != ':') return -1;
+    i = skip_value(config, i + 1);
+    if (!i) return -1;
+    *pos = skip_ws(config, i);
+    return 1;
+}
+
+int sluice_config_string(const char *config, const char *key, char **value) {
+    size_t pos = 0;
+    sluice_bytes k;
+    int found;
+    size_t klen = strlen(key);
+    while ((found = sluice_config_next_key(config, &pos, &k)) == 1) {
+        if (k.len != klen || memcmp(k.ptr, key, klen) != 0) continue;
+        /* Back from the end of the value to its start. */
+        size_t v = skip_ws(config, (size_t)((const char *)k.ptr - config) + k.len + 1);
+        v = skip_ws(config, v + 1); /* past ':' */
+        if (config[v] != '"') return -1;
+        size_t end = skip_string(config, v);
+        char *out = malloc(end - v);
+        if (!out) __builtin_trap();
+        size_t n = 0;
+        for (size_t i = v + 1; i < end - 1; i++) {
+            if (config[i] == '\\') {
+                i++;
+                char c = config[i];
+                out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+            } else {
+                out[n++] = config[i];
+            }
+        }
+        out[n] = 0;
+        *value = out;
+        return 1;
+    }
+    return found < 0 ? -1 : 0;
+}

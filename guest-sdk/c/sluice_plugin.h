@@ -1,0 +1,142 @@
+/* Write a sluice plugin in C: one function, one export line.
+ *
+ *     #include "sluice_plugin.h"
+ *
+ *     static void process(const sluice_record *r, sluice_out *out) {
+ *         if (r->payload.len == 0) { sluice_drop(out, "empty line"); return; }
+ *         sluice_buf body = {0};
+ *         sluice_json_open(&body);
+ *         sluice_json_key(&body, "line");
+ *         sluice_json_string(&body, (const char *)r->payload.ptr, r->payload.len);
+ *         sluice_json_close(&body);
+ *         sluice_emit(out, &(sluice_event){ .body = body.ptr, .body_len = body.len });
+ *         sluice_buf_free(&body);
+ *     }
+ *
+ *     SLUICE_PLUGIN(NULL, process)
+ *
+ * `build.sh plugin.c plugin.wasm` builds it with clang and wasi-libc into a
+ * component of `sluice:plugin@0.2.0`. The SDK unpacks each batch into one
+ * `sluice_record` at a time (views into the batch: no copy) and packs what
+ * `process` says into the outcome buffers; the byte layout of both is in
+ * `wit/plugin.wit`, and a plugin never sees it.
+ *
+ * No WASI: the component imports only the host's log and clock, and C's
+ * stdio, files and sockets are not there (the host grants none anyway).
+ * Memory comes from wasi-libc's malloc. */
+#ifndef SLUICE_PLUGIN_H
+#define SLUICE_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes borrowed from the batch: valid until `process` returns. */
+typedef struct {
+    const uint8_t *ptr;
+    size_t len;
+} sluice_bytes;
+
+/* One record in. */
+typedef struct {
+    /* The record's bytes, unmodified; not necessarily UTF-8. */
+    sluice_bytes payload;
+    /* The Kafka message key, when `has_key` (an empty key is not none). */
+    bool has_key;
+    sluice_bytes key;
+    /* Kafka headers; read them with `sluice_header`. */
+    size_t header_count;
+    /* When the source says the record was produced, ns since the epoch. */
+    bool has_source_timestamp;
+    int64_t source_timestamp;
+    /* The event id and time an earlier plugin of the chain set. */
+    bool has_event_id;
+    sluice_bytes event_id;
+    bool has_timestamp;
+    int64_t timestamp;
+    /* The position: a kind of source ("kafka", "file"), a partition of it
+     * ("logs/3", "/var/log/app.log#0") and an offset in the partition. */
+    sluice_bytes source;
+    sluice_bytes partition;
+    int64_t offset;
+    /* Private to the SDK. */
+    const uint8_t *headers_;
+    const uint8_t *data_;
+    size_t data_len_;
+} sluice_record;
+
+/* Header `i` (0 ≤ i < header_count) of `r`; false if out of range. */
+bool sluice_header(const sluice_record *r, size_t i, sluice_bytes *name, sluice_bytes *value);
+
+/* Where the outcome of one record goes. */
+typedef struct sluice_out sluice_out;
+
+/* One event out. `body` is one JSON object in UTF-8 (the host rejects the
+ * record otherwise). `id` NULL for none (the host derives one from the
+ * position); never empty. The SDK copies all of it. */
+typedef struct {
+    const char *body;
+    size_t body_len;
+    const char *id;
+    size_t id_len;
+    bool has_timestamp;
+    int64_t timestamp;
+} sluice_event;
+
+/* The record becomes this event; call again for a split into several.
+ * A record for which `process` calls nothing becomes no events (the same
+ * as a drop with the reason "no events"). */
+void sluice_emit(sluice_out *out, const sluice_event *event);
+/* Filtered out on purpose; a short, stable reason (it labels a metric). */
+void sluice_drop(sluice_out *out, const char *reason);
+/* Never valid as it is: to the quarantine with this reason (printf-style);
+ * name the field and value at fault. A drop or reject cancels any events
+ * already emitted for the record. */
+void sluice_reject(sluice_out *out, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+/* The host's clock, ns since the epoch, and its log. */
+int64_t sluice_now(void);
+typedef enum { SLUICE_TRACE, SLUICE_DEBUG, SLUICE_INFO, SLUICE_WARN, SLUICE_ERROR } sluice_level;
+void sluice_log(sluice_level level, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+/* A growable byte buffer. Zero-initialise it; free it with sluice_buf_free
+ * (or keep it and sluice_buf_clear it to reuse its memory). */
+typedef struct {
+    char *ptr;
+    size_t len;
+    size_t cap;
+} sluice_buf;
+void sluice_buf_push(sluice_buf *b, const void *bytes, size_t len);
+void sluice_buf_clear(sluice_buf *b);
+void sluice_buf_free(sluice_buf *b);
+
+/* Writing one JSON object: open, then key and value in turns, then close.
+ * Strings are escaped; invalid UTF-8 becomes U+FFFD. */
+void sluice_json_open(sluice_buf *b);
+void sluice_json_key(sluice_buf *b, const char *key);
+void sluice_json_key_n(sluice_buf *b, const char *key, size_t len);
+void sluice_json_string(sluice_buf *b, const char *s, size_t len);
+void sluice_json_int(sluice_buf *b, int64_t v);
+void sluice_json_raw(sluice_buf *b, const char *json); /* true, false, null, a number */
+void sluice_json_close(sluice_buf *b);
+
+/* Reading the config (a JSON object, what `init` receives). */
+/* Walk its top-level keys: start with *pos = 0; returns 1 with the key's
+ * raw text (between the quotes), 0 at the end, -1 if the JSON is bad. */
+int sluice_config_next_key(const char *config, size_t *pos, sluice_bytes *key);
+/* The string value of top-level `key`, unescaped, into a new NUL-terminated
+ * malloc'd string: 1 found, 0 absent, -1 present but not a string. */
+int sluice_config_string(const char *config, const char *key, char **value);
+
+/* The plugin. `setup` (may be NULL) gets the config as JSON text and
+ * returns NULL to accept it, or a message naming the key at fault to
+ * refuse it (the host then refuses to start). `process` is called once per
+ * record of each batch, in order. */
+typedef const char *(*sluice_setup_fn)(const char *config);
+typedef void (*sluice_process_fn)(const sluice_record *record, sluice_out *out);
+
+#define SLUICE_PLUGIN(setup_fn, process_fn)                                   \
+    sluice_setup_fn sluice_plugin_setup_ = (setup_fn);                        \
+    sluice_process_fn sluice_plugin_process_ = (process_fn);
+
+#endif

@@ -1,0 +1,195 @@
+//! The two versions of the plugin contract the host speaks, told apart at
+//! load by type-checking the component's exports:
+//!
+//! - `v01`: `sluice:plugin@0.1.0` (`wit/v0.1/plugin.wit`), a batch as
+//!   `list<record>`;
+//! - `v02`: `sluice:plugin@0.2.0` (`wit/plugin.wit`), a batch as a few
+//!   buffers (`sluice-abi`).
+//!
+//! Both lift into the host's own `Outcome`s; the output contract that
+//! applies to both is `output_rules`. The generated bindings stay private:
+//! the rest of the host speaks `types.rs`.
+
+use std::fmt;
+
+use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker};
+
+use super::sandbox::StoreState;
+use super::types::{Outcome, Record};
+
+/// A contract version, as `sluice plugin inspect` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Contract {
+    #[serde(rename = "sluice:plugin@0.1.0")]
+    V01,
+    #[serde(rename = "sluice:plugin@0.2.0")]
+    V02,
+}
+
+impl Contract {
+    /// The package version alone: `0.2.0`.
+    pub fn version(&self) -> &'static str {
+        match self {
+            Contract::V01 => "0.1.0",
+            Contract::V02 => "0.2.0",
+        }
+    }
+}
+
+impl fmt::Display for Contract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sluice:plugin@{}", self.version())
+    }
+}
+
+/// Link the imports of both versions (log, clock) into `linker`.
+pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    v01::add_to_linker(linker)?;
+    v02::add_to_linker(linker)
+}
+
+/// A component linked and type-checked against one version.
+#[derive(Clone)]
+pub(super) enum Pre {
+    V01(v01::BindingsPre<StoreState>),
+    V02(v02::BindingsPre<StoreState>),
+}
+
+impl Pre {
+    /// Which contract the component's exports match: 0.2 first, then 0.1;
+    /// neither is an error naming what both checks said.
+    pub(super) fn detect(instance_pre: InstancePre<StoreState>) -> Result<Pre, String> {
+        let e02 = match v02::BindingsPre::new(instance_pre.clone()) {
+            Ok(pre) => return Ok(Pre::V02(pre)),
+            Err(e) => e,
+        };
+        match v01::BindingsPre::new(instance_pre) {
+            Ok(pre) => Ok(Pre::V01(pre)),
+            Err(e01) => Err(format!(
+                "not a sluice plugin: its exports match neither sluice:plugin@0.2.0 ({e02:#}) nor sluice:plugin@0.1.0 ({e01:#})"
+            )),
+        }
+    }
+
+    pub(super) fn contract(&self) -> Contract {
+        match self {
+            Pre::V01(_) => Contract::V01,
+            Pre::V02(_) => Contract::V02,
+        }
+    }
+
+    pub(super) fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Bound> {
+        Ok(match self {
+            Pre::V01(pre) => Bound::V01(pre.instantiate(store)?),
+            Pre::V02(pre) => Bound::V02(pre.instantiate(store)?, v02::Packer::default()),
+        })
+    }
+}
+
+/// An instantiated plugin, with what its version keeps between calls.
+pub(super) enum Bound {
+    V01(v01::Bindings),
+    V02(v02::Bindings, v02::Packer),
+}
+
+/// What a `process` call returned before the output rules: one outcome per
+/// record (or the rule its outcome broke while being read, such as an id
+/// that is not UTF-8), or why the value is not a set of outcomes for this
+/// batch at all.
+pub(super) enum Returned {
+    Outcomes(Vec<Result<Outcome, String>>),
+    WrongCount { outcomes: usize },
+    Malformed(String),
+}
+
+impl Bound {
+    pub(super) fn call_init(
+        &self,
+        store: &mut Store<StoreState>,
+        config: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        match self {
+            Bound::V01(b) => b.call_init(store, config),
+            Bound::V02(b, _) => b.call_init(store, config),
+        }
+    }
+
+    pub(super) fn call_process(
+        &mut self,
+        store: &mut Store<StoreState>,
+        batch: &[&Record],
+    ) -> wasmtime::Result<Returned> {
+        match self {
+            Bound::V01(b) => v01::process(b, store, batch),
+            Bound::V02(b, packer) => v02::process(b, packer, store, batch),
+        }
+    }
+}
+
+/// Severity of a plugin's log line, the same in every version.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// One log line from a plugin, within the batch's budget
+/// (`max_log_lines_per_batch`); past it, the line is only counted, and the
+/// instance reports the count once the call returns.
+pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
+    if !state.logs.admit() {
+        return;
+    }
+    let plugin = &*state.plugin_name;
+    match level {
+        Level::Trace => tracing::trace!(plugin, "{message}"),
+        Level::Debug => tracing::debug!(plugin, "{message}"),
+        Level::Info => tracing::info!(plugin, "{message}"),
+        Level::Warn => tracing::warn!(plugin, "{message}"),
+        Level::Error => tracing::error!(plugin, "{message}"),
+    }
+}
+
+/// The log and clock imports of one version, over its generated traits
+/// (`log`, `clock`, `wit` in scope where it is invoked): the same in every
+/// version, while the traits are each version's own.
+macro_rules! host_imports {
+    () => {
+        impl log::Host for StoreState {
+            fn log(&mut self, level: wit::Level, message: String) {
+                let level = match level {
+                    wit::Level::Trace => super::Level::Trace,
+                    wit::Level::Debug => super::Level::Debug,
+                    wit::Level::Info => super::Level::Info,
+                    wit::Level::Warn => super::Level::Warn,
+                    wit::Level::Error => super::Level::Error,
+                };
+                super::log(self, level, &message)
+            }
+        }
+
+        impl clock::Host for StoreState {
+            fn now(&mut self) -> i64 {
+                super::now()
+            }
+        }
+
+        impl wit::Host for StoreState {}
+    };
+}
+use host_imports;
+
+mod v01;
+mod v02;
+
+/// The host's clock, for both versions.
+pub(super) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,68 @@
+//! `sluice:plugin@0.1.0`: a batch as `list<record>`, lowered and lifted
+//! element by element by the canonical ABI.
+
+use wasmtime::Store;
+use wasmtime::component::Linker;
+
+use super::Returned;
+use crate::plugin::sandbox::StoreState;
+use crate::plugin::types::{Event, Outcome, Position, Record};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit/v0.1",
+    });
+}
+
+use generated::sluice::plugin::{clock, log, types as wit};
+
+pub(super) use generated::{Plugin as Bindings, PluginPre as BindingsPre};
+
+pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    Bindings::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(linker, |s| s)
+}
+
+super::host_imports!();
+
+pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: &[&Record]) -> wasmtime::Result<Returned> {
+    let wit_batch: Vec<_> = batch.iter().map(|r| to_wit(r)).collect();
+    let outcomes = b.call_process(store, &wit_batch)?;
+    if outcomes.len() != batch.len() {
+        return Ok(Returned::WrongCount { outcomes: outcomes.len() });
+    }
+    Ok(Returned::Outcomes(outcomes.into_iter().map(|o| Ok(from_wit(o))).collect()))
+}
+
+fn to_wit(r: &Record) -> wit::Record {
+    wit::Record {
+        payload: r.payload.clone(),
+        key: r.key.clone(),
+        headers: r.headers.clone(),
+        source_timestamp: r.source_timestamp,
+        position: match &r.position {
+            Position::Kafka { topic, partition, offset } => wit::Position::Kafka(wit::KafkaPosition {
+                topic: topic.to_string(),
+                partition: *partition,
+                offset: *offset,
+            }),
+            Position::File { path, generation, offset } => wit::Position::File(wit::FilePosition {
+                path: path.to_string(),
+                generation: *generation,
+                offset: *offset,
+            }),
+        },
+        event_id: r.event_id.clone(),
+        timestamp: r.timestamp,
+    }
+}
+
+fn from_wit(o: wit::Outcome) -> Outcome {
+    match o {
+        wit::Outcome::Emit(events) => Outcome::Emit(
+            events.into_iter().map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body }).collect(),
+        ),
+        wit::Outcome::Drop(reason) => Outcome::Drop(reason),
+        wit::Outcome::Reject(reason) => Outcome::Reject(reason),
+    }
+}

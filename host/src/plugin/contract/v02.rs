@@ -1,0 +1,151 @@
+//! `sluice:plugin@0.2.0`: a batch packed into buffers (`sluice-abi`), so
+//! that the canonical ABI copies it in bulk. The packing buffers live with
+//! the instance and are reused, so packing allocates nothing per record;
+//! the outcomes are checked against the layout rules before any is read.
+
+use std::sync::Arc;
+
+use sluice_abi::{BatchBuf, LayoutError, OutcomeView, Outcomes, RecordFields};
+use wasmtime::Store;
+use wasmtime::component::Linker;
+
+use super::Returned;
+use crate::plugin::sandbox::StoreState;
+use crate::plugin::types::{Event, Outcome, Position, Record};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit",
+    });
+}
+
+use generated::sluice::plugin::{clock, log, types as wit};
+
+pub(super) use generated::{Plugin as Bindings, PluginPre as BindingsPre};
+
+pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    Bindings::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(linker, |s| s)
+}
+
+super::host_imports!();
+
+/// What an instance keeps between calls to pack its batches.
+#[derive(Default)]
+pub(in crate::plugin) struct Packer {
+    buf: BatchBuf,
+    partitions: Vec<wit::Partition>,
+}
+
+/// The partition key of a position, compared cheaply: the Kafka topic is
+/// one `Arc` per partition, so the pointer usually decides.
+fn same_partition(a: &Position, b: &Position) -> bool {
+    match (a, b) {
+        (Position::Kafka { topic: t1, partition: p1, .. }, Position::Kafka { topic: t2, partition: p2, .. }) => {
+            p1 == p2 && (Arc::ptr_eq(t1, t2) || t1 == t2)
+        }
+        (Position::File { path: a, generation: g1, .. }, Position::File { path: b, generation: g2, .. }) => {
+            g1 == g2 && a == b
+        }
+        _ => false,
+    }
+}
+
+fn partition_of(p: &Position) -> (wit::Partition, i64) {
+    match p {
+        Position::Kafka { topic, partition, offset } => {
+            (wit::Partition { source: "kafka".into(), name: format!("{topic}/{partition}") }, *offset)
+        }
+        Position::File { path, generation, offset } => (
+            wit::Partition { source: "file".into(), name: format!("{path}#{generation}") },
+            i64::try_from(*offset).unwrap_or(i64::MAX),
+        ),
+    }
+}
+
+fn offset_of(p: &Position) -> i64 {
+    match p {
+        Position::Kafka { offset, .. } => *offset,
+        Position::File { offset, .. } => i64::try_from(*offset).unwrap_or(i64::MAX),
+    }
+}
+
+impl Packer {
+    fn pack(&mut self, batch: &[&Record]) -> Result<(), LayoutError> {
+        self.buf.clear();
+        self.partitions.clear();
+        let mut last: Option<&Position> = None;
+        for r in batch {
+            let offset = match last {
+                Some(prev) if same_partition(prev, &r.position) => offset_of(&r.position),
+                _ => {
+                    let (partition, offset) = partition_of(&r.position);
+                    self.partitions.push(partition);
+                    last = Some(&r.position);
+                    offset
+                }
+            };
+            let fields = RecordFields {
+                payload: &r.payload,
+                key: r.key.as_deref(),
+                event_id: r.event_id.as_deref(),
+                source_timestamp: r.source_timestamp,
+                timestamp: r.timestamp,
+                partition: (self.partitions.len() - 1) as u32,
+                offset,
+            };
+            self.buf.push(&fields, r.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())))?;
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn process(
+    b: &Bindings,
+    packer: &mut Packer,
+    store: &mut Store<StoreState>,
+    batch: &[&Record],
+) -> wasmtime::Result<Returned> {
+    if let Err(e) = packer.pack(batch) {
+        return Err(wasmtime::format_err!("cannot pack the batch: {e}"));
+    }
+    // Lend the buffers to the call and take them back, capacity kept.
+    let arg = wit::Batch {
+        records: std::mem::take(&mut packer.buf.records),
+        headers: std::mem::take(&mut packer.buf.headers),
+        data: std::mem::take(&mut packer.buf.data),
+        partitions: std::mem::take(&mut packer.partitions),
+    };
+    let result = b.call_process(&mut *store, &arg);
+    packer.buf.records = arg.records;
+    packer.buf.headers = arg.headers;
+    packer.buf.data = arg.data;
+    packer.partitions = arg.partitions;
+    let out = result?;
+    let checked = match Outcomes::check(&out.outcomes, &out.events, &out.data, batch.len()) {
+        Ok(c) => c,
+        Err(LayoutError::Count { outcomes, .. }) => return Ok(Returned::WrongCount { outcomes }),
+        Err(e) => return Ok(Returned::Malformed(e.to_string())),
+    };
+    Ok(Returned::Outcomes(checked.iter().map(lift).collect()))
+}
+
+fn lift(o: OutcomeView<'_>) -> Result<Outcome, String> {
+    Ok(match o {
+        OutcomeView::Emit(events) => {
+            let mut out = Vec::with_capacity(events.len());
+            for (k, e) in events.enumerate() {
+                let id = match e.id {
+                    Some(id) => {
+                        Some(String::from_utf8(id.to_vec()).map_err(|_| format!("event {k}: the id is not UTF-8"))?)
+                    }
+                    None => None,
+                };
+                out.push(Event { id, timestamp: e.timestamp, body: e.body.to_vec() });
+            }
+            Outcome::Emit(out)
+        }
+        OutcomeView::Drop(reason) => Outcome::Drop(String::from_utf8_lossy(reason).into_owned()),
+        OutcomeView::Reject(reason) => Outcome::Reject(String::from_utf8_lossy(reason).into_owned()),
+    })
+}
