@@ -35,6 +35,7 @@ extern crate self as sluice_guest;
 
 pub mod duration;
 pub mod json;
+pub mod shortcuts;
 pub mod time;
 
 mod types;

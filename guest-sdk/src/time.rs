@@ -48,6 +48,38 @@
 
 use std::fmt;
 
+/// The named formats, with an example: what `sluice plugin inspect
+/// --formats` prints (the module docs above say the same).
+pub const NAMED: &[(&str, &str)] = &[
+    ("rfc3339", "2024-05-01T12:00:00.123Z, …+02:00 (a space for T too)"),
+    ("epoch_s, epoch_ms, epoch_us, epoch_ns", "1714564800 (text or a JSON number)"),
+    ("syslog", "Dec 10 06:55:46 (%b %e %H:%M:%S; no year)"),
+    ("hdfs", "081109 203615 (%y%m%d %H%M%S)"),
+    ("apache", "Sun Dec 04 04:47:44 2005 (%a %b %d %H:%M:%S %Y)"),
+    ("log4j", "2015-07-29 17:41:44,747 (%Y-%m-%d %H:%M:%S,%f)"),
+];
+
+/// The pattern items and what each reads.
+pub const ITEMS: &[(&str, &str)] = &[
+    ("%Y", "a 4-digit year"),
+    ("%y", "a 2-digit year: 69–99 → 19xx, 00–68 → 20xx"),
+    ("%m, %d", "month, day: 1 or 2 digits"),
+    ("%e", "day, space-padded"),
+    ("%j", "day of the year, 3 digits (not with %m, %d)"),
+    ("%b", "month name (Dec, December)"),
+    ("%a", "day name (skipped)"),
+    ("%H", "hour 0–23, 1 or 2 digits"),
+    ("%I, %p", "hour 1–12 and AM/PM; each needs the other"),
+    ("%M, %S", "minutes, seconds: exactly 2 digits"),
+    ("%-M, %-S, %-m, %-d, %-H", "unpadded: 1 or 2 digits"),
+    ("%T", "%H:%M:%S"),
+    ("%3f, %6f, %9f", "exactly 3, 6, 9 digits: ms, µs, ns"),
+    ("%f", "a decimal fraction, only after . or ,"),
+    ("%z", "Z, +hh:mm, +hhmm, +hh"),
+    ("%%", "a %"),
+    ("a space", "one or more spaces"),
+];
+
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 

@@ -269,6 +269,19 @@ fn plugin_inspect_shows_identity_version_and_imports() {
 }
 
 #[test]
+fn plugin_inspect_lists_the_timestamp_items_and_pattern_shortcuts() {
+    let path = plugin("pattern");
+    let (code, stdout, stderr) = sluice(&["plugin", "inspect", "--formats", &path.display().to_string()], "");
+    assert_eq!(code, 0, "{stderr}");
+    for want in ["%3f, %6f, %9f", "exactly 3, 6, 9 digits", "syslog", "year = 2016", "IPORHOST", "QUOTEDSTRING", "UUID"]
+    {
+        assert!(stdout.contains(want), "{want} missing from:\n{stdout}");
+    }
+    let (_, plain, _) = sluice(&["plugin", "inspect", &path.display().to_string()], "");
+    assert!(plain.contains("--formats") && !plain.contains("IPORHOST"), "{plain}");
+}
+
+#[test]
 fn plugin_inspect_tells_a_0_1_plugin_from_a_0_2_one() {
     for (path, version) in [(plugin_v01("json"), "0.1.0"), (plugin("json"), "0.2.0")] {
         let (code, stdout, stderr) = sluice(&["plugin", "inspect", &path.display().to_string()], "");

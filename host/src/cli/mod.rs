@@ -241,6 +241,10 @@ pub struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also list the timestamp formats and items, and the pattern
+    /// shortcuts, that plugins built with the SDK accept.
+    #[arg(long)]
+    pub formats: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

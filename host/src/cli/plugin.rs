@@ -184,7 +184,31 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     for imp in &i.imports {
         println!("  {imp}");
     }
+    if args.formats {
+        print_formats();
+    } else {
+        println!("(timestamp formats and items, pattern shortcuts: --formats)");
+    }
     Ok(())
+}
+
+/// The timestamp formats and items, and the pattern shortcuts, of the SDK
+/// (`sluice_guest::time`, `sluice_guest::shortcuts`).
+fn print_formats() {
+    use sluice_guest::{shortcuts::SHORTCUTS, time};
+    println!("timestamp formats (timestamp_format, timestamp.format):");
+    for (name, example) in time::NAMED {
+        println!("  {name:<38} {example}");
+    }
+    println!("  or a pattern of these items:");
+    for (item, reads) in time::ITEMS {
+        println!("  {item:<38} {reads}");
+    }
+    println!("  a format without a year may name it: {{ format = \"syslog\", year = 2016 }}");
+    println!("pattern shortcuts (%{{NAME}}, %{{NAME:field}}, %{{NAME:field:int|float}}):");
+    for (name, regex) in SHORTCUTS {
+        println!("  {name:<18} {regex}");
+    }
 }
 
 /// `sluice plugin test`: every case of `--cases` against the plugin, one

@@ -17,12 +17,13 @@ use super::{Lang, NewArgs};
 const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 7] = [
+const RUST_SDK: [(&str, &str); 8] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
     ("src/contract_v01.rs", include_str!("../../../guest-sdk/src/contract_v01.rs")),
     ("src/json.rs", include_str!("../../../guest-sdk/src/json.rs")),
+    ("src/shortcuts.rs", include_str!("../../../guest-sdk/src/shortcuts.rs")),
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
 ];
