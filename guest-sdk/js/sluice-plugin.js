@@ -225,11 +225,15 @@ function fault(o) {
     }
     if (e.id !== undefined && typeof e.id !== "string") return `event ${k}: id is not a string`;
     if (e.timestamp !== undefined && typeof e.timestamp !== "bigint") return `event ${k}: timestamp is not a BigInt`;
+    if (e.timestamp !== undefined && (e.timestamp < MIN_NS || e.timestamp > MAX_NS)) {
+      return `event ${k}: timestamp is out of the 64-bit range (nanoseconds since the epoch)`;
+    }
   }
   return "process returned an outcome that cannot be packed";
 }
 
 const LOW = 0xffffffffn;
+const MIN_NS = -(1n << 63n), MAX_NS = (1n << 63n) - 1n;
 
 /** One outcome into the tables; throws on a value that is not one. */
 function packOne(o, count) {
@@ -249,7 +253,7 @@ function packOne(o, count) {
       const bo = data.put(e.body);
       let lo = 0, hi = 0;
       if (e.timestamp !== undefined) {
-        if (typeof e.timestamp !== "bigint") throw new TypeError("timestamp");
+        if (typeof e.timestamp !== "bigint" || e.timestamp < MIN_NS || e.timestamp > MAX_NS) throw new TypeError("timestamp");
         flags |= EV_TS;
         lo = Number(e.timestamp & LOW);
         hi = Number((e.timestamp >> 32n) & LOW);

@@ -19,11 +19,9 @@ use super::sandbox::StoreState;
 use super::types::{Outcome, Record};
 
 /// A contract version, as `sluice plugin inspect` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
-    #[serde(rename = "sluice:plugin@0.1.0")]
     V01,
-    #[serde(rename = "sluice:plugin@0.2.0")]
     V02,
 }
 
