@@ -409,10 +409,24 @@ int sluice_config_string(const char *config, const char *key, char **value) {
         if (!out) __builtin_trap();
         size_t n = 0;
         for (size_t i = v + 1; i < end - 1; i++) {
-            if (config[i] == '\\') {
+            if (config[i] == '\\' && config[i + 1] == 'u' && i + 5 < end - 1) {
+                /* \uXXXX, as UTF-8 (a surrogate pair is kept as two). */
+                unsigned cp = (unsigned)strtoul((char[5]){config[i + 2], config[i + 3], config[i + 4], config[i + 5], 0}, NULL, 16);
+                if (cp < 0x80) {
+                    out[n++] = (char)cp;
+                } else if (cp < 0x800) {
+                    out[n++] = (char)(0xc0 | cp >> 6);
+                    out[n++] = (char)(0x80 | (cp & 0x3f));
+                } else {
+                    out[n++] = (char)(0xe0 | cp >> 12);
+                    out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+                    out[n++] = (char)(0x80 | (cp & 0x3f));
+                }
+                i += 5;
+            } else if (config[i] == '\\') {
                 i++;
                 char c = config[i];
-                out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+                out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
             } else {
                 out[n++] = config[i];
             }
