@@ -47,10 +47,52 @@ impl Position {
     /// The event id derived from the position when no plugin sets one:
     /// stable across replays of the same record, distinct for distinct
     /// records of one deployment.
+    /// One `format!` per record (it is on the hot path when plugins set
+    /// no id); the test below holds it to `source:partition_name@offset`.
     pub fn default_event_id(&self) -> String {
         match self {
             Position::Kafka { topic, partition, offset } => format!("kafka:{topic}/{partition}@{offset}"),
             Position::File { path, generation, offset } => format!("file:{path}#{generation}@{offset}"),
+        }
+    }
+
+    /// The kind of source, as contract 0.2 names it to plugins.
+    pub fn source(&self) -> &'static str {
+        match self {
+            Position::Kafka { .. } => "kafka",
+            Position::File { .. } => "file",
+        }
+    }
+
+    /// The partition, as contract 0.2 names it to plugins: `topic/3`,
+    /// `path#generation`. With `source` and the offset it is the default
+    /// event id, so plugins and the host derive the same one.
+    pub fn partition_name(&self) -> String {
+        match self {
+            Position::Kafka { topic, partition, .. } => format!("{topic}/{partition}"),
+            Position::File { path, generation, .. } => format!("{path}#{generation}"),
+        }
+    }
+
+    /// The offset as contract 0.2 carries it (s64).
+    pub fn offset_i64(&self) -> i64 {
+        match self {
+            Position::Kafka { offset, .. } => *offset,
+            Position::File { offset, .. } => i64::try_from(*offset).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Whether two positions lie in one partition, cheaply: the topic and
+    /// path are shared `Arc`s, so the pointer usually decides.
+    pub fn same_partition(&self, other: &Position) -> bool {
+        match (self, other) {
+            (Position::Kafka { topic: t1, partition: p1, .. }, Position::Kafka { topic: t2, partition: p2, .. }) => {
+                p1 == p2 && (Arc::ptr_eq(t1, t2) || t1 == t2)
+            }
+            (Position::File { path: a, generation: g1, .. }, Position::File { path: b, generation: g2, .. }) => {
+                g1 == g2 && (Arc::ptr_eq(a, b) || a == b)
+            }
+            _ => false,
         }
     }
 }
@@ -121,4 +163,19 @@ pub enum Outcome {
     Emit(Vec<Event>),
     Drop(String),
     Reject(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_id_is_what_contract_0_2_tells_plugins() {
+        for p in [
+            Position::Kafka { topic: "logs".into(), partition: 3, offset: 42 },
+            Position::File { path: "/var/log/a.log".into(), generation: 1, offset: 7 },
+        ] {
+            assert_eq!(p.default_event_id(), format!("{}:{}@{}", p.source(), p.partition_name(), p.offset_i64()));
+        }
+    }
 }

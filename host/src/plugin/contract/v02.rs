@@ -3,8 +3,6 @@
 //! the instance and are reused, so packing allocates nothing per record;
 //! the outcomes are checked against the layout rules before any is read.
 
-use std::sync::Arc;
-
 use sluice_abi::{BatchBuf, LayoutError, OutcomeView, Outcomes, RecordFields};
 use wasmtime::Store;
 use wasmtime::component::Linker;
@@ -37,54 +35,17 @@ pub(in crate::plugin) struct Packer {
     partitions: Vec<wit::Partition>,
 }
 
-/// The partition key of a position, compared cheaply: the Kafka topic is
-/// one `Arc` per partition, so the pointer usually decides.
-fn same_partition(a: &Position, b: &Position) -> bool {
-    match (a, b) {
-        (Position::Kafka { topic: t1, partition: p1, .. }, Position::Kafka { topic: t2, partition: p2, .. }) => {
-            p1 == p2 && (Arc::ptr_eq(t1, t2) || t1 == t2)
-        }
-        (Position::File { path: a, generation: g1, .. }, Position::File { path: b, generation: g2, .. }) => {
-            g1 == g2 && a == b
-        }
-        _ => false,
-    }
-}
-
-fn partition_of(p: &Position) -> (wit::Partition, i64) {
-    match p {
-        Position::Kafka { topic, partition, offset } => {
-            (wit::Partition { source: "kafka".into(), name: format!("{topic}/{partition}") }, *offset)
-        }
-        Position::File { path, generation, offset } => (
-            wit::Partition { source: "file".into(), name: format!("{path}#{generation}") },
-            i64::try_from(*offset).unwrap_or(i64::MAX),
-        ),
-    }
-}
-
-fn offset_of(p: &Position) -> i64 {
-    match p {
-        Position::Kafka { offset, .. } => *offset,
-        Position::File { offset, .. } => i64::try_from(*offset).unwrap_or(i64::MAX),
-    }
-}
-
 impl Packer {
     fn pack(&mut self, batch: &[&Record]) -> Result<(), LayoutError> {
         self.buf.clear();
         self.partitions.clear();
         let mut last: Option<&Position> = None;
         for r in batch {
-            let offset = match last {
-                Some(prev) if same_partition(prev, &r.position) => offset_of(&r.position),
-                _ => {
-                    let (partition, offset) = partition_of(&r.position);
-                    self.partitions.push(partition);
-                    last = Some(&r.position);
-                    offset
-                }
-            };
+            if !last.is_some_and(|prev| prev.same_partition(&r.position)) {
+                let p = &r.position;
+                self.partitions.push(wit::Partition { source: p.source().into(), name: p.partition_name() });
+                last = Some(p);
+            }
             let fields = RecordFields {
                 payload: &r.payload,
                 key: r.key.as_deref(),
@@ -92,7 +53,7 @@ impl Packer {
                 source_timestamp: r.source_timestamp,
                 timestamp: r.timestamp,
                 partition: (self.partitions.len() - 1) as u32,
-                offset,
+                offset: r.position.offset_i64(),
             };
             self.buf.push(&fields, r.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())))?;
         }
