@@ -288,6 +288,153 @@ pub struct DedupConfig {
     /// retention of the topics (read from the brokers), else 7 days.
     #[serde(default, deserialize_with = "optional_duration")]
     pub window: Option<Duration>,
+    /// Which ids see each other (Kafka): each partition's own (the
+    /// default), or the whole topic's, so that a producer's re-send that
+    /// lands on another partition is caught too.
+    #[serde(default)]
+    pub scope: DedupScope,
+    /// The dedup changelog (Kafka): every recorded id is also produced to
+    /// a topic of the source's cluster before its batch's offsets may be
+    /// committed, and a partition's next owner restores them from there.
+    #[serde(default)]
+    pub changelog: ChangelogConfig,
+    /// What a partition does when its changelog cannot be read to its
+    /// end (deleted, recreated, unreachable): refuse to start (`fail`, the
+    /// default) or run without the ids it could not restore and count
+    /// what it could not check (`accept-duplicates`).
+    #[serde(default)]
+    pub on_missing_state: OnMissingState,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum DedupScope {
+    /// An id is a duplicate only on the partition that delivered it: each
+    /// instance keeps and restores the ids of the partitions it owns.
+    #[default]
+    Partition,
+    /// An id delivered on any partition of a topic is a duplicate on all
+    /// of them: every instance follows the whole changelog (memory and
+    /// restore time grow with the topic, not with what it owns).
+    Topic,
+}
+
+impl DedupScope {
+    pub fn name(self) -> &'static str {
+        match self {
+            DedupScope::Partition => "partition",
+            DedupScope::Topic => "topic",
+        }
+    }
+}
+
+impl TryFrom<String> for DedupScope {
+    type Error = String;
+    fn try_from(s: String) -> Result<DedupScope, String> {
+        match s.as_str() {
+            "partition" => Ok(DedupScope::Partition),
+            "topic" => Ok(DedupScope::Topic),
+            _ => Err(format!("{s:?} is not a scope: \"partition\" or \"topic\"")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum OnMissingState {
+    #[default]
+    Fail,
+    AcceptDuplicates,
+}
+
+impl TryFrom<String> for OnMissingState {
+    type Error = String;
+    fn try_from(s: String) -> Result<OnMissingState, String> {
+        match s.as_str() {
+            "fail" => Ok(OnMissingState::Fail),
+            "accept-duplicates" => Ok(OnMissingState::AcceptDuplicates),
+            _ => Err(format!("{s:?} is neither \"fail\" nor \"accept-duplicates\"")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangelogConfig {
+    /// On by default for a Kafka source; files never move, and have none.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Default `<group_id>-dedup-changelog`. Created by sluice when
+    /// missing (as many partitions as the source topics, retention at
+    /// least the window, `cleanup.policy=delete`).
+    #[serde(default)]
+    pub topic: Option<String>,
+    /// How many times the window the changelog keeps its messages (at
+    /// least 1): a message older than the window restores nothing.
+    #[serde(default = "default_retention_factor")]
+    pub retention_factor: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_retention_factor() -> u32 {
+    2
+}
+
+impl Default for ChangelogConfig {
+    fn default() -> ChangelogConfig {
+        ChangelogConfig { enabled: true, topic: None, retention_factor: default_retention_factor() }
+    }
+}
+
+impl DedupConfig {
+    /// The changelog topic of a Kafka pipeline, if it has one.
+    pub fn changelog_topic(&self, source: &SourceConfig) -> Option<String> {
+        let SourceConfig::Kafka(k) = source else { return None };
+        if !self.changelog.enabled {
+            return None;
+        }
+        Some(self.changelog.topic.clone().unwrap_or_else(|| format!("{}-dedup-changelog", k.group_id)))
+    }
+
+    fn validate(
+        &self,
+        source: &SourceConfig,
+        invalid: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if self.window.is_some_and(|w| w.is_zero()) {
+            return Err(invalid("dedup.window", "must be greater than zero".into()));
+        }
+        let kafka = matches!(source, SourceConfig::Kafka(_));
+        if !kafka && self.scope == DedupScope::Topic {
+            return Err(invalid(
+                "dedup.scope",
+                "only for a kafka source (a file pipeline's files already share one scope)".into(),
+            ));
+        }
+        if !kafka && self.changelog.topic.is_some() {
+            return Err(invalid("dedup.changelog.topic", "only for a kafka source (files never move)".into()));
+        }
+        if let Some(t) = &self.changelog.topic
+            && (t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
+        {
+            return Err(invalid("dedup.changelog.topic", format!("{t:?} is not a valid topic name")));
+        }
+        if self.changelog.retention_factor == 0 {
+            return Err(invalid("dedup.changelog.retention_factor", "must be at least 1".into()));
+        }
+        if let (SourceConfig::Kafka(k), Some(t)) = (source, self.changelog_topic(source))
+            && k.topics.iter().any(|s| *s == t || (s.starts_with('^') && crate::source::kafka::client::matches(k, &t)))
+        {
+            return Err(invalid(
+                "dedup.changelog.topic",
+                format!("{t:?} is one of source.topics: the pipeline would consume its own changelog"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
@@ -545,9 +692,7 @@ impl Config {
                 format!("two plugins are named {dup:?}: names label metrics and quarantine entries"),
             ));
         }
-        if self.dedup.window.is_some_and(|w| w.is_zero()) {
-            return Err(invalid("dedup.window", "must be greater than zero".into()));
-        }
+        self.dedup.validate(&self.source, &invalid)?;
         let sink_key = |(key, message): (String, String)| invalid(&format!("sink.{key}"), message);
         match &self.sink {
             SinkConfig::File { path, .. } => {
@@ -794,6 +939,32 @@ mod tests {
         let cfg = kafka_config("properties = { session_timeout_ms = 6000 }").unwrap_or_else(|e| panic!("{e}"));
         let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
         assert_eq!(k.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
+    }
+
+    #[test]
+    fn dedup_scope_and_changelog_are_checked_where_they_are_defined() {
+        let cfg = kafka_config("").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.dedup.scope, DedupScope::Partition);
+        assert_eq!(cfg.dedup.changelog_topic(&cfg.source).as_deref(), Some("g-dedup-changelog"), "on by default");
+        let cfg = kafka_config(
+            "[dedup]\nscope = \"topic\"\non_missing_state = \"accept-duplicates\"\nchangelog.topic = \"ids\"",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.dedup.scope, DedupScope::Topic);
+        assert_eq!(cfg.dedup.on_missing_state, OnMissingState::AcceptDuplicates);
+        assert_eq!(cfg.dedup.changelog_topic(&cfg.source).as_deref(), Some("ids"));
+        let cfg = kafka_config("[dedup]\nchangelog.enabled = false").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.dedup.changelog_topic(&cfg.source), None);
+        let e = error_of(kafka_config("[dedup]\nscope = \"global\""));
+        assert!(e.contains("dedup.scope") && e.contains("partition") && e.contains("topic"), "{e}");
+        let e = error_of(kafka_config("[dedup]\nchangelog.topic = \"logs\""));
+        assert!(e.contains("dedup.changelog.topic") && e.contains("consume its own changelog"), "{e}");
+        let e = error_of(kafka_config("[dedup]\nchangelog.retention_factor = 0"));
+        assert!(e.contains("dedup.changelog.retention_factor"), "{e}");
+        let e = error_of(kafka_config("[dedup]\nchangelog.partitions = 3"));
+        assert!(e.contains("partitions"), "unknown keys are refused: {e}");
+        let e = error_of(kafka_config("[dedup]\non_missing_state = \"ignore\""));
+        assert!(e.contains("on_missing_state") && e.contains("accept-duplicates"), "{e}");
     }
 
     #[test]

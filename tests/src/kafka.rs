@@ -160,6 +160,29 @@ pub fn create_topic_with(brokers: &str, topic: &str, partitions: i32, configs: &
     }
 }
 
+/// Delete a topic (and wait until the brokers no longer list it).
+pub fn delete_topic(brokers: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let results = rt()
+        .block_on(admin.delete_topics(&[topic], &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))))
+        .unwrap_or_else(|e| panic!("delete topic {topic}: {e}"));
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("delete topic {t}: {e}"));
+    }
+    let consumer: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let md = consumer.fetch_metadata(None, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+        if !md.topics().iter().any(|t| t.name() == topic) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{topic} still listed 20 s after its deletion");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Produce `(partition, key, payload)` records with `acks=all`; every one
 /// is acknowledged before this returns, or it panics.
 pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {

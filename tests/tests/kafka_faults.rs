@@ -35,6 +35,8 @@ struct Setup {
 fn setup(n: usize) -> Setup {
     let mock = MockCluster::new(3).unwrap_or_else(|e| panic!("{e}"));
     mock.create_topic(TOPIC, PARTITIONS, 3).unwrap_or_else(|e| panic!("{e}"));
+    // The mock cannot create topics on request: the dedup changelog too.
+    mock.create_topic(&format!("{GROUP}-dedup-changelog"), PARTITIONS, 3).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);

@@ -108,11 +108,62 @@ pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
         sluice_guest::duration::display(window),
         cfg.pipeline.state_dir.display()
     );
+    if let SourceConfig::Kafka(k) = &cfg.source {
+        check_dedup_scaling(&cfg, k, window);
+    }
     println!(
         "  sink:   {}",
         pipeline::open_sink(&cfg).map(|s| s.describe().to_string()).unwrap_or_else(|e| format!("cannot open: {e}"))
     );
     Ok(())
+}
+
+/// What `check` says of the scope and the changelog: how dedup behaves
+/// once the group has more than one member.
+fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSourceConfig, window: std::time::Duration) {
+    use crate::config::DedupScope;
+    use crate::pipeline::kafka::changelog::{TopicState, retention_warning, topic_state};
+    match cfg.dedup.scope {
+        DedupScope::Partition => println!(
+            "  dedup:  scope partition (the default): an id is a duplicate on the partition that delivered it; a \
+             producer that re-sends an event as a new unkeyed message can land it on another partition, where it \
+             passes again (dedup.scope = \"topic\" catches it, at the cost of every instance keeping the whole \
+             topic's ids)"
+        ),
+        DedupScope::Topic => println!(
+            "  dedup:  scope topic: an id delivered on any partition of a topic is a duplicate on all of them; \
+             every instance follows the whole changelog (its memory and restore time grow with the topic)"
+        ),
+    }
+    let Some(topic) = cfg.dedup.changelog_topic(&cfg.source) else {
+        println!(
+            "  warning: dedup.changelog.enabled = false: a partition's ids stay on the instance that delivered them; \
+             its next owner delivers again what was not committed"
+        );
+        return;
+    };
+    let on_missing = match cfg.dedup.on_missing_state {
+        crate::config::OnMissingState::Fail => "a partition whose changelog is lost refuses to start",
+        crate::config::OnMissingState::AcceptDuplicates => {
+            "a partition whose changelog is lost runs, and counts its records as unchecked"
+        }
+    };
+    match topic_state(k, &topic, window, cfg.dedup.changelog.retention_factor) {
+        Ok(state @ TopicState::Exists { .. }) => {
+            let TopicState::Exists { partitions, retention } = &state else { return };
+            let kept = retention.map(sluice_guest::duration::display).unwrap_or_else(|| "unknown".into());
+            println!("  dedup:  changelog {topic:?} ({partitions} partitions, retention {kept}); {on_missing}");
+            if let Some(w) = retention_warning(&state, window) {
+                println!("  warning: dedup changelog {topic:?}: {w}");
+            }
+        }
+        Ok(TopicState::WillCreate { partitions, retention }) => println!(
+            "  dedup:  changelog {topic:?} does not exist: `sluice run` creates it ({partitions} partitions, \
+             retention {}, cleanup.policy delete); {on_missing}",
+            sluice_guest::duration::display(retention)
+        ),
+        Err(e) => println!("  warning: cannot look up the dedup changelog {topic:?} now ({e})"),
+    }
 }
 
 pub fn run(args: &ConfigArgs) -> ExitCode {

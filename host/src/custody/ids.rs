@@ -6,6 +6,7 @@
 //! partition's ids apart from the others', so that its dedup state can
 //! follow the partition to another instance (a scope is a contiguous key
 //! range); a file pipeline's files share one scope, since files never move.
+//! Under `dedup.scope = "topic"` all partitions of a topic share one.
 
 use crate::plugin::Position;
 
@@ -33,11 +34,18 @@ pub fn digest(scope: &Scope, id: &str) -> IdDigest {
     d
 }
 
+/// The scope of every partition of `topic` (`dedup.scope = "topic"`).
+/// Never a partition's: a partition's name has a `/`, a topic's never.
+pub fn topic_scope(topic: &str) -> Scope {
+    scope(topic)
+}
+
 /// Which ids a record's events are deduplicated against: its own
-/// partition's for Kafka (ids per partition, DESIGN), the pipeline's for
-/// files and for anything else.
-pub fn scope_of(position: &Position) -> Scope {
+/// partition's for Kafka (ids per partition, DESIGN), or its topic's when
+/// `topic_wide`; the pipeline's for files and for anything else.
+pub fn scope_of(position: &Position, topic_wide: bool) -> Scope {
     match position {
+        Position::Kafka { topic, .. } if topic_wide => topic_scope(topic),
         Position::Kafka { topic, partition, .. } => scope(&format!("{topic}/{partition}")),
         Position::File { .. } => PIPELINE_SCOPE,
     }

@@ -6,6 +6,8 @@
 //!
 //! - `ids`: what an event id is keyed as in the dedup window;
 //! - `batch`: which door each record of a batch takes;
+//! - `claims`: ids held by batches in flight, where partitions share a
+//!   dedup scope;
 //! - `offsets`: the per-partition position: the end of the contiguous
 //!   prefix of records that passed a door.
 //!
@@ -14,6 +16,7 @@
 //! in-memory fakes and crashes between every two steps.
 
 pub mod batch;
+pub mod claims;
 pub mod ids;
 pub mod offsets;
 

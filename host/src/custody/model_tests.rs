@@ -8,6 +8,15 @@
 //! the sink, every duplicate at the sink is explained by a crash between a
 //! sink acceptance and its durable write, every poison record is
 //! quarantined exactly once, and the position ends at the end.
+//!
+//! With the dedup changelog (Kafka), a batch's accepted ids are published
+//! before its write is handed over, and a crash may also move the
+//! partition to an instance with an empty store, which restores the
+//! changelog (a restart restores its tail). Then the only duplicates are
+//! those of a batch between its sink and its publish: one batch per crash,
+//! never the writes still with the committer. (The driver sends a batch's
+//! ids with its write and has the answer before the next batch reaches the
+//! sink; "publish" here is that answer.)
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -34,6 +43,9 @@ struct Durable {
     quarantined: BTreeMap<u64, u32>,
     /// The sink's own storage: (id, position) per accepted event.
     sink: Vec<(String, u64)>,
+    /// The dedup changelog, when on: durable as soon as published, and
+    /// outside the instance.
+    changelog: Option<HashSet<IdDigest>>,
 }
 
 struct World {
@@ -136,6 +148,12 @@ impl World {
                 tracker.finish((range.start + j) as u64, fate.door()).unwrap_or_else(|e| panic!("{e}"));
             }
             self.step().map_err(|c| self.lose(&pending, &accepted_ids, c))?;
+            // The changelog has the accepted ids before the write is handed
+            // over (so before the position can leave the process).
+            if let Some(log) = self.durable.changelog.as_mut() {
+                log.extend(settled.accepted.iter().copied());
+                self.step().map_err(|c| self.lose(&pending, &[], c))?;
+            }
             // The write: ids, quarantine entries, position, together.
             let quarantined = settled
                 .fates
@@ -172,10 +190,13 @@ impl World {
     }
 
     /// A crash: what was accepted by the sink but not durably recorded is
-    /// at risk of a second delivery.
+    /// at risk of a second delivery. With the changelog, the writes still
+    /// with the committer are not: their ids are published.
     fn lose(&mut self, pending: &VecDeque<Write>, current: &[String], crash: Crash) -> Crash {
-        for w in pending {
-            self.at_risk.extend(w.accepted_ids.iter().cloned());
+        if self.durable.changelog.is_none() {
+            for w in pending {
+                self.at_risk.extend(w.accepted_ids.iter().cloned());
+            }
         }
         self.at_risk.extend(current.iter().cloned());
         crash
@@ -200,6 +221,8 @@ proptest! {
         in_flight in 1usize..5,
         lag in 0usize..3,
         crash_at in proptest::collection::btree_set(1u32..400, 0..12),
+        changelog in any::<bool>(),
+        moves in any::<u64>(),
     ) {
         let ids: Vec<String> = (0..n).map(|i| format!("ev-{}", (i * 7919 + kind_seed as usize) % distinct)).collect();
         let kind_of = |id: &str| match blake3::hash(format!("{kind_seed}{id}").as_bytes()).as_bytes()[0] % 8 {
@@ -209,14 +232,24 @@ proptest! {
             _ => Kind::Good,
         };
         let kinds: Vec<Kind> = ids.iter().map(|id| kind_of(id)).collect();
+        let durable = Durable { changelog: changelog.then(HashSet::new), ..Durable::default() };
         let mut w = World {
-            ids, kinds, durable: Durable::default(), at_risk: HashSet::new(), step: 0,
+            ids, kinds, durable, at_risk: HashSet::new(), step: 0,
             crashes: crash_at.into_iter().collect(),
         };
         let mut runs = 0;
         while w.run(&sizes, in_flight, lag).is_err() {
             runs += 1;
             prop_assert!(runs < 1000, "no progress");
+            // The next owner restores from the changelog: a new instance
+            // (the partition moved) from nothing, the same one its tail.
+            if let Some(log) = &w.durable.changelog {
+                if moves >> (runs % 64) & 1 == 1 {
+                    w.durable.window = log.clone();
+                } else {
+                    w.durable.window.extend(log.iter().copied());
+                }
+            }
         }
         prop_assert_eq!(w.durable.position, n as u64, "the position ends at the end");
         let mut at_sink: HashMap<&str, usize> = HashMap::new();

@@ -43,6 +43,7 @@ use super::kafka::quarantine_topic::QuarantineTopic;
 use super::stats::{Counts, RunStats};
 use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::config::Config;
+use crate::custody::claims::{Claimed, Claims};
 use crate::custody::ids::{IdDigest, Scope};
 use crate::custody::{Fate, OffsetTracker, Plan};
 use crate::plugin::{Chain, Record, Verdict};
@@ -125,7 +126,36 @@ pub struct PartitionState {
 }
 
 /// The stages a batch can wait in, for `sluice_commit_blocked_by`.
-pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "store"];
+pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "changelog", "store"];
+
+/// Where a batch's accepted ids go beyond the local window before its
+/// position may leave the process: the dedup changelog of a Kafka
+/// pipeline, from which a partition's next owner restores them.
+///
+/// Pipelined like the store's write: the back sends a batch's ids when it
+/// hands its write over, and waits for the log's answer only when that
+/// write is durable, before the position is published. So the sync and the
+/// produce overlap, and the next batch's delivery waits for neither.
+///
+/// Only for a source whose position leaves through `Keeper::durable` and
+/// the published prefix (Kafka), never one whose checkpoint rides in the
+/// write (files): that checkpoint would be durable before the log's answer.
+pub trait IdLog: Sync {
+    /// Send `ids`, accepted on `partition` at `now_secs`.
+    fn send<'l>(&'l self, partition: &str, now_secs: u64, ids: &[IdDigest]) -> Box<dyn SentIds + 'l>;
+    /// Add to `write` that the log has had every id of `partition`
+    /// through `acked` (an answer of an earlier batch, whose own write is
+    /// durable): where a restart of this store starts restoring.
+    fn remember(&self, partition: &str, acked: i64, write: &mut WriteBatch) -> Result<(), PipelineError>;
+}
+
+/// A batch's ids on their way into the log.
+pub trait SentIds: Send {
+    /// Wait (retrying as long as it takes) until the log has them all.
+    /// `Ok(Some(at))`: it has, through `at`; `Ok(None)`: let go
+    /// (`stopping`) first.
+    fn wait(self: Box<Self>, stopping: &dyn Fn() -> bool) -> Result<Option<i64>, PipelineError>;
+}
 
 /// What every partition of a run shares.
 pub struct Shared<'a> {
@@ -137,6 +167,11 @@ pub struct Shared<'a> {
     /// `quarantine.topic`, when set: entries are published there before
     /// their records' doors are written.
     pub quarantine_topic: Option<&'a QuarantineTopic>,
+    /// The dedup changelog (Kafka), when on.
+    pub changelog: Option<&'a dyn IdLog>,
+    /// When partitions share a dedup scope: the ids their batches in
+    /// flight hold (`custody::claims`).
+    pub claims: Option<Arc<Claims>>,
     pub stats: &'a Mutex<RunStats>,
 }
 
@@ -161,6 +196,9 @@ pub(crate) struct Prepared {
     /// looked up: ids accepted by later writes were invisible to it.
     saw_writes: u64,
     counts: Counts,
+    /// The ids this batch claimed (shared scopes), held until its write
+    /// is durable.
+    claimed: Option<Claimed>,
 }
 
 pub(crate) enum ToBack {
@@ -184,7 +222,7 @@ struct Spent {
 }
 
 /// A batch whose write is with the committer.
-struct Writing {
+struct Writing<'l> {
     seq: u64,
     position: u64,
     counts: Counts,
@@ -192,6 +230,9 @@ struct Writing {
     quarantined: Vec<(String, &'static str, String)>,
     records: usize,
     spent: Box<Spent>,
+    _claimed: Option<Claimed>,
+    /// Its ids on their way into the changelog.
+    sent: Option<Box<dyn SentIds + 'l>>,
 }
 
 fn lock(state: &Mutex<PartitionState>) -> std::sync::MutexGuard<'_, PartitionState> {
@@ -233,6 +274,8 @@ pub fn drive(
             writes_durable: &writes_durable,
             tracker: part.start.map(OffsetTracker::new),
             writing: VecDeque::new(),
+            acked: None,
+            unlogged: false,
         };
         let back_failed = &back_failed;
         let back = std::thread::Builder::new()
@@ -368,10 +411,23 @@ fn prepare(
         plan.verdict(i, verdict, &pull.scope, || position.default_event_id());
     }
     // 2. Dedup look-up: what was durable before this moment is visible.
+    // Where partitions share a scope, the batch first claims its ids: one
+    // another batch in flight holds is that batch's duplicate.
     let saw_writes = writes_durable.load(Ordering::SeqCst);
-    let seen = shared.dedup.seen(&plan.digests(), now_secs())?;
+    let digests = plan.digests();
+    let (claimed, elsewhere) = match &shared.claims {
+        Some(c) => {
+            let (claimed, elsewhere) = c.claim(&digests);
+            (Some(claimed), elsewhere)
+        }
+        None => (None, Vec::new()),
+    };
+    let mut seen = shared.dedup.seen(&digests, now_secs())?;
+    for (s, e) in seen.iter_mut().zip(&elsewhere) {
+        *s |= *e;
+    }
     plan.seen(&seen);
-    Ok(Prepared { pull, plan, saw_writes, counts })
+    Ok(Prepared { pull, plan, saw_writes, counts, claimed })
 }
 
 /// Steps 3–5: deliver, write, and finish what became durable.
@@ -387,10 +443,15 @@ struct Back<'a, 's> {
     writes_durable: &'a AtomicU64,
     tracker: Option<OffsetTracker>,
     /// Batches whose writes are with the committer, oldest first.
-    writing: VecDeque<Writing>,
+    writing: VecDeque<Writing<'a>>,
+    /// The changelog's latest answer, for the next write to remember.
+    acked: Option<i64>,
+    /// A batch's ids never reached the changelog (let go): no later
+    /// position of this run may leave the process.
+    unlogged: bool,
 }
 
-impl Back<'_, '_> {
+impl<'a> Back<'a, '_> {
     fn run(mut self, rx: Receiver<ToBack>, keeper: &mut dyn Keeper) -> Result<(), PipelineError> {
         // Ids each of this run's writes accepted, by write number, while a
         // batch looked up before that write is still to come.
@@ -411,7 +472,7 @@ impl Back<'_, '_> {
                         PipelineError::Panicked(format!("{}: writes acknowledged out of order", self.name))
                     })?;
                     result.map_err(|e| PipelineError::Store(self.shared.store.failed(e)))?;
-                    self.finished(w, keeper);
+                    self.finished(w, keeper)?;
                 }
             }
         }
@@ -425,8 +486,8 @@ impl Back<'_, '_> {
         seq: u64,
         recent: &mut VecDeque<(u64, HashSet<IdDigest>)>,
         keeper: &mut dyn Keeper,
-    ) -> Result<Writing, PipelineError> {
-        let Prepared { pull, mut plan, saw_writes, mut counts } = prepared;
+    ) -> Result<Writing<'a>, PipelineError> {
+        let Prepared { pull, mut plan, saw_writes, mut counts, claimed } = prepared;
         let first = pull.records[0].start;
         for r in &pull.records {
             self.tracker(first).begin(r.start, r.next)?;
@@ -437,6 +498,11 @@ impl Back<'_, '_> {
         }
         plan.accepted_earlier(|d| recent.iter().any(|(_, ids)| ids.contains(d)));
 
+        // The changelog has the previous batch's ids before this one reaches
+        // the sink: a kill repeats at most one batch per partition (what its
+        // next owner cannot restore), while the sync of the previous write
+        // and the produce of its ids overlap.
+        self.await_changelog()?;
         // 3. Delivery of what is new; retries, backoff and the breaker
         // happen in `Guarded`.
         self.stage("sink");
@@ -458,6 +524,15 @@ impl Back<'_, '_> {
         let now = now_secs();
         self.shared.dedup.record(&mut write, &settled.accepted, now)?;
         let mut fates = fates;
+        // 4a. The accepted ids go to the changelog too: the partition's
+        // next owner restores them. The position waits for its answer
+        // (`finished`).
+        let changelog = self.shared.changelog;
+        let sent =
+            changelog.filter(|_| !settled.accepted.is_empty()).map(|log| log.send(self.name, now, &settled.accepted));
+        if let (Some(log), Some(acked)) = (changelog, self.acked.take()) {
+            log.remember(self.name, acked, &mut write)?;
+        }
         let mut quarantined = Vec::new();
         if !keeper.keeps_quarantine() {
             let entries = self.entries(&pull.records, &fates);
@@ -499,7 +574,17 @@ impl Back<'_, '_> {
         self.shared.committer.submit(Durable { write, seq, answer: self.to_self.clone() });
         let records = pull.records.len();
         let spent = Box::new(Spent { _records: pull.records, _deliveries: fresh });
-        Ok(Writing { seq, position, counts, received: pull.received, quarantined, records, spent })
+        Ok(Writing {
+            seq,
+            position,
+            counts,
+            received: pull.received,
+            quarantined,
+            records,
+            spent,
+            _claimed: claimed,
+            sent,
+        })
     }
 
     /// The partition's tracker, started at its first record when the
@@ -528,10 +613,34 @@ impl Back<'_, '_> {
         out
     }
 
-    /// A batch's write is durable: its position may leave the process.
-    fn finished(&mut self, w: Writing, keeper: &mut dyn Keeper) {
+    /// Wait for the changelog's answer on the newest batch handed over.
+    fn await_changelog(&mut self) -> Result<(), PipelineError> {
+        let Some(sent) = self.writing.back_mut().and_then(|w| w.sent.take()) else { return Ok(()) };
+        self.stage("changelog");
+        match sent.wait(self.stopping)? {
+            Some(at) => self.acked = Some(at),
+            // Delivered and recorded here, but not in the changelog: the
+            // commit stays before them, so that their next owner reads
+            // them again (absorbed here, or delivered again).
+            None => self.unlogged = true,
+        }
+        Ok(())
+    }
+
+    /// A batch's write is durable: once the changelog has its ids too,
+    /// its position may leave the process.
+    fn finished(&mut self, mut w: Writing<'a>, keeper: &mut dyn Keeper) -> Result<(), PipelineError> {
         self.writes_durable.fetch_add(1, Ordering::SeqCst);
-        keeper.durable(w.position);
+        if let Some(sent) = w.sent.take() {
+            self.stage("changelog");
+            match sent.wait(self.stopping)? {
+                Some(at) => self.acked = Some(at),
+                None => self.unlogged = true,
+            }
+        }
+        if !self.unlogged {
+            keeper.durable(w.position);
+        }
         for (position, stage, reason) in &w.quarantined {
             RecordQuarantined { partition: self.name, position, stage, reason }.emit();
         }
@@ -546,7 +655,9 @@ impl Back<'_, '_> {
             // its write, when one is pending; else whatever stage it is in
             // (the back says "sink" when it gets it).
             let mut st = lock(self.state);
-            st.committable = Some(w.position as i64);
+            if !self.unlogged {
+                st.committable = Some(w.position as i64);
+            }
             st.out.pop_front();
             let stage = if self.writing.is_empty() { "plugins" } else { "store" };
             st.oldest = st.out.front().copied();
@@ -554,6 +665,7 @@ impl Back<'_, '_> {
             CommitBlocked { partition: self.name, blocking: st.blocking }.emit();
         }
         let _ = self.credits.try_send(Some(w.spent));
+        Ok(())
     }
 
     /// The batch in the back's hands entered `stage`: the "why" of a

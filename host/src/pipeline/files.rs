@@ -46,8 +46,19 @@ pub(super) fn run(
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     with_committer(&store, |committer| {
-        let shared =
-            Shared { cfg, store: &store, dedup: &dedup, sink: &sink, committer, quarantine_topic: None, stats: &stats };
+        let shared = Shared {
+            cfg,
+            store: &store,
+            dedup: &dedup,
+            sink: &sink,
+            committer,
+            quarantine_topic: None,
+            changelog: None,
+            // The files share one dedup scope: two of them read at once
+            // may hold the same id.
+            claims: (files.len() > 1).then(std::sync::Arc::default),
+            stats: &stats,
+        };
         std::thread::scope(|scope| {
             let handles: Vec<_> = files
                 .iter()

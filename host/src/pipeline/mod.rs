@@ -39,7 +39,7 @@ pub enum PipelineError {
     Plugin(#[from] crate::plugin::PluginError),
     /// A plugin of the config that cannot start, named by its key.
     #[error("{key} ({name}): {error}{hint}")]
-    PluginAt { key: String, name: String, hint: String, error: crate::plugin::PluginError },
+    PluginAt { key: String, name: String, hint: String, error: Box<crate::plugin::PluginError> },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
@@ -54,6 +54,8 @@ pub enum PipelineError {
     NoFiles(Vec<String>),
     #[error(transparent)]
     Kafka(Box<crate::source::kafka::KafkaSourceError>),
+    #[error(transparent)]
+    Changelog(Box<kafka::changelog::ChangelogError>),
     #[error("the task of partition {0} panicked (see the log); its unfinished records are read again next time")]
     Panicked(String),
 }
@@ -107,7 +109,7 @@ pub fn identity(cfg: &Config) -> Identity {
     Identity { pipeline: cfg.pipeline.name.clone(), sources }
 }
 
-fn now_nanos() -> i64 {
+pub(crate) fn now_nanos() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
@@ -131,7 +133,12 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
                 ),
                 _ => String::new(),
             };
-            PipelineError::PluginAt { key: format!("plugins[{i}]"), name: p.name.clone(), hint, error: source }
+            PipelineError::PluginAt {
+                key: format!("plugins[{i}]"),
+                name: p.name.clone(),
+                hint,
+                error: Box::new(source),
+            }
         })?;
         stages.push(stage);
     }

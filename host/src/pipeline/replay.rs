@@ -64,8 +64,10 @@ pub fn replay(
             entries.push(e);
         }
     }
-    // A batch shares one dedup scope: entries of one partition together.
-    entries.sort_by_key(|e| scope_of(&e.position));
+    // A batch shares one dedup scope: entries of one partition (or topic,
+    // under `dedup.scope = "topic"`) together.
+    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic;
+    entries.sort_by_key(|e| scope_of(&e.position, topic_wide));
     let bar = ProgressBar::new(entries.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("replay {bar:40} {pos}/{len} entries ({per_sec}, {eta} left)")
@@ -75,9 +77,18 @@ pub fn replay(
     let stats = Mutex::new(RunStats::default());
     let summary = Mutex::new(summary);
     with_committer(&store, |committer| {
-        let shared =
-            Shared { cfg, store: &store, dedup: &dedup, sink: &sink, committer, quarantine_topic: None, stats: &stats };
-        let mut reader = ReplayReader { entries: &entries, next: 0 };
+        let shared = Shared {
+            cfg,
+            store: &store,
+            dedup: &dedup,
+            sink: &sink,
+            committer,
+            quarantine_topic: None,
+            changelog: None,
+            claims: None,
+            stats: &stats,
+        };
+        let mut reader = ReplayReader { entries: &entries, next: 0, topic_wide };
         let mut keeper = ReplayKeeper { entries: &entries, store: &store, summary: &summary, bar: &bar };
         // An interactive command: Ctrl-C ends it; an entry whose delivery
         // did not finish stays in the quarantine as it was.
@@ -100,16 +111,18 @@ pub fn replay(
 struct ReplayReader<'a> {
     entries: &'a [Entry],
     next: usize,
+    topic_wide: bool,
 }
 
 impl Reader for ReplayReader<'_> {
     fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
         let Some(first) = self.entries.get(self.next) else { return Ok(None) };
-        let scope = scope_of(&first.position);
+        let topic_wide = self.topic_wide;
+        let scope = scope_of(&first.position, topic_wide);
         let mut records = Vec::new();
         while let Some(e) = self.entries.get(self.next)
             && records.len() < max
-            && scope_of(&e.position) == scope
+            && scope_of(&e.position, topic_wide) == scope
         {
             let record = Record {
                 payload: e.payload.to_vec(),

@@ -165,6 +165,41 @@ impl Store {
         Ok(())
     }
 
+    /// How far the dedup changelog has been read into this store, for
+    /// `key` (a partition's name, or `follow/<changelog partition>`): the
+    /// next changelog offset to read. Kept beside the checkpoints, under a
+    /// prefix no file path has.
+    pub fn changelog_position(&self, key: &str) -> Result<Option<i64>, StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        match self.db.get_cf(&cf, changelog_key(key)).map_err(|e| self.rocks(e))? {
+            Some(raw) => {
+                let bytes: [u8; 8] =
+                    raw.as_slice().try_into().map_err(|_| self.corrupt("changelog position", "not 8 bytes"))?;
+                Ok(Some(i64::from_be_bytes(bytes)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Add a changelog position to `batch`, durable with the ids it covers.
+    pub fn put_changelog_position(&self, batch: &mut WriteBatch, key: &str, next: i64) -> Result<(), StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        batch.put_cf(&cf, changelog_key(key), next.to_be_bytes());
+        Ok(())
+    }
+
+    /// Whether this store ever read or wrote a dedup changelog: if so, a
+    /// changelog that is gone took ids with it.
+    pub fn knows_a_changelog(&self) -> Result<bool, StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        let mut it = self.db.prefix_iterator_cf(&cf, CHANGELOG_PREFIX);
+        match it.next() {
+            Some(Ok((k, _))) => Ok(k.starts_with(CHANGELOG_PREFIX)),
+            Some(Err(e)) => Err(self.rocks(e)),
+            None => Ok(false),
+        }
+    }
+
     /// Write `batch` synced: when this returns, everything in it survives a
     /// crash of the process or the machine.
     pub fn commit(&self, batch: WriteBatch) -> Result<(), StoreError> {
@@ -213,6 +248,12 @@ impl Store {
     pub(crate) fn corrupt(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
         StoreError::Corrupt { path: self.path.clone(), what: what.into(), message: e.to_string() }
     }
+}
+
+const CHANGELOG_PREFIX: &[u8] = b"\0changelog/";
+
+fn changelog_key(key: &str) -> Vec<u8> {
+    [CHANGELOG_PREFIX, key.as_bytes()].concat()
 }
 
 /// A dedup bucket's memtable size. RocksDB's 64 MiB default was most of a

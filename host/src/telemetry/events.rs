@@ -355,3 +355,91 @@ impl QuarantineTopicAnswered<'_> {
         }
     }
 }
+
+/// A batch's accepted ids are in the dedup changelog.
+pub struct ChangelogPublished<'a> {
+    pub partition: &'a str,
+    pub ids: usize,
+    pub seconds: f64,
+}
+
+impl ChangelogPublished<'_> {
+    pub fn emit(&self) {
+        let p = self.partition.to_string();
+        counter!("sluice_changelog_ids_total", "partition" => p.clone()).increment(self.ids as u64);
+        histogram!("sluice_changelog_seconds", "partition" => p).record(self.seconds);
+    }
+}
+
+/// The dedup changelog did not take a batch's ids; the partition waits
+/// and retries (its commit stays behind them).
+pub struct ChangelogRefused<'a> {
+    pub partition: &'a str,
+    pub topic: &'a str,
+    pub error: &'a str,
+    pub round: u32,
+}
+
+impl ChangelogRefused<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_changelog_retries_total", "partition" => self.partition.to_string()).increment(1);
+        // The first refusal and then one in eight: a broker down for an
+        // hour is not thousands of lines.
+        if self.round.is_multiple_of(8) {
+            tracing::warn!(
+                partition = self.partition,
+                topic = self.topic,
+                round = self.round,
+                "dedup changelog: {}; the partition waits and retries",
+                self.error
+            );
+        }
+    }
+}
+
+/// A newly assigned partition's ids are restored from the changelog.
+pub struct RestoreFinished<'a> {
+    pub partition: &'a str,
+    pub topic: &'a str,
+    /// `-1`: the topic scope's follower, every partition.
+    pub changelog_partition: i32,
+    pub from: i64,
+    pub to: i64,
+    pub messages: u64,
+    pub ids: u64,
+    pub seconds: f64,
+}
+
+impl RestoreFinished<'_> {
+    pub fn emit(&self) {
+        let p = self.partition.to_string();
+        counter!("sluice_restore_records_total", "partition" => p.clone()).increment(self.ids);
+        gauge!("sluice_restore_seconds", "partition" => p).set(self.seconds);
+        tracing::info!(
+            partition = self.partition,
+            changelog = self.topic,
+            changelog_partition = self.changelog_partition,
+            from = self.from,
+            to = self.to,
+            messages = self.messages,
+            ids = self.ids,
+            seconds = self.seconds,
+            "dedup state restored"
+        );
+    }
+}
+
+/// Records of a partition whose ids could not be restored
+/// (`dedup.on_missing_state = "accept-duplicates"`): looked up against an
+/// incomplete window.
+pub struct UncheckedRecords<'a> {
+    pub partition: &'a str,
+    pub records: usize,
+}
+
+impl UncheckedRecords<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_dedup_unchecked_records_total", "partition" => self.partition.to_string())
+            .increment(self.records as u64);
+    }
+}

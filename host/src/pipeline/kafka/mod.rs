@@ -27,6 +27,7 @@
 //! response (`max.partition.fetch.bytes`). A slow partition is simply not
 //! polled: nothing is paused, dropped, or fetched twice.
 
+pub mod changelog;
 pub mod quarantine_topic;
 mod rebalance;
 mod task;
@@ -41,9 +42,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
-use super::driver::Shared;
+use super::driver::{self, Shared};
 use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
-use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig};
+use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
 use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
@@ -56,6 +57,9 @@ pub(crate) struct Tasks<'a> {
     pub runtime: &'a Runtime,
     /// How long a task waits to fill a batch (`source.linger`).
     pub linger: Duration,
+    /// The dedup changelog, when on: a task restores from it first.
+    pub changelog: Option<&'a changelog::Changelog<'a>>,
+    pub health: &'a Health,
 }
 
 /// The dedup window: the configured one, else the topics' retention (a
@@ -103,23 +107,49 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let quarantine_topic =
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
+    let changelog = changelog::Changelog::open(cfg, source, &store, &dedup)?.map(changelog::Changelog::with_follower);
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    with_committer(&store, |committer| {
-        let tasks = Tasks {
-            shared: Shared {
-                cfg,
-                store: &store,
-                dedup: &dedup,
-                sink: &sink,
-                committer,
-                quarantine_topic: quarantine_topic.as_ref(),
-                stats: &stats,
-            },
-            runtime,
-            linger: source.linger,
-        };
-        member(&tasks, source, stop, &health)
+    std::thread::scope(|scope| {
+        // The topic scope's follower runs beside the member, until the
+        // run stops.
+        let follower = changelog.as_ref().filter(|c| c.follow.is_some()).map(|c| {
+            scope.spawn(move || {
+                let result = c.follow(&|| stop.requested());
+                if let Err(e) = &result {
+                    tracing::error!("{e}");
+                    // Without it no partition knows the others' ids.
+                    stop.request();
+                }
+                result
+            })
+        });
+        let result = with_committer(&store, |committer| {
+            let tasks = Tasks {
+                shared: Shared {
+                    cfg,
+                    store: &store,
+                    dedup: &dedup,
+                    sink: &sink,
+                    committer,
+                    quarantine_topic: quarantine_topic.as_ref(),
+                    changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
+                    // A topic's partitions share one scope: their batches
+                    // in flight claim their ids.
+                    claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
+                    stats: &stats,
+                },
+                runtime,
+                linger: source.linger,
+                changelog: changelog.as_ref(),
+                health: &health,
+            };
+            member(&tasks, source, stop, &health)
+        });
+        stop.request();
+        let followed = follower
+            .map(|f| f.join().unwrap_or_else(|_| Err(PipelineError::Panicked("the dedup changelog follower".into()))));
+        result.and(followed.unwrap_or(Ok(())))
     })?;
     let mut stats = stats.into_inner().unwrap_or_default();
     stats.seconds = started.elapsed().as_secs_f64();
@@ -207,11 +237,10 @@ fn supervise<'scope, 'env>(
                     let _ = old.join();
                 }
                 let name = partition_name(&tp.0, tp.1);
-                let topic = tp.0.clone();
+                let (topic, number) = (tp.0.clone(), tp.1);
                 let spawned =
                     std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(scope, move || {
-                        let (runtime, linger, shared) = (shared.runtime, shared.linger, &shared.shared);
-                        if let Err(e) = task::run(shared, runtime, linger, (&topic, &name), queue, &task_stop, &state) {
+                        if let Err(e) = task::run(shared, (&topic, number, &name), queue, &task_stop, &state) {
                             fail(e);
                         }
                     });

@@ -17,26 +17,44 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::base_consumer::PartitionQueue;
 
-use crate::custody::ids::{Scope, scope};
-use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
-use crate::pipeline::{PipelineError, build_chain};
-use crate::plugin::Runtime;
-use crate::source::kafka::record::{KafkaRecord, from_message};
-
+use super::Tasks;
+use super::changelog::restore::Restored;
 use super::rebalance::Context;
+use crate::config::DedupScope;
+use crate::custody::ids::{Scope, scope, topic_scope};
+use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader};
+use crate::pipeline::{PipelineError, build_chain};
+use crate::source::kafka::record::{KafkaRecord, from_message};
+use crate::telemetry::events::UncheckedRecords;
 
 pub(super) fn run(
-    shared: &Shared<'_>,
-    runtime: &Runtime,
-    linger: Duration,
-    (topic, name): (&str, &str),
+    tasks: &Tasks<'_>,
+    (topic, number, name): (&str, i32, &str),
     queue: PartitionQueue<Context>,
     stop: &AtomicBool,
     state: &Arc<Mutex<PartitionState>>,
 ) -> Result<(), PipelineError> {
-    let chain = build_chain(runtime, shared.cfg)?;
-    let mut reader = KafkaReader { queue, stop, linger, scope: scope(name), topic: Arc::from(topic), name };
+    let shared = &tasks.shared;
+    let chain = build_chain(tasks.runtime, shared.cfg)?;
     let stopping = || stop.load(Ordering::SeqCst);
+    // The partition's ids, from its last owner's changelog, before its
+    // first batch: not ready meanwhile. Records queued by librdkafka wait.
+    let unchecked = match tasks.changelog {
+        Some(changelog) => {
+            let _restoring = tasks.health.restoring();
+            match changelog.restore(name, number, &stopping)? {
+                Restored::Done => false,
+                Restored::Unchecked => true,
+                Restored::Stopped => return Ok(()),
+            }
+        }
+        None => false,
+    };
+    let scope = match shared.cfg.dedup.scope {
+        DedupScope::Partition => scope(name),
+        DedupScope::Topic => topic_scope(topic),
+    };
+    let mut reader = KafkaReader { queue, stop, linger: tasks.linger, scope, topic: Arc::from(topic), name, unchecked };
     // Starts at the first record received: the group's committed offset,
     // or past a compaction hole.
     let partition = Partition { name, start: None, chain, stopping: &stopping, state: state.clone() };
@@ -56,6 +74,9 @@ struct KafkaReader<'a> {
     /// Shared by every record's position: no topic name allocated per record.
     topic: Arc<str>,
     name: &'a str,
+    /// The partition's ids could not be restored (accept-duplicates): its
+    /// records are counted as looked up against an incomplete window.
+    unchecked: bool,
 }
 
 impl KafkaReader<'_> {
@@ -118,6 +139,9 @@ impl Reader for KafkaReader<'_> {
                 Some(r) => records.push(pulled(r)),
                 None => break,
             }
+        }
+        if self.unchecked {
+            UncheckedRecords { partition: self.name, records: records.len() }.emit();
         }
         Ok(Some(Pull { records, scope: self.scope, received }))
     }

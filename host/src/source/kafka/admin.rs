@@ -1,6 +1,6 @@
 //! Questions for the brokers outside the consume loop: topic retention
-//! (the default dedup window), the group's lag (`sluice lag`), and resetting
-//! the group's offsets (`sluice replay`).
+//! (the default dedup window), the group's lag (`sluice lag`), resetting
+//! the group's offsets (`sluice replay`), and the dedup changelog's topic.
 
 use std::time::Duration;
 
@@ -37,40 +37,95 @@ pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<
 /// topic keeps records forever or the brokers do not say.
 pub fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceError> {
     let c = consumer(k)?;
-    let topics: std::collections::BTreeSet<String> = partitions(&c, k)?.into_iter().map(|(t, _)| t).collect();
+    let topics: Vec<String> =
+        partitions(&c, k)?.into_iter().map(|(t, _)| t).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     if topics.is_empty() {
         return Ok(None);
     }
+    let mut longest: Option<Duration> = None;
+    for r in retentions(k, &topics)? {
+        match r {
+            Some(d) => longest = Some(longest.map_or(d, |l| l.max(d))),
+            // Kept forever: no window covers that.
+            None => return Ok(None),
+        }
+    }
+    Ok(longest)
+}
+
+/// An admin client with only the connection and security settings.
+fn admin(k: &KafkaSourceConfig) -> Result<AdminClient<DefaultClientContext>, KafkaSourceError> {
     let mut admin_cfg = ClientConfig::new();
     for (key, value) in client_config(k)?.config_map() {
         if ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p)) {
             admin_cfg.set(key, value);
         }
     }
-    let admin: AdminClient<DefaultClientContext> =
-        admin_cfg.create().map_err(KafkaSourceError::client("create an admin client"))?;
-    let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
+    admin_cfg.create().map_err(KafkaSourceError::client("create an admin client"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, KafkaSourceError> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| KafkaSourceError::Other(format!("runtime: {e}")))?;
-    let results = rt
+        .map_err(|e| KafkaSourceError::Other(format!("runtime: {e}")))
+}
+
+/// Each topic's `retention.ms`; `None` for one kept forever (or unsaid).
+pub fn retentions(k: &KafkaSourceConfig, topics: &[String]) -> Result<Vec<Option<Duration>>, KafkaSourceError> {
+    let admin = admin(k)?;
+    let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let results = runtime()?
         .block_on(admin.describe_configs(&specs, &AdminOptions::new().request_timeout(Some(TIMEOUT))))
         .map_err(KafkaSourceError::client("describe topic configs"))?;
-    let mut longest: Option<Duration> = None;
+    let mut out = Vec::new();
     for r in results {
         let resource = r.map_err(|code| KafkaSourceError::Other(format!("describe topic configs: {code}")))?;
         let ms = resource.get("retention.ms").and_then(|e| e.value.as_deref()).and_then(|v| v.parse::<i64>().ok());
-        match ms {
-            Some(ms) if ms >= 0 => {
-                let d = Duration::from_millis(ms as u64);
-                longest = Some(longest.map_or(d, |l| l.max(d)));
-            }
-            // -1: kept forever; no window covers that.
-            _ => return Ok(None),
+        out.push(ms.filter(|ms| *ms >= 0).map(|ms| Duration::from_millis(ms as u64)));
+    }
+    Ok(out)
+}
+
+/// How many partitions `topic` has; `None` when it does not exist.
+pub fn partition_count(k: &KafkaSourceConfig, topic: &str) -> Result<Option<i32>, KafkaSourceError> {
+    let c = consumer(k)?;
+    let md =
+        c.fetch_metadata(Some(topic), TIMEOUT).map_err(KafkaSourceError::client(format!("metadata of {topic}")))?;
+    Ok(md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map(|t| t.partitions().len() as i32))
+}
+
+/// The most partitions any configured topic has (0 when none exists yet).
+pub fn source_partition_count(k: &KafkaSourceConfig) -> Result<i32, KafkaSourceError> {
+    let c = consumer(k)?;
+    let parts = partitions(&c, k)?;
+    Ok(parts.iter().map(|(_, p)| p + 1).max().unwrap_or(0))
+}
+
+/// Create `topic` (replication as the brokers default) with `configs`.
+pub fn create_topic(
+    k: &KafkaSourceConfig,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, String)],
+) -> Result<(), KafkaSourceError> {
+    let admin = admin(k)?;
+    let mut new = rdkafka::admin::NewTopic::new(topic, partitions, rdkafka::admin::TopicReplication::Fixed(-1));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
+    let results = runtime()?
+        .block_on(admin.create_topics([&new], &AdminOptions::new().operation_timeout(Some(TIMEOUT))))
+        .map_err(KafkaSourceError::client(format!("create topic {topic}")))?;
+    for r in results {
+        match r {
+            Ok(_) => {}
+            // Another member created it first.
+            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, code)) => return Err(KafkaSourceError::Other(format!("create topic {t}: {code}"))),
         }
     }
-    Ok(longest)
+    Ok(())
 }
 
 /// One partition's progress for the group.
