@@ -212,6 +212,11 @@ fn default_poll() -> Duration {
 pub struct PluginConfig {
     pub name: String,
     pub path: PathBuf,
+    /// `"blake3:<hex>"` or `"sha256:<hex>"`: the file must have this
+    /// digest, or the start (and a reload) stops. `sluice plugin inspect`
+    /// prints the line.
+    #[serde(default)]
+    pub digest: Option<String>,
     /// The plugin's own table, handed to its `init`.
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
@@ -575,8 +580,11 @@ impl Config {
         if !path.is_file() {
             return Err(load_err("no such file".into()));
         }
+        let text = std::fs::read_to_string(path).map_err(|e| load_err(e.to_string()))?;
+        let text = interpolate_file(&text, &|name| std::env::var(name).ok())
+            .map_err(|(key, message)| ConfigError::Invalid { path: path.to_path_buf(), key, message })?;
         let raw = config::Config::builder()
-            .add_source(config::File::from(path).format(config::FileFormat::Toml))
+            .add_source(config::File::from_str(&text, config::FileFormat::Toml))
             .add_source(
                 config::Environment::with_prefix("SLUICE").prefix_separator("__").separator("__").try_parsing(true),
             )
@@ -679,6 +687,9 @@ impl Config {
             }
             if !p.config.is_object() {
                 return Err(invalid(&format!("plugins[{i}].config"), "must be a table".into()));
+            }
+            if let Some(d) = &p.digest {
+                d.parse::<crate::plugin::pin::Pin>().map_err(|e| invalid(&format!("plugins[{i}].digest"), e))?;
             }
         }
         if let Some(dup) = self
@@ -824,9 +835,135 @@ impl KafkaSourceConfig {
     }
 }
 
+/// `${VAR}`, `${VAR:-default}` (unset or empty: the default) and
+/// `${VAR:?message}` in every string of the file, before anything else
+/// reads it; `$${` is a literal `${`. An unset variable without a default
+/// is an error naming the key and the variable: never an empty string
+/// that surfaces at run time.
+fn interpolate_file(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, (String, String)> {
+    if !text.contains("${") {
+        return Ok(text.to_string());
+    }
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| (String::new(), e.to_string()))?;
+    for (k, v) in table.iter_mut() {
+        interpolate_value(v, k, env)?;
+    }
+    toml::to_string(&table).map_err(|e| (String::new(), e.to_string()))
+}
+
+fn interpolate_value(
+    v: &mut toml::Value,
+    key: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), (String, String)> {
+    match v {
+        toml::Value::String(s) => *s = interpolate(s, env).map_err(|m| (key.to_string(), m))?,
+        toml::Value::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                interpolate_value(x, &format!("{key}[{i}]"), env)?;
+            }
+        }
+        toml::Value::Table(t) => {
+            for (k, x) in t.iter_mut() {
+                interpolate_value(x, &format!("{key}.{k}"), env)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn interpolate(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+            continue;
+        }
+        let Some(body) = tail.strip_prefix("${") else {
+            out.push('$');
+            rest = &tail[1..];
+            continue;
+        };
+        let end = body.find('}').ok_or_else(|| format!("{tail:?}: a ${{ without its }}"))?;
+        let (expr, after) = (&body[..end], &body[end + 1..]);
+        let (name, op) = match expr.find([':']) {
+            Some(i) => (&expr[..i], Some(&expr[i..])),
+            None => (expr, None),
+        };
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(format!("${{{expr}}}: {name:?} is not a variable name"));
+        }
+        let value = env(name);
+        match op {
+            None => out.push_str(&value.ok_or_else(|| {
+                format!("${{{name}}}: the environment variable {name} is not set (give a default with ${{{name}:-…}})")
+            })?),
+            Some(op) if op.starts_with(":-") => match value.filter(|v| !v.is_empty()) {
+                Some(v) => out.push_str(&v),
+                None => out.push_str(&op[2..]),
+            },
+            Some(op) if op.starts_with(":?") => match value.filter(|v| !v.is_empty()) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("${{{name}}}: {} (the environment variable {name} is not set)", &op[2..])),
+            },
+            Some(op) => return Err(format!("${{{expr}}}: {op:?} is not :-default or :?message")),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_variables_are_interpolated_or_named_when_missing() {
+        let env = |name: &str| match name {
+            "BROKERS" => Some("k1:9092,k2:9092".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(interpolate("${BROKERS}", &env).as_deref(), Ok("k1:9092,k2:9092"));
+        assert_eq!(interpolate("a-${UNSET:-b}-${EMPTY:-c}", &env).as_deref(), Ok("a-b-c"));
+        assert_eq!(interpolate("cost $5, $${HOME} kept", &env).as_deref(), Ok("cost $5, ${HOME} kept"));
+        assert!(interpolate("${UNSET}", &env).is_err_and(|e| e.contains("UNSET is not set")));
+        assert!(interpolate("${UNSET:?set it to the group}", &env).is_err_and(|e| e.contains("set it to the group")));
+        assert!(interpolate("${BROKERS", &env).is_err_and(|e| e.contains("without its }")));
+        assert!(interpolate("${1X}", &env).is_err_and(|e| e.contains("not a variable name")));
+        let text = "[pipeline]\nname = \"p-${UNSET:-x}\"\n[[plugins]]\nname = \"j\"\npath = \"${PLUGINS}/j.wasm\"\n";
+        assert_eq!(
+            interpolate_file(text, &env).err(),
+            Some((
+                "plugins[0].path".to_string(),
+                "${PLUGINS}: the environment variable PLUGINS is not set (give a default with ${PLUGINS:-…})"
+                    .to_string()
+            ))
+        );
+        let ok =
+            interpolate_file("[source]\nbrokers = \"${BROKERS}\"\nn = 3\n", &env).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(ok.contains("brokers = \"k1:9092,k2:9092\"") && ok.contains("n = 3"), "{ok}");
+        // Through `Config::load`: before anything starts.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("s.toml");
+        std::fs::write(
+            &path,
+            "[pipeline]\nname = \"p\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\n\
+             paths = [\"${SLUICE_TEST_UNSET_LOG_DIR}/a.log\"]\n[sink]\ntype = \"stdout\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = error_of(Config::load(&path));
+        assert!(e.contains("source.paths[0]") && e.contains("SLUICE_TEST_UNSET_LOG_DIR is not set"), "{e}");
+    }
 
     /// The annotated examples are configs a newcomer copies: each must load.
     #[test]

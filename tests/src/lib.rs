@@ -172,9 +172,15 @@ pub fn quarantine_entries(state: &Path) -> Vec<(String, String)> {
 
 /// The `/metrics` text of a sluice on `port` (empty when it does not answer).
 pub fn scrape(port: u16) -> String {
+    get(port, "/metrics")
+}
+
+/// The whole HTTP/1.0 answer of `GET path` on loopback (empty when nothing
+/// listens).
+pub fn get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let _ = s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes());
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out

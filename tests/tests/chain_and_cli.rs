@@ -293,3 +293,53 @@ fn plugin_inspect_tells_a_0_1_plugin_from_a_0_2_one() {
 fn blake3_hex(bytes: &[u8]) -> String {
     sluice::plugin::digest_hex(bytes)
 }
+
+#[test]
+fn a_plugin_pinned_by_digest_starts_only_from_the_pinned_bytes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "{\"a\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+    let json = plugin("json");
+    let check = |digest_line: &str| {
+        let cfg = format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n[[plugins]]\nname = \"json\"\npath = \"{}\"\n{digest_line}\n",
+            json.display()
+        );
+        std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
+        let out = Command::new(sluice_bin!())
+            .args(["check", "-c", "sluice.toml"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // The line `plugin inspect` prints, pasted as it is.
+    let (code, stdout, stderr) = sluice(&["plugin", "inspect", &json.display().to_string()], "");
+    assert_eq!(code, 0, "{stderr}");
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pin:"))
+        .and_then(|l| l.trim().split("   ").next())
+        .unwrap_or_else(|| panic!("no pin line: {stdout}"))
+        .to_string();
+    let bytes = std::fs::read(&json).unwrap_or_default();
+    assert_eq!(line, format!("digest = \"blake3:{}\"", blake3_hex(&bytes)));
+    assert_eq!(check(&line), (0, String::new()), "the pinned build starts");
+    // sha256, as a build pipeline would publish it.
+    let sha = Command::new("sha256sum").arg(&json).output().unwrap_or_else(|e| panic!("sha256sum: {e}"));
+    let sha = String::from_utf8_lossy(&sha.stdout).split_whitespace().next().unwrap_or_default().to_string();
+    assert_eq!(check(&format!("digest = \"sha256:{sha}\"")).0, 0);
+    // Another file under the trusted name: refused, naming both digests.
+    let other = blake3_hex(&std::fs::read(plugin("ts-window")).unwrap_or_default());
+    let (code, err) = check(&format!("digest = \"blake3:{other}\""));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("plugins[0] (json)")
+            && err.contains(&format!("has digest blake3:{}", blake3_hex(&bytes)))
+            && err.contains(&format!("plugins[0].digest pins blake3:{other}")),
+        "{err}"
+    );
+    let (code, err) = check("digest = \"md5:0123\"");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("plugins[0].digest") && err.contains("blake3 or sha256"), "{err}");
+}

@@ -432,6 +432,28 @@ fn hundred_thousand_ids_over_four_partitions_reconcile_and_commit() {
     let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
     let started = Instant::now();
     let mut child = f.spawn(&config, "a.log");
+    // Not ready until the group has assigned partitions (the join takes
+    // about half the session timeout, 3 s here), then ready.
+    let ready = |port| sluice_e2e::get(port, "/ready");
+    let mut answers = Vec::new();
+    while started.elapsed() < Duration::from_secs(30) {
+        let a = ready(port);
+        let status = a.split_whitespace().nth(1).unwrap_or("").to_string();
+        if answers.last() != Some(&status) {
+            answers.push(status.clone());
+        }
+        if status == "200" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        answers.iter().any(|s| s == "503") && answers.last().map(String::as_str) == Some("200"),
+        "/ready went {answers:?}; {}",
+        f.logs()
+    );
+    let logs = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    assert!(logs.contains("kind=\"assigned\""), "ready only once assigned: {logs}");
     // Lag and commit metrics as they read mid-run.
     let mut mid_run = String::new();
     while started.elapsed() < Duration::from_secs(30) {

@@ -171,6 +171,7 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     println!("name:        {}", i.name);
     println!("path:        {}", i.path.display());
     println!("digest:      blake3:{}", i.digest);
+    println!("pin:         digest = \"blake3:{}\"   (in the plugin's [[plugins]] table)", i.digest);
     println!("size:        {} bytes", i.size_bytes);
     match (&i.wit_version, &i.not_runnable) {
         (Some(v), None) => println!("wit:         {}@{v}", inspect::WIT_PACKAGE),

@@ -25,17 +25,18 @@ pub(super) fn run(
     runtime: &Runtime,
     stop: &Stop,
 ) -> Result<RunStats, PipelineError> {
+    // Files have no group to join: ready once the state store is open. No
+    // heartbeat: a partition waiting on an open breaker is late, not sick,
+    // and must not be restarted for it.
+    let health = std::sync::Arc::new(crate::telemetry::Health::default());
     if let Some(addr) = cfg.metrics.listen {
-        // Files have no group to join: ready once the pipeline runs. No
-        // heartbeat: a partition waiting on an open breaker is late, not
-        // sick, and must not be restarted for it.
-        let health = std::sync::Arc::new(crate::telemetry::Health::default());
-        health.set_ready(true);
-        let bound = crate::telemetry::server::serve(addr, health).map_err(|e| PipelineError::Metrics(e.to_string()))?;
+        let bound =
+            crate::telemetry::server::serve(addr, health.clone()).map_err(|e| PipelineError::Metrics(e.to_string()))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }
     crate::telemetry::install();
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    health.set_ready(true);
     let files = discover(&source.paths)?;
     if files.is_empty() {
         return Err(PipelineError::NoFiles(source.paths.clone()));

@@ -50,12 +50,20 @@ pub enum PipelineError {
     Offsets(#[from] crate::custody::OffsetError),
     #[error("metrics endpoint: {0}")]
     Metrics(String),
+    #[error("{0}")]
+    Config(String),
     #[error("source paths {0:?} match no file")]
     NoFiles(Vec<String>),
     #[error(transparent)]
     Kafka(Box<crate::source::kafka::KafkaSourceError>),
     #[error(transparent)]
     Changelog(Box<kafka::changelog::ChangelogError>),
+    /// A pinned plugin whose file is another.
+    #[error(
+        "{key} ({name}): {path} has digest {found}, but {key}.digest pins {pinned}: the file is not the plugin this \
+         config was written for. Put the pinned build back, or pin the new one (`sluice plugin inspect` prints the line)"
+    )]
+    DigestMismatch { key: String, name: String, path: String, pinned: String, found: String },
     #[error("the task of partition {0} panicked (see the log); its unfinished records are read again next time")]
     Panicked(String),
 }
@@ -123,6 +131,27 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
     use crate::plugin::{Fault, Isolated, PluginError};
     let mut stages = Vec::with_capacity(cfg.plugins.len());
     for (i, p) in cfg.plugins.iter().enumerate() {
+        // A pinned plugin is checked before it is compiled: bytes that are
+        // not the pinned ones never run.
+        let pin = p
+            .digest
+            .as_deref()
+            .map(str::parse::<crate::plugin::pin::Pin>)
+            .transpose()
+            .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
+        let mismatch =
+            |found: crate::plugin::pin::Pin, pinned: &crate::plugin::pin::Pin| PipelineError::DigestMismatch {
+                key: format!("plugins[{i}]"),
+                name: p.name.clone(),
+                path: p.path.display().to_string(),
+                pinned: pinned.to_string(),
+                found: found.to_string(),
+            };
+        if let Some(pin) = &pin
+            && let Ok(bytes) = std::fs::read(&p.path)
+        {
+            pin.check(&bytes).map_err(|found| mismatch(found, pin))?;
+        }
         let stage = runtime.load(&p.spec()).and_then(Isolated::new).map_err(|source| {
             let hint = match &source {
                 PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
@@ -140,6 +169,13 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
                 error: Box::new(source),
             }
         })?;
+        // And the bytes compiled are the bytes checked (the file may have
+        // been replaced in between).
+        if let Some(pin @ crate::plugin::pin::Pin::Blake3(want)) = &pin
+            && stage.id().digest.as_bytes() != want
+        {
+            return Err(mismatch(crate::plugin::pin::Pin::Blake3(*stage.id().digest.as_bytes()), pin));
+        }
         stages.push(stage);
     }
     Ok(Chain::new(stages))

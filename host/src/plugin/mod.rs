@@ -18,6 +18,7 @@ pub mod inspect;
 mod instance;
 mod isolate;
 pub mod output_rules;
+pub mod pin;
 mod sandbox;
 mod types;
 

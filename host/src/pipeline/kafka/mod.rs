@@ -176,7 +176,6 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
     let _ = consumer.context().consumer.set(Arc::downgrade(&consumer));
     let topics: Vec<&str> = source.topics.iter().map(String::as_str).collect();
     consumer.subscribe(&topics).map_err(KafkaSourceError::client(format!("subscribe to {topics:?}")))?;
-    health.set_ready(true);
 
     let failure: Mutex<Option<PipelineError>> = Mutex::new(None);
     std::thread::scope(|scope| {
@@ -290,6 +289,10 @@ fn consume(
     let mut last_error: Option<(String, Instant)> = None;
     while !stop.requested() {
         health.beat();
+        // Ready once the group has given this member partitions (and, in
+        // `Health`, none of them is still restoring its dedup state). The
+        // state store opened before the loop started.
+        health.set_ready(ctx.registry.lock().map(|r| !r.is_empty()).unwrap_or(false));
         match consumer.poll(Duration::from_millis(50)) {
             // Every assigned partition's queue is split off before its
             // assignment takes effect (`rebalance`), so no record should
