@@ -185,3 +185,11 @@ pub fn get(port: u16, path: &str) -> String {
     let _ = s.read_to_string(&mut out);
     out
 }
+
+/// Per line of an NDJSON sink file, whether the event has a timestamp: a
+/// reload test's way to tell the old chain's events from the new one's.
+pub fn timestamped_lines(sink: &str) -> Vec<bool> {
+    sink.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).map(|v| !v["timestamp"].is_null()).unwrap_or(false))
+        .collect()
+}

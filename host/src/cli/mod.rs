@@ -2,6 +2,7 @@
 //! one holds the argument grammar (clap) and the dispatch.
 
 pub mod plugin;
+mod reload;
 pub mod run;
 mod scaffold;
 
@@ -66,8 +67,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the pipeline of a config file.
-    Run(ConfigArgs),
+    /// Run the pipeline of a config file. SIGHUP reloads it.
+    Run(PipelineArgs),
     /// Validate a config, load its plugins, print the resolved pipeline.
     Check(ConfigArgs),
     /// List and inspect quarantined records.
@@ -91,6 +92,16 @@ pub struct ConfigArgs {
     /// environment variable SLUICE__SECTION__KEY.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct PipelineArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Reload when the config file changes (checked every second), as on
+    /// SIGHUP.
+    #[arg(long)]
+    pub watch_config: bool,
 }
 
 #[derive(Args, Debug)]

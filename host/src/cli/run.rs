@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::{ConfigArgs, QuarantineCommand};
 use crate::config::{Config, SourceConfig};
-use crate::pipeline::{self, Stop};
+use crate::pipeline;
 use crate::plugin::Runtime;
 use crate::store::Store;
 
@@ -15,10 +15,22 @@ use crate::store::Store;
 pub struct BadInput(pub anyhow::Error);
 
 fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
-    let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
+    let (cfg, chain) = validate(args, &runtime, true)?;
+    Ok((cfg, runtime, chain))
+}
+
+/// Everything `check` checks; the state store too when `open_store` (a
+/// reload does not: the running pipeline holds it, and its folder cannot
+/// change live).
+pub(super) fn validate(
+    args: &ConfigArgs,
+    runtime: &Runtime,
+    open_store: bool,
+) -> Result<(Config, crate::plugin::Chain), BadInput> {
+    let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
     // Every plugin loads and accepts its config, or nothing starts.
-    let chain = pipeline::build_chain(&runtime, &cfg)
+    let chain = pipeline::build_chain(runtime, &cfg)
         .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
     // Sources that can be read and a sink that can be written, or nothing starts.
     match &cfg.source {
@@ -55,9 +67,11 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), Ba
         .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
     // The state store opens for this pipeline (not another's, not one
     // another process holds), or nothing starts.
-    Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
-        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
-    Ok((cfg, runtime, chain))
+    if open_store {
+        Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
+            .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    }
+    Ok((cfg, chain))
 }
 
 pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
@@ -166,53 +180,15 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
     }
 }
 
-pub fn run(args: &ConfigArgs) -> ExitCode {
-    let (cfg, runtime, _) = match load(args) {
+pub fn run(args: &super::PipelineArgs) -> ExitCode {
+    let (cfg, runtime, _) = match load(&args.config) {
         Ok(v) => v,
         Err(BadInput(e)) => {
             eprintln!("error: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let stop = Stop::default();
-    watch_signals(stop.clone(), cfg.shutdown.grace);
-    match pipeline::run(&cfg, &runtime, &stop) {
-        Ok(stats) => {
-            eprintln!("{}", serde_json::json!({ "summary": stats }));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {:#}", anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name)));
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// First SIGTERM/SIGINT: stop reading, let in-flight batches finish and
-/// checkpoint, within `grace`. A second signal, or the grace running out,
-/// exits at once: whatever was unfinished is read again next time.
-fn watch_signals(stop: Stop, grace: std::time::Duration) {
-    let spawned = std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        rt.block_on(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-                return;
-            };
-            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-            tracing::warn!("stopping: finishing in-flight batches (a second signal exits at once)");
-            stop.request();
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-                _ = tokio::time::sleep(grace) => tracing::error!("grace period over; exiting"),
-            }
-            std::process::exit(130);
-        });
-    });
-    if let Err(e) = spawned {
-        tracing::error!("cannot watch signals: {e}");
-    }
+    super::reload::run(args, cfg, &runtime)
 }
 
 pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {

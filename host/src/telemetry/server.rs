@@ -2,7 +2,7 @@
 //! that a busy pipeline never delays a scrape or a probe.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -18,26 +18,49 @@ pub enum ServerError {
     Recorder,
 }
 
+/// The pipeline whose health an endpoint answers for: a reload runs a new
+/// pipeline behind the same endpoint.
+type Current = Arc<RwLock<Arc<Health>>>;
+
+/// Endpoints already serving in this process, by the address asked for.
+static SERVING: Mutex<Vec<(SocketAddr, SocketAddr, Current)>> = Mutex::new(Vec::new());
+
+fn current(slot: &Current) -> Arc<Health> {
+    slot.read().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone())
+}
+
 /// Bind `addr` and serve until the process ends. Returns the bound address
-/// (port 0 picks a free one).
+/// (port 0 picks a free one). Asked again for the same address (a reload),
+/// the endpoint stays and answers for `health` from then on.
 pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, ServerError> {
+    let mut serving = SERVING.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, bound, slot)) = serving.iter().find(|(asked, _, _)| *asked == addr) {
+        *slot.write().unwrap_or_else(|p| p.into_inner()) = health;
+        return Ok(*bound);
+    }
     let handle = super::install().ok_or(ServerError::Recorder)?;
     let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
     listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServerError::Bind { addr, source })?;
-    let (h1, h2) = (health.clone(), health);
+    let slot: Current = Arc::new(RwLock::new(health));
+    serving.push((addr, bound, slot.clone()));
+    let (h1, h2) = (slot.clone(), slot);
     let app = Router::new()
         .route("/metrics", get(move || async move { handle.render() }))
         .route(
             "/health",
             get(move || async move {
-                if h1.is_healthy() { (StatusCode::OK, "ok\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "stalled\n") }
+                if current(&h1).is_healthy() {
+                    (StatusCode::OK, "ok\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "stalled\n")
+                }
             }),
         )
         .route(
             "/ready",
             get(move || async move {
-                if h2.is_ready() {
+                if current(&h2).is_ready() {
                     (StatusCode::OK, "ready\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
