@@ -177,8 +177,11 @@ fn drive(control: &Control, runtime: &Runtime) -> ExitCode {
             Some((c, _)) => c.clone(),
             None => return ExitCode::from(1),
         };
-        // A signal that came while the pipelines changed hands.
-        if control.shutting_down.load(Ordering::SeqCst) {
+        // A signal, or another valid reload, that came while the
+        // pipelines changed hands: its stop went to the old one.
+        if control.shutting_down.load(Ordering::SeqCst)
+            || control.pending.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        {
             stop.request();
         }
         let result = pipeline::run(&cfg, runtime, &stop);
