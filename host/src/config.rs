@@ -891,7 +891,7 @@ fn interpolate(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, 
         };
         let end = body.find('}').ok_or_else(|| format!("{tail:?}: a ${{ without its }}"))?;
         let (expr, after) = (&body[..end], &body[end + 1..]);
-        let (name, op) = match expr.find([':']) {
+        let (name, op) = match expr.find(':') {
             Some(i) => (&expr[..i], Some(&expr[i..])),
             None => (expr, None),
         };

@@ -129,11 +129,13 @@ fn fingerprint(path: &Path) -> Option<blake3::Hash> {
     std::fs::read(path).ok().map(|b| blake3::hash(&b))
 }
 
-pub fn run(args: &RunArgs, cfg: Config, runtime: &Runtime) -> ExitCode {
+/// `chain` is the one `load` validated `cfg` with: its digests are the
+/// config's in force.
+pub fn run(args: &RunArgs, cfg: Config, chain: &Chain, runtime: &Runtime) -> ExitCode {
     let control = Arc::new(Control::default());
     let (reloads, requests) = mpsc::channel::<()>();
     watch_signals(control.clone(), reloads.clone(), cfg.shutdown.grace);
-    let first = pipeline::build_chain(runtime, &cfg).map(|c| digest(&args.config.config, &c)).unwrap_or_default();
+    let first = digest(&args.config.config, chain);
     in_force(&first, None);
     *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
     std::thread::scope(|scope| {

@@ -163,11 +163,10 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
         }
     };
     match topic_state(k, &topic, window, cfg.dedup.changelog.retention_factor) {
-        Ok(state @ TopicState::Exists { .. }) => {
-            let TopicState::Exists { partitions, retention } = &state else { return };
+        Ok(TopicState::Exists { partitions, retention }) => {
             let kept = retention.map(sluice_guest::duration::display).unwrap_or_else(|| "unknown".into());
             println!("  dedup:  changelog {topic:?} ({partitions} partitions, retention {kept}); {on_missing}");
-            if let Some(w) = retention_warning(&state, window) {
+            if let Some(w) = retention_warning(retention, window) {
                 println!("  warning: dedup changelog {topic:?}: {w}");
             }
         }
@@ -181,14 +180,14 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
 }
 
 pub fn run(args: &super::PipelineArgs) -> ExitCode {
-    let (cfg, runtime, _) = match load(&args.config) {
+    let (cfg, runtime, chain) = match load(&args.config) {
         Ok(v) => v,
         Err(BadInput(e)) => {
             eprintln!("error: {e:#}");
             return ExitCode::from(2);
         }
     };
-    super::reload::run(args, cfg, &runtime)
+    super::reload::run(args, cfg, &chain, &runtime)
 }
 
 pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {

@@ -119,7 +119,7 @@ impl Context {
         for (name, state) in parts {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(offset) = st.committable.filter(|c| Some(*c) > st.committed) {
-                let (topic, partition) = split(name);
+                let (topic, partition) = crate::source::kafka::split_partition_name(name);
                 if tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).is_ok() {
                     committing.push((name.clone(), offset));
                 }
@@ -144,14 +144,6 @@ impl Context {
             reason,
         }
         .emit();
-    }
-}
-
-/// `topic/partition` back into its parts (topics never contain `/`).
-fn split(name: &str) -> (&str, i32) {
-    match name.rsplit_once('/') {
-        Some((t, p)) => (t, p.parse().unwrap_or(-1)),
-        None => (name, -1),
     }
 }
 

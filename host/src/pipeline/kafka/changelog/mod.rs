@@ -109,12 +109,12 @@ pub fn topic_state(
 }
 
 /// A warning when an existing changelog keeps ids for less than the window.
-pub fn retention_warning(state: &TopicState, window: Duration) -> Option<String> {
-    match state {
-        TopicState::Exists { retention: Some(r), .. } if *r < window => Some(format!(
+pub fn retention_warning(retention: Option<Duration>, window: Duration) -> Option<String> {
+    match retention {
+        Some(r) if r < window => Some(format!(
             "its retention {} is shorter than the dedup window {}: ids older than that are not restored on another \
              instance; raise retention.ms",
-            sluice_guest::duration::display(*r),
+            sluice_guest::duration::display(r),
             sluice_guest::duration::display(window)
         )),
         _ => None,
@@ -150,7 +150,7 @@ impl<'s> Changelog<'s> {
         let partitions =
             match topic_state(source, &topic, window, cfg.dedup.changelog.retention_factor).map_err(kafka)? {
                 TopicState::Exists { partitions, retention } => {
-                    if let Some(w) = retention_warning(&TopicState::Exists { partitions, retention }, window) {
+                    if let Some(w) = retention_warning(retention, window) {
                         tracing::warn!(topic, "dedup changelog: {w}");
                     }
                     partitions
@@ -283,8 +283,7 @@ impl SentIds for Sent<'_> {
 
 impl IdLog for Changelog<'_> {
     fn send<'l>(&'l self, partition: &str, now_secs: u64, ids: &[IdDigest]) -> Box<dyn SentIds + 'l> {
-        let source_partition = partition.rsplit_once('/').and_then(|(_, p)| p.parse().ok()).unwrap_or(0);
-        let target = self.partition_of(source_partition);
+        let target = self.partition_of(crate::source::kafka::split_partition_name(partition).1.max(0));
         let values: Vec<Vec<u8>> = ids.chunks(IDS_PER_MESSAGE).map(|c| message::encode(now_secs, c)).collect();
         let reports = self.send_all(partition, target, &values);
         Box::new(Sent {
