@@ -19,23 +19,74 @@ pub enum ConfigError {
     Load { path: PathBuf, message: String },
     #[error("config {}: {key}: {message}", path.display())]
     Invalid { path: PathBuf, key: String, message: String },
+    /// More than one thing is wrong: each on its own line, key first.
+    #[error("config {} has {} problems:{}", path.display(), problems.len(), problems.iter().map(|p| format!("\n  {}: {}", p.key, p.message)).collect::<String>())]
+    Many { path: PathBuf, problems: Vec<Problem> },
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One thing wrong with a config: the key at fault and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+/// Everything wrong with one config file, gathered before anything
+/// refuses it: an operator fixes a config in one round trip, not one per
+/// mistake.
+pub struct Problems {
+    path: PathBuf,
+    list: Vec<Problem>,
+}
+
+impl Problems {
+    pub fn new(path: &Path) -> Problems {
+        Problems { path: path.to_path_buf(), list: Vec::new() }
+    }
+
+    pub fn add(&mut self, key: &str, message: String) {
+        self.list.push(Problem { key: key.to_string(), message });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Nothing wrong, one thing (its key in the message, as ever), or a list.
+    pub fn into_result(mut self) -> Result<(), ConfigError> {
+        match self.list.len() {
+            0 => Ok(()),
+            1 => {
+                let Problem { key, message } = self.list.remove(0);
+                Err(ConfigError::Invalid { path: self.path, key, message })
+            }
+            _ => Err(ConfigError::Many { path: self.path, problems: self.list }),
+        }
+    }
+}
+
+impl ConfigError {
+    /// Each problem on its own, for a caller that adds its own (`check`).
+    pub fn problems(&self) -> Vec<Problem> {
+        match self {
+            ConfigError::Load { message, .. } => vec![Problem { key: String::new(), message: message.clone() }],
+            ConfigError::Invalid { key, message, .. } => vec![Problem { key: key.clone(), message: message.clone() }],
+            ConfigError::Many { problems, .. } => problems.clone(),
+        }
+    }
+}
+
+/// The sections of a config file, each deserialised on its own (see
+/// `Config::load`): every section's mistake is reported, not the first.
+#[derive(Debug, Clone)]
 pub struct Config {
     pub pipeline: PipelineConfig,
     pub source: SourceConfig,
-    #[serde(default)]
     pub plugins: Vec<PluginConfig>,
-    #[serde(default)]
     pub dedup: DedupConfig,
     pub sink: SinkConfig,
-    #[serde(default)]
     pub quarantine: QuarantineConfig,
-    #[serde(default)]
     pub shutdown: ShutdownConfig,
-    #[serde(default)]
     pub metrics: MetricsConfig,
 }
 
@@ -404,41 +455,33 @@ impl DedupConfig {
         Some(self.changelog.topic.clone().unwrap_or_else(|| format!("{}-dedup-changelog", k.group_id)))
     }
 
-    fn validate(
-        &self,
-        source: &SourceConfig,
-        invalid: &dyn Fn(&str, String) -> ConfigError,
-    ) -> Result<(), ConfigError> {
+    fn validate(&self, source: &SourceConfig, p: &mut Problems) {
         if self.window.is_some_and(|w| w.is_zero()) {
-            return Err(invalid("dedup.window", "must be greater than zero".into()));
+            p.add("dedup.window", "must be greater than zero".into());
         }
         let kafka = matches!(source, SourceConfig::Kafka(_));
         if !kafka && self.scope == DedupScope::Topic {
-            return Err(invalid(
-                "dedup.scope",
-                "only for a kafka source (a file pipeline's files already share one scope)".into(),
-            ));
+            p.add("dedup.scope", "only for a kafka source (a file pipeline's files already share one scope)".into());
         }
         if !kafka && self.changelog.topic.is_some() {
-            return Err(invalid("dedup.changelog.topic", "only for a kafka source (files never move)".into()));
+            p.add("dedup.changelog.topic", "only for a kafka source (files never move)".into());
         }
         if let Some(t) = &self.changelog.topic
             && (t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
         {
-            return Err(invalid("dedup.changelog.topic", format!("{t:?} is not a valid topic name")));
+            p.add("dedup.changelog.topic", format!("{t:?} is not a valid topic name"));
         }
         if self.changelog.retention_factor == 0 {
-            return Err(invalid("dedup.changelog.retention_factor", "must be at least 1".into()));
+            p.add("dedup.changelog.retention_factor", "must be at least 1".into());
         }
         if let (SourceConfig::Kafka(k), Some(t)) = (source, self.changelog_topic(source))
             && k.topics.iter().any(|s| *s == t || (s.starts_with('^') && crate::source::kafka::client::matches(k, &t)))
         {
-            return Err(invalid(
+            p.add(
                 "dedup.changelog.topic",
                 format!("{t:?} is one of source.topics: the pipeline would consume its own changelog"),
-            ));
+            );
         }
-        Ok(())
     }
 }
 
@@ -581,8 +624,13 @@ impl Config {
             return Err(load_err("no such file".into()));
         }
         let text = std::fs::read_to_string(path).map_err(|e| load_err(e.to_string()))?;
-        let text = interpolate_file(&text, &|name| std::env::var(name).ok())
-            .map_err(|(key, message)| ConfigError::Invalid { path: path.to_path_buf(), key, message })?;
+        let text = interpolate_file(&text, &|name| std::env::var(name).ok()).map_err(|list| {
+            let mut p = Problems::new(path);
+            for (key, message) in list {
+                p.add(&key, message);
+            }
+            p.into_result().err().unwrap_or_else(|| load_err("interpolation failed".into()))
+        })?;
         let raw = config::Config::builder()
             .add_source(config::File::from_str(&text, config::FileFormat::Toml))
             .add_source(
@@ -590,14 +638,83 @@ impl Config {
             )
             .build()
             .map_err(|e| load_err(e.to_string()))?;
-        let mut cfg: Config = raw.try_deserialize().map_err(|e| load_err(e.to_string()))?;
+        let mut p = Problems::new(path);
+        let mut cfg = Config::from_sections(&raw, &mut p).ok_or_else(|| {
+            match std::mem::replace(&mut p, Problems::new(path)).into_result() {
+                Err(e) => e,
+                Ok(()) => load_err("a section is missing".into()),
+            }
+        })?;
         // Absolute and normalised: partition keys and the store's identity
         // are paths, and must not depend on the directory sluice runs from.
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let base = std::path::absolute(dir).map_err(|e| load_err(e.to_string()))?;
         cfg.resolve_paths(&base);
-        cfg.validate(path)?;
+        cfg.validate(&mut p);
+        p.into_result()?;
         Ok(cfg)
+    }
+
+    /// Each section on its own, so a mistake in `[source]` does not hide
+    /// one in `[sink]`: serde stops at a section's first unknown or
+    /// mistyped key, and this goes on to the next section. `None` when any
+    /// section failed (each failure is in `p`).
+    fn from_sections(raw: &config::Config, p: &mut Problems) -> Option<Config> {
+        const SECTIONS: [&str; 8] =
+            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics"];
+        match raw.clone().try_deserialize::<BTreeMap<String, config::Value>>() {
+            Ok(table) => {
+                for key in table.keys().filter(|k| !SECTIONS.contains(&k.as_str())) {
+                    p.add(key, format!("unknown section; the sections are {}", SECTIONS.join(", ")));
+                }
+            }
+            Err(e) => p.add("", e.to_string()),
+        }
+        // One struct per section, deserialised from the root: the config
+        // crate then names the full key at fault (`dedup.scope`), which it
+        // does not when handed a section on its own.
+        macro_rules! section {
+            ($field:ident: $ty:ty $(, $default:ident)?) => {{
+                #[derive(Deserialize)]
+                struct Only {
+                    $(#[serde($default)])?
+                    $field: $ty,
+                }
+                match raw.clone().try_deserialize::<Only>() {
+                    Ok(only) => Some(only.$field),
+                    Err(e) => {
+                        let message = e.to_string();
+                        if message == concat!("missing configuration field \"", stringify!($field), "\"") {
+                            p.add(stringify!($field), format!("missing: every config has a [{}] section", stringify!($field)));
+                        } else {
+                            p.add(stringify!($field), message);
+                        }
+                        None
+                    }
+                }
+            }};
+        }
+        let pipeline = section!(pipeline: PipelineConfig);
+        let source = section!(source: SourceConfig);
+        let plugins = section!(plugins: Vec<PluginConfig>, default);
+        let dedup = section!(dedup: DedupConfig, default);
+        let sink = section!(sink: SinkConfig);
+        let quarantine = section!(quarantine: QuarantineConfig, default);
+        let shutdown = section!(shutdown: ShutdownConfig, default);
+        let metrics = section!(metrics: MetricsConfig, default);
+        if !p.is_empty() {
+            return None;
+        }
+        Some(Config {
+            pipeline: pipeline?,
+            source: source?,
+            plugins: plugins?,
+            dedup: dedup?,
+            sink: sink?,
+            quarantine: quarantine?,
+            shutdown: shutdown?,
+            metrics: metrics?,
+        })
     }
 
     fn resolve_paths(&mut self, base: &Path) {
@@ -638,58 +755,58 @@ impl Config {
         }
     }
 
-    fn validate(&self, file: &Path) -> Result<(), ConfigError> {
-        let invalid =
-            |key: &str, message: String| ConfigError::Invalid { path: file.to_path_buf(), key: key.into(), message };
+    /// Every problem, not the first: an operator fixes a config in one
+    /// round trip instead of one per mistake.
+    fn validate(&self, p: &mut Problems) {
         if self.pipeline.name.trim().is_empty() {
-            return Err(invalid("pipeline.name", "must not be empty".into()));
+            p.add("pipeline.name", "must not be empty".into());
         }
         if !(1..=64).contains(&self.pipeline.in_flight) {
-            return Err(invalid("pipeline.in_flight", format!("{} is not within 1..=64", self.pipeline.in_flight)));
+            p.add("pipeline.in_flight", format!("{} is not within 1..=64", self.pipeline.in_flight));
         }
         if !(1..=100_000).contains(&self.pipeline.batch_size) {
-            return Err(invalid(
-                "pipeline.batch_size",
-                format!("{} is not within 1..=100000", self.pipeline.batch_size),
-            ));
+            p.add("pipeline.batch_size", format!("{} is not within 1..=100000", self.pipeline.batch_size));
         }
         match &self.source {
             SourceConfig::File(f) => {
                 if f.paths.is_empty() {
-                    return Err(invalid("source.paths", "name at least one path or glob".into()));
+                    p.add("source.paths", "name at least one path or glob".into());
                 }
                 for (i, pattern) in f.paths.iter().enumerate() {
-                    glob::Pattern::new(pattern)
-                        .map_err(|e| invalid(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}")))?;
+                    if let Err(e) = glob::Pattern::new(pattern) {
+                        p.add(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}"));
+                    }
                 }
                 if f.max_line_bytes < 16 {
-                    return Err(invalid("source.max_line_bytes", "must be at least 16 bytes".into()));
+                    p.add("source.max_line_bytes", "must be at least 16 bytes".into());
                 }
             }
-            SourceConfig::Kafka(k) => k.validate(&invalid)?,
+            SourceConfig::Kafka(k) => k.validate(p),
         }
-        for (i, p) in self.plugins.iter().enumerate() {
-            if !p.path.is_file() {
-                return Err(invalid(&format!("plugins[{i}].path"), format!("{}: no such file", p.path.display())));
+        for (i, plugin) in self.plugins.iter().enumerate() {
+            if !plugin.path.is_file() {
+                p.add(&format!("plugins[{i}].path"), format!("{}: no such file", plugin.path.display()));
             }
-            if p.memory < 1 << 20 {
-                return Err(invalid(&format!("plugins[{i}].memory"), "must be at least 1MiB".into()));
+            if plugin.memory < 1 << 20 {
+                p.add(&format!("plugins[{i}].memory"), "must be at least 1MiB".into());
             }
-            if p.max_id_bytes == 0 || p.max_events_per_record == 0 || p.max_event_bytes_per_record == 0 {
-                let key = if p.max_id_bytes == 0 {
+            if plugin.max_id_bytes == 0 || plugin.max_events_per_record == 0 || plugin.max_event_bytes_per_record == 0 {
+                let key = if plugin.max_id_bytes == 0 {
                     "max_id_bytes"
-                } else if p.max_events_per_record == 0 {
+                } else if plugin.max_events_per_record == 0 {
                     "max_events_per_record"
                 } else {
                     "max_event_bytes_per_record"
                 };
-                return Err(invalid(&format!("plugins[{i}].{key}"), "must be at least 1".into()));
+                p.add(&format!("plugins[{i}].{key}"), "must be at least 1".into());
             }
-            if !p.config.is_object() {
-                return Err(invalid(&format!("plugins[{i}].config"), "must be a table".into()));
+            if !plugin.config.is_object() {
+                p.add(&format!("plugins[{i}].config"), "must be a table".into());
             }
-            if let Some(d) = &p.digest {
-                d.parse::<crate::plugin::pin::Pin>().map_err(|e| invalid(&format!("plugins[{i}].digest"), e))?;
+            if let Some(d) = &plugin.digest
+                && let Err(e) = d.parse::<crate::plugin::pin::Pin>()
+            {
+                p.add(&format!("plugins[{i}].digest"), e);
             }
         }
         if let Some(dup) = self
@@ -698,140 +815,130 @@ impl Config {
             .enumerate()
             .find_map(|(i, p)| self.plugins[..i].iter().any(|q| q.name == p.name).then_some(&p.name))
         {
-            return Err(invalid(
-                "plugins",
-                format!("two plugins are named {dup:?}: names label metrics and quarantine entries"),
-            ));
+            p.add("plugins", format!("two plugins are named {dup:?}: names label metrics and quarantine entries"));
         }
-        self.dedup.validate(&self.source, &invalid)?;
-        let sink_key = |(key, message): (String, String)| invalid(&format!("sink.{key}"), message);
+        self.dedup.validate(&self.source, p);
         match &self.sink {
             SinkConfig::File { path, .. } => {
                 let dir = path.parent().unwrap_or(Path::new("."));
                 if dir.exists() && !dir.is_dir() {
-                    return Err(invalid("sink.path", format!("{} is not a folder", dir.display())));
+                    p.add("sink.path", format!("{} is not a folder", dir.display()));
                 }
             }
             SinkConfig::Stdout => {}
-            SinkConfig::Http(h) => h.validate().map_err(sink_key)?,
-            SinkConfig::Clickhouse(c) => c.validate().map_err(sink_key)?,
+            SinkConfig::Http(h) => {
+                if let Err((key, message)) = h.validate() {
+                    p.add(&format!("sink.{key}"), message);
+                }
+            }
+            SinkConfig::Clickhouse(c) => {
+                if let Err((key, message)) = c.validate() {
+                    p.add(&format!("sink.{key}"), message);
+                }
+            }
             SinkConfig::Kafka(k) => {
                 if k.topic.is_empty() || !k.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                    return Err(invalid("sink.topic", format!("{:?} is not a valid topic name", k.topic)));
+                    p.add("sink.topic", format!("{:?} is not a valid topic name", k.topic));
                 }
                 for key in k.properties.keys() {
                     let at = format!("sink.properties.{key:?}");
                     if crate::sink::kafka::OWNED.contains(&key.as_str()) {
-                        return Err(invalid(&at, "set by sluice: the sink's guarantee depends on it".into()));
+                        p.add(&at, "set by sluice: the sink's guarantee depends on it".into());
                     }
                     if is_secret_property(key) {
-                        return Err(invalid(
-                            &at,
-                            "secrets come from the environment only: use sink.sasl.password_env".into(),
-                        ));
+                        p.add(&at, "secrets come from the environment only: use sink.sasl.password_env".into());
                     }
                 }
             }
         }
         let (retry, breaker) = self.sink.guard();
         if retry.max_attempts == 0 {
-            return Err(invalid("sink.retry.max_attempts", "must be at least 1".into()));
+            p.add("sink.retry.max_attempts", "must be at least 1".into());
         }
         if breaker.failures == 0 {
-            return Err(invalid("sink.breaker.failures", "must be at least 1".into()));
+            p.add("sink.breaker.failures", "must be at least 1".into());
         }
         if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
-            return Err(invalid("sink.breaker", "need 0 < initial_probe <= max_probe".into()));
+            p.add("sink.breaker", "need 0 < initial_probe <= max_probe".into());
         }
         if let Some(topic) = &self.quarantine.topic {
             if !matches!(self.source, SourceConfig::Kafka(_)) {
-                return Err(invalid(
-                    "quarantine.topic",
-                    "only for a kafka source (files keep the local quarantine)".into(),
-                ));
+                p.add("quarantine.topic", "only for a kafka source (files keep the local quarantine)".into());
             }
             if topic.is_empty() || !topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                return Err(invalid("quarantine.topic", format!("{topic:?} is not a valid topic name")));
+                p.add("quarantine.topic", format!("{topic:?} is not a valid topic name"));
             }
         }
-        Ok(())
     }
 }
 
 impl KafkaSourceConfig {
-    fn validate(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+    fn validate(&self, p: &mut Problems) {
         if self.brokers.trim().is_empty() {
-            return Err(invalid("source.brokers", "name at least one host:port".into()));
+            p.add("source.brokers", "name at least one host:port".into());
         }
         if self.group_id.trim().is_empty() {
-            return Err(invalid("source.group_id", "must not be empty".into()));
+            p.add("source.group_id", "must not be empty".into());
         }
         if self.topics.is_empty() {
-            return Err(invalid("source.topics", "name at least one topic (or a ^regex)".into()));
+            p.add("source.topics", "name at least one topic (or a ^regex)".into());
         }
         for (i, t) in self.topics.iter().enumerate() {
             if let Some(re) = t.strip_prefix('^') {
-                regex::Regex::new(&format!("^{re}"))
-                    .map_err(|e| invalid(&format!("source.topics[{i}]"), format!("{t:?}: {e}")))?;
+                if let Err(e) = regex::Regex::new(&format!("^{re}")) {
+                    p.add(&format!("source.topics[{i}]"), format!("{t:?}: {e}"));
+                }
             } else if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                return Err(invalid(&format!("source.topics[{i}]"), format!("{t:?} is not a valid topic name")));
+                p.add(&format!("source.topics[{i}]"), format!("{t:?} is not a valid topic name"));
             }
         }
         if self.commit_interval < Duration::from_millis(10) {
-            return Err(invalid("source.commit_interval", "must be at least 10ms".into()));
+            p.add("source.commit_interval", "must be at least 10ms".into());
         }
         if self.linger > Duration::from_secs(10) {
-            return Err(invalid("source.linger", "must be at most 10s".into()));
+            p.add("source.linger", "must be at most 10s".into());
         }
         if self.queue_records == Some(0) {
-            return Err(invalid("source.queue_records", "must be at least 1".into()));
+            p.add("source.queue_records", "must be at least 1".into());
         }
         for key in self.properties.keys() {
             let at = format!("source.properties.{key:?}");
             if let Some((_, instead)) = OWNED_PROPERTIES.iter().find(|(k, _)| k == key) {
-                return Err(invalid(&at, format!("set by sluice; use {instead}")));
+                p.add(&at, format!("set by sluice; use {instead}"));
             }
             if is_secret_property(key) {
-                return Err(invalid(
+                p.add(
                     &at,
                     "secrets come from the environment only: use source.sasl.password_env or \
                      source.tls.key_password_env"
                         .into(),
-                ));
+                );
             }
         }
         if let Some(sasl) = &self.sasl {
             let mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
             if !mechanisms.contains(&sasl.mechanism.as_str()) {
-                return Err(invalid(
-                    "source.sasl.mechanism",
-                    format!("{:?} is not one of {mechanisms:?}", sasl.mechanism),
-                ));
+                p.add("source.sasl.mechanism", format!("{:?} is not one of {mechanisms:?}", sasl.mechanism));
             }
             if std::env::var_os(&sasl.password_env).is_none() {
-                return Err(invalid(
-                    "source.sasl.password_env",
-                    format!("the environment variable {} is not set", sasl.password_env),
-                ));
+                p.add("source.sasl.password_env", format!("the environment variable {} is not set", sasl.password_env));
             }
         }
         if let Some(tls) = &self.tls {
-            for (key, p) in [("source.tls.ca", &tls.ca), ("source.tls.cert", &tls.cert), ("source.tls.key", &tls.key)] {
-                if let Some(p) = p.as_ref().filter(|p| !p.is_file()) {
-                    return Err(invalid(key, format!("{}: no such file", p.display())));
+            for (key, file) in
+                [("source.tls.ca", &tls.ca), ("source.tls.cert", &tls.cert), ("source.tls.key", &tls.key)]
+            {
+                if let Some(file) = file.as_ref().filter(|f| !f.is_file()) {
+                    p.add(key, format!("{}: no such file", file.display()));
                 }
             }
             if tls.cert.is_some() != tls.key.is_some() {
-                return Err(invalid("source.tls", "cert and key go together".into()));
+                p.add("source.tls", "cert and key go together".into());
             }
             if let Some(var) = tls.key_password_env.as_ref().filter(|v| std::env::var_os(v).is_none()) {
-                return Err(invalid(
-                    "source.tls.key_password_env",
-                    format!("the environment variable {var} is not set"),
-                ));
+                p.add("source.tls.key_password_env", format!("the environment variable {var} is not set"));
             }
         }
-        Ok(())
     }
 }
 
@@ -840,37 +947,45 @@ impl KafkaSourceConfig {
 /// reads it; `$${` is a literal `${`. An unset variable without a default
 /// is an error naming the key and the variable: never an empty string
 /// that surfaces at run time.
-fn interpolate_file(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, (String, String)> {
+fn interpolate_file(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Vec<(String, String)>> {
     if !text.contains("${") {
         return Ok(text.to_string());
     }
-    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| (String::new(), e.to_string()))?;
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| vec![(String::new(), e.to_string())])?;
+    let mut missing = Vec::new();
     for (k, v) in table.iter_mut() {
-        interpolate_value(v, k, env)?;
+        interpolate_value(v, k, env, &mut missing);
     }
-    toml::to_string(&table).map_err(|e| (String::new(), e.to_string()))
+    if !missing.is_empty() {
+        return Err(missing);
+    }
+    toml::to_string(&table).map_err(|e| vec![(String::new(), e.to_string())])
 }
 
+/// Every string under `v`, each failure kept with its key.
 fn interpolate_value(
     v: &mut toml::Value,
     key: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), (String, String)> {
+    failed: &mut Vec<(String, String)>,
+) {
     match v {
-        toml::Value::String(s) => *s = interpolate(s, env).map_err(|m| (key.to_string(), m))?,
+        toml::Value::String(s) => match interpolate(s, env) {
+            Ok(done) => *s = done,
+            Err(m) => failed.push((key.to_string(), m)),
+        },
         toml::Value::Array(a) => {
             for (i, x) in a.iter_mut().enumerate() {
-                interpolate_value(x, &format!("{key}[{i}]"), env)?;
+                interpolate_value(x, &format!("{key}[{i}]"), env, failed);
             }
         }
         toml::Value::Table(t) => {
             for (k, x) in t.iter_mut() {
-                interpolate_value(x, &format!("{key}.{k}"), env)?;
+                interpolate_value(x, &format!("{key}.{k}"), env, failed);
             }
         }
         _ => {}
     }
-    Ok(())
 }
 
 fn interpolate(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
@@ -943,11 +1058,11 @@ mod tests {
         let text = "[pipeline]\nname = \"p-${UNSET:-x}\"\n[[plugins]]\nname = \"j\"\npath = \"${PLUGINS}/j.wasm\"\n";
         assert_eq!(
             interpolate_file(text, &env).err(),
-            Some((
+            Some(vec![(
                 "plugins[0].path".to_string(),
                 "${PLUGINS}: the environment variable PLUGINS is not set (give a default with ${PLUGINS:-…})"
                     .to_string()
-            ))
+            )])
         );
         let ok =
             interpolate_file("[source]\nbrokers = \"${BROKERS}\"\nn = 3\n", &env).unwrap_or_else(|e| panic!("{e:?}"));
@@ -1033,6 +1148,48 @@ mod tests {
     fn normalize_is_lexical() {
         assert_eq!(normalize(Path::new("/a/b/../../c/./d")), PathBuf::from("/c/d"));
         assert_eq!(normalize(Path::new("/a/x/../*.log")), PathBuf::from("/a/*.log"));
+    }
+
+    /// A config with a mistake in each of three sections, and two
+    /// variables unset: every one is named, not the first.
+    #[test]
+    fn every_problem_is_reported_in_one_pass() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("s.toml");
+        let write = |text: &str| std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        write(
+            "[pipeline]\nname = \"p\"\nstate_dir = \"s\"\nbatch_sise = 5\n[source]\ntype = \"file\"\n\
+             paths = [\"a.log\"]\n[sink]\ntype = \"stdout\"\n[dedup]\nwindow = \"forever\"\n[extra]\nx = 1\n",
+        );
+        let problems = Config::load(&path).err().map(|e| e.problems()).unwrap_or_default();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["extra", "pipeline", "dedup"], "{problems:?}");
+        assert!(problems[1].message.contains("batch_sise"), "{problems:?}");
+        // Past deserialisation, every check runs too.
+        write(
+            "[pipeline]\nname = \" \"\nstate_dir = \"s\"\nbatch_size = 0\n[source]\ntype = \"file\"\n\
+             paths = [\"a.log\"]\nmax_line_bytes = 1\n[sink]\ntype = \"stdout\"\n[dedup]\nscope = \"topic\"\n",
+        );
+        let e = Config::load(&path).err().map(|e| e.to_string()).unwrap_or_default();
+        for key in ["pipeline.name", "pipeline.batch_size", "source.max_line_bytes", "dedup.scope"] {
+            assert!(e.contains(&format!("\n  {key}: ")), "{key} missing from: {e}");
+        }
+        assert!(e.contains("has 4 problems"), "{e}");
+        write("[pipeline]\nstate_dir = \"s\"\n[sink]\ntype = \"stdout\"\n");
+        let e = Config::load(&path).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            e.contains("pipeline: missing configuration field \"pipeline.name\"")
+                && e.contains("source: missing: every config"),
+            "{e}"
+        );
+        // Every unset variable, each with its key.
+        write(
+            "[pipeline]\nname = \"${SLUICE_TEST_UNSET_A}\"\nstate_dir = \"${SLUICE_TEST_UNSET_B}\"\n\
+             [source]\ntype = \"file\"\npaths = [\"a.log\"]\n[sink]\ntype = \"stdout\"\n",
+        );
+        let problems = Config::load(&path).err().map(|e| e.problems()).unwrap_or_default();
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["pipeline.name", "pipeline.state_dir"], "{problems:?}");
     }
 
     fn kafka_config(source_extra: &str) -> Result<Config, ConfigError> {

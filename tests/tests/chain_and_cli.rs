@@ -343,3 +343,88 @@ fn a_plugin_pinned_by_digest_starts_only_from_the_pinned_bytes() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("plugins[0].digest") && err.contains("blake3 or sha256"), "{err}");
 }
+
+/// `check` in a folder holding `in.log` and `sluice.toml` = `cfg`.
+fn check_in(dir: &std::path::Path, cfg: &str, extra: &[&str]) -> (i32, String, String) {
+    std::fs::write(dir.join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(sluice_bin!())
+        .args(["check", "-c", "sluice.toml"])
+        .args(extra)
+        .current_dir(dir)
+        .env("SLUICE_PLUGIN_CACHE", std::env::temp_dir().join("sluice-test-plugin-cache"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_names_every_problem_in_one_pass() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "{\"a\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+    // A mistake in each of three sections of the file.
+    let (code, _, err) = check_in(
+        dir.path(),
+        "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nbatch_sise = 10\n[source]\ntype = \"file\"\n\
+         paths = [\"in.log\"]\nfolow = true\n[sink]\ntype = \"file\"\npaht = \"out.ndjson\"\n",
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has 3 problems"), "{err}");
+    for key in ["batch_sise", "folow", "paht"] {
+        assert!(err.contains(key), "{key} not named: {err}");
+    }
+    // A file that parses, with two plugins that refuse their configs and
+    // a source that matches nothing: all three named.
+    let (code, _, err) = check_in(
+        dir.path(),
+        &format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"missing-*.log\"]\n\
+             [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n\
+             [[plugins]]\nname = \"json\"\npath = \"{}\"\nconfig = {{ id_field = 7 }}\n\
+             [[plugins]]\nname = \"ts-window\"\npath = \"{}\"\nconfig = {{ max_agee = \"1h\" }}\n",
+            plugin("json").display(),
+            plugin("ts-window").display()
+        ),
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has 3 problems"), "{err}");
+    assert!(err.contains("\n  plugins[0] (json)") && err.contains("id_field"), "{err}");
+    assert!(err.contains("\n  plugins[1] (ts-window)") && err.contains("max_agee"), "{err}");
+    assert!(err.contains("\n  source.paths") && err.contains("match no file"), "{err}");
+}
+
+#[test]
+fn check_connect_reaches_the_sink_and_exits_3_when_it_cannot() {
+    use sluice_e2e::backend::{Backend, Reaction};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "{\"a\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+    let cfg = |url: &str| {
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [sink]\ntype = \"http\"\nurl = \"{url}/ingest\"\n"
+        )
+    };
+    let up = Backend::start(Reaction::ok);
+    let (code, out, err) = check_in(dir.path(), &cfg(&up.url), &["--connect"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("connect: sink http") && out.contains(": ok (HTTP 200"), "{out}");
+    assert!(up.seen().stored.is_empty(), "the probe writes no record");
+    let refusing = Backend::start(|r| Reaction::fail(401, "who are you", r));
+    let (code, out, err) = check_in(dir.path(), &cfg(&refusing.url), &["--connect"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("FAILED (HTTP 401: the credentials are refused: who are you)"), "{out}");
+    assert!(err.contains("is valid, but 1 of its dependencies cannot be reached"), "{err}");
+    // Nothing listens: unreachable with --connect; without it, only the
+    // config is judged (the pipeline would wait for the backend).
+    let closed = format!("http://127.0.0.1:{}", sluice_e2e::kafka::free_port());
+    let (code, out, err) = check_in(dir.path(), &cfg(&closed), &["--connect"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("FAILED (cannot connect"), "{out}");
+    let (code, out, err) = check_in(dir.path(), &cfg(&closed), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}

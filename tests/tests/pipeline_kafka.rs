@@ -773,6 +773,43 @@ fn check_reads_the_topics_retention_for_the_window_and_warns_when_shorter() {
 }
 
 #[test]
+fn check_connect_probes_the_brokers_and_the_sink_and_exits_3_naming_what_failed() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Memory);
+    let f = Fixture::new(&broker, "connect");
+    sluice_e2e::kafka::create_topic(&broker.brokers(), "connect-out", 2);
+    let config = f.config(&broker, "a", "").display().to_string();
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let kafka_sink = text.replace(
+        "type = \"file\"\npath = \"out/a.ndjson\"",
+        &format!("type = \"kafka\"\nbrokers = \"{}\"\ntopic = \"connect-out\"", broker.brokers()),
+    );
+    assert_ne!(kafka_sink, text, "the fixture's sink is where this test expects it");
+    std::fs::write(&config, &kafka_sink).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = f.sluice(&["check", "-c", &config, "--connect"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("connect: source brokers {}: ok (", broker.brokers())), "{out}");
+    assert!(out.contains("connect-logs (1 topic)"), "{out}");
+    assert!(out.contains("topic \"connect-out\" has 2 partitions"), "{out}");
+    println!("sluice check --connect:\n{out}");
+    // A source topic the brokers do not hold (its own state: a store
+    // belongs to one pipeline's sources).
+    let nowhere = kafka_sink.replace("topics = [\"connect-logs\"]", "topics = [\"nowhere\"]");
+    std::fs::write(&config, nowhere.replace("state-a", "state-b")).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = f.sluice(&["check", "-c", &config, "--connect"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("FAILED (kafka: source topic \"nowhere\" does not exist on the brokers)"), "{out}");
+    // Brokers nobody listens on: both probes fail, both are named.
+    let closed = format!("127.0.0.1:{}", sluice_e2e::kafka::free_port());
+    std::fs::write(&config, kafka_sink.replace(&broker.brokers(), &closed)).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = f.sluice(&["check", "-c", &config, "--connect"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("2 of its dependencies cannot be reached"), "{err}");
+    assert!(out.contains(&format!("connect: source brokers {closed}: FAILED")), "{out}");
+    assert!(out.contains("connect: sink kafka") && out.matches(": FAILED (").count() == 2, "{out}");
+}
+
+#[test]
 fn replay_is_refused_while_the_group_has_a_live_member() {
     let _serial = serial();
     // The memory storage describes groups; no records are read here, so

@@ -257,3 +257,35 @@ fn a_missing_table_waits_behind_the_breaker_instead_of_quarantining() {
     assert_eq!(ch.query("SELECT count() FROM late FINAL").trim(), "100");
     assert!(f.quarantined().is_empty(), "a config error is the backend's, not the records'");
 }
+
+/// `check --connect` runs an insert of no rows: it proves the server is
+/// there, takes the user, and has the table, and writes nothing.
+#[test]
+fn check_connect_names_a_refused_password_and_a_missing_table() {
+    let ch = ClickHouse::start();
+    ch.query(&TABLE.replace("{name}", "probed"));
+    let f = Fixture::new("");
+    let check = |table: &str, password: &str| {
+        let config = f.config(&ch, table, "");
+        let out = Command::new(sluice_bin!())
+            .args(["check", "--connect", "-c", &config.display().to_string()])
+            .current_dir(f.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_CH_PASSWORD", password)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(f.dir.path().join("input.log"), "").unwrap_or_else(|e| panic!("{e}"));
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = check("probed", "s3cret");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("connect: sink clickhouse") && out.contains(": ok (HTTP 200"), "{out}");
+    assert_eq!(ch.query("SELECT count() FROM probed").trim(), "0", "the probe inserts nothing");
+    let (code, out) = check("probed", "wrong");
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("FAILED (HTTP") && out.contains("sluice"), "names the refused user: {out}");
+    let (code, out) = check("absent", "s3cret");
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("FAILED (HTTP") && out.contains("absent") && out.contains("doesn't exist"), "{out}");
+    println!("{out}");
+}

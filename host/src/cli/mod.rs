@@ -30,7 +30,14 @@ pub fn main() -> ExitCode {
     };
     let result = match &parsed.command {
         Command::Run(args) => return run::run(args),
-        Command::Check(args) => run::check(args).map_err(|run::BadInput(e)| e),
+        Command::Check(args) => match run::check(args) {
+            Ok(()) => Ok(()),
+            Err(run::CheckFailed::BadInput(e)) => Err(e),
+            Err(run::CheckFailed::Unreachable(why)) => {
+                eprintln!("error: {why}");
+                return ExitCode::from(run::EXIT_UNREACHABLE);
+            }
+        },
         Command::Quarantine(cmd) => run::quarantine(cmd),
         Command::Lag(args) => run::lag(args),
         Command::Replay(args) => run::replay(args),
@@ -70,7 +77,10 @@ pub enum Command {
     /// Run the pipeline of a config file. SIGHUP reloads it.
     Run(PipelineArgs),
     /// Validate a config, load its plugins, print the resolved pipeline.
-    Check(ConfigArgs),
+    /// Every problem is listed, not the first. Exit 2: the config (or a
+    /// plugin, a path) is invalid; exit 3: with --connect, a broker or the
+    /// sink cannot be reached.
+    Check(CheckArgs),
     /// List and inspect quarantined records.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
@@ -92,6 +102,16 @@ pub struct ConfigArgs {
     /// environment variable SLUICE__SECTION__KEY.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Also reach the brokers and the sink once (no record is written):
+    /// the address answers and the credentials are accepted.
+    #[arg(long)]
+    pub connect: bool,
 }
 
 #[derive(Args, Debug)]

@@ -20,68 +20,90 @@ fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), Ba
     Ok((cfg, runtime, chain))
 }
 
-/// Everything `check` checks; the state store too when `open_store` (a
-/// reload does not: the running pipeline holds it, and its folder cannot
-/// change live).
+/// Everything `check` checks, every problem of it in one pass (the config
+/// file's own first, then each plugin, source file, the sink and the
+/// store); the state store too when `open_store` (a reload does not: the
+/// running pipeline holds it, and its folder cannot change live).
 pub(super) fn validate(
     args: &ConfigArgs,
     runtime: &Runtime,
     open_store: bool,
 ) -> Result<(Config, crate::plugin::Chain), BadInput> {
     let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
+    let mut problems: Vec<String> = Vec::new();
+    let mut say = |e: &dyn std::fmt::Display| problems.push(e.to_string());
     // Every plugin loads and accepts its config, or nothing starts.
-    let chain = pipeline::build_chain(runtime, &cfg)
-        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    let mut stages = Vec::with_capacity(cfg.plugins.len());
+    for i in 0..cfg.plugins.len() {
+        match pipeline::build_stage(runtime, &cfg, i) {
+            Ok(stage) => stages.push(stage),
+            Err(e) => say(&format_args!("{:#}", anyhow::Error::new(e))),
+        }
+    }
     // Sources that can be read and a sink that can be written, or nothing starts.
     match &cfg.source {
-        SourceConfig::File(f) => {
-            let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
-            if files.is_empty() {
-                return Err(BadInput(anyhow::anyhow!(
-                    "config {}: source.paths {:?} match no file",
-                    args.config.display(),
-                    f.paths
-                )));
+        SourceConfig::File(f) => match crate::source::file::discover(&f.paths) {
+            Err(e) => say(&e),
+            Ok(files) if files.is_empty() => say(&format_args!("source.paths {:?} match no file", f.paths)),
+            Ok(files) => {
+                for file in &files {
+                    if let Err(e) = std::fs::File::open(file) {
+                        say(&format_args!("source file {}: {e}", file.display()));
+                    }
+                }
             }
-            for file in &files {
-                std::fs::File::open(file).map_err(|e| {
-                    BadInput(anyhow::anyhow!("config {}: source file {}: {e}", args.config.display(), file.display()))
-                })?;
-            }
-        }
+        },
         // A broker that is down is not bad input: the consumer waits for it
         // (and `sluice check` says so). A client librdkafka refuses is.
         SourceConfig::Kafka(k) => {
-            let built = crate::source::kafka::client::client_config(k)
-                .and_then(|c| {
-                    c.create::<rdkafka::consumer::BaseConsumer>()
-                        .map_err(crate::source::kafka::KafkaSourceError::client("configure the consumer"))
-                })
-                .map_err(|e| {
-                    BadInput(anyhow::Error::new(e).context(format!("config {}: source", args.config.display())))
-                })?;
-            drop(built);
+            if let Err(e) = crate::source::kafka::client::client_config(k).and_then(|c| {
+                c.create::<rdkafka::consumer::BaseConsumer>()
+                    .map_err(crate::source::kafka::KafkaSourceError::client("configure the consumer"))
+            }) {
+                say(&format_args!("source: {e}"));
+            }
         }
     }
-    pipeline::open_sink(&cfg)
-        .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}: sink", args.config.display()))))?;
+    if let Err(e) = pipeline::open_sink(&cfg) {
+        say(&format_args!("sink: {e}"));
+    }
     // The state store opens for this pipeline (not another's, not one
     // another process holds), or nothing starts.
-    if open_store {
-        Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
-            .map_err(|e| BadInput(anyhow::Error::new(e).context(format!("config {}", args.config.display()))))?;
+    if open_store && let Err(e) = Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg)) {
+        say(&e);
     }
-    Ok((cfg, chain))
+    let file = args.config.display();
+    match problems.as_slice() {
+        [] => Ok((cfg, crate::plugin::Chain::new(stages))),
+        [one] => Err(BadInput(anyhow::anyhow!("config {file}: {one}"))),
+        many => Err(BadInput(anyhow::anyhow!(
+            "config {file} has {} problems:{}",
+            many.len(),
+            many.iter().map(|p| format!("\n  {p}")).collect::<String>()
+        ))),
+    }
 }
 
-pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
-    let (cfg, _runtime, chain) = load(args)?;
+/// Why `check` failed: the exit code tells a script which (README,
+/// "Exit codes").
+pub enum CheckFailed {
+    /// The config, a plugin, a path: exit 2.
+    BadInput(anyhow::Error),
+    /// Valid, but `--connect` could not reach a broker or the sink: exit 3.
+    Unreachable(String),
+}
+
+pub const EXIT_UNREACHABLE: u8 = 3;
+
+pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
+    let args = &check.config;
+    let (cfg, _runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
     let mut window = cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW);
     let mut window_note = if cfg.dedup.window.is_some() { "configured" } else { "default" }.to_string();
     match &cfg.source {
         SourceConfig::File(f) => {
-            let files = crate::source::file::discover(&f.paths).map_err(|e| BadInput(e.into()))?;
+            let files = crate::source::file::discover(&f.paths).map_err(|e| CheckFailed::BadInput(e.into()))?;
             println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
         }
         SourceConfig::Kafka(k) => {
@@ -125,11 +147,42 @@ pub fn check(args: &ConfigArgs) -> Result<(), BadInput> {
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
     }
-    println!(
-        "  sink:   {}",
-        pipeline::open_sink(&cfg).map(|s| s.describe().to_string()).unwrap_or_else(|e| format!("cannot open: {e}"))
-    );
+    let sink = pipeline::open_sink(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
+    println!("  sink:   {}", sink.describe());
+    if check.connect {
+        connect(&cfg, &sink, &args.config)?;
+    }
     Ok(())
+}
+
+/// `--connect`: reach every dependency once and say which answered; all
+/// are tried, so one report names every failure.
+fn connect(cfg: &Config, sink: &crate::sink::guarded::Guarded, file: &std::path::Path) -> Result<(), CheckFailed> {
+    let mut probes: Vec<(String, Result<String, String>)> = Vec::new();
+    if let SourceConfig::Kafka(k) = &cfg.source {
+        let result = crate::source::kafka::admin::probe(k).map_err(|e| e.to_string());
+        probes.push((format!("source brokers {}", k.brokers), result));
+    }
+    probes.push((format!("sink {}", sink.describe()), sink.probe()));
+    let mut failed = Vec::new();
+    for (what, result) in &probes {
+        match result {
+            Ok(said) => println!("  connect: {what}: ok ({said})"),
+            Err(why) => {
+                println!("  connect: {what}: FAILED ({why})");
+                failed.push(format!("{what}: {why}"));
+            }
+        }
+    }
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(CheckFailed::Unreachable(format!(
+        "config {} is valid, but {} of its dependencies cannot be reached: {}",
+        file.display(),
+        failed.len(),
+        failed.join("; ")
+    )))
 }
 
 /// What `check` says of the scope and the changelog: how dedup behaves

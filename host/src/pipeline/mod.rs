@@ -128,57 +128,57 @@ pub(crate) fn now_nanos() -> i64 {
 /// A plugin that cannot start is named by its key in the config, with what
 /// to change when the cause is one the operator controls.
 pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
-    use crate::plugin::{Fault, Isolated, PluginError};
-    let mut stages = Vec::with_capacity(cfg.plugins.len());
-    for (i, p) in cfg.plugins.iter().enumerate() {
-        // A pinned plugin is checked before it is compiled: bytes that are
-        // not the pinned ones never run.
-        let pin = p
-            .digest
-            .as_deref()
-            .map(str::parse::<crate::plugin::pin::Pin>)
-            .transpose()
-            .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
-        let mismatch =
-            |found: crate::plugin::pin::Pin, pinned: &crate::plugin::pin::Pin| PipelineError::DigestMismatch {
-                key: format!("plugins[{i}]"),
-                name: p.name.clone(),
-                path: p.path.display().to_string(),
-                pinned: pinned.to_string(),
-                found: found.to_string(),
-            };
-        if let Some(pin) = &pin
-            && let Ok(bytes) = std::fs::read(&p.path)
-        {
-            pin.check(&bytes).map_err(|found| mismatch(found, pin))?;
-        }
-        let stage = runtime.load(&p.spec()).and_then(Isolated::new).map_err(|source| {
-            let hint = match &source {
-                PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
-                PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
-                    "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
-                     pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
-                    p.memory >> 20
-                ),
-                _ => String::new(),
-            };
-            PipelineError::PluginAt {
-                key: format!("plugins[{i}]"),
-                name: p.name.clone(),
-                hint,
-                error: Box::new(source),
-            }
-        })?;
-        // And the bytes compiled are the bytes checked (the file may have
-        // been replaced in between).
-        if let Some(pin @ crate::plugin::pin::Pin::Blake3(want)) = &pin
-            && stage.id().digest.as_bytes() != want
-        {
-            return Err(mismatch(crate::plugin::pin::Pin::Blake3(*stage.id().digest.as_bytes()), pin));
-        }
-        stages.push(stage);
-    }
+    let stages = (0..cfg.plugins.len()).map(|i| build_stage(runtime, cfg, i)).collect::<Result<Vec<_>, _>>()?;
     Ok(Chain::new(stages))
+}
+
+/// `plugins[i]`, loaded, pinned and initialised; on its own so `check` can
+/// name every plugin that fails, not the first.
+pub fn build_stage(runtime: &Runtime, cfg: &Config, i: usize) -> Result<crate::plugin::Isolated, PipelineError> {
+    use crate::plugin::{Fault, Isolated, PluginError};
+    let Some(p) = cfg.plugins.get(i) else {
+        return Err(PipelineError::Config(format!("plugins[{i}]: no such plugin")));
+    };
+    // A pinned plugin is checked before it is compiled: bytes that are
+    // not the pinned ones never run.
+    let pin = p
+        .digest
+        .as_deref()
+        .map(str::parse::<crate::plugin::pin::Pin>)
+        .transpose()
+        .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
+    let mismatch = |found: crate::plugin::pin::Pin, pinned: &crate::plugin::pin::Pin| PipelineError::DigestMismatch {
+        key: format!("plugins[{i}]"),
+        name: p.name.clone(),
+        path: p.path.display().to_string(),
+        pinned: pinned.to_string(),
+        found: found.to_string(),
+    };
+    if let Some(pin) = &pin
+        && let Ok(bytes) = std::fs::read(&p.path)
+    {
+        pin.check(&bytes).map_err(|found| mismatch(found, pin))?;
+    }
+    let stage = runtime.load(&p.spec()).and_then(Isolated::new).map_err(|source| {
+        let hint = match &source {
+            PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
+            PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
+                "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
+                 pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
+                p.memory >> 20
+            ),
+            _ => String::new(),
+        };
+        PipelineError::PluginAt { key: format!("plugins[{i}]"), name: p.name.clone(), hint, error: Box::new(source) }
+    })?;
+    // And the bytes compiled are the bytes checked (the file may have
+    // been replaced in between).
+    if let Some(pin @ crate::plugin::pin::Pin::Blake3(want)) = &pin
+        && stage.id().digest.as_bytes() != want
+    {
+        return Err(mismatch(crate::plugin::pin::Pin::Blake3(*stage.id().digest.as_bytes()), pin));
+    }
+    Ok(stage)
 }
 
 /// The configured sink, driven through retries and its breaker.

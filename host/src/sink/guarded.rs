@@ -50,6 +50,11 @@ impl Guarded {
         &self.name
     }
 
+    /// The sink's own probe: once, outside the breaker and the retries.
+    pub fn probe(&self) -> Result<String, String> {
+        self.sink.probe()
+    }
+
     fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
         self.breaker.lock().unwrap_or_else(|p| p.into_inner())
     }

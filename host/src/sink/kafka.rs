@@ -126,4 +126,24 @@ impl Sink for KafkaSink {
     fn describe(&self) -> String {
         self.name.clone()
     }
+
+    /// The topic's metadata: the brokers answer, take the credentials, and
+    /// know the topic.
+    fn probe(&self) -> Result<String, String> {
+        use rdkafka::producer::Producer;
+        let md = self
+            .producer
+            .client()
+            .fetch_metadata(Some(&self.topic), std::time::Duration::from_secs(5))
+            .map_err(|e| format!("brokers: {e}"))?;
+        match md.topics().iter().find(|t| t.name() == self.topic) {
+            Some(t) if t.error().is_none() => Ok(format!(
+                "{} broker(s); topic {:?} has {} partitions",
+                md.brokers().len(),
+                self.topic,
+                t.partitions().len()
+            )),
+            _ => Err(format!("topic {:?} does not exist on the brokers", self.topic)),
+        }
+    }
 }

@@ -100,4 +100,11 @@ pub trait Sink: Send + Sync {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError>;
     /// For logs and metrics labels; never holds a secret.
     fn describe(&self) -> String;
+    /// `sluice check --connect`: reach the backend once, without writing a
+    /// record, and say what answered; `Err` names what failed (unreachable,
+    /// credentials refused, the target missing). A sink with nothing to
+    /// reach (a file it has already opened) says so.
+    fn probe(&self) -> Result<String, String> {
+        Ok("nothing to reach".into())
+    }
 }

@@ -175,14 +175,13 @@ impl HttpSink {
         let events: Vec<&Delivery> = items.iter().map(|i| &batch[*i]).collect();
         let body = body::compress(self.framing().body(&events), self.compression);
         let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
-        let response = self
-            .client
-            .request(self.method.clone(), self.url.clone())
-            .headers(self.headers.clone())
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| describe_error(&e))?;
+        let mut request = self.client.request(self.method.clone(), self.url.clone()).headers(self.headers.clone());
+        if body.is_empty() {
+            // The probe's empty body: without the header hyper sends none,
+            // and ClickHouse refuses the request (411).
+            request = request.header(reqwest::header::CONTENT_LENGTH, 0);
+        }
+        let response = request.body(body).send().await.map_err(|e| describe_error(&e))?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| format!("HTTP {status}, body lost: {}", describe_error(&e)))?;
         Ok((status, body))
@@ -284,5 +283,26 @@ impl Sink for HttpSink {
 
     fn describe(&self) -> String {
         self.name.clone()
+    }
+
+    /// A request that carries no event: the backend's answer says whether
+    /// it is there and takes the credentials. ClickHouse runs the insert of
+    /// no rows, so a missing table or a refused user fails here too.
+    fn probe(&self) -> Result<String, String> {
+        let (status, body) = self.runtime.block_on(self.send(&[], &[]))?;
+        let said = || {
+            let text = String::from_utf8_lossy(&body);
+            let first = text.lines().next().unwrap_or("").trim();
+            if first.is_empty() { String::new() } else { format!(": {}", first.chars().take(200).collect::<String>()) }
+        };
+        match status {
+            200..=299 => Ok(format!("HTTP {status} to a request with no event")),
+            401 | 403 | 407 => Err(format!("HTTP {status}: the credentials are refused{}", said())),
+            500..=599 => Err(format!("HTTP {status}: the backend fails{}", said())),
+            _ if self.interpretation == Interpretation::Clickhouse => Err(format!("HTTP {status}{}", said())),
+            // Backends that refuse an empty body (a bulk API) are still
+            // there and took the credentials.
+            _ => Ok(format!("HTTP {status} to a request with no event (reachable; credentials not refused)")),
+        }
     }
 }

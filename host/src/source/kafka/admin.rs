@@ -33,6 +33,29 @@ pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<
     Ok(out)
 }
 
+/// `sluice check --connect`: the brokers answer within a few seconds, take
+/// the credentials, and hold every named topic (a `^regex` at least one).
+pub fn probe(k: &KafkaSourceConfig) -> Result<String, KafkaSourceError> {
+    let c = consumer(k)?;
+    let md = c.fetch_metadata(None, Duration::from_secs(5)).map_err(KafkaSourceError::client("fetch metadata"))?;
+    let names: Vec<&str> = md.topics().iter().filter(|t| t.error().is_none()).map(|t| t.name()).collect();
+    let mut found = Vec::new();
+    for t in &k.topics {
+        let hits = match t.strip_prefix('^') {
+            Some(re) => match regex::Regex::new(&format!("^{re}")) {
+                Ok(re) => names.iter().filter(|n| re.is_match(n)).count(),
+                Err(_) => 0,
+            },
+            None => names.iter().filter(|n| *n == t).count(),
+        };
+        if hits == 0 {
+            return Err(KafkaSourceError::Other(format!("source topic {t:?} does not exist on the brokers")));
+        }
+        found.push(format!("{t} ({hits} topic{})", if hits == 1 { "" } else { "s" }));
+    }
+    Ok(format!("{} broker(s); {}", md.brokers().len(), found.join(", ")))
+}
+
 /// The longest `retention.ms` among the configured topics; `None` when a
 /// topic keeps records forever or the brokers do not say.
 pub fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceError> {
