@@ -331,6 +331,7 @@ impl PluginConfig {
                     max_event_bytes_per_record: usize::try_from(self.max_event_bytes_per_record).unwrap_or(usize::MAX),
                 },
                 max_log_lines_per_batch: self.max_log_lines_per_batch,
+                fixed_now: None,
             },
         }
     }

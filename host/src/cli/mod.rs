@@ -1,6 +1,7 @@
 //! The `sluice` command line. Each subcommand lives in its own file; this
 //! one holds the argument grammar (clap) and the dispatch.
 
+mod cases;
 pub mod plugin;
 mod reload;
 pub mod run;
@@ -37,6 +38,11 @@ pub fn main() -> ExitCode {
                 eprintln!("error: {why}");
                 return ExitCode::from(run::EXIT_UNREACHABLE);
             }
+        },
+        Command::Test(args) => match cases::test(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
         },
         Command::Quarantine(cmd) => run::quarantine(cmd),
         Command::Lag(args) => run::lag(args),
@@ -81,6 +87,10 @@ pub enum Command {
     /// plugin, a path) is invalid; exit 3: with --connect, a broker or the
     /// sink cannot be reached.
     Check(CheckArgs),
+    /// Run a config's unit tests: sample records through its plugins and
+    /// dedup, each with the events or the quarantine it must come to; a
+    /// verdict per case, exit 1 when any fails (README, "Testing a config").
+    Test(ConfigTestArgs),
     /// List and inspect quarantined records.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
@@ -102,6 +112,15 @@ pub struct ConfigArgs {
     /// environment variable SLUICE__SECTION__KEY.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ConfigTestArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// A folder of `*.json` cases, run in name order.
+    #[arg(long, value_name = "DIR")]
+    pub cases: PathBuf,
 }
 
 #[derive(Args, Debug)]

@@ -216,7 +216,7 @@ fn print_formats() {
 /// verdict line per case. `Ok(false)` when a case failed.
 pub fn test(args: &TestArgs) -> Result<bool> {
     use crate::plugin::conformance::{Expect, compare, load_dir};
-    let cases = load_dir(&args.cases)?;
+    let cases = load_dir::<crate::plugin::conformance::Case>(&args.cases)?;
     let limits = PluginLimits {
         memory_bytes: (args.memory_mib as usize) << 20,
         time_per_batch: args.time_limit,

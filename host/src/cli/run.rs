@@ -35,7 +35,7 @@ pub(super) fn validate(
     // Every plugin loads and accepts its config, or nothing starts.
     let mut stages = Vec::with_capacity(cfg.plugins.len());
     for i in 0..cfg.plugins.len() {
-        match pipeline::build_stage(runtime, &cfg, i) {
+        match pipeline::build_stage(runtime, &cfg, i, None) {
             Ok(stage) => stages.push(stage),
             Err(e) => say(&format_args!("{:#}", anyhow::Error::new(e))),
         }

@@ -147,6 +147,12 @@ impl Plan {
         out
     }
 
+    /// The record of each delivery [`Plan::take_fresh`] gave out, in the
+    /// same order (`sluice test` shows a record's events beside it).
+    pub fn sent_records(&self) -> Vec<usize> {
+        self.sent.iter().map(|j| self.events[*j].record).collect()
+    }
+
     /// The sink's final word per delivery that [`Plan::take_fresh`] gave
     /// out (`None`: let go undecided). Returns each record's fate and the
     /// ids to record as delivered: exactly those the sink accepted.

@@ -154,9 +154,7 @@ impl Reader for FileReader<'_> {
         let records = batch
             .into_iter()
             .map(|r| Pulled {
-                refused: r.oversize.then(|| {
-                    format!("line of {} bytes exceeds source.max_line_bytes {max_line}", r.record.payload.len())
-                }),
+                refused: r.oversize.then(|| oversize(r.record.payload.len(), max_line)),
                 record: r.record,
                 start: r.start,
                 next: r.next,
@@ -185,4 +183,10 @@ impl Keeper for FileKeeper<'_> {
         self.store.put_checkpoint(write, part.key(), &cp)?;
         Ok(())
     }
+}
+
+/// Why a line longer than `source.max_line_bytes` is quarantined whole
+/// (also what `sluice test` says of one).
+pub(crate) fn oversize(len: usize, max_line: u64) -> String {
+    format!("line of {len} bytes exceeds source.max_line_bytes {max_line}")
 }

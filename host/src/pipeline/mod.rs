@@ -9,6 +9,7 @@
 //!   group, a replay's summary);
 //! - `stats`: what a run did.
 
+pub mod cases;
 pub mod driver;
 pub mod durable;
 mod files;
@@ -128,13 +129,19 @@ pub(crate) fn now_nanos() -> i64 {
 /// A plugin that cannot start is named by its key in the config, with what
 /// to change when the cause is one the operator controls.
 pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
-    let stages = (0..cfg.plugins.len()).map(|i| build_stage(runtime, cfg, i)).collect::<Result<Vec<_>, _>>()?;
+    let stages = (0..cfg.plugins.len()).map(|i| build_stage(runtime, cfg, i, None)).collect::<Result<Vec<_>, _>>()?;
     Ok(Chain::new(stages))
 }
 
 /// `plugins[i]`, loaded, pinned and initialised; on its own so `check` can
-/// name every plugin that fails, not the first.
-pub fn build_stage(runtime: &Runtime, cfg: &Config, i: usize) -> Result<crate::plugin::Isolated, PipelineError> {
+/// name every plugin that fails, not the first. `fixed_now` pins the
+/// plugin's clock (`sluice test`); a pipeline passes `None`.
+pub fn build_stage(
+    runtime: &Runtime,
+    cfg: &Config,
+    i: usize,
+    fixed_now: Option<i64>,
+) -> Result<crate::plugin::Isolated, PipelineError> {
     use crate::plugin::{Fault, Isolated, PluginError};
     let Some(p) = cfg.plugins.get(i) else {
         return Err(PipelineError::Config(format!("plugins[{i}]: no such plugin")));
@@ -159,7 +166,9 @@ pub fn build_stage(runtime: &Runtime, cfg: &Config, i: usize) -> Result<crate::p
     {
         pin.check(&bytes).map_err(|found| mismatch(found, pin))?;
     }
-    let stage = runtime.load(&p.spec()).and_then(Isolated::new).map_err(|source| {
+    let mut spec = p.spec();
+    spec.limits.fixed_now = fixed_now;
+    let stage = runtime.load(&spec).and_then(Isolated::new).map_err(|source| {
         let hint = match &source {
             PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
             PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(

@@ -115,8 +115,9 @@ pub struct ExpectEvent {
     pub body: serde_json::Value,
 }
 
-/// Every `*.json` of `dir`, sorted by name.
-pub fn load_dir(dir: &Path) -> Result<Vec<(String, Case)>, CaseError> {
+/// Every `*.json` of `dir`, sorted by name, as `T` (a conformance case
+/// here; a config case for `sluice test`).
+pub fn load_dir<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<(String, T)>, CaseError> {
     let invalid = |path: &Path, message: String| CaseError::Invalid { path: path.to_path_buf(), message };
     let entries = std::fs::read_dir(dir).map_err(|e| invalid(dir, e.to_string()))?;
     let mut paths: Vec<PathBuf> =
@@ -129,7 +130,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(String, Case)>, CaseError> {
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).map_err(|e| invalid(&p, e.to_string()))?;
-            let case: Case = serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))?;
+            let case: T = serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))?;
             let name = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             Ok((name, case))
         })

@@ -62,6 +62,7 @@ impl Instance {
             plugin.id.name.as_str().into(),
             plugin.limits.memory_bytes,
             plugin.limits.max_log_lines_per_batch,
+            plugin.limits.fixed_now,
         );
         let mut store = Store::new(&plugin.engine, state);
         store.limiter(|s| &mut s.limiter);

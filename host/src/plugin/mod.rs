@@ -63,6 +63,10 @@ pub struct PluginLimits {
     /// Log lines one `process` call may send; the rest are counted and
     /// reported as one line, so a plugin cannot flood the operator's log.
     pub max_log_lines_per_batch: u32,
+    /// `sluice test`: the plugin's clock stands still at this instant (ns
+    /// since the epoch), so a case about a timestamp's age passes the
+    /// same way next year. `None`, always in a pipeline: the host's clock.
+    pub fixed_now: Option<i64>,
 }
 
 impl Default for PluginLimits {
@@ -75,6 +79,7 @@ impl Default for PluginLimits {
             time_per_batch: Duration::from_secs(5),
             output: OutputLimits::default(),
             max_log_lines_per_batch: 100,
+            fixed_now: None,
         }
     }
 }

@@ -25,6 +25,21 @@ pub struct StoreState {
     pub(super) limiter: MemoryLimiter,
     pub(super) stderr: TailBuffer,
     pub(super) logs: LogBudget,
+    /// What `clock.now` answers when the clock is pinned (`sluice test`).
+    pub(super) fixed_now: Option<i64>,
+}
+
+/// A wall clock that stands still: WASI's, for a plugin that reads the
+/// time through std rather than the contract's `clock`.
+struct FixedClock(std::time::Duration);
+
+impl wasmtime_wasi::HostWallClock for FixedClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(1)
+    }
+    fn now(&self) -> std::time::Duration {
+        self.0
+    }
 }
 
 /// How many log lines the current call may still send.
@@ -54,17 +69,26 @@ impl LogBudget {
 }
 
 impl StoreState {
-    pub(super) fn new(plugin_name: Arc<str>, memory_limit: usize, log_lines: u32) -> StoreState {
+    pub(super) fn new(
+        plugin_name: Arc<str>,
+        memory_limit: usize,
+        log_lines: u32,
+        fixed_now: Option<i64>,
+    ) -> StoreState {
         let stderr = TailBuffer::default();
         // The builder's defaults already deny files, environment, arguments
         // and sockets; spelled out where a default could be misread.
-        let wasi = WasiCtxBuilder::new()
+        let mut builder = WasiCtxBuilder::new();
+        builder
             .stderr(stderr.clone())
             .stdout(TailBuffer::default())
             .allow_ip_name_lookup(false)
             .allow_tcp(false)
-            .allow_udp(false)
-            .build();
+            .allow_udp(false);
+        if let Some(ns) = fixed_now {
+            builder.wall_clock(FixedClock(std::time::Duration::from_nanos(u64::try_from(ns).unwrap_or(0))));
+        }
+        let wasi = builder.build();
         StoreState {
             plugin_name,
             wasi,
@@ -72,6 +96,7 @@ impl StoreState {
             limiter: MemoryLimiter { limit: memory_limit, refused: None },
             stderr,
             logs: LogBudget { limit: log_lines, used: 0, suppressed: 0 },
+            fixed_now,
         }
     }
 }

@@ -172,7 +172,7 @@ macro_rules! host_imports {
 
         impl clock::Host for StoreState {
             fn now(&mut self) -> i64 {
-                super::now()
+                self.fixed_now.unwrap_or_else(super::now)
             }
         }
 

@@ -1,0 +1,366 @@
+//! `sluice test -c sluice.toml --cases DIR`: config unit tests, as
+//! `vector test` and `rpk connect test` have them. Sample records go
+//! through the configured chain and the same per-batch decisions the
+//! driver makes (`custody::batch::Plan`: ids, repeats, the dedup window,
+//! the source's own refusals), and each record's fate is compared with
+//! what the case expects. The format is documented in the README
+//! ("Testing a config").
+//!
+//! What differs from a run is only what is outside the config's logic:
+//! the sink accepts every event (a case tests the config, not the
+//! backend), the window is in memory and starts empty for each case, and
+//! the plugins' clock is pinned to the case's `now` so a case about a
+//! timestamp's age passes the same way next year.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::{PipelineError, build_stage};
+use crate::config::{Config, SourceConfig};
+use crate::custody::ids::{IdDigest, scope_of};
+use crate::custody::{Fate, Plan};
+use crate::plugin::{Chain, Position, Record, Runtime};
+use crate::sink::Delivery;
+use crate::sink::guarded::Outcome;
+
+/// One case file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    #[serde(default)]
+    pub description: String,
+    /// The instant the plugins see as now (RFC 3339); default: the real now.
+    pub now: Option<String>,
+    /// The records, in the order the source hands them over.
+    pub input: Vec<Input>,
+    /// One per input record, in order.
+    pub expect: Vec<Expect>,
+}
+
+/// A record: a line as text, or, for a Kafka source, a message with a key
+/// and headers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Input {
+    Line(String),
+    Message(Message),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub payload: String,
+    pub key: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+}
+
+/// What one record must become.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Expect {
+    /// Delivered as one event.
+    Event(ExpectEvent),
+    /// Delivered as these events, in order.
+    Events(Vec<ExpectEvent>),
+    /// Every event an id already delivered (earlier in the case).
+    Duplicate,
+    /// Quarantined, with a reason containing this.
+    Quarantine(String),
+    /// Dropped on purpose, with a reason containing this.
+    Drop(String),
+}
+
+/// An event; what is left out is not checked.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectEvent {
+    pub id: Option<String>,
+    /// RFC 3339 as the sink receives it; `null`: the event has no time.
+    #[serde(default, deserialize_with = "present")]
+    pub timestamp: Option<Option<String>>,
+    /// Fields the body must hold with these values (others may be there).
+    #[serde(default)]
+    pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `"timestamp": null` is `Some(None)`, an absent key `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// What became of one input record.
+#[derive(Debug)]
+pub struct Got {
+    pub fate: Fate,
+    /// The events delivered for it (none for a duplicate).
+    pub events: Vec<Delivery>,
+}
+
+/// Run `case` through `cfg`'s chain (instantiated afresh: plugins keep no
+/// state from another case) and the batch decisions.
+pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<Vec<Got>, String> {
+    let now = match &case.now {
+        None => None,
+        Some(t) => Some(
+            sluice_guest::time::Format::rfc3339()
+                .parse(t, 0)
+                .map_err(|e| format!("now {t:?} is not an RFC 3339 time: {e}"))?,
+        ),
+    };
+    let stages = (0..cfg.plugins.len())
+        .map(|i| build_stage(runtime, cfg, i, now))
+        .collect::<Result<Vec<_>, PipelineError>>()
+        .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+    let mut chain = Chain::new(stages);
+    let records = records(cfg, name, &case.input)?;
+    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic;
+    let max_line = match &cfg.source {
+        SourceConfig::File(f) => Some(f.max_line_bytes),
+        SourceConfig::Kafka(_) => None,
+    };
+    let mut window: HashSet<IdDigest> = HashSet::new();
+    let mut got = Vec::with_capacity(records.len());
+    for batch in records.chunks(cfg.pipeline.batch_size.max(1)) {
+        got.extend(run_batch(&mut chain, batch, max_line, topic_wide, &mut window)?);
+    }
+    Ok(got)
+}
+
+/// The records of a case as the configured source would hand them over:
+/// a file's lines at their byte offsets in a file named after the case,
+/// or messages of partition 0 of the first named topic.
+fn records(cfg: &Config, name: &str, input: &[Input]) -> Result<Vec<Record>, String> {
+    let path: Arc<str> = name.into();
+    let topic = match &cfg.source {
+        SourceConfig::Kafka(k) => Some(k.topics.iter().find(|t| !t.starts_with('^')).cloned().unwrap_or("case".into())),
+        SourceConfig::File(_) => None,
+    };
+    let mut offset = 0u64;
+    let mut out = Vec::with_capacity(input.len());
+    for (i, r) in input.iter().enumerate() {
+        let (payload, key, headers) = match r {
+            Input::Line(s) => (s.as_str(), None, &[][..]),
+            Input::Message(m) => (m.payload.as_str(), m.key.as_deref(), m.headers.as_slice()),
+        };
+        let record = match &topic {
+            None if key.is_some() || !headers.is_empty() => {
+                return Err(format!("input {i}: a file source's lines have no key or headers"));
+            }
+            None => Record::line(payload, path.clone(), 0, offset),
+            Some(topic) => Record {
+                payload: payload.as_bytes().to_vec(),
+                key: key.map(|k| k.as_bytes().to_vec()),
+                headers: headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())).collect(),
+                source_timestamp: None,
+                position: Position::Kafka { topic: topic.as_str().into(), partition: 0, offset: i as i64 },
+                event_id: None,
+                timestamp: None,
+            },
+        };
+        offset += payload.len() as u64 + 1;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+/// The driver's steps for one batch, with a sink that accepts everything.
+fn run_batch(
+    chain: &mut Chain,
+    batch: &[Record],
+    max_line: Option<u64>,
+    topic_wide: bool,
+    window: &mut HashSet<IdDigest>,
+) -> Result<Vec<Got>, String> {
+    let mut plan = Plan::new(batch.len());
+    let mut to_plugins = Vec::with_capacity(batch.len());
+    let mut index_of = Vec::with_capacity(batch.len());
+    for (i, r) in batch.iter().enumerate() {
+        match max_line {
+            Some(max) if r.payload.len() as u64 > max => {
+                plan.refuse(i, "source", super::files::oversize(r.payload.len(), max));
+            }
+            _ => {
+                to_plugins.push(r);
+                index_of.push(i);
+            }
+        }
+    }
+    let verdicts = chain.run_refs(&to_plugins).map_err(|e| format!("the chain failed: {e:#}"))?;
+    let Some(first) = batch.first() else { return Ok(Vec::new()) };
+    let scope = scope_of(&first.position, topic_wide);
+    for (verdict, i) in verdicts.into_iter().zip(index_of) {
+        let position = &batch[i].position;
+        plan.verdict(i, verdict, &scope, || position.default_event_id());
+    }
+    let seen: Vec<bool> = plan.digests().iter().map(|d| window.contains(d)).collect();
+    plan.seen(&seen);
+    let fresh = plan.take_fresh();
+    let owners = plan.sent_records();
+    let settled = plan.settle(vec![Some(Outcome::Accepted); fresh.len()]);
+    window.extend(settled.accepted.iter().copied());
+    let mut events: Vec<Vec<Delivery>> = (0..batch.len()).map(|_| Vec::new()).collect();
+    for (d, owner) in fresh.into_iter().zip(owners) {
+        events[owner].push(d);
+    }
+    settled
+        .fates
+        .into_iter()
+        .zip(events)
+        .enumerate()
+        .map(|(i, (fate, events))| match fate {
+            Some(fate) => Ok(Got { fate, events }),
+            None => Err(format!("record {i} was left undecided")),
+        })
+        .collect()
+}
+
+/// Every record whose fate differs from its expectation, each named, one
+/// per line.
+pub fn judge(input: &[Input], expect: &[Expect], got: &[Got]) -> Result<(), String> {
+    if expect.len() != input.len() {
+        return Err(format!("{} inputs but {} expectations: give one per input record", input.len(), expect.len()));
+    }
+    let wrong: Vec<String> = expect
+        .iter()
+        .zip(got)
+        .enumerate()
+        .filter_map(|(i, (want, got))| judge_one(want, got).err().map(|why| format!("input {i}: {why}")))
+        .collect();
+    if wrong.is_empty() { Ok(()) } else { Err(wrong.join("\n      ")) }
+}
+
+fn judge_one(want: &Expect, got: &Got) -> Result<(), String> {
+    match (want, &got.fate) {
+        (Expect::Event(e), Fate::Delivered) => judge_events(std::slice::from_ref(e), &got.events),
+        (Expect::Events(es), Fate::Delivered) => judge_events(es, &got.events),
+        (Expect::Duplicate, Fate::Duplicate) => Ok(()),
+        (Expect::Quarantine(part), Fate::Quarantine { reason, .. }) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Drop(part), Fate::Dropped { reason }) if reason.contains(part.as_str()) => Ok(()),
+        (want, _) => Err(format!("expected {}, got {}", show_expect(want), show(got))),
+    }
+}
+
+fn judge_events(want: &[ExpectEvent], got: &[Delivery]) -> Result<(), String> {
+    if want.len() != got.len() {
+        return Err(format!("expected {} events, got {}: {}", want.len(), got.len(), show_events(got)));
+    }
+    for (k, (w, d)) in want.iter().zip(got).enumerate() {
+        let at = if want.len() == 1 { String::new() } else { format!("event {k}: ") };
+        if let Some(id) = &w.id
+            && *id != d.id
+        {
+            return Err(format!("{at}id {:?}, expected {id:?}", d.id));
+        }
+        if let Some(ts) = &w.timestamp
+            && *ts != d.timestamp
+        {
+            return Err(format!("{at}timestamp {}, expected {}", show_time(&d.timestamp), show_time(ts)));
+        }
+        let body: serde_json::Value = serde_json::from_str(d.event.get()).unwrap_or(serde_json::Value::Null);
+        for (field, value) in &w.fields {
+            match body.get(field) {
+                Some(v) if v == value => {}
+                Some(v) => return Err(format!("{at}field {field:?} is {v}, expected {value}")),
+                None => return Err(format!("{at}no field {field:?} in {}", d.event.get())),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show_time(t: &Option<String>) -> String {
+    t.as_deref().map_or("none".into(), |t| format!("{t:?}"))
+}
+
+fn show_expect(e: &Expect) -> String {
+    match e {
+        Expect::Event(_) => "one event".into(),
+        Expect::Events(es) => format!("{} events", es.len()),
+        Expect::Duplicate => "a duplicate".into(),
+        Expect::Quarantine(part) => format!("quarantine with a reason containing {part:?}"),
+        Expect::Drop(part) => format!("a drop with a reason containing {part:?}"),
+    }
+}
+
+fn show_events(events: &[Delivery]) -> String {
+    events
+        .iter()
+        .map(|d| format!("{{id {:?}, timestamp {}, body {}}}", d.id, show_time(&d.timestamp), d.event.get()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A record's fate as the verdict line shows it.
+pub fn show(got: &Got) -> String {
+    match &got.fate {
+        Fate::Delivered => format!("delivered {}", show_events(&got.events)),
+        Fate::Duplicate => "a duplicate".into(),
+        Fate::Dropped { reason } => format!("dropped: {reason}"),
+        Fate::Quarantine { stage, plugin, reason } => match plugin {
+            Some(p) => format!("quarantined by plugin {}: {reason}", p.name),
+            None => format!("quarantined at the {stage}: {reason}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn got(fate: Fate, events: &[(&str, Option<&str>, &str)]) -> Got {
+        let events = events
+            .iter()
+            .map(|(id, ts, body)| Delivery::new(id.to_string(), ts.map(String::from), body.as_bytes()))
+            .collect();
+        Got { fate, events }
+    }
+
+    fn case(json: &str) -> Case {
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn expectations_parse_and_judge_each_record() {
+        let c = case(
+            r#"{"input": ["a", "b", "c", {"payload": "d", "key": "k"}],
+                "expect": [
+                  {"event": {"id": "a1", "timestamp": "2026-01-01T00:00:00Z", "fields": {"level": "INFO"}}},
+                  "duplicate",
+                  {"quarantine": "too old"},
+                  {"events": [{"timestamp": null}, {"fields": {"n": 2}}]}
+                ]}"#,
+        );
+        let good = vec![
+            got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
+            got(Fate::Duplicate, &[]),
+            got(Fate::Quarantine { stage: "plugin", plugin: None, reason: "ts 2001 is too old".into() }, &[]),
+            got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
+        ];
+        assert_eq!(judge(&c.input, &c.expect, &good), Ok(()));
+        let mut bad = good;
+        bad[3] = got(Fate::Delivered, &[("d1", Some("2026-01-01T00:00:00Z"), "{}"), ("d2", None, r#"{"n":3}"#)]);
+        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        assert_eq!(e, "input 3: event 0: timestamp \"2026-01-01T00:00:00Z\", expected none");
+        bad[3] = got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":3}"#)]);
+        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        assert_eq!(e, "input 3: event 1: field \"n\" is 3, expected 2");
+        bad[1] = got(Fate::Dropped { reason: "debug".into() }, &[]);
+        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        assert_eq!(
+            e,
+            "input 1: expected a duplicate, got dropped: debug\n      input 3: event 1: field \"n\" is 3, expected 2",
+            "every wrong record, each named"
+        );
+        let e = judge(&c.input, &c.expect[..3], &bad).err().unwrap_or_default();
+        assert!(e.contains("4 inputs but 3 expectations"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_in_a_case_are_refused() {
+        let e = serde_json::from_str::<Case>(r#"{"input": [], "expect": [{"event": {"ids": "x"}}]}"#);
+        assert!(e.is_err_and(|e| e.to_string().contains("ids")));
+    }
+}

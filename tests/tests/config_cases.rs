@@ -1,0 +1,129 @@
+//! `sluice test -c CONFIG --cases DIR`: every example pipeline config
+//! ships cases and passes them (with the plugins built from this tree),
+//! and a case that expects the wrong thing fails, naming the record and
+//! what it became.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sluice_e2e::{plugin, sluice_bin, workspace_root};
+
+fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
+    let out = Command::new(sluice_bin!())
+        .args(["test", "-c", &config.display().to_string(), "--cases", &cases.display().to_string()])
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+        // The examples read credentials from the environment; `test`
+        // reaches no backend, but the config must load.
+        .env("CLICKHOUSE_PASSWORD", "unused")
+        .env("O2_AUTH", "unused")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every `examples/*/*.toml` with a `[pipeline]` table: the configs a
+/// newcomer copies (the loghub folder holds plugin configs).
+fn example_pipelines() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in std::fs::read_dir(workspace_root().join("examples")).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+            let path = file.path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_some_and(|e| e == "toml") && text.lines().any(|l| l.trim() == "[pipeline]") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `config` with its plugins pointed at this tree's builds (the examples
+/// point at `out/plugins`, where scripts/quickstart copies them).
+fn with_built_plugins(config: &Path, dir: &Path) -> PathBuf {
+    let mut text = std::fs::read_to_string(config).unwrap_or_else(|e| panic!("{e}"));
+    for name in ["json", "pattern", "ts-window"] {
+        text = text.replace(&format!("../../out/plugins/{name}.wasm"), &plugin(name).display().to_string());
+    }
+    let copy = dir.join(config.file_name().unwrap_or_default());
+    std::fs::write(&copy, text).unwrap_or_else(|e| panic!("{e}"));
+    copy
+}
+
+#[test]
+fn every_example_config_ships_cases_and_passes_them() {
+    let configs = example_pipelines();
+    assert!(configs.len() >= 4, "quickstart, kafka, clickhouse, http: {configs:?}");
+    for config in &configs {
+        let cases = config.with_file_name("cases");
+        let n = std::fs::read_dir(&cases)
+            .unwrap_or_else(|e| panic!("{}: every example config ships cases beside it ({e})", cases.display()))
+            .flatten()
+            .filter(|f| f.path().extension().is_some_and(|e| e == "json"))
+            .count();
+        assert!(n >= 2, "{}: {n} cases", cases.display());
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (code, out, err) = sluice_test(&with_built_plugins(config, tmp.path()), &cases);
+        assert_eq!(code, 0, "{}:\n{out}{err}", config.display());
+        assert!(out.contains(&format!("{n} cases, {n} passed, 0 failed")), "{out}");
+        assert_eq!(out.lines().filter(|l| l.starts_with("ok    ")).count(), n, "{out}");
+        println!("{}: {n} cases passed", config.display());
+    }
+}
+
+#[test]
+fn a_wrong_expectation_fails_its_case_naming_the_record_and_what_it_became() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path();
+    // One record per batch: a repeat in a later batch is caught by the
+    // window, not by the batch's own look-up.
+    std::fs::write(
+        dir.join("sluice.toml"),
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nbatch_size = 1\n[source]\ntype = \"file\"\npaths = [\"*.log\"]\n\
+             [sink]\ntype = \"stdout\"\n{}",
+            sluice_e2e::json_chain_toml(true, Some("1h"))
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cases = dir.join("cases");
+    std::fs::create_dir_all(&cases).unwrap_or_else(|e| panic!("{e}"));
+    let line = |id: &str, ts: &str| format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":1}}");
+    let write = |name: &str, case: serde_json::Value| {
+        std::fs::write(cases.join(name), case.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    };
+    write(
+        "01-right.json",
+        serde_json::json!({
+            "now": "2026-12-01T12:00:00Z",
+            "input": [line("a", "2026-12-01T11:30:00Z"), line("a", "2026-12-01T11:30:00Z"), line("b", "2026-12-01T10:00:00Z")],
+            "expect": [{"event": {"id": "a", "timestamp": "2026-12-01T11:30:00Z", "fields": {"n": 1}}}, "duplicate",
+                       {"quarantine": "older than max_age 1h"}]
+        }),
+    );
+    // The same records, but two expectations wrong: both are named.
+    write(
+        "02-wrong.json",
+        serde_json::json!({
+            "now": "2026-12-01T12:00:00Z",
+            "input": [line("a", "2026-12-01T11:30:00Z"), line("a", "2026-12-01T11:30:00Z"), line("b", "2026-12-01T10:00:00Z")],
+            "expect": [{"event": {"id": "a", "fields": {"n": 2}}}, {"event": {}}, {"quarantine": "older than max_age 1h"}]
+        }),
+    );
+    let (code, out, err) = sluice_test(&dir.join("sluice.toml"), &cases);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("ok    01-right"), "{out}");
+    assert!(out.contains("FAIL  02-wrong: input 0: field \"n\" is 1, expected 2"), "{out}");
+    assert!(out.contains("\n      input 1: expected one event, got a duplicate"), "{out}");
+    assert!(!out.contains("input 2:"), "the right expectation passes: {out}");
+    assert!(out.contains("2 cases, 1 passed, 1 failed"), "{out}");
+    // A case file with a key the format does not have: exit 2, named.
+    write("03-typo.json", serde_json::json!({"input": [], "expect": [], "nwo": "x"}));
+    let (code, out, err) = sluice_test(&dir.join("sluice.toml"), &cases);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("03-typo.json") && err.contains("nwo"), "{err}");
+}
