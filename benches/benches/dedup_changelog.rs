@@ -157,7 +157,7 @@ fn main() {
     let store_dir = dir.path().join("restored");
     let store = Store::open(&store_dir, &pipeline::identity(&on_cfg)).unwrap_or_else(|e| panic!("{e}"));
     let window = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let changelog = Changelog::open(&on_cfg, k, &store, &window)
+    let changelog = Changelog::open(&on_cfg, k, &store, &window, &sluice::pipeline::Stop::default())
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("the changelog is on"));
     reset_peak_rss();

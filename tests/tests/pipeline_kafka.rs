@@ -660,6 +660,54 @@ fn sigkill_loop_loses_nothing_and_every_duplicate_is_explained() {
     );
 }
 
+/// The StatefulSet's claim (deploy/kubernetes): with static membership
+/// (`group.instance.id`, the pod's name) a member SIGKILLed and started
+/// again takes its partitions back at once; the group does not wait out
+/// the session timeout, and nothing is lost.
+#[test]
+fn a_static_member_restarted_after_sigkill_takes_its_partitions_back_at_once() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "static");
+    f.produce(&broker, 4_000);
+    let session = Duration::from_secs(20);
+    let config = |name: &str| {
+        let path = f.config(&broker, name, "");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        let text = text.replace(
+            "\"session.timeout.ms\" = 6000",
+            &format!("\"session.timeout.ms\" = {}, \"group.instance.id\" = \"member-{name}\"", session.as_millis()),
+        );
+        assert!(text.contains("group.instance.id"), "the fixture's properties are where this test expects them");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    };
+    let (config_a, config_b) = (config("a"), config("b"));
+    let mut a = f.spawn(&config_a, "a.log");
+    let mut b = f.spawn(&config_b, "b.log");
+    f.wait_complete(Duration::from_secs(90), &mut [&mut a, &mut b]);
+    let before_a = f.delivered("a").len();
+    a.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = a.wait();
+    let load = f.produce_in_background(&broker, 4_000);
+    let restarted = Instant::now();
+    let mut a = f.spawn(&config_a, "a.log");
+    load.join().unwrap_or_else(|_| panic!("the producer thread failed"));
+    f.wait_complete(Duration::from_secs(60), &mut [&mut a, &mut b]);
+    let took = restarted.elapsed();
+    assert!(f.delivered("a").len() > before_a, "a took back partitions and delivered from them: {}", f.logs());
+    assert!(took < session, "the restarted member's partitions waited {took:?}, the session timeout is {session:?}");
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a", "state-b"]);
+    f.assert_fully_committed(&broker);
+    let again = delivered_twice(&f).len();
+    println!(
+        "static membership: SIGKILLed member back and its partitions drained {took:?} after its restart (session \
+         timeout {session:?}); {again} delivered twice; 0 lost"
+    );
+}
+
 #[test]
 fn a_broker_killed_and_restarted_mid_run_loses_nothing() {
     let _serial = serial();

@@ -107,7 +107,8 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let quarantine_topic =
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
-    let changelog = changelog::Changelog::open(cfg, source, &store, &dedup)?.map(changelog::Changelog::with_follower);
+    let changelog =
+        changelog::Changelog::open(cfg, source, &store, &dedup, stop)?.map(changelog::Changelog::with_follower);
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     std::thread::scope(|scope| {

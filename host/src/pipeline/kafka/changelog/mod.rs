@@ -143,49 +143,67 @@ impl<'s> Changelog<'s> {
         source: &KafkaSourceConfig,
         store: &'s Store,
         dedup: &'s DedupWindow<'s>,
+        stop: &crate::pipeline::Stop,
     ) -> Result<Option<Changelog<'s>>, PipelineError> {
         let Some(topic) = cfg.dedup.changelog_topic(&cfg.source) else { return Ok(None) };
         let kafka = |e: KafkaSourceError| ChangelogError::Kafka { topic: topic.clone(), what: e.to_string() };
         let window = dedup.window();
-        let partitions =
-            match topic_state(source, &topic, window, cfg.dedup.changelog.retention_factor).map_err(kafka)? {
-                TopicState::Exists { partitions, retention } => {
-                    if let Some(w) = retention_warning(retention, window) {
-                        tracing::warn!(topic, "dedup changelog: {w}");
+        // Brokers that are down at the start are waited for, as the
+        // consumer waits for them: a pod started before its brokers is not
+        // ready (and says why), rather than a crash loop.
+        let mut backoff = std::time::Duration::from_millis(500);
+        let state = loop {
+            match topic_state(source, &topic, window, cfg.dedup.changelog.retention_factor) {
+                Ok(state) => break state,
+                Err(e) if stop.requested() => return Err(kafka(e).into()),
+                Err(e) => {
+                    tracing::warn!(topic, "cannot look up the dedup changelog yet, retrying in {backoff:?}: {e}");
+                    let until = std::time::Instant::now() + backoff;
+                    while std::time::Instant::now() < until && !stop.requested() {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
                     }
-                    partitions
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(10));
                 }
-                TopicState::WillCreate { partitions, retention } => {
-                    if store.knows_a_changelog()? {
-                        let known = "its positions are in the store's checkpoints".to_string();
-                        if cfg.dedup.on_missing_state == OnMissingState::Fail {
-                            return Err(ChangelogError::Deleted { topic, known }.into());
-                        }
-                        tracing::warn!(
-                            topic,
-                            "dedup changelog is gone though this store read it before; creating an empty one \
-                             (dedup.on_missing_state = \"accept-duplicates\"): what it held is delivered again"
-                        );
+            }
+        };
+        let partitions = match state {
+            TopicState::Exists { partitions, retention } => {
+                if let Some(w) = retention_warning(retention, window) {
+                    tracing::warn!(topic, "dedup changelog: {w}");
+                }
+                partitions
+            }
+            TopicState::WillCreate { partitions, retention } => {
+                if store.knows_a_changelog()? {
+                    let known = "its positions are in the store's checkpoints".to_string();
+                    if cfg.dedup.on_missing_state == OnMissingState::Fail {
+                        return Err(ChangelogError::Deleted { topic, known }.into());
                     }
-                    let configs =
-                        [("retention.ms", retention.as_millis().to_string()), ("cleanup.policy", "delete".to_string())];
-                    admin::create_topic(source, &topic, partitions, &configs).map_err(|e| ChangelogError::Kafka {
-                        topic: topic.clone(),
-                        what: format!(
-                            "it does not exist and cannot be created ({e}): create it ({partitions} partitions, \
-                             retention.ms {}), or set dedup.changelog.enabled = false",
-                            retention.as_millis()
-                        ),
-                    })?;
-                    tracing::info!(
+                    tracing::warn!(
                         topic,
-                        partitions,
-                        retention = sluice_guest::duration::display(retention),
-                        "dedup changelog created"
+                        "dedup changelog is gone though this store read it before; creating an empty one \
+                             (dedup.on_missing_state = \"accept-duplicates\"): what it held is delivered again"
                     );
-                    partitions
                 }
-            };
+                let configs =
+                    [("retention.ms", retention.as_millis().to_string()), ("cleanup.policy", "delete".to_string())];
+                admin::create_topic(source, &topic, partitions, &configs).map_err(|e| ChangelogError::Kafka {
+                    topic: topic.clone(),
+                    what: format!(
+                        "it does not exist and cannot be created ({e}): create it ({partitions} partitions, \
+                             retention.ms {}), or set dedup.changelog.enabled = false",
+                        retention.as_millis()
+                    ),
+                })?;
+                tracing::info!(
+                    topic,
+                    partitions,
+                    retention = sluice_guest::duration::display(retention),
+                    "dedup changelog created"
+                );
+                partitions
+            }
+        };
         let producer = crate::source::kafka::client::producer_config(
             &source.brokers,
             source.tls.as_ref(),
