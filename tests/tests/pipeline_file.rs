@@ -835,4 +835,16 @@ fn a_reload_under_load_swaps_the_chain_between_batches_and_loses_nothing() {
     assert!(stamped[swap..].iter().all(|s| !s), "after the swap only the new chain's events");
     assert_eq!((ok, invalid), (1.0, 2.0), "{logs}");
     assert!(logs.contains("batch_sise") && logs.contains("pipeline.name cannot change while sluice runs"), "{logs}");
+    // Quarantine entries carry the chain that judged them: json and
+    // ts-window before the reload, json alone after it. Entry ids sort by
+    // the time they were written, and the reload drains every file before
+    // the new chain starts, so the old chain's entries all come first.
+    let store = Store::open_read_only(&f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    let mut entries = store.quarantine_entries().unwrap_or_else(|e| panic!("{e}"));
+    entries.sort_by(|a, b| a.id.cmp(&b.id));
+    let chains: Vec<Vec<String>> = entries.iter().map(|e| e.plugins.iter().map(|p| p.name.clone()).collect()).collect();
+    let first_new = chains.iter().position(|c| c.len() == 1).unwrap_or(chains.len());
+    assert!(first_new > 0 && first_new < chains.len(), "entries from both chains: {chains:?}");
+    assert!(chains[..first_new].iter().all(|c| c == &["json", "ts-window"]), "{chains:?}");
+    assert!(chains[first_new..].iter().all(|c| c == &["json"]), "after the reload, the new chain: {chains:?}");
 }

@@ -107,8 +107,13 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let quarantine_topic =
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
-    let changelog =
-        changelog::Changelog::open(cfg, source, &store, &dedup, stop)?.map(changelog::Changelog::with_follower);
+    let changelog = match changelog::Changelog::open(cfg, source, &store, &dedup, stop) {
+        Ok(c) => c.map(changelog::Changelog::with_follower),
+        // Stopped while waiting for the brokers: nothing was read, so
+        // nothing is owed; a clean stop.
+        Err(_) if stop.requested() => return Ok(RunStats::default()),
+        Err(e) => return Err(e),
+    };
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     std::thread::scope(|scope| {

@@ -106,9 +106,21 @@ impl Changelog<'_> {
         let cp = self.partition_of(source_partition);
         let from = self.store.changelog_position(name)?;
         let reader = self.reader()?;
-        let (low, high) = match reader.fetch_watermarks(&self.topic, cp, TIMEOUT) {
-            Ok(w) => w,
-            Err(e) => return self.missing(name, format!("cannot read partition {cp}'s offsets ({e})"), None),
+        // A broker that is down or a leader that moves (the partition is
+        // "unknown" meanwhile) is waited for, as a stalled read is: only
+        // after STUCK without an answer is the state called missing.
+        let (low, high) = loop {
+            match reader.fetch_watermarks(&self.topic, cp, TIMEOUT) {
+                Ok(w) => break w,
+                Err(_) if stopping() => return Ok(Restored::Stopped),
+                Err(e) if started.elapsed() > STUCK => {
+                    return self.missing(name, format!("cannot read partition {cp}'s offsets ({e})"), None);
+                }
+                Err(e) => {
+                    tracing::debug!(topic = self.topic, partition = cp, "changelog offsets not readable yet: {e}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
         };
         if let Some(f) = from.filter(|f| *f > high) {
             let why = format!(
