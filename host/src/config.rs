@@ -532,10 +532,17 @@ impl SinkConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuarantineConfig {
-    /// JSON fields (dotted paths) masked before an entry is written; the
-    /// unmasked original is then not kept, and the entry says so.
+    /// JSON fields masked before an entry is written: a name
+    /// (`password`) wherever it is in the object, or a dotted path from the
+    /// root (`auth.key`). The unmasked original is then not kept, and the
+    /// entry says what was masked.
     #[serde(default)]
     pub mask_fields: Vec<String>,
+    /// Regexes masked in payloads that are not JSON (`token=(\S+)`), and in
+    /// every string of those that are: the first capture group, or the
+    /// whole match when there is none, becomes `***`.
+    #[serde(default)]
+    pub mask_patterns: Vec<String>,
     /// Kafka pipelines: also produce every quarantined record to this
     /// topic of the source's cluster (the original as the value, the
     /// context in headers). Each entry is acknowledged by the brokers
@@ -861,6 +868,11 @@ impl Config {
         }
         if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
             p.add("sink.breaker", "need 0 < initial_probe <= max_probe".into());
+        }
+        for (i, pattern) in self.quarantine.mask_patterns.iter().enumerate() {
+            if let Err(e) = regex::bytes::Regex::new(pattern) {
+                p.add(&format!("quarantine.mask_patterns[{i}]"), format!("{pattern:?}: {e}"));
+            }
         }
         if let Some(topic) = &self.quarantine.topic {
             if !matches!(self.source, SourceConfig::Kafka(_)) {
@@ -1191,6 +1203,21 @@ mod tests {
         let problems = Config::load(&path).err().map(|e| e.problems()).unwrap_or_default();
         let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
         assert_eq!(keys, ["pipeline.name", "pipeline.state_dir"], "{problems:?}");
+    }
+
+    #[test]
+    fn a_mask_pattern_that_does_not_compile_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("s.toml");
+        std::fs::write(
+            &path,
+            "[pipeline]\nname = \"p\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\npaths = [\"a.log\"]\n\
+             [sink]\ntype = \"stdout\"\n[quarantine]\nmask_patterns = ['token=(\\S+)', '(unclosed']\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = error_of(Config::load(&path));
+        assert!(e.contains("quarantine.mask_patterns[1]") && e.contains("(unclosed"), "{e}");
+        assert!(!e.contains("mask_patterns[0]"), "{e}");
     }
 
     fn kafka_config(source_extra: &str) -> Result<Config, ConfigError> {

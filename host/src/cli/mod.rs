@@ -3,6 +3,7 @@
 
 mod cases;
 pub mod plugin;
+mod quarantine;
 mod reload;
 pub mod run;
 mod scaffold;
@@ -44,7 +45,7 @@ pub fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Command::Quarantine(cmd) => run::quarantine(cmd),
+        Command::Quarantine(cmd) => quarantine::run(cmd),
         Command::Lag(args) => run::lag(args),
         Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
@@ -173,10 +174,60 @@ fn parse_reset(s: &str) -> Result<crate::source::kafka::admin::ResetTo, String> 
     s.parse()
 }
 
+/// Which quarantine entries a command looks at.
+#[derive(Args, Debug, Default)]
+pub struct EntryFilter {
+    /// Only entries of this stage: source, plugin or sink.
+    #[arg(long)]
+    pub stage: Option<String>,
+    /// Only entries this plugin rejected (by name).
+    #[arg(long)]
+    pub plugin: Option<String>,
+    /// Only entries whose reason contains this.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Only entries written at or after: an RFC 3339 time, or a duration
+    /// ago (`1h`).
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only entries written before: an RFC 3339 time, or a duration ago.
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
+    /// Only entries replayed (`true`) or not yet (`false`).
+    #[arg(long, value_name = "BOOL")]
+    pub replayed: Option<bool>,
+}
+
+/// A query of the quarantine: which store, which entries, what form.
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub filter: EntryFilter,
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum QuarantineCommand {
-    /// One line per entry: id, time, stage, plugin, reason.
-    List(ConfigArgs),
+    /// One line per entry: id, time, stage, plugin, reason; `--json`: each
+    /// entry whole, one per line (position, original payload, versions).
+    List(QueryArgs),
+    /// Counts per stage, plugin and reason.
+    Stats(QueryArgs),
+    /// Every entry (or those the filters keep) to an NDJSON file, whole,
+    /// in one pass over the store; masked fields stay masked.
+    Export {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[command(flatten)]
+        filter: EntryFilter,
+        /// The file to write (replaced if it exists).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
     /// One entry in full (original bytes, position, versions).
     Show {
         #[command(flatten)]

@@ -1,11 +1,10 @@
-//! `sluice run`, `sluice check`, `sluice quarantine`.
+//! `sluice run`, `sluice check`, `sluice lag`, `sluice replay`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use super::{ConfigArgs, QuarantineCommand};
+use super::ConfigArgs;
 use crate::config::{Config, SourceConfig};
 use crate::pipeline;
 use crate::plugin::Runtime;
@@ -14,7 +13,7 @@ use crate::store::Store;
 /// Bad input (config, plugins, paths): exit 2 before anything is read.
 pub struct BadInput(pub anyhow::Error);
 
-fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
+pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     let (cfg, chain) = validate(args, &runtime, true)?;
     Ok((cfg, runtime, chain))
@@ -241,41 +240,6 @@ pub fn run(args: &super::PipelineArgs) -> ExitCode {
         }
     };
     super::reload::run(args, cfg, &chain, &runtime)
-}
-
-pub fn quarantine(cmd: &QuarantineCommand) -> Result<()> {
-    match cmd {
-        QuarantineCommand::List(args) => {
-            let cfg = Config::load(&args.config)?;
-            let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
-            let mut out = std::io::stdout().lock();
-            for e in store.quarantine_entries()? {
-                let plugin = e.plugin.as_ref().map(|p| format!("{}@{}", p.name, &p.digest[..12])).unwrap_or_default();
-                let replayed = e.replayed.as_deref().map(|t| format!(" replayed {t}")).unwrap_or_default();
-                let line =
-                    writeln!(out, "{}  {}  {:<7} {:<24} {}{}", e.id, e.time, e.stage, plugin, e.reason, replayed);
-                // A reader that stopped (`| head`) is not an error.
-                if let Err(e) = line {
-                    if e.kind() == std::io::ErrorKind::BrokenPipe {
-                        return Ok(());
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
-        QuarantineCommand::Show { config, id } => {
-            let cfg = Config::load(&config.config)?;
-            let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
-            let entry = store.quarantine_entry(id)?.with_context(|| format!("no quarantine entry {id}"))?;
-            println!("{}", serde_json::to_string_pretty(&entry)?);
-        }
-        QuarantineCommand::Replay { config, ids, include_masked } => {
-            let (cfg, runtime, _) = load(config).map_err(|BadInput(e)| e)?;
-            let summary = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
-            eprintln!("{}", serde_json::json!({ "replay": summary }));
-        }
-    }
-    Ok(())
 }
 
 fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::KafkaSourceConfig> {

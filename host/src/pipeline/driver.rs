@@ -50,7 +50,7 @@ use crate::plugin::{Chain, Record, Verdict};
 use crate::sink::guarded::Guarded;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
-use crate::store::quarantine::{PluginVersion, Quarantine};
+use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordQuarantined};
 
 /// A record as a source hands it over.
@@ -258,7 +258,8 @@ pub fn drive(
         shared.store,
         &shared.cfg.pipeline.name,
         part.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
-        shared.cfg.quarantine.mask_fields.clone(),
+        Masking::new(&shared.cfg.quarantine.mask_fields, &shared.cfg.quarantine.mask_patterns)
+            .map_err(|e| PipelineError::Config(format!("quarantine.mask_patterns: {e}")))?,
     );
     let name = part.name;
     let state = part.state.clone();

@@ -6,8 +6,12 @@
 //! version, the time and the attempts.
 //!
 //! Entries can hold secrets (a token travels with the original bytes): the
-//! store is owner-only, and `mask_fields` replaces JSON fields before an
-//! entry is written. A masked entry does not keep the original, and says so.
+//! store is owner-only, and `Masking` replaces them before an entry is
+//! written (`quarantine.mask_fields`: JSON names at any depth or dotted
+//! paths; `quarantine.mask_patterns`: regexes over text that is not JSON,
+//! and over JSON strings). A masked entry does not keep the original, and
+//! says what was masked. Since the original is never written, a masked
+//! value is in no entry, no export and no file of the store.
 
 use base64::Engine as _;
 use rocksdb::{IteratorMode, WriteBatch};
@@ -98,12 +102,12 @@ pub struct Quarantine<'s> {
     store: &'s Store,
     pipeline: String,
     plugins: Vec<PluginVersion>,
-    mask_fields: Vec<String>,
+    masking: Masking,
 }
 
 impl<'s> Quarantine<'s> {
-    pub fn new(store: &'s Store, pipeline: &str, plugins: Vec<PluginVersion>, mask_fields: Vec<String>) -> Self {
-        Quarantine { store, pipeline: pipeline.to_string(), plugins, mask_fields }
+    pub fn new(store: &'s Store, pipeline: &str, plugins: Vec<PluginVersion>, masking: Masking) -> Self {
+        Quarantine { store, pipeline: pipeline.to_string(), plugins, masking }
     }
 
     /// Build the entry for `r` and add it to `batch`.
@@ -125,7 +129,12 @@ impl<'s> Quarantine<'s> {
     pub fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("{:016x}{:08x}", now_nanos.max(0) as u64, seq);
-        let (payload, masked) = mask(&r.record.payload, &self.mask_fields);
+        let (payload, masked) = self.masking.apply(&r.record.payload);
+        // A reason may quote the record (a plugin's own message): the
+        // patterns reach it too.
+        let reason = self.masking.apply_text(r.reason.as_bytes());
+        let reason =
+            if reason == r.reason.as_bytes() { r.reason } else { String::from_utf8_lossy(&reason).into_owned() };
         Entry {
             id,
             time: sluice_guest::time::format_rfc3339(now_nanos),
@@ -133,7 +142,7 @@ impl<'s> Quarantine<'s> {
             host_version: crate::HOST_VERSION.to_string(),
             stage: r.stage.to_string(),
             plugin: r.plugin.map(PluginVersion::from),
-            reason: r.reason,
+            reason,
             attempts: r.attempts,
             position: r.record.position.clone(),
             payload: Bytes::new(&payload),
@@ -146,33 +155,207 @@ impl<'s> Quarantine<'s> {
     }
 }
 
-/// Replace the configured JSON fields (dotted paths) of a JSON object
-/// payload. Returns the bytes to keep and the paths that were masked.
-pub fn mask(payload: &[u8], fields: &[String]) -> (Vec<u8>, Vec<String>) {
-    if fields.is_empty() {
-        return (payload.to_vec(), Vec::new());
+/// What is replaced by `***` before an entry is written.
+#[derive(Debug, Clone, Default)]
+pub struct Masking {
+    /// A name (`password`) at any depth, or a dotted path from the root
+    /// (`auth.key`).
+    fields: Vec<String>,
+    /// Over a payload that is not JSON, and over every JSON string: the
+    /// first capture group, or the whole match when there is none.
+    patterns: Vec<(String, regex::bytes::Regex)>,
+}
+
+impl Masking {
+    /// `Err` names the pattern that does not compile (config validation
+    /// reports it first, with its key).
+    pub fn new(fields: &[String], patterns: &[String]) -> Result<Masking, String> {
+        let patterns = patterns
+            .iter()
+            .map(|p| regex::bytes::Regex::new(p).map(|r| (p.clone(), r)).map_err(|e| format!("{p:?}: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Masking { fields: fields.to_vec(), patterns })
     }
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(payload) else {
-        return (payload.to_vec(), Vec::new());
-    };
-    let mut masked = Vec::new();
-    for path in fields {
-        let mut cur = Some(&mut value);
-        for key in path.split('.') {
-            cur = cur.and_then(|v| v.get_mut(key));
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.patterns.is_empty()
+    }
+
+    /// The bytes to keep, and what was masked: JSON paths as found
+    /// (`user.password`), and `pattern <p>` for a pattern that matched.
+    pub fn apply(&self, payload: &[u8]) -> (Vec<u8>, Vec<String>) {
+        if self.is_empty() {
+            return (payload.to_vec(), Vec::new());
         }
-        if let Some(v) = cur {
-            *v = serde_json::Value::String(MASK.into());
-            masked.push(path.clone());
+        let mut masked = Vec::new();
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(payload) else {
+            let kept = self.mask_text(payload, &mut masked);
+            return (kept, masked);
+        };
+        for field in &self.fields {
+            if field.contains('.') {
+                let mut cur = Some(&mut value);
+                for key in field.split('.') {
+                    cur = cur.and_then(|v| v.get_mut(key));
+                }
+                if let Some(v) = cur {
+                    *v = serde_json::Value::String(MASK.into());
+                    masked.push(field.clone());
+                }
+            } else {
+                mask_name(&mut value, field, "", &mut masked);
+            }
+        }
+        if !self.patterns.is_empty() {
+            self.mask_strings(&mut value, &mut masked);
+        }
+        if masked.is_empty() {
+            return (payload.to_vec(), masked);
+        }
+        masked.sort();
+        masked.dedup();
+        (serde_json::to_vec(&value).unwrap_or_else(|_| payload.to_vec()), masked)
+    }
+
+    /// The patterns over free text (a reason): what is kept.
+    pub fn apply_text(&self, text: &[u8]) -> Vec<u8> {
+        if self.patterns.is_empty() {
+            return text.to_vec();
+        }
+        self.mask_text(text, &mut Vec::new())
+    }
+
+    fn mask_text(&self, text: &[u8], masked: &mut Vec<String>) -> Vec<u8> {
+        let mut out = text.to_vec();
+        for (source, re) in &self.patterns {
+            let mut next = Vec::with_capacity(out.len());
+            let mut last = 0;
+            for caps in re.captures_iter(&out) {
+                let Some(m) = caps.get(1).or_else(|| caps.get(0)) else { continue };
+                next.extend_from_slice(&out[last..m.start()]);
+                next.extend_from_slice(MASK.as_bytes());
+                last = m.end();
+            }
+            if last > 0 || re.is_match(&out) {
+                next.extend_from_slice(&out[last..]);
+                out = next;
+                masked.push(format!("pattern {source}"));
+            }
+        }
+        out
+    }
+
+    fn mask_strings(&self, v: &mut serde_json::Value, masked: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => {
+                let kept = self.mask_text(s.as_bytes(), masked);
+                if kept != s.as_bytes() {
+                    *s = String::from_utf8_lossy(&kept).into_owned();
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| self.mask_strings(x, masked)),
+            serde_json::Value::Object(o) => o.values_mut().for_each(|x| self.mask_strings(x, masked)),
+            _ => {}
         }
     }
-    if masked.is_empty() {
-        return (payload.to_vec(), masked);
+}
+
+/// Every key `name` under `v`, at any depth (arrays included).
+fn mask_name(v: &mut serde_json::Value, name: &str, at: &str, masked: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(o) => {
+            for (k, x) in o.iter_mut() {
+                let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                if k == name {
+                    *x = serde_json::Value::String(MASK.into());
+                    masked.push(path);
+                } else {
+                    mask_name(x, name, &path, masked);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                mask_name(x, name, &format!("{at}[{i}]"), masked);
+            }
+        }
+        _ => {}
     }
-    (serde_json::to_vec(&value).unwrap_or_else(|_| payload.to_vec()), masked)
+}
+
+/// Which entries a query (`quarantine list|stats|export`) keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub stage: Option<String>,
+    /// The rejecting plugin's name.
+    pub plugin: Option<String>,
+    /// A part of the reason.
+    pub reason: Option<String>,
+    /// Written at or after, nanoseconds since the epoch.
+    pub since: Option<i64>,
+    /// Written before.
+    pub until: Option<i64>,
+    pub replayed: Option<bool>,
+}
+
+impl Filter {
+    pub fn keeps(&self, e: &Entry) -> bool {
+        let written = e.written_nanos();
+        self.stage.as_ref().is_none_or(|s| *s == e.stage)
+            && self.plugin.as_ref().is_none_or(|p| e.plugin.as_ref().is_some_and(|q| q.name == *p))
+            && self.reason.as_ref().is_none_or(|r| e.reason.contains(r.as_str()))
+            && self.since.is_none_or(|t| written >= t)
+            && self.until.is_none_or(|t| written < t)
+            && self.replayed.is_none_or(|r| r == e.replayed.is_some())
+    }
+}
+
+impl Entry {
+    /// When it was written: the entry id begins with it, in hex.
+    pub fn written_nanos(&self) -> i64 {
+        self.id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).map_or(0, |n| n as i64)
+    }
+}
+
+/// Counts of entries per door detail, for `quarantine stats`.
+#[derive(Debug, Default, Serialize)]
+pub struct Stats {
+    pub entries: u64,
+    pub replayed: u64,
+    pub masked: u64,
+    pub by_stage: std::collections::BTreeMap<String, u64>,
+    pub by_plugin: std::collections::BTreeMap<String, u64>,
+    pub by_reason: std::collections::BTreeMap<String, u64>,
+}
+
+impl Stats {
+    pub fn add(&mut self, e: &Entry) {
+        self.entries += 1;
+        self.replayed += u64::from(e.replayed.is_some());
+        self.masked += u64::from(!e.masked.is_empty());
+        *self.by_stage.entry(e.stage.clone()).or_default() += 1;
+        let plugin = e.plugin.as_ref().map_or_else(|| "-".to_string(), |p| p.name.clone());
+        *self.by_plugin.entry(plugin).or_default() += 1;
+        *self.by_reason.entry(e.reason.clone()).or_default() += 1;
+    }
 }
 
 impl Store {
+    /// Each entry, oldest first, handed to `f` as it is read: one pass,
+    /// without holding them all (an export of millions). `f` returns
+    /// `false` to stop.
+    pub fn scan_quarantine<E: From<StoreError>>(&self, mut f: impl FnMut(Entry) -> Result<bool, E>) -> Result<(), E> {
+        let cf = self.cf(CF_QUARANTINE)?;
+        for item in self.db().iterator_cf(&cf, IteratorMode::Start) {
+            let (_, v) = item.map_err(|e| self.rocks(e))?;
+            let entry = serde_json::from_slice(&v).map_err(|e| self.corrupt("quarantine entry", e))?;
+            if !f(entry)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Every entry, oldest first.
     pub fn quarantine_entries(&self) -> Result<Vec<Entry>, StoreError> {
         let cf = self.cf(CF_QUARANTINE)?;
@@ -216,17 +399,77 @@ impl Store {
 mod tests {
     use super::*;
 
+    fn masking(fields: &[&str], patterns: &[&str]) -> Masking {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        Masking::new(&s(fields), &s(patterns)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn masks_json_fields_and_says_so() {
-        let fields = vec!["token".to_string(), "auth.key".to_string(), "absent".to_string()];
-        let (kept, masked) = mask(br#"{"token":"s3cret","auth":{"key":"k","user":"u"},"n":1}"#, &fields);
+        let m = masking(&["token", "auth.key", "absent"], &[]);
+        let (kept, masked) = m.apply(br#"{"token":"s3cret","auth":{"key":"k","user":"u"},"n":1}"#);
         let text = String::from_utf8_lossy(&kept);
         assert!(!text.contains("s3cret") && !text.contains("\"k\""), "{text}");
         assert!(text.contains("\"user\":\"u\""));
-        assert_eq!(masked, vec!["token".to_string(), "auth.key".to_string()]);
-        let (kept, masked) = mask(b"not json token=1", &fields);
-        assert_eq!(kept, b"not json token=1");
+        assert_eq!(masked, vec!["auth.key".to_string(), "token".to_string()]);
+        let (kept, masked) = m.apply(b"not json token=1");
+        assert_eq!(kept, b"not json token=1", "no pattern: text that is not JSON is kept");
         assert!(masked.is_empty());
+    }
+
+    #[test]
+    fn a_name_is_masked_at_any_depth_and_patterns_reach_text_and_strings() {
+        let m = masking(&["password"], &[r"token=(\S+)", r"Bearer [A-Za-z0-9.]+"]);
+        let (kept, masked) = m
+            .apply(br#"{"user":{"password":"hunter2","name":"ann"},"list":[{"password":"p2"}],"msg":"token=abc1 ok"}"#);
+        let text = String::from_utf8_lossy(&kept);
+        for secret in ["hunter2", "p2", "abc1"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("\"name\":\"ann\"") && text.contains("token=*** ok"), "{text}");
+        assert_eq!(masked, ["list[0].password", "pattern token=(\\S+)", "user.password"]);
+        let (kept, masked) = m.apply(b"GET /x token=s3cr3t&y=1 Authorization: Bearer eyJ.abc");
+        assert_eq!(String::from_utf8_lossy(&kept), "GET /x token=*** Authorization: ***");
+        assert_eq!(masked.len(), 2);
+        assert!(Masking::new(&[], &["(unclosed".into()]).is_err());
+    }
+
+    #[test]
+    fn filters_keep_what_they_name_and_stats_count_it() {
+        let entry = |id: &str, stage: &str, plugin: Option<&str>, reason: &str, replayed: bool| Entry {
+            id: id.into(),
+            time: String::new(),
+            pipeline: "p".into(),
+            host_version: "0".into(),
+            stage: stage.into(),
+            plugin: plugin.map(|n| PluginVersion { name: n.into(), digest: "d".into() }),
+            reason: reason.into(),
+            attempts: 0,
+            position: Position::File { path: "f".into(), generation: 0, offset: 0 },
+            payload: Bytes::new(b"x"),
+            key: None,
+            headers: Vec::new(),
+            plugins: Vec::new(),
+            masked: Vec::new(),
+            replayed: replayed.then(|| "t".to_string()),
+        };
+        let a = entry("00000000000000640000000a", "plugin", Some("json"), "not valid JSON", false);
+        let b = entry("00000000000000c80000000b", "source", None, "line too long", true);
+        assert_eq!(a.written_nanos(), 100);
+        let keeps = |f: Filter| [&a, &b].iter().filter(|e| f.keeps(e)).count();
+        assert_eq!(keeps(Filter::default()), 2);
+        assert_eq!(keeps(Filter { plugin: Some("json".into()), ..Filter::default() }), 1);
+        assert_eq!(keeps(Filter { stage: Some("sink".into()), ..Filter::default() }), 0);
+        assert_eq!(keeps(Filter { reason: Some("too long".into()), ..Filter::default() }), 1);
+        assert_eq!(keeps(Filter { since: Some(150), ..Filter::default() }), 1);
+        assert_eq!(keeps(Filter { until: Some(150), ..Filter::default() }), 1);
+        assert_eq!(keeps(Filter { replayed: Some(false), ..Filter::default() }), 1);
+        let mut stats = Stats::default();
+        stats.add(&a);
+        stats.add(&b);
+        assert_eq!((stats.entries, stats.replayed), (2, 1));
+        assert_eq!(stats.by_plugin.get("-"), Some(&1));
+        assert_eq!(stats.by_stage.get("plugin"), Some(&1));
     }
 
     #[test]

@@ -1,0 +1,149 @@
+//! `sluice quarantine list|show|stats|export|replay`: the quarantine as
+//! something to query. Each command opens the store once and reads it in
+//! one pass; `export` streams, so its memory does not grow with the
+//! quarantine.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::{EntryFilter, QuarantineCommand};
+use crate::config::Config;
+use crate::pipeline;
+use crate::store::Store;
+use crate::store::quarantine::{Entry, Filter, Stats};
+
+pub fn run(cmd: &QuarantineCommand) -> Result<()> {
+    match cmd {
+        QuarantineCommand::List(super::QueryArgs { config, filter, json }) => {
+            let filter = to_filter(filter)?;
+            let store = open(&config.config)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let written = store.scan_quarantine(|e| {
+                if !filter.keeps(&e) {
+                    return Ok(true);
+                }
+                let line = if *json { serde_json::to_string(&e)? } else { summary(&e) };
+                // A reader that stopped (`| head`) is not an error.
+                match writeln!(out, "{line}") {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+                    Err(e) => Err(anyhow::Error::from(e)),
+                }
+            });
+            written?;
+            match out.flush() {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+                _ => {}
+            }
+        }
+        QuarantineCommand::Show { config, id } => {
+            let store = open(&config.config)?;
+            let entry = store.quarantine_entry(id)?.with_context(|| format!("no quarantine entry {id}"))?;
+            println!("{}", serde_json::to_string_pretty(&entry)?);
+        }
+        QuarantineCommand::Stats(super::QueryArgs { config, filter, json }) => {
+            let filter = to_filter(filter)?;
+            let store = open(&config.config)?;
+            let mut stats = Stats::default();
+            store.scan_quarantine(|e| {
+                if filter.keeps(&e) {
+                    stats.add(&e);
+                }
+                Ok::<_, anyhow::Error>(true)
+            })?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&stats)?);
+            } else {
+                print_stats(&stats);
+            }
+        }
+        QuarantineCommand::Export { config, filter, to } => {
+            let filter = to_filter(filter)?;
+            let store = open(&config.config)?;
+            let started = Instant::now();
+            let file = std::fs::File::create(to).with_context(|| format!("create {}", to.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            // Drawn only on a terminal: a spinner with the count.
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("export {spinner} {pos} entries ({per_sec})")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            let mut n = 0u64;
+            store.scan_quarantine(|e| {
+                if filter.keeps(&e) {
+                    serde_json::to_writer(&mut out, &e)?;
+                    out.write_all(b"\n")?;
+                    n += 1;
+                    if n.is_multiple_of(1024) {
+                        bar.set_position(n);
+                    }
+                }
+                Ok::<_, anyhow::Error>(true)
+            })?;
+            out.flush().with_context(|| format!("write {}", to.display()))?;
+            bar.finish_and_clear();
+            eprintln!("exported {n} entries to {} in {:.2} s", to.display(), started.elapsed().as_secs_f64());
+        }
+        QuarantineCommand::Replay { config, ids, include_masked } => {
+            let (cfg, runtime, _) = super::run::load(config).map_err(|super::run::BadInput(e)| e)?;
+            let summary = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
+            eprintln!("{}", serde_json::json!({ "replay": summary }));
+        }
+    }
+    Ok(())
+}
+
+fn open(config: &std::path::Path) -> Result<Store> {
+    let cfg = Config::load(config)?;
+    Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")
+}
+
+fn summary(e: &Entry) -> String {
+    let plugin =
+        e.plugin.as_ref().map(|p| format!("{}@{}", p.name, &p.digest[..12.min(p.digest.len())])).unwrap_or_default();
+    let replayed = e.replayed.as_deref().map(|t| format!(" replayed {t}")).unwrap_or_default();
+    format!("{}  {}  {:<7} {:<24} {}{}", e.id, e.time, e.stage, plugin, e.reason, replayed)
+}
+
+fn print_stats(s: &Stats) {
+    println!("{} entries ({} replayed, {} masked)", s.entries, s.replayed, s.masked);
+    let table = |title: &str, counts: &std::collections::BTreeMap<String, u64>, limit: usize| {
+        let mut rows: Vec<(&String, &u64)> = counts.iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        println!("by {title}:");
+        for (k, n) in rows.iter().take(limit) {
+            println!("  {n:>8}  {k}");
+        }
+        if rows.len() > limit {
+            println!("  ({} more)", rows.len() - limit);
+        }
+    };
+    table("stage", &s.by_stage, usize::MAX);
+    table("plugin", &s.by_plugin, usize::MAX);
+    table("reason", &s.by_reason, 20);
+}
+
+/// `--since 1h` is an hour ago; `--since 2026-12-01T10:00:00Z` that instant.
+fn to_filter(f: &EntryFilter) -> Result<Filter> {
+    let when = |s: &Option<String>, flag: &str| -> Result<Option<i64>> {
+        let Some(s) = s else { return Ok(None) };
+        let now = pipeline::now_nanos();
+        if let Ok(t) = sluice_guest::time::Format::rfc3339().parse(s, now) {
+            return Ok(Some(t));
+        }
+        let ago = sluice_guest::duration::parse(s)
+            .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: neither an RFC 3339 time nor a duration ({e})"))?;
+        Ok(Some(now.saturating_sub(i64::try_from(ago.as_nanos()).unwrap_or(i64::MAX))))
+    };
+    Ok(Filter {
+        stage: f.stage.clone(),
+        plugin: f.plugin.clone(),
+        reason: f.reason.clone(),
+        since: when(&f.since, "since")?,
+        until: when(&f.until, "until")?,
+        replayed: f.replayed,
+    })
+}
