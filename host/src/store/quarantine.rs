@@ -229,14 +229,16 @@ impl Masking {
         let mut out = text.to_vec();
         for (source, re) in &self.patterns {
             let mut next = Vec::with_capacity(out.len());
-            let mut last = 0;
+            let (mut last, mut hit) = (0, false);
             for caps in re.captures_iter(&out) {
-                let Some(m) = caps.get(1).or_else(|| caps.get(0)) else { continue };
+                // An empty match (`x*`) masks nothing.
+                let Some(m) = caps.get(1).or_else(|| caps.get(0)).filter(|m| !m.is_empty()) else { continue };
                 next.extend_from_slice(&out[last..m.start()]);
                 next.extend_from_slice(MASK.as_bytes());
                 last = m.end();
+                hit = true;
             }
-            if last > 0 || re.is_match(&out) {
+            if hit {
                 next.extend_from_slice(&out[last..]);
                 out = next;
                 masked.push(format!("pattern {source}"));
@@ -432,6 +434,8 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&kept), "GET /x token=*** Authorization: ***");
         assert_eq!(masked.len(), 2);
         assert!(Masking::new(&[], &["(unclosed".into()]).is_err());
+        let (kept, masked) = masking(&[], &["x*"]).apply(b"abc");
+        assert_eq!((kept.as_slice(), masked.len()), (&b"abc"[..], 0), "an empty match masks nothing");
     }
 
     #[test]
