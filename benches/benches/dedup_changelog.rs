@@ -14,14 +14,14 @@
 use std::time::{Duration, Instant};
 
 use sluice::config::{Config, SourceConfig};
+use sluice::pipeline;
 use sluice::pipeline::kafka::changelog::Changelog;
 use sluice::pipeline::kafka::changelog::restore::Restored;
-use sluice::pipeline::{self, Stop};
 use sluice::plugin::Runtime;
 use sluice::store::Store;
 use sluice::store::dedup::DedupWindow;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
-use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, high_watermarks, produce};
+use sluice_e2e::kafka::{Broker, Storage, create_topic, high_watermarks, produce};
 
 const PARTITIONS: i32 = 4;
 
@@ -33,69 +33,15 @@ struct Run {
     p99: f64,
 }
 
-fn config(dir: &std::path::Path, brokers: &str, topic: &str, group: &str, changelog: bool) -> Config {
-    let path = dir.join(format!("{group}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[pipeline]
-name = "bench"
-state_dir = "state-{group}"
-batch_size = 1000
-
-[source]
-type = "kafka"
-brokers = "{brokers}"
-topics = ["{topic}"]
-group_id = "{group}"
-properties = {{ "session.timeout.ms" = 6000 }}
-
-{plugins}
-[dedup]
-window = "1h"
-changelog.enabled = {changelog}
-
-[sink]
-type = "file"
-path = "out-{group}.ndjson"
-"#,
-            plugins = sluice_e2e::json_chain_toml(false, Some("1d")),
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    cfg.pipeline.state_dir = dir.join(&cfg.pipeline.state_dir);
-    if let sluice::config::SinkConfig::File { path, .. } = &mut cfg.sink {
-        *path = dir.join(&*path);
-    }
-    cfg
-}
-
 fn run(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, n: usize) -> Run {
-    pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
-    let SourceConfig::Kafka(k) = &cfg.source else { panic!("kafka") };
-    let high: Vec<Option<i64>> = high_watermarks(brokers, topic, PARTITIONS).into_iter().map(Some).collect();
-    let stop = Stop::default();
-    reset_peak_rss();
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    let stats = std::thread::scope(|s| {
-        let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
-        while committed(brokers, &k.group_id, topic, PARTITIONS) != high {
-            assert!(!run.is_finished(), "sluice ended early: {:?}", run.join().ok());
-            assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        stop.request();
-        run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
-    });
-    assert_eq!(stats.total.delivered as usize, n, "every record delivered");
+    let m = sluice_benches::kafka::run_until_committed(cfg, runtime, brokers, topic, PARTITIONS);
+    assert_eq!(m.stats.total.delivered as usize, n, "every record delivered");
     Run {
-        cpu: cpu_seconds() - cpu0,
-        wall: t0.elapsed().as_secs_f64(),
+        cpu: m.cpu,
+        wall: m.wall,
         rss: peak_rss_mib(),
-        p50: stats.latency.quantile(0.5) * 1e3,
-        p99: stats.latency.quantile(0.99) * 1e3,
+        p50: m.stats.latency.quantile(0.5) * 1e3,
+        p99: m.stats.latency.quantile(0.99) * 1e3,
     }
 }
 
@@ -106,17 +52,7 @@ fn main() {
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let topic = "bench-changelog";
     create_topic(&brokers, topic, PARTITIONS);
-    let ts = sluice_guest::time::format_rfc3339(sluice_benches::now_secs() * 1_000_000_000);
-    let records: Vec<(i32, String, String)> = (0..n)
-        .map(|i| {
-            let id = format!("ev-{i:08}");
-            let body = format!(
-                r#"{{"event_id":"{id}","ts":"{ts}","level":"INFO","service":"checkout","msg":"order {i} placed","pad":"{}"}}"#,
-                "x".repeat(170)
-            );
-            ((i % PARTITIONS as usize) as i32, id, body)
-        })
-        .collect();
+    let records = sluice_benches::kafka::records(n, PARTITIONS);
     produce(&brokers, topic, &records);
     drop(records);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -128,8 +64,10 @@ fn main() {
         "  {:<16}  {:>14}  {:>10}  {:>8}  {:>7}  {:>7}",
         "changelog", "/s per core", "/s wall", "RSS MiB", "p50 ms", "p99 ms"
     );
-    let off_cfg = config(dir.path(), &brokers, topic, "bench-off", false);
-    let on_cfg = config(dir.path(), &brokers, topic, "bench-on", true);
+    let config = |group: &str, on: bool| {
+        sluice_benches::kafka::config(dir.path(), &brokers, topic, group, &format!("changelog.enabled = {on}"))
+    };
+    let (off_cfg, on_cfg) = (config("bench-off", false), config("bench-on", true));
     let off = run(&off_cfg, &runtime, &brokers, topic, n);
     let on = run(&on_cfg, &runtime, &brokers, topic, n);
     for (name, r) in [("off (baseline)", &off), ("on", &on)] {
@@ -157,7 +95,7 @@ fn main() {
     let store_dir = dir.path().join("restored");
     let store = Store::open(&store_dir, &pipeline::identity(&on_cfg)).unwrap_or_else(|e| panic!("{e}"));
     let window = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let changelog = Changelog::open(&on_cfg, k, &store, &window, &sluice::pipeline::Stop::default())
+    let changelog = Changelog::open(&on_cfg, k, &store, &window, &pipeline::Stop::default())
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("the changelog is on"));
     reset_peak_rss();

@@ -17,11 +17,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use sluice::config::Config;
-use sluice::pipeline::{self, Stop};
 use sluice::plugin::Runtime;
-use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
-use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, high_watermarks, produce};
+use sluice_benches::{cpu_seconds, peak_rss_mib};
+use sluice_e2e::kafka::{Broker, Storage, create_topic, produce};
 
 /// The baseline: read every record of the topic once, copying its payload.
 fn bare_consume(brokers: &str, topic: &str, partitions: i32, n: usize) -> (f64, f64) {
@@ -74,19 +72,7 @@ fn main() {
     for partitions in counts {
         let topic = format!("bench-{partitions}");
         create_topic(&brokers, &topic, partitions);
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
-        let records: Vec<(i32, String, String)> = (0..n)
-            .map(|i| {
-                let id = format!("ev-{i:08}");
-                let body = format!(
-                    r#"{{"event_id":"{id}","ts":"{ts}","level":"INFO","service":"checkout","msg":"order {i} placed","pad":"{}"}}"#,
-                    "x".repeat(170)
-                );
-                ((i % partitions as usize) as i32, id, body)
-            })
-            .collect();
+        let records = sluice_benches::kafka::records(n, partitions);
         let t = Instant::now();
         produce(&brokers, &topic, &records);
         eprintln!("produced {n} records over {partitions} partitions in {:.1} s", t.elapsed().as_secs_f64());
@@ -95,54 +81,10 @@ fn main() {
         let (bare_cpu, bare_wall) = bare_consume(&brokers, &topic, partitions, n);
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let cfg_path = dir.path().join("sluice.toml");
-        let group = format!("bench-sluice-{partitions}");
-        std::fs::write(
-            &cfg_path,
-            format!(
-                r#"
-[pipeline]
-name = "bench"
-state_dir = "state"
-batch_size = 1000
-
-[source]
-type = "kafka"
-brokers = "{brokers}"
-topics = ["{topic}"]
-group_id = "{group}"
-properties = {{ "session.timeout.ms" = 6000 }}
-
-{plugins}
-[dedup]
-window = "1h"
-
-[sink]
-type = "file"
-path = "out.ndjson"
-"#,
-                plugins = sluice_e2e::json_chain_toml(false, Some("1d")),
-            ),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let cfg = Config::load(&cfg_path).unwrap_or_else(|e| panic!("{e}"));
-        // Compile the plugins before the clock starts (the runtime keeps them).
-        pipeline::build_chain(&runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
-        let high: Vec<Option<i64>> = high_watermarks(&brokers, &topic, partitions).into_iter().map(Some).collect();
-        let stop = Stop::default();
-        reset_peak_rss();
-        let (cpu0, t0) = (cpu_seconds(), Instant::now());
-        let stats = std::thread::scope(|s| {
-            let run = s.spawn(|| pipeline::run(&cfg, &runtime, &stop).map_err(|e| e.to_string()));
-            while committed(&brokers, &group, &topic, partitions) != high {
-                assert!(!run.is_finished(), "sluice ended early");
-                assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            stop.request();
-            run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
-        });
-        let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        let cfg =
+            sluice_benches::kafka::config(dir.path(), &brokers, &topic, &format!("bench-sluice-{partitions}"), "");
+        let m = sluice_benches::kafka::run_until_committed(&cfg, &runtime, &brokers, &topic, partitions);
+        let (stats, cpu, wall) = (m.stats, m.cpu, m.wall);
         assert_eq!(stats.total.delivered as usize, n, "every record delivered");
         let per_core = |cpu: f64| n as f64 / cpu;
         println!(

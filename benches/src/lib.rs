@@ -1,5 +1,7 @@
 //! Shared pieces of the benchmarks: generated input with known properties.
 
+pub mod kafka;
+
 /// Line `i` of the generated stream: about 300 bytes, `event_id` `ev-{i}`,
 /// and a `ts` within the hour before `now_secs` (a 2 h window keeps all).
 pub fn json_line(i: usize, now_secs: i64) -> String {

@@ -132,9 +132,7 @@ impl<'s> Quarantine<'s> {
         let (payload, masked) = self.masking.apply(&r.record.payload);
         // A reason may quote the record (a plugin's own message): the
         // patterns reach it too.
-        let reason = self.masking.apply_text(r.reason.as_bytes());
-        let reason =
-            if reason == r.reason.as_bytes() { r.reason } else { String::from_utf8_lossy(&reason).into_owned() };
+        let reason = self.masking.mask_reason(r.reason);
         Entry {
             id,
             time: sluice_guest::time::format_rfc3339(now_nanos),
@@ -217,12 +215,15 @@ impl Masking {
         (serde_json::to_vec(&value).unwrap_or_else(|_| payload.to_vec()), masked)
     }
 
-    /// The patterns over free text (a reason): what is kept.
-    pub fn apply_text(&self, text: &[u8]) -> Vec<u8> {
-        if self.patterns.is_empty() {
-            return text.to_vec();
+    /// The patterns over free text (a reason); unchanged, and not
+    /// copied, when none matches.
+    pub fn mask_reason(&self, reason: String) -> String {
+        let mut masked = Vec::new();
+        let kept = if self.patterns.is_empty() { None } else { Some(self.mask_text(reason.as_bytes(), &mut masked)) };
+        match kept {
+            Some(kept) if !masked.is_empty() => String::from_utf8_lossy(&kept).into_owned(),
+            _ => reason,
         }
-        self.mask_text(text, &mut Vec::new())
     }
 
     fn mask_text(&self, text: &[u8], masked: &mut Vec<String>) -> Vec<u8> {
@@ -433,6 +434,8 @@ mod tests {
         let (kept, masked) = m.apply(b"GET /x token=s3cr3t&y=1 Authorization: Bearer eyJ.abc");
         assert_eq!(String::from_utf8_lossy(&kept), "GET /x token=*** Authorization: ***");
         assert_eq!(masked.len(), 2);
+        assert_eq!(m.mask_reason("rejected token=abc1 here".into()), "rejected token=*** here");
+        assert_eq!(m.mask_reason("nothing to hide".into()), "nothing to hide");
         assert!(Masking::new(&[], &["(unclosed".into()]).is_err());
         let (kept, masked) = masking(&[], &["x*"]).apply(b"abc");
         assert_eq!((kept.as_slice(), masked.len()), (&b"abc"[..], 0), "an empty match masks nothing");

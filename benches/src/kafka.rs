@@ -1,0 +1,97 @@
+//! The Kafka benches' shared harness: the records they produce, the
+//! pipeline they run, and a run measured until the group has committed
+//! every record.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sluice::config::Config;
+use sluice::pipeline::{self, RunStats, Stop};
+use sluice::plugin::Runtime;
+use sluice_e2e::kafka::{committed, high_watermarks};
+
+use crate::{cpu_seconds, reset_peak_rss};
+
+/// `n` records of about 300 bytes over `partitions`, key and `event_id`
+/// `ev-{i:08}` (record `i` on partition `i % partitions`), stamped now.
+pub fn records(n: usize, partitions: i32) -> Vec<(i32, String, String)> {
+    let ts = sluice_guest::time::format_rfc3339(crate::now_secs() * 1_000_000_000);
+    (0..n)
+        .map(|i| {
+            let id = format!("ev-{i:08}");
+            let body = format!(
+                r#"{{"event_id":"{id}","ts":"{ts}","level":"INFO","service":"checkout","msg":"order {i} placed","pad":"{}"}}"#,
+                "x".repeat(170)
+            );
+            ((i % partitions as usize) as i32, id, body)
+        })
+        .collect()
+}
+
+/// The benched pipeline: `topic` → json → ts-window → dedup (1 h) → a
+/// file sink, as group `group`, its state and output in `dir`;
+/// `dedup_extra` adds lines to `[dedup]`.
+pub fn config(dir: &Path, brokers: &str, topic: &str, group: &str, dedup_extra: &str) -> Config {
+    let path = dir.join(format!("{group}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[pipeline]
+name = "bench"
+state_dir = "state-{group}"
+batch_size = 1000
+
+[source]
+type = "kafka"
+brokers = "{brokers}"
+topics = ["{topic}"]
+group_id = "{group}"
+properties = {{ "session.timeout.ms" = 6000 }}
+
+{plugins}
+[dedup]
+window = "1h"
+{dedup_extra}
+
+[sink]
+type = "file"
+path = "out-{group}.ndjson"
+"#,
+            plugins = sluice_e2e::json_chain_toml(false, Some("1d")),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    Config::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One measured run.
+pub struct Measured {
+    pub stats: RunStats,
+    /// This process's CPU seconds (the broker's are its own).
+    pub cpu: f64,
+    pub wall: f64,
+}
+
+/// Run `cfg` until the group's committed offsets reach the topic's high
+/// watermarks, then stop it. The plugins are compiled before the clock
+/// starts (the runtime keeps them), and the peak RSS is reset.
+pub fn run_until_committed(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, partitions: i32) -> Measured {
+    pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let sluice::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
+    let high: Vec<Option<i64>> = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();
+    let stop = Stop::default();
+    reset_peak_rss();
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let stats = std::thread::scope(|s| {
+        let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
+        while committed(brokers, &k.group_id, topic, partitions) != high {
+            assert!(!run.is_finished(), "sluice ended early: {:?}", run.join().ok());
+            assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        stop.request();
+        run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
+    });
+    Measured { stats, cpu: cpu_seconds() - cpu0, wall: t0.elapsed().as_secs_f64() }
+}
