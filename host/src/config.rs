@@ -88,6 +88,7 @@ pub struct Config {
     pub quarantine: QuarantineConfig,
     pub shutdown: ShutdownConfig,
     pub metrics: MetricsConfig,
+    pub watchdog: crate::pipeline::watchdog::WatchdogConfig,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -668,8 +669,8 @@ impl Config {
     /// mistyped key, and this goes on to the next section. `None` when any
     /// section failed (each failure is in `p`).
     fn from_sections(raw: &config::Config, p: &mut Problems) -> Option<Config> {
-        const SECTIONS: [&str; 8] =
-            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics"];
+        const SECTIONS: [&str; 9] =
+            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics", "watchdog"];
         match raw.clone().try_deserialize::<BTreeMap<String, config::Value>>() {
             Ok(table) => {
                 for key in table.keys().filter(|k| !SECTIONS.contains(&k.as_str())) {
@@ -710,6 +711,7 @@ impl Config {
         let quarantine = section!(quarantine: QuarantineConfig, default);
         let shutdown = section!(shutdown: ShutdownConfig, default);
         let metrics = section!(metrics: MetricsConfig, default);
+        let watchdog = section!(watchdog: crate::pipeline::watchdog::WatchdogConfig, default);
         if !p.is_empty() {
             return None;
         }
@@ -722,6 +724,7 @@ impl Config {
             quarantine: quarantine?,
             shutdown: shutdown?,
             metrics: metrics?,
+            watchdog: watchdog?,
         })
     }
 
@@ -826,6 +829,7 @@ impl Config {
             p.add("plugins", format!("two plugins are named {dup:?}: names label metrics and quarantine entries"));
         }
         self.dedup.validate(&self.source, p);
+        self.watchdog.validate(p);
         match &self.sink {
             SinkConfig::File { path, .. } => {
                 let dir = path.parent().unwrap_or(Path::new("."));

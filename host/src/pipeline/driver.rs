@@ -41,6 +41,7 @@ use rocksdb::WriteBatch;
 use super::durable::{Committer, Durable};
 use super::kafka::quarantine_topic::QuarantineTopic;
 use super::stats::{Counts, RunStats};
+use super::watchdog::Watchdog;
 use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::config::Config;
 use crate::custody::claims::{Claimed, Claims};
@@ -72,6 +73,9 @@ pub struct Pull {
     /// When the source received the batch's first record: the age of the
     /// oldest unfinished record, and the latency to its commit.
     pub received: Instant,
+    /// What the source still holds beyond this batch, when it knows (a
+    /// file's unread bytes): the watchdog's "records wait".
+    pub behind: Option<u64>,
 }
 
 /// Where a partition's records come from. Runs on the front thread.
@@ -122,7 +126,20 @@ pub struct PartitionState {
     pub oldest: Option<Instant>,
     /// When each batch out (taken, not yet durable) was received, oldest
     /// first.
-    out: VecDeque<Instant>,
+    pub(crate) out: VecDeque<Instant>,
+    /// When a batch last became durable (or the partition started): what
+    /// the watchdog measures a stall from.
+    pub progress: Option<Instant>,
+    /// What the source holds that the driver has not read, when it says
+    /// (Kafka: librdkafka's consumer lag; a file: its unread bytes).
+    pub source_behind: Option<u64>,
+    /// The front waits for a credit: every batch it may have out is out.
+    pub backpressured: bool,
+    /// The stage the back thread is in now, if it is in one. Not always
+    /// `blocking`'s: a back held in the sink by a newer batch cannot take
+    /// the answer that makes the older batch's write finished, so the
+    /// commit waits "in store" for what is really a hung delivery.
+    pub busy: Option<&'static str>,
 }
 
 /// The stages a batch can wait in, for `sluice_commit_blocked_by`.
@@ -173,6 +190,8 @@ pub struct Shared<'a> {
     /// flight hold (`custody::claims`).
     pub claims: Option<Arc<Claims>>,
     pub stats: &'a Mutex<RunStats>,
+    /// Every partition the driver runs is watched for stalls while it runs.
+    pub watchdog: &'a Watchdog,
 }
 
 /// One partition, as the driver runs it.
@@ -263,6 +282,7 @@ pub fn drive(
     );
     let name = part.name;
     let state = part.state.clone();
+    let _watched = shared.watchdog.watch(name, state.clone());
     std::thread::scope(|scope| {
         let back = Back {
             shared,
@@ -342,6 +362,7 @@ fn front(
                 Err(RecvTimeoutError::Timeout) => {
                     if !said && waiting.elapsed() >= Backpressure::AFTER {
                         Backpressure { partition: part.name, waiting: true }.emit();
+                        lock(&part.state).backpressured = true;
                         said = true;
                     }
                 }
@@ -350,6 +371,7 @@ fn front(
         }
         if said {
             Backpressure { partition: part.name, waiting: false }.emit();
+            lock(&part.state).backpressured = false;
         }
         let pull = loop {
             if (part.stopping)() || back_failed.load(Ordering::SeqCst) {
@@ -361,7 +383,14 @@ fn front(
             shared.dedup.maybe_expire(now_secs())?;
             match reader.pull(batch_size)? {
                 None => return Ok(()),
-                Some(p) if p.records.is_empty() => continue,
+                Some(p) if p.records.is_empty() => {
+                    // Caught up (or not yet told): once per poll, not per
+                    // record.
+                    if let Some(behind) = p.behind {
+                        lock(&part.state).source_behind = Some(behind);
+                    }
+                    continue;
+                }
                 Some(p) => break p,
             }
         };
@@ -369,6 +398,9 @@ fn front(
             // The oldest batch not yet durable decides what the commit
             // waits for; this one is it when nothing else is out.
             let mut st = lock(&part.state);
+            if let Some(behind) = pull.behind {
+                st.source_behind = Some(behind);
+            }
             st.out.push_back(pull.received);
             if st.blocking.is_none() {
                 st.blocking = Some((pull.records[0].start as i64, "plugins"));
@@ -573,6 +605,7 @@ impl<'a> Back<'a, '_> {
             recent.push_back((seq, settled.accepted.into_iter().collect()));
         }
         self.shared.committer.submit(Durable { write, seq, answer: self.to_self.clone() });
+        self.idle();
         let records = pull.records.len();
         let spent = Box::new(Spent { _records: pull.records, _deliveries: fresh });
         Ok(Writing {
@@ -659,6 +692,8 @@ impl<'a> Back<'a, '_> {
             if !self.unlogged {
                 st.committable = Some(w.position as i64);
             }
+            st.progress = Some(Instant::now());
+            st.busy = None;
             st.out.pop_front();
             let stage = if self.writing.is_empty() { "plugins" } else { "store" };
             st.oldest = st.out.front().copied();
@@ -672,13 +707,19 @@ impl<'a> Back<'a, '_> {
     /// The batch in the back's hands entered `stage`: the "why" of a
     /// commit that waits, when no older batch is still being written.
     fn stage(&self, stage: &'static str) {
+        let mut st = lock(self.state);
+        st.busy = Some(stage);
         if !self.writing.is_empty() {
             return;
         }
-        let mut st = lock(self.state);
         if let Some(b) = st.blocking.as_mut() {
             b.1 = stage;
         }
+    }
+
+    /// The back waits for its next message, in no stage.
+    fn idle(&self) {
+        lock(self.state).busy = None;
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 use rocksdb::WriteBatch;
 
 use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::watchdog::with_watchdog;
 use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
@@ -46,56 +47,59 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    with_committer(&store, |committer| {
-        let shared = Shared {
-            cfg,
-            store: &store,
-            dedup: &dedup,
-            sink: &sink,
-            committer,
-            quarantine_topic: None,
-            changelog: None,
-            // The files share one dedup scope: two of them read at once
-            // may hold the same id.
-            claims: (files.len() > 1).then(std::sync::Arc::default),
-            stats: &stats,
-        };
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = files
-                .iter()
-                .map(|file| {
-                    let shared = &shared;
-                    // Named like the driver's back thread, so that a
-                    // profile tells the two apart.
-                    let handle = std::thread::Builder::new()
-                        .name(format!("sluice-front-{}", file.display()))
-                        .spawn_scoped(scope, move || -> Result<(), PipelineError> {
-                            let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
-                            let result = run_file(shared, runtime, source, file, stop);
-                            guard.armed = result.is_err();
-                            result
-                        });
-                    (file, handle)
-                })
-                .collect();
-            // A file that got no thread stops the others before any join
-            // waits on them.
-            if handles.iter().any(|(_, h)| h.is_err()) {
-                stop.request();
-            }
-            let mut first_error = None;
-            for (file, h) in handles {
-                let result = match h {
-                    Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
-                    Err(e) => {
-                        Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
-                    }
-                };
-                if let Err(e) = result {
-                    first_error.get_or_insert(e);
+    with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
+        with_committer(&store, |committer| {
+            let shared = Shared {
+                cfg,
+                store: &store,
+                dedup: &dedup,
+                sink: &sink,
+                committer,
+                quarantine_topic: None,
+                changelog: None,
+                // The files share one dedup scope: two of them read at once
+                // may hold the same id.
+                claims: (files.len() > 1).then(std::sync::Arc::default),
+                stats: &stats,
+                watchdog,
+            };
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = files
+                    .iter()
+                    .map(|file| {
+                        let shared = &shared;
+                        // Named like the driver's back thread, so that a
+                        // profile tells the two apart.
+                        let handle = std::thread::Builder::new()
+                            .name(format!("sluice-front-{}", file.display()))
+                            .spawn_scoped(scope, move || -> Result<(), PipelineError> {
+                                let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
+                                let result = run_file(shared, runtime, source, file, stop);
+                                guard.armed = result.is_err();
+                                result
+                            });
+                        (file, handle)
+                    })
+                    .collect();
+                // A file that got no thread stops the others before any join
+                // waits on them.
+                if handles.iter().any(|(_, h)| h.is_err()) {
+                    stop.request();
                 }
-            }
-            first_error.map_or(Ok(()), Err)
+                let mut first_error = None;
+                for (file, h) in handles {
+                    let result = match h {
+                        Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
+                        Err(e) => {
+                            Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
+                        }
+                    };
+                    if let Err(e) = result {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            })
         })
     })?;
     let mut stats = stats.into_inner().unwrap_or_default();
@@ -144,11 +148,13 @@ impl Reader for FileReader<'_> {
             if !self.source.follow {
                 return Ok(None);
             }
-            if !part.follow_rotation()? {
+            let rotated = part.follow_rotation()?;
+            let behind = Some(part.unread());
+            if !rotated {
                 drop(part);
                 std::thread::sleep(self.source.poll_interval);
             }
-            return Ok(Some(Pull { records: Vec::new(), scope: PIPELINE_SCOPE, received }));
+            return Ok(Some(Pull { records: Vec::new(), scope: PIPELINE_SCOPE, received, behind }));
         }
         let max_line = self.source.max_line_bytes;
         let records = batch
@@ -160,7 +166,7 @@ impl Reader for FileReader<'_> {
                 next: r.next,
             })
             .collect();
-        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received }))
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received, behind: Some(part.unread()) }))
     }
 }
 

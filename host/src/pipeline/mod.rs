@@ -7,7 +7,8 @@
 //! - `files`, `kafka`, `replay`: the sources, each a `driver::Reader` and
 //!   a `driver::Keeper`, and the run around them (threads, the consumer
 //!   group, a replay's summary);
-//! - `stats`: what a run did.
+//! - `stats`: what a run did;
+//! - `watchdog`: partitions with records waiting that stopped moving.
 
 pub mod cases;
 pub mod driver;
@@ -16,6 +17,7 @@ mod files;
 pub mod kafka;
 pub mod replay;
 pub mod stats;
+pub mod watchdog;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -16,6 +16,7 @@ use rocksdb::WriteBatch;
 use serde::Serialize;
 
 use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::watchdog::with_watchdog;
 use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::scope_of;
@@ -76,31 +77,34 @@ pub fn replay(
 
     let stats = Mutex::new(RunStats::default());
     let summary = Mutex::new(summary);
-    with_committer(&store, |committer| {
-        let shared = Shared {
-            cfg,
-            store: &store,
-            dedup: &dedup,
-            sink: &sink,
-            committer,
-            quarantine_topic: None,
-            changelog: None,
-            claims: None,
-            stats: &stats,
-        };
-        let mut reader = ReplayReader { entries: &entries, next: 0, topic_wide };
-        let mut keeper = ReplayKeeper { entries: &entries, store: &store, summary: &summary, bar: &bar };
-        // An interactive command: Ctrl-C ends it; an entry whose delivery
-        // did not finish stays in the quarantine as it was.
-        let never = || false;
-        let partition = Partition {
-            name: "replay",
-            start: Some(0),
-            chain,
-            stopping: &never,
-            state: Arc::new(Mutex::new(PartitionState::default())),
-        };
-        driver::drive(&shared, partition, &mut reader, &mut keeper)
+    with_watchdog(&cfg.watchdog, &sink, None, |watchdog| {
+        with_committer(&store, |committer| {
+            let shared = Shared {
+                cfg,
+                store: &store,
+                dedup: &dedup,
+                sink: &sink,
+                committer,
+                quarantine_topic: None,
+                changelog: None,
+                claims: None,
+                stats: &stats,
+                watchdog,
+            };
+            let mut reader = ReplayReader { entries: &entries, next: 0, topic_wide };
+            let mut keeper = ReplayKeeper { entries: &entries, store: &store, summary: &summary, bar: &bar };
+            // An interactive command: Ctrl-C ends it; an entry whose delivery
+            // did not finish stays in the quarantine as it was.
+            let never = || false;
+            let partition = Partition {
+                name: "replay",
+                start: Some(0),
+                chain,
+                stopping: &never,
+                state: Arc::new(Mutex::new(PartitionState::default())),
+            };
+            driver::drive(&shared, partition, &mut reader, &mut keeper)
+        })
     })?;
     bar.finish_and_clear();
     Ok(summary.into_inner().unwrap_or_default())
@@ -136,7 +140,8 @@ impl Reader for ReplayReader<'_> {
             records.push(Pulled { record, start: self.next as u64, next: self.next as u64 + 1, refused: None });
             self.next += 1;
         }
-        Ok(Some(Pull { records, scope, received: Instant::now() }))
+        let behind = Some((self.entries.len() - self.next) as u64);
+        Ok(Some(Pull { records, scope, received: Instant::now(), behind }))
     }
 }
 

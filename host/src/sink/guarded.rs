@@ -55,6 +55,13 @@ impl Guarded {
         self.sink.probe()
     }
 
+    /// Whether the breaker lets nothing through now (open, or its one
+    /// probe out): what makes a partition waiting in the sink late rather
+    /// than stalled.
+    pub fn breaker_open(&self) -> bool {
+        !matches!(self.breaker().state(), super::breaker::State::Closed { .. })
+    }
+
     fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
         self.breaker.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -211,6 +211,18 @@ impl FilePartition {
         pack(self.current.generation, self.current.reader.position())
     }
 
+    /// Bytes the current file has beyond what was read (a partial line
+    /// kept back in follow mode counts as read: it is not waiting on
+    /// sluice), and every byte of the files queued after it. One `stat`
+    /// per file open; asked once per batch.
+    pub fn unread(&self) -> u64 {
+        // The open handle, not the path: the file being read may have been
+        // renamed away.
+        let len = |o: &Open| o.reader.get_ref().get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+        let queued: u64 = self.queue.iter().map(len).sum();
+        len(&self.current).saturating_sub(self.current.reader.consumed()) + queued
+    }
+
     /// Up to `max` records; empty at the end of the input (for now).
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<SourceRecord>, SourceError> {
         let mut out = Vec::with_capacity(max.min(4096));

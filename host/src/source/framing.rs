@@ -104,6 +104,16 @@ impl<R: BufRead> LineReader<R> {
     pub fn position(&self) -> u64 {
         if self.partial.is_empty() { self.offset } else { self.partial_start }
     }
+
+    /// The byte position after everything read from the input, a partial
+    /// line kept back included: what is left beyond it is unread.
+    pub fn consumed(&self) -> u64 {
+        self.offset
+    }
+
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
 }
 
 #[cfg(test)]

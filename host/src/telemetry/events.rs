@@ -443,3 +443,61 @@ impl UncheckedRecords<'_> {
             .increment(self.records as u64);
     }
 }
+
+/// The watchdog's judgement of a partition (`pipeline::watchdog`), said
+/// each time it samples: the gauges always, the log only when it changes.
+pub struct PartitionWatched<'a> {
+    pub partition: &'a str,
+    pub status: &'a crate::pipeline::watchdog::Status,
+    /// What it was at the previous sample (`None`: first seen).
+    pub before: Option<&'a crate::pipeline::watchdog::Status>,
+    pub stall: std::time::Duration,
+}
+
+impl PartitionWatched<'_> {
+    pub fn emit(&self) {
+        use crate::pipeline::watchdog::Status;
+        let p = || self.partition.to_string();
+        let (stalled, seconds) = match self.status {
+            Status::Stalled { since, .. } => (1.0, since.as_secs_f64()),
+            _ => (0.0, 0.0),
+        };
+        gauge!("sluice_partition_stalled", "partition" => p()).set(stalled);
+        gauge!("sluice_partition_stalled_seconds", "partition" => p()).set(seconds);
+        gauge!("sluice_partition_late", "partition" => p()).set(if matches!(self.status, Status::Late { .. }) {
+            1.0
+        } else {
+            0.0
+        });
+        let was = self.before.map(Status::name);
+        if was == Some(self.status.name()) {
+            return;
+        }
+        match self.status {
+            Status::Stalled { stage, at, since } => {
+                counter!("sluice_partition_stalls_total", "partition" => p()).increment(1);
+                tracing::warn!(
+                    partition = self.partition,
+                    stage,
+                    at,
+                    seconds = since.as_secs(),
+                    stall = ?self.stall,
+                    "partition stalled: records wait and no batch finished for {} s (watchdog.stall {:?}); its \
+                     commit waits in stage {stage}",
+                    since.as_secs(),
+                    self.stall,
+                );
+            }
+            Status::Late { since } => tracing::info!(
+                partition = self.partition,
+                seconds = since.as_secs(),
+                "partition late: its batch waits on the sink's open breaker (not a stall; the lag grows until a \
+                 probe succeeds)"
+            ),
+            _ if was == Some("stalled") => {
+                tracing::info!(partition = self.partition, now = self.status.name(), "partition no longer stalled")
+            }
+            _ => {}
+        }
+    }
+}

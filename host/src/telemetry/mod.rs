@@ -40,6 +40,9 @@ pub struct Health {
     restoring: AtomicUsize,
     /// Unix milliseconds of the consume loop's last turn.
     heartbeat: AtomicU64,
+    /// The watchdog's word on each partition that is not simply flowing
+    /// (stalled, late, back-pressured): `/health`'s detail.
+    detail: std::sync::Mutex<Vec<String>>,
 }
 
 /// One partition restoring its dedup state (`Health::restoring`).
@@ -75,6 +78,12 @@ impl Health {
     }
     pub fn beat(&self) {
         self.heartbeat.store(now_ms(), Ordering::Relaxed);
+    }
+    pub fn set_detail(&self, lines: Vec<String>) {
+        *self.detail.lock().unwrap_or_else(|p| p.into_inner()) = lines;
+    }
+    pub fn detail(&self) -> Vec<String> {
+        self.detail.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
     /// Healthy: the loop turned within `STALL_MS` (or has not started).
     pub fn is_healthy(&self) -> bool {

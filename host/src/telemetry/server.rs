@@ -49,12 +49,18 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
         .route("/metrics", get(move || async move { handle.render() }))
         .route(
             "/health",
+            // A stalled partition is detail, not a failed probe: restarting
+            // the process would read its records again and fix nothing a
+            // sick backend causes (the watchdog's module says why).
             get(move || async move {
-                if current(&h1).is_healthy() {
-                    (StatusCode::OK, "ok\n")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "stalled\n")
+                let health = current(&h1);
+                let mut body = String::from(if health.is_healthy() { "ok\n" } else { "stalled\n" });
+                for line in health.detail() {
+                    body.push_str(&line);
+                    body.push('\n');
                 }
+                let code = if health.is_healthy() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                (code, body)
             }),
         )
         .route(

@@ -43,6 +43,7 @@ use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
+use super::watchdog::with_watchdog;
 use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
@@ -130,27 +131,30 @@ pub(super) fn run(
                 result
             })
         });
-        let result = with_committer(&store, |committer| {
-            let tasks = Tasks {
-                shared: Shared {
-                    cfg,
-                    store: &store,
-                    dedup: &dedup,
-                    sink: &sink,
-                    committer,
-                    quarantine_topic: quarantine_topic.as_ref(),
-                    changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
-                    // A topic's partitions share one scope: their batches
-                    // in flight claim their ids.
-                    claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
-                    stats: &stats,
-                },
-                runtime,
-                linger: source.linger,
-                changelog: changelog.as_ref(),
-                health: &health,
-            };
-            member(&tasks, source, stop, &health)
+        let result = with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
+            with_committer(&store, |committer| {
+                let tasks = Tasks {
+                    shared: Shared {
+                        cfg,
+                        store: &store,
+                        dedup: &dedup,
+                        sink: &sink,
+                        committer,
+                        quarantine_topic: quarantine_topic.as_ref(),
+                        changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
+                        // A topic's partitions share one scope: their batches
+                        // in flight claim their ids.
+                        claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
+                        stats: &stats,
+                        watchdog,
+                    },
+                    runtime,
+                    linger: source.linger,
+                    changelog: changelog.as_ref(),
+                    health: &health,
+                };
+                member(&tasks, source, stop, &health)
+            })
         });
         stop.request();
         let followed = follower

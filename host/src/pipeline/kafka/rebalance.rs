@@ -175,7 +175,12 @@ impl ClientContext for Context {
         let reg = self.lock_registry();
         for (tp, h) in reg.iter() {
             let part = statistics.topics.get(&tp.0).and_then(|t| t.partitions.get(&tp.1));
-            let st = h.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = h.state.lock().unwrap_or_else(|p| p.into_inner());
+            // What the partition holds beyond what was read: the
+            // watchdog's "records wait" when nothing is out.
+            if let Some(lag) = part.map(|p| p.consumer_lag).filter(|l| *l >= 0) {
+                st.source_behind = Some(lag as u64);
+            }
             Progress {
                 partition: &h.name,
                 high_watermark: part.map(|p| p.hi_offset).filter(|h| *h >= 0),

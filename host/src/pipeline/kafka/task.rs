@@ -106,7 +106,9 @@ impl Reader for KafkaReader<'_> {
             return Ok(None);
         }
         let Some(first) = self.next(IDLE_POLL) else {
-            return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now() }));
+            // What the partition still holds comes from librdkafka's
+            // statistics (`Context::stats`), not from here.
+            return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now(), behind: None }));
         };
         // One clock read per batch: the arrival of its first record.
         let received = Instant::now();
@@ -143,7 +145,7 @@ impl Reader for KafkaReader<'_> {
         if self.unchecked {
             UncheckedRecords { partition: self.name, records: records.len() }.emit();
         }
-        Ok(Some(Pull { records, scope: self.scope, received }))
+        Ok(Some(Pull { records, scope: self.scope, received, behind: None }))
     }
 }
 
