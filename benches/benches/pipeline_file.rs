@@ -65,34 +65,8 @@ fn baseline(inputs: &[PathBuf], out: &Path) -> (f64, f64) {
 
 fn config(dir: &Path, files: usize) -> PathBuf {
     let path = dir.join("sluice.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[pipeline]
-name = "bench-{files}"
-state_dir = "state"
-batch_size = 1000
-[source]
-type = "file"
-paths = ["input-*.log"]
-[[plugins]]
-name = "json"
-path = "{}"
-config = {{ id_field = "event_id", timestamp_field = "ts" }}
-[[plugins]]
-name = "ts-window"
-path = "{}"
-config = {{ max_age = "2h", max_future = "1m" }}
-[sink]
-type = "file"
-path = "out/events.ndjson"
-"#,
-            sluice_e2e::plugin("json").display(),
-            sluice_e2e::plugin("ts-window").display()
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, sluice_benches::file_pipeline_config(&format!("bench-{files}"), "input-*.log", ""))
+        .unwrap_or_else(|e| panic!("{e}"));
     path
 }
 

@@ -95,3 +95,33 @@ mod tests {
         assert_eq!(ids.len(), 1000);
     }
 }
+
+/// The embedded pipeline the file benches run: `paths` → json → ts-window
+/// → the dedup window → a file sink, with `extra` sections appended.
+pub fn file_pipeline_config(name: &str, paths: &str, extra: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "{name}"
+state_dir = "state"
+batch_size = 1000
+[source]
+type = "file"
+paths = ["{paths}"]
+[[plugins]]
+name = "json"
+path = "{}"
+config = {{ id_field = "event_id", timestamp_field = "ts" }}
+[[plugins]]
+name = "ts-window"
+path = "{}"
+config = {{ max_age = "2h", max_future = "1m" }}
+[sink]
+type = "file"
+path = "out/events.ndjson"
+{extra}
+"#,
+        sluice_e2e::plugin("json").display(),
+        sluice_e2e::plugin("ts-window").display()
+    )
+}

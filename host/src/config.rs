@@ -338,7 +338,7 @@ impl PluginConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DedupConfig {
     /// How long an id is remembered: at least as long as the source can
@@ -362,6 +362,27 @@ pub struct DedupConfig {
     /// what it could not check (`accept-duplicates`).
     #[serde(default)]
     pub on_missing_state: OnMissingState,
+    /// Keep each delivered id's trail (when, from which position, through
+    /// which sink and plugin versions) and each absorbed duplicate's, for
+    /// `sluice audit`: 29 bytes beside each id, in the same write.
+    #[serde(default = "default_audit")]
+    pub audit: bool,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig {
+            window: None,
+            scope: DedupScope::default(),
+            changelog: ChangelogConfig::default(),
+            on_missing_state: OnMissingState::default(),
+            audit: default_audit(),
+        }
+    }
+}
+
+fn default_audit() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

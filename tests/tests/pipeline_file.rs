@@ -164,6 +164,108 @@ path = "out/events.ndjson"
     }
 }
 
+impl Fixture {
+    /// `sluice audit --json` of `ids`, one answer per id, by id.
+    fn audit(&self, config: &Path, ids: &[String]) -> BTreeMap<String, serde_json::Value> {
+        let list = self.path("audit-ids.txt");
+        std::fs::write(&list, ids.join("\n")).unwrap_or_else(|e| panic!("{e}"));
+        let out = self
+            .command(&[
+                "audit",
+                "-c",
+                &config.display().to_string(),
+                "--json",
+                "--from-file",
+                &list.display().to_string(),
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "audit: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+                (v["id"].as_str().unwrap_or_default().to_string(), v)
+            })
+            .collect()
+    }
+
+    /// The audit of every id written (and of ids never written) agrees
+    /// with the reconciliation: each delivered id's trail points at a line
+    /// of the input that holds it, each repeated id has an absorbed
+    /// duplicate that does too, each malformed line's id is quarantined,
+    /// and the rest are unknown.
+    fn assert_audited(&self, config: &Path) {
+        let input = std::fs::read(self.path("input.log")).unwrap_or_else(|e| panic!("{e}"));
+        let holds = |passage: &serde_json::Value, id: &str| -> bool {
+            let Some(offset) = passage["source"]["offset"].as_u64() else { return false };
+            let line = input[offset as usize..].split(|b| *b == b'\n').next().unwrap_or_default();
+            passage["source"]["name"].as_str().is_some_and(|n| n.ends_with("input.log"))
+                && String::from_utf8_lossy(line).contains(&format!("\"event_id\":\"{id}\""))
+        };
+        let bad: Vec<String> = self
+            .malformed
+            .iter()
+            .filter_map(|l| l.split('"').find(|t| t.starts_with("bad-")).map(String::from))
+            .collect();
+        let unknown: Vec<String> = (0..50).map(|i| format!("never-{i}")).collect();
+        let ids: Vec<String> = self.good.iter().chain(&bad).chain(&unknown).cloned().collect();
+        let started = std::time::Instant::now();
+        let answers = self.audit(config, &ids);
+        let took = started.elapsed();
+        assert_eq!(answers.len(), ids.len(), "one answer per id");
+        let mut absorbed = 0;
+        for id in &self.good {
+            let a = &answers[id];
+            assert_eq!(a["verdict"], "delivered", "{a}");
+            let d = &a["delivered"];
+            assert!(holds(d, id), "the delivered trail points at a line holding {id}: {a}");
+            assert!(d["sink"].as_str().is_some_and(|s| s.contains("out/events.ndjson")), "{a}");
+            let plugins: Vec<&str> =
+                d["plugins"].as_array().map(|p| p.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+            assert!(
+                plugins.len() == 2 && plugins[0].starts_with("json@") && plugins[1].starts_with("ts-window@"),
+                "{a}"
+            );
+            let n: usize = id.trim_start_matches("ev-").parse().unwrap_or(1);
+            if n.is_multiple_of(10) {
+                // The producer's repeat: absorbed, from a line holding it.
+                assert!(holds(&a["absorbed"], id), "{id} was repeated: its absorbed duplicate: {a}");
+            }
+            if !a["absorbed"].is_null() {
+                absorbed += 1;
+                assert!(holds(&a["absorbed"], id), "{a}");
+            }
+        }
+        for id in &bad {
+            let a = &answers[id];
+            assert_eq!(a["verdict"], "quarantined", "{a}");
+            assert_eq!(a["quarantined"][0]["matched"], "payload", "{a}");
+            assert_eq!(a["quarantined"][0]["stage"], "plugin", "{a}");
+        }
+        for id in &unknown {
+            assert_eq!(answers[id]["verdict"], "unknown", "{}", answers[id]);
+        }
+        // The summary counts the same doors.
+        let out = self
+            .command(&["audit", "-c", &config.display().to_string(), "--summary", "--json"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(summary["delivered"].as_u64(), Some(self.good.len() as u64), "{summary}");
+        assert_eq!(summary["duplicate_ids"].as_u64(), Some(absorbed), "{summary}");
+        assert_eq!(summary["quarantined"].as_u64(), Some(bad.len() as u64), "{summary}");
+        println!(
+            "audit: {} ids answered in {:.2} s: {} delivered ({absorbed} with a duplicate absorbed), {} quarantined, {} unknown",
+            ids.len(),
+            took.as_secs_f64(),
+            self.good.len(),
+            bad.len(),
+            unknown.len()
+        );
+    }
+}
+
 fn counts(ids: &[String]) -> BTreeMap<&str, usize> {
     let mut m = BTreeMap::new();
     for id in ids {
@@ -203,6 +305,13 @@ fn a_clean_restart_redelivers_nothing_and_a_replay_inside_the_window_neither() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(f.delivered(), first, "a replay inside the window delivers nothing twice");
     assert!(stderr.contains("\"delivered\":0"), "{stderr}");
+    // The audit says where each absorbed copy came from: the other file.
+    let answers = f.audit(&config, &first[..10]);
+    for id in &first[..10] {
+        let a = &answers[id];
+        assert!(a["delivered"]["source"]["name"].as_str().is_some_and(|n| n.ends_with("/input.log")), "{a}");
+        assert!(a["absorbed"]["source"]["name"].as_str().is_some_and(|n| n.ends_with("/input-copy.log")), "{a}");
+    }
 }
 
 #[test]
@@ -236,6 +345,7 @@ fn sigkill_at_random_moments_loses_nothing_and_every_duplicate_has_a_cause() {
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 0, "the final run: {stderr}");
     f.assert_reconciled();
+    f.assert_audited(&config);
 
     // Every duplicate in the sink must be explained by a kill between the
     // sink's sync and the dedup write: its first copy is among the last

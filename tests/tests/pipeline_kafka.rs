@@ -484,6 +484,7 @@ fn hundred_thousand_ids_over_four_partitions_reconcile_and_commit() {
     let dups: Vec<_> = counts(&ids).into_iter().filter(|(_, n)| *n > 1).take(5).collect();
     assert!(dups.is_empty(), "the producer's repeats are absorbed by dedup: {dups:?}");
     f.assert_fully_committed(&broker);
+    assert_audited(&f, &config);
     let names =
         ["sluice_consumer_lag", "sluice_committed_offset", "sluice_offset_commit_seconds", "sluice_commit_blocked"];
     println!(
@@ -497,6 +498,50 @@ fn hundred_thousand_ids_over_four_partitions_reconcile_and_commit() {
     for l in metric_lines(&end, &["sluice_consumer_lag{"]) {
         assert!(l.ends_with(" 0"), "lag is zero at the end: {l}");
     }
+}
+
+/// `sluice audit` of a sample of the ids produced, on a Kafka store: each
+/// delivered id's trail names its partition (`topic/N`, N the partition
+/// it was produced to) and an offset, a repeated id also its absorbed
+/// copy from the same partition, a malformed record is quarantined, and an
+/// id never produced is unknown.
+fn assert_audited(f: &Fixture, config: &Path) {
+    let sample: Vec<&String> = f.good.iter().step_by(97).collect();
+    let bad: Vec<String> = (0..f.written).filter(|i| i % 50 == 49).take(20).map(|i| format!("bad-{i}")).collect();
+    let mut ids: Vec<String> = sample.iter().map(|s| s.to_string()).chain(bad.iter().cloned()).collect();
+    ids.push("never-produced".into());
+    let out = f
+        .command(&["audit", "-c", &config.display().to_string(), "--json"])
+        .args(&ids)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "audit: {}", String::from_utf8_lossy(&out.stderr));
+    let answers: BTreeMap<String, serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            (v["id"].as_str().unwrap_or_default().to_string(), v)
+        })
+        .collect();
+    assert_eq!(answers.len(), ids.len(), "one answer per id");
+    for id in &sample {
+        let a = &answers[id.as_str()];
+        let i: usize = id.trim_start_matches("ev-").parse().unwrap_or(0);
+        let partition = format!("{}/{}", f.topic, i % PARTITIONS as usize);
+        assert_eq!(a["verdict"], "delivered", "{a}");
+        assert_eq!(a["delivered"]["source"]["kind"], "kafka", "{a}");
+        assert_eq!(a["delivered"]["source"]["name"].as_str(), Some(partition.as_str()), "{a}");
+        assert!(a["delivered"]["source"]["offset"].is_u64(), "{a}");
+        if i.is_multiple_of(10) {
+            assert_eq!(a["absorbed"]["source"]["name"].as_str(), Some(partition.as_str()), "{a}");
+            assert_ne!(a["absorbed"]["source"]["offset"], a["delivered"]["source"]["offset"], "another message: {a}");
+        }
+    }
+    for id in &bad {
+        assert_eq!(answers[id]["verdict"], "quarantined", "{}", answers[id]);
+    }
+    assert_eq!(answers["never-produced"]["verdict"], "unknown");
+    println!("audit on Kafka: {} ids answered as the reconciliation found them", ids.len());
 }
 
 /// Each repeated id must be explained by a kill: its occurrences in the

@@ -1,6 +1,7 @@
 //! The `sluice` command line. Each subcommand lives in its own file; this
 //! one holds the argument grammar (clap) and the dispatch.
 
+mod audit;
 mod cases;
 pub mod plugin;
 mod quarantine;
@@ -46,6 +47,7 @@ pub fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Quarantine(cmd) => quarantine::run(cmd),
+        Command::Audit(args) => audit::run(args),
         Command::Lag(args) => run::lag(args),
         Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
@@ -95,6 +97,12 @@ pub enum Command {
     /// List and inspect quarantined records.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
+    /// What became of event ids, from the state store: delivered (when, to
+    /// which sink, from which position, through which plugin versions), a
+    /// duplicate absorbed, quarantined, or unknown inside the window.
+    /// `--summary` counts the doors instead. Read-only: a running pipeline
+    /// keeps running.
+    Audit(AuditArgs),
     /// Kafka: per partition, the group's committed offset, the high
     /// watermark and the lag.
     Lag(LagArgs),
@@ -142,6 +150,28 @@ pub struct PipelineArgs {
     /// SIGHUP.
     #[arg(long)]
     pub watch_config: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The event ids to look up.
+    #[arg(value_name = "EVENT_ID")]
+    pub ids: Vec<String>,
+    /// Also every id in this file, one per line (a reconciliation).
+    #[arg(long, value_name = "FILE")]
+    pub from_file: Option<PathBuf>,
+    /// One JSON object per id (with `--summary`: one object).
+    #[arg(long)]
+    pub json: bool,
+    /// Counts per door (delivered, duplicate, quarantined) instead of ids.
+    #[arg(long, conflicts_with_all = ["ids", "from_file"])]
+    pub summary: bool,
+    /// With --summary: since an RFC 3339 time or a duration ago (`1h`);
+    /// default: everything the store holds.
+    #[arg(long, value_name = "WHEN", requires = "summary")]
+    pub since: Option<String>,
 }
 
 #[derive(Args, Debug)]

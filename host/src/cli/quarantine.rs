@@ -126,18 +126,20 @@ fn print_stats(s: &Stats) {
     table("reason", &s.by_reason, 20);
 }
 
-/// `--since 1h` is an hour ago; `--since 2026-12-01T10:00:00Z` that instant.
+/// `--since 1h` is an hour ago; `--since 2026-12-01T10:00:00Z` that
+/// instant (Unix nanoseconds). `flag` names the option in the error.
+pub(super) fn when(s: &str, flag: &str) -> Result<i64> {
+    let now = pipeline::now_nanos();
+    if let Ok(t) = sluice_guest::time::Format::rfc3339().parse(s, now) {
+        return Ok(t);
+    }
+    let ago = sluice_guest::duration::parse(s)
+        .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: neither an RFC 3339 time nor a duration ({e})"))?;
+    Ok(now.saturating_sub(i64::try_from(ago.as_nanos()).unwrap_or(i64::MAX)))
+}
+
 fn to_filter(f: &EntryFilter) -> Result<Filter> {
-    let when = |s: &Option<String>, flag: &str| -> Result<Option<i64>> {
-        let Some(s) = s else { return Ok(None) };
-        let now = pipeline::now_nanos();
-        if let Ok(t) = sluice_guest::time::Format::rfc3339().parse(s, now) {
-            return Ok(Some(t));
-        }
-        let ago = sluice_guest::duration::parse(s)
-            .map_err(|e| anyhow::anyhow!("--{flag} {s:?}: neither an RFC 3339 time nor a duration ({e})"))?;
-        Ok(Some(now.saturating_sub(i64::try_from(ago.as_nanos()).unwrap_or(i64::MAX))))
-    };
+    let when = |s: &Option<String>, flag: &str| s.as_deref().map(|s| when(s, flag)).transpose();
     Ok(Filter {
         stage: f.stage.clone(),
         plugin: f.plugin.clone(),

@@ -162,10 +162,12 @@ impl Plan {
         let mut event_fate: Vec<Option<Fate>> =
             events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Fate::Duplicate)).collect();
         let mut accepted = Vec::with_capacity(sent.len());
+        let mut accepted_records = Vec::with_capacity(sent.len());
         for (j, outcome) in sent.into_iter().zip(outcomes) {
             event_fate[j] = outcome.map(|o| match o {
                 Outcome::Accepted => {
                     accepted.push(events[j].digest);
+                    accepted_records.push(events[j].record);
                     Fate::Delivered
                 }
                 // Rejected, or out of attempts: the sink's answer is the reason.
@@ -192,7 +194,14 @@ impl Plan {
                     .unwrap_or(Fate::Duplicate),
             );
         }
-        Settled { fates, accepted }
+        // Duplicates of records that passed a door: what the audit says
+        // was absorbed. Those of an owed record are met again next time.
+        let absorbed = events
+            .iter()
+            .filter(|e| matches!(e.state, State::Duplicate) && fates[e.record].is_some())
+            .map(|e| (e.digest, e.record))
+            .collect();
+        Settled { fates, accepted, accepted_records, absorbed }
     }
 }
 
@@ -203,6 +212,10 @@ pub struct Settled {
     pub fates: Vec<Option<Fate>>,
     /// Ids of the events the sink accepted, to record in the window.
     pub accepted: Vec<IdDigest>,
+    /// The record of each accepted id, in the same order (its trail).
+    pub accepted_records: Vec<usize>,
+    /// Duplicates absorbed, with their records: each id's duplicate trail.
+    pub absorbed: Vec<(IdDigest, usize)>,
 }
 
 #[cfg(test)]
@@ -250,6 +263,8 @@ mod tests {
         // Only what the sink accepted is recorded; the rejected split's
         // accepted sibling too (a replay's delivery of it is a duplicate).
         assert_eq!(settled.accepted.len(), 2);
+        assert_eq!(settled.accepted_records, [0, 2], "each accepted id names its record");
+        assert_eq!(settled.absorbed, [(digest(&PIPELINE_SCOPE, "a"), 1)], "the repeat was absorbed");
     }
 
     #[test]

@@ -49,9 +49,10 @@ use crate::custody::ids::{IdDigest, Scope};
 use crate::custody::{Fate, OffsetTracker, Plan};
 use crate::plugin::{Chain, Record, Verdict};
 use crate::sink::guarded::Guarded;
-use crate::store::Store;
+use crate::store::audit::{Context, Trails};
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
+use crate::store::{Store, StoreError};
 use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordQuarantined};
 
 /// A record as a source hands it over.
@@ -280,6 +281,23 @@ pub fn drive(
         Masking::new(&shared.cfg.quarantine.mask_fields, &shared.cfg.quarantine.mask_patterns)
             .map_err(|e| PipelineError::Config(format!("quarantine.mask_patterns: {e}")))?,
     );
+    // What this partition's trails name: the sink, and the chain that
+    // judged its records (a reload starts a new partition, a new context).
+    let trails = if shared.cfg.dedup.audit {
+        let context = Context {
+            sink: shared.sink.describe().to_string(),
+            plugins: part
+                .chain
+                .stages()
+                .iter()
+                .map(|s| format!("{}@{}", s.id().name, s.id().digest.to_hex()))
+                .collect(),
+            via: if keeper.keeps_quarantine() { "replay" } else { "run" }.into(),
+        };
+        Some(Trails::new(shared.store, &context)?)
+    } else {
+        None
+    };
     let name = part.name;
     let state = part.state.clone();
     let _watched = shared.watchdog.watch(name, state.clone());
@@ -297,6 +315,7 @@ pub fn drive(
             writing: VecDeque::new(),
             acked: None,
             unlogged: false,
+            trails,
         };
         let back_failed = &back_failed;
         let back = std::thread::Builder::new()
@@ -482,6 +501,9 @@ struct Back<'a, 's> {
     /// A batch's ids never reached the changelog (let go): no later
     /// position of this run may leave the process.
     unlogged: bool,
+    /// Each delivered id's trail and each absorbed duplicate's, unless
+    /// `dedup.audit = false`.
+    trails: Option<Trails>,
 }
 
 impl<'a> Back<'a, '_> {
@@ -548,15 +570,15 @@ impl<'a> Back<'a, '_> {
             counts.sink_seconds += t.elapsed().as_secs_f64();
             outcomes
         };
-        let settled = plan.settle(outcomes);
-        let fates = settled.fates;
+        let mut settled = plan.settle(outcomes);
 
         // 4. The doors of this batch, in one write: accepted ids first
-        // (only what the sink accepted), then the quarantine entries.
+        // (only what the sink accepted, each with its trail), then the
+        // quarantine entries.
         let mut write = WriteBatch::default();
         let now = now_secs();
-        self.shared.dedup.record(&mut write, &settled.accepted, now)?;
-        let mut fates = fates;
+        self.record_ids(&mut write, &settled, &pull.records, now)?;
+        let mut fates = std::mem::take(&mut settled.fates);
         // 4a. The accepted ids go to the changelog too: the partition's
         // next owner restores them. The position waits for its answer
         // (`finished`).
@@ -619,6 +641,31 @@ impl<'a> Back<'a, '_> {
             _claimed: claimed,
             sent,
         })
+    }
+
+    /// The accepted ids into `write`, with their trails and those of the
+    /// duplicates absorbed (one clock read and one origin look-up per
+    /// batch of one partition, not per record).
+    fn record_ids(
+        &mut self,
+        write: &mut WriteBatch,
+        settled: &crate::custody::batch::Settled,
+        records: &[Pulled],
+        now: u64,
+    ) -> Result<(), PipelineError> {
+        let (dedup, store) = (self.shared.dedup, self.shared.store);
+        let Some(trails) = self.trails.as_mut() else {
+            dedup.record(write, &settled.accepted, now)?;
+            return Ok(());
+        };
+        let at = now_nanos();
+        let mut trail = |i: usize| trails.trail(store, &records[i].record.position, at);
+        let delivered = settled.accepted_records.iter().map(|i| trail(*i)).collect::<Result<Vec<_>, _>>()?;
+        dedup.record_with_trails(write, &settled.accepted, &delivered, now)?;
+        let absorbed =
+            settled.absorbed.iter().map(|(d, i)| Ok((*d, trail(*i)?))).collect::<Result<Vec<_>, StoreError>>()?;
+        dedup.record_absorbed(write, &absorbed, now)?;
+        Ok(())
     }
 
     /// The partition's tracker, started at its first record when the

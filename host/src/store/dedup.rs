@@ -15,12 +15,13 @@
 //! only yield a duplicate.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocksdb::WriteBatch;
 
+use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
@@ -102,11 +103,96 @@ impl<'s> DedupWindow<'s> {
         Ok(seen)
     }
 
-    /// Add delivered ids to `batch`, in the current bucket.
+    /// Add delivered ids to `batch`, in the current bucket, without a
+    /// trail (ids restored from a changelog, or `dedup.audit = false`).
     pub fn record(&self, batch: &mut WriteBatch, digests: &[IdDigest], now_secs: u64) -> Result<(), StoreError> {
         if digests.is_empty() {
             return Ok(());
         }
+        let cf = self.bucket(now_secs)?;
+        for d in digests {
+            batch.put_cf(&cf, d, []);
+        }
+        Ok(())
+    }
+
+    /// Add delivered ids to `batch` with each one's trail (`audit`).
+    pub fn record_with_trails(
+        &self,
+        batch: &mut WriteBatch,
+        digests: &[IdDigest],
+        trails: &[[u8; TRAIL_BYTES]],
+        now_secs: u64,
+    ) -> Result<(), StoreError> {
+        if digests.is_empty() {
+            return Ok(());
+        }
+        let cf = self.bucket(now_secs)?;
+        for (d, t) in digests.iter().zip(trails) {
+            batch.put_cf(&cf, d, t);
+        }
+        Ok(())
+    }
+
+    /// Add the trails of duplicates absorbed to `batch`: under each id's
+    /// key and `ABSORBED`, which a look-up of the id never reads.
+    pub fn record_absorbed(
+        &self,
+        batch: &mut WriteBatch,
+        absorbed: &[(IdDigest, [u8; TRAIL_BYTES])],
+        now_secs: u64,
+    ) -> Result<(), StoreError> {
+        if absorbed.is_empty() {
+            return Ok(());
+        }
+        let cf = self.bucket(now_secs)?;
+        for (d, t) in absorbed {
+            let mut key = [0u8; 25];
+            key[..24].copy_from_slice(d);
+            key[24] = ABSORBED;
+            batch.put_cf(&cf, key, t);
+        }
+        Ok(())
+    }
+
+    /// For each key, its value in the newest live bucket that has it
+    /// (`sluice audit`).
+    pub fn values(&self, keys: &[Vec<u8>], now_secs: u64) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for bucket in self.live_buckets(now_secs) {
+            let pending: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
+            if pending.is_empty() {
+                break;
+            }
+            let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let found = self.store.db().batched_multi_get_cf(&cf, pending.iter().map(|i| &keys[*i][..]), false);
+            for (i, r) in pending.into_iter().zip(found) {
+                out[i] = r.map_err(|e| self.store.rocks(e))?.map(|v| v.to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every id and absorbed duplicate of the buckets that overlap
+    /// `since_secs..`, with their values, one bucket at a time.
+    pub fn scan_since(&self, since_secs: u64, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
+        let first = since_secs / self.bucket_secs;
+        let buckets: Vec<u64> = self.buckets.lock().map(|b| b.range(first..).copied().collect()).unwrap_or_default();
+        for bucket in buckets {
+            let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let mut ro = rocksdb::ReadOptions::default();
+            // The keys are hashed by prefix; a scan needs them all.
+            ro.set_total_order_seek(true);
+            for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
+                let (k, v) = item.map_err(|e| self.store.rocks(e))?;
+                f(&k, &v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The current bucket's column family, created when it is new.
+    fn bucket(&self, now_secs: u64) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StoreError> {
         let bucket = now_secs / self.bucket_secs;
         let name = format!("{CF_PREFIX}{bucket}");
         {
@@ -121,11 +207,7 @@ impl<'s> DedupWindow<'s> {
                 buckets.insert(bucket);
             }
         }
-        let cf = self.store.cf(&name)?;
-        for d in digests {
-            batch.put_cf(&cf, d, []);
-        }
-        Ok(())
+        self.store.cf(&name)
     }
 
     /// Drop the buckets that ended more than `window` ago. Returns how many.

@@ -5,13 +5,14 @@
 //! | `meta` | what the store was created for (pipeline name, sources), the dedup bucket width |
 //! | `checkpoints` | per partition: the committed position (the contiguous finished prefix) |
 //! | `quarantine` | quarantined records with their context (see `quarantine`) |
-//! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`) |
+//! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`), each with its trail, and the trails of duplicates absorbed (see `audit`) |
 //!
 //! One `WriteBatch` per processed batch carries the batch's delivered ids,
 //! its quarantine entries and the new checkpoint: they become durable
 //! together, after the sink accepted the events. Batches of many partitions
 //! share one WAL sync (`commit_group`, driven by `pipeline::durable`).
 
+pub mod audit;
 pub mod dedup;
 pub mod quarantine;
 
@@ -82,6 +83,8 @@ pub struct Checkpoint {
 pub struct Store {
     db: Arc<Db>,
     path: PathBuf,
+    /// The delivery audit's interned names (`audit`).
+    audit: std::sync::Mutex<audit::Book>,
 }
 
 impl Store {
@@ -109,7 +112,7 @@ impl Store {
         }
         let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n)));
         let db = Db::open_cf_descriptors(&opts, path, descriptors).map_err(rocks)?;
-        let store = Store { db: Arc::new(db), path: path.to_path_buf() };
+        let store = Store { db: Arc::new(db), path: path.to_path_buf(), audit: Default::default() };
         store.check_identity(identity)?;
         Ok(store)
     }
@@ -121,7 +124,7 @@ impl Store {
         let opts = Options::default();
         let names = Db::list_cf(&opts, path).map_err(rocks)?;
         let db = Db::open_cf_for_read_only(&opts, path, names, false).map_err(rocks)?;
-        Ok(Store { db: Arc::new(db), path: path.to_path_buf() })
+        Ok(Store { db: Arc::new(db), path: path.to_path_buf(), audit: Default::default() })
     }
 
     fn check_identity(&self, expected: &Identity) -> Result<(), StoreError> {
