@@ -80,22 +80,6 @@ pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn lines_are_about_300_bytes_and_ids_unique() {
-        let lines = super::json_lines(1000, 1_700_000_000);
-        let avg = lines.iter().map(String::len).sum::<usize>() / lines.len();
-        assert!((280..=320).contains(&avg), "average {avg} bytes");
-        let ids: std::collections::HashSet<&str> = lines.iter().map(|l| &l[13..27]).collect();
-        assert_eq!(ids.len(), 1000);
-        let with = super::json_lines_with_repeats(0, 1000, 1_700_000_000);
-        assert_eq!(with.len(), 1100);
-        let ids: std::collections::HashSet<&str> = with.iter().map(|l| &l[13..27]).collect();
-        assert_eq!(ids.len(), 1000);
-    }
-}
-
 /// The embedded pipeline the file benches run: `paths` → json → ts-window
 /// → the dedup window → a file sink, with `extra` sections appended.
 pub fn file_pipeline_config(name: &str, paths: &str, extra: &str) -> String {
@@ -124,4 +108,20 @@ path = "out/events.ndjson"
         sluice_e2e::plugin("json").display(),
         sluice_e2e::plugin("ts-window").display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lines_are_about_300_bytes_and_ids_unique() {
+        let lines = super::json_lines(1000, 1_700_000_000);
+        let avg = lines.iter().map(String::len).sum::<usize>() / lines.len();
+        assert!((280..=320).contains(&avg), "average {avg} bytes");
+        let ids: std::collections::HashSet<&str> = lines.iter().map(|l| &l[13..27]).collect();
+        assert_eq!(ids.len(), 1000);
+        let with = super::json_lines_with_repeats(0, 1000, 1_700_000_000);
+        assert_eq!(with.len(), 1100);
+        let ids: std::collections::HashSet<&str> = with.iter().map(|l| &l[13..27]).collect();
+        assert_eq!(ids.len(), 1000);
+    }
 }

@@ -8,6 +8,7 @@ mod quarantine;
 mod reload;
 pub mod run;
 mod scaffold;
+mod shadow;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,7 @@ pub fn main() -> ExitCode {
         },
         Command::Quarantine(cmd) => quarantine::run(cmd),
         Command::Audit(args) => audit::run(args),
+        Command::Shadow(args) => shadow::run(args),
         Command::Lag(args) => run::lag(args),
         Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
@@ -103,6 +105,11 @@ pub enum Command {
     /// `--summary` counts the doors instead. Read-only: a running pipeline
     /// keeps running.
     Audit(AuditArgs),
+    /// Run records through the chain in force and a candidate (another
+    /// build of a plugin, or another config for it) side by side, and
+    /// report where their verdicts differ. Delivers, records and commits
+    /// nothing.
+    Shadow(ShadowArgs),
     /// Kafka: per partition, the group's committed offset, the high
     /// watermark and the lag.
     Lag(LagArgs),
@@ -172,6 +179,34 @@ pub struct AuditArgs {
     /// default: everything the store holds.
     #[arg(long, value_name = "WHEN", requires = "summary")]
     pub since: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ShadowArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Try this build of plugin NAME (repeatable).
+    #[arg(long = "plugin", value_name = "NAME=FILE")]
+    pub plugins: Vec<String>,
+    /// Try plugin NAME with this config: a JSON or TOML file holding the
+    /// table its `config` key would (repeatable).
+    #[arg(long = "plugin-config", value_name = "NAME=FILE")]
+    pub plugin_configs: Vec<String>,
+    /// Where to read from: `earliest` (the default), an offset (a Kafka
+    /// offset in each partition, a byte offset in each file), or an RFC
+    /// 3339 time (Kafka).
+    #[arg(long, value_name = "WHERE", value_parser = parse_reset)]
+    pub from: Option<crate::source::kafka::admin::ResetTo>,
+    /// Compare at most this many records.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Take the records from the quarantine (entries not yet replayed)
+    /// instead of the source: which would a replay deliver?
+    #[arg(long, conflicts_with = "from")]
+    pub quarantine: bool,
+    /// One JSON object per differing record, then the totals.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -7,6 +7,7 @@
 //! - `files`, `kafka`, `replay`: the sources, each a `driver::Reader` and
 //!   a `driver::Keeper`, and the run around them (threads, the consumer
 //!   group, a replay's summary);
+//! - `shadow`: the chain in force beside a candidate, compared;
 //! - `stats`: what a run did;
 //! - `watchdog`: partitions with records waiting that stopped moving.
 
@@ -16,6 +17,7 @@ pub mod durable;
 mod files;
 pub mod kafka;
 pub mod replay;
+pub mod shadow;
 pub mod stats;
 pub mod watchdog;
 

@@ -20,7 +20,7 @@ use super::watchdog::with_watchdog;
 use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::scope_of;
-use crate::plugin::{Record, Runtime};
+use crate::plugin::Runtime;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
@@ -128,15 +128,7 @@ impl Reader for ReplayReader<'_> {
             && records.len() < max
             && scope_of(&e.position, topic_wide) == scope
         {
-            let record = Record {
-                payload: e.payload.to_vec(),
-                key: e.key.as_ref().map(|k| k.to_vec()),
-                headers: e.headers.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect(),
-                source_timestamp: None,
-                position: e.position.clone(),
-                event_id: None,
-                timestamp: None,
-            };
+            let record = e.record();
             records.push(Pulled { record, start: self.next as u64, next: self.next as u64 + 1, refused: None });
             self.next += 1;
         }

@@ -315,6 +315,20 @@ impl Filter {
 
 impl Entry {
     /// When it was written: the entry id begins with it, in hex.
+    /// The record again, as its source handed it over (a replay, a shadow
+    /// run): what the plugins set on it is not kept.
+    pub fn record(&self) -> crate::plugin::Record {
+        crate::plugin::Record {
+            payload: self.payload.to_vec(),
+            key: self.key.as_ref().map(|k| k.to_vec()),
+            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect(),
+            source_timestamp: None,
+            position: self.position.clone(),
+            event_id: None,
+            timestamp: None,
+        }
+    }
+
     pub fn written_nanos(&self) -> i64 {
         self.id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).map_or(0, |n| n as i64)
     }

@@ -249,9 +249,30 @@ pub fn reset(k: &KafkaSourceConfig, to: &ResetTo, only: &[i32], force: bool) -> 
         tpl.add_partition(t, *p);
     }
     let before = c.committed_offsets(tpl, TIMEOUT).map_err(KafkaSourceError::client("fetch committed offsets"))?;
+    let mut commit = TopicPartitionList::new();
+    let mut out = Vec::new();
+    for (t, p, target, _) in targets(&c, &parts, to)? {
+        commit.add_partition_offset(&t, p, Offset::Offset(target)).map_err(KafkaSourceError::client("reset"))?;
+        let from = before.find_partition(&t, p).and_then(|e| match e.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        });
+        out.push(Reset { partition: partition_name(&t, p), from, to: target });
+    }
+    c.commit(&commit, CommitMode::Sync).map_err(KafkaSourceError::client("commit the reset offsets"))?;
+    Ok(out)
+}
+
+/// Where `to` is in each of `parts`, with its high watermark now:
+/// `(topic, partition, offset, high)`.
+fn targets(
+    c: &BaseConsumer,
+    parts: &[(String, i32)],
+    to: &ResetTo,
+) -> Result<Vec<(String, i32, i64, i64)>, KafkaSourceError> {
     let by_time = if let ResetTo::Time(ms) = to {
         let mut q = TopicPartitionList::new();
-        for (t, p) in &parts {
+        for (t, p) in parts {
             q.add_partition_offset(t, *p, Offset::Offset(*ms))
                 .map_err(KafkaSourceError::client("offsets for times"))?;
         }
@@ -259,9 +280,8 @@ pub fn reset(k: &KafkaSourceConfig, to: &ResetTo, only: &[i32], force: bool) -> 
     } else {
         None
     };
-    let mut commit = TopicPartitionList::new();
     let mut out = Vec::new();
-    for (t, p) in &parts {
+    for (t, p) in parts {
         let (low, high) =
             c.fetch_watermarks(t, *p, TIMEOUT).map_err(KafkaSourceError::client(format!("watermarks of {t}/{p}")))?;
         let target = match to {
@@ -273,14 +293,60 @@ pub fn reset(k: &KafkaSourceConfig, to: &ResetTo, only: &[i32], force: bool) -> 
                 _ => high,
             },
         };
-        commit.add_partition_offset(t, *p, Offset::Offset(target)).map_err(KafkaSourceError::client("reset"))?;
-        let from = before.find_partition(t, *p).and_then(|e| match e.offset() {
-            Offset::Offset(o) => Some(o),
-            _ => None,
-        });
-        out.push(Reset { partition: partition_name(t, *p), from, to: target });
+        out.push((t.clone(), *p, target, high));
     }
-    c.commit(&commit, CommitMode::Sync).map_err(KafkaSourceError::client("commit the reset offsets"))?;
+    Ok(out)
+}
+
+/// Up to `limit` records of the configured topics from `from` up to each
+/// partition's high watermark as it is now, read by assignment: no group
+/// is joined and nothing is committed (`sluice shadow`).
+pub fn read_from(
+    k: &KafkaSourceConfig,
+    from: &ResetTo,
+    limit: usize,
+) -> Result<Vec<crate::plugin::Record>, KafkaSourceError> {
+    use rdkafka::message::Message;
+    let c = consumer(k)?;
+    let parts = partitions(&c, k)?;
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = std::collections::HashMap::new();
+    for (t, p, target, high) in targets(&c, &parts, from)? {
+        if target < high {
+            tpl.add_partition_offset(&t, p, Offset::Offset(target)).map_err(KafkaSourceError::client("assign"))?;
+            ends.insert((t, p), high);
+        }
+    }
+    c.assign(&tpl).map_err(KafkaSourceError::client("assign"))?;
+    let topics: std::collections::HashMap<String, std::sync::Arc<str>> =
+        ends.keys().map(|(t, _)| (t.clone(), std::sync::Arc::from(t.as_str()))).collect();
+    let mut out = Vec::new();
+    let mut quiet = std::time::Instant::now();
+    while !ends.is_empty() && out.len() < limit {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                quiet = std::time::Instant::now();
+                let key = (m.topic().to_string(), m.partition());
+                let Some(high) = ends.get(&key).copied() else { continue };
+                if m.offset() < high {
+                    let topic = topics.get(&key.0).cloned().unwrap_or_else(|| std::sync::Arc::from(key.0.as_str()));
+                    out.push(super::record::from_message(&m, &topic).record);
+                }
+                if m.offset() + 1 >= high {
+                    ends.remove(&key);
+                }
+            }
+            Some(Err(e)) => return Err(KafkaSourceError::Other(format!("read: {e}"))),
+            None if quiet.elapsed() > TIMEOUT => {
+                return Err(KafkaSourceError::Other(format!(
+                    "no record for {} s while {} partitions had more to read",
+                    TIMEOUT.as_secs(),
+                    ends.len()
+                )));
+            }
+            None => {}
+        }
+    }
     Ok(out)
 }
 

@@ -1,0 +1,194 @@
+//! `sluice shadow`: records through the chain in force and a candidate
+//! chain (`--plugin NAME=FILE`: another build of a plugin;
+//! `--plugin-config NAME=FILE`: another config for it), side by side. The
+//! records are read again from the source (files from their start, Kafka
+//! from `--from`, by assignment, no group joined) or taken from the
+//! quarantine (`--quarantine`). Nothing is delivered, recorded or
+//! committed; the state store is only read.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::Serialize;
+
+use super::ShadowArgs;
+use crate::config::{Config, SourceConfig};
+use crate::pipeline::build_chain;
+use crate::pipeline::shadow::{Differing, Shadow};
+use crate::plugin::{Record, Runtime};
+use crate::source::file::{FilePartition, discover};
+use crate::source::kafka::admin::ResetTo;
+use crate::store::Store;
+
+/// The config with the candidate's plugins in place of the current ones.
+fn candidate(cfg: &Config, args: &ShadowArgs) -> Result<(Config, Vec<String>)> {
+    if args.plugins.is_empty() && args.plugin_configs.is_empty() {
+        bail!("name what to try: --plugin NAME=FILE (another build) or --plugin-config NAME=FILE (another config)");
+    }
+    let mut out = cfg.clone();
+    let mut changed = Vec::new();
+    let index = |out: &Config, spec: &str, flag: &str| -> Result<(usize, PathBuf)> {
+        let (name, file) = spec.split_once('=').with_context(|| format!("--{flag} {spec:?}: expected NAME=FILE"))?;
+        let i = out.plugins.iter().position(|p| p.name == name).with_context(|| {
+            let names: Vec<&str> = out.plugins.iter().map(|p| p.name.as_str()).collect();
+            format!("--{flag} {spec:?}: the config has no plugin {name:?} (it has {names:?})")
+        })?;
+        Ok((i, PathBuf::from(file)))
+    };
+    for spec in &args.plugins {
+        let (i, file) = index(&out, spec, "plugin")?;
+        anyhow::ensure!(file.is_file(), "--plugin {spec:?}: {} is not a file", file.display());
+        // The candidate is another build: the config's pin is for the
+        // current one.
+        out.plugins[i].path = file;
+        out.plugins[i].digest = None;
+        changed.push(format!("{} from {}", out.plugins[i].name, out.plugins[i].path.display()));
+    }
+    for spec in &args.plugin_configs {
+        let (i, file) = index(&out, spec, "plugin-config")?;
+        out.plugins[i].config = read_table(&file).with_context(|| format!("--plugin-config {spec:?}"))?;
+        changed.push(format!("{} with the config of {}", out.plugins[i].name, file.display()));
+    }
+    Ok((out, changed))
+}
+
+/// A plugin config as a JSON value, from a JSON or TOML file.
+fn read_table(file: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    let value: serde_json::Value = if file.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?
+    } else {
+        let table: toml::Table = text.parse().with_context(|| format!("{} is not TOML", file.display()))?;
+        serde_json::to_value(table)?
+    };
+    anyhow::ensure!(value.is_object(), "{} must hold a table (the plugin's config)", file.display());
+    Ok(value)
+}
+
+/// The records to compare, up to `limit`, with the quarantine entry each
+/// came from (`--quarantine`).
+fn records(cfg: &Config, args: &ShadowArgs, limit: usize) -> Result<Vec<(Record, Option<String>)>> {
+    if args.quarantine {
+        let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
+        let mut out = Vec::new();
+        store.scan_quarantine(|e| {
+            if e.replayed.is_none() {
+                out.push((e.record(), Some(e.id.clone())));
+            }
+            Ok::<_, anyhow::Error>(out.len() < limit)
+        })?;
+        return Ok(out);
+    }
+    let from = args.from.clone().unwrap_or(ResetTo::Earliest);
+    match &cfg.source {
+        SourceConfig::File(f) => {
+            let start = match from {
+                ResetTo::Earliest => 0,
+                ResetTo::Offset(n) => n as u64,
+                ResetTo::Time(_) => bail!("--from: a file has no record times; use `earliest` or a byte offset"),
+            };
+            let mut out = Vec::new();
+            for file in discover(&f.paths)? {
+                let mut part = FilePartition::open(&file, None, f.max_line_bytes, false)?;
+                while out.len() < limit {
+                    let batch = part.next_batch(cfg.pipeline.batch_size.min(limit - out.len()))?;
+                    if batch.is_empty() {
+                        break;
+                    }
+                    // Oversize lines never reach a plugin in a run either.
+                    out.extend(batch.into_iter().filter(|r| !r.oversize && r.start >= start).map(|r| (r.record, None)));
+                }
+            }
+            Ok(out)
+        }
+        SourceConfig::Kafka(k) => {
+            Ok(crate::source::kafka::admin::read_from(k, &from, limit)?.into_iter().map(|r| (r, None)).collect())
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<&'a str>,
+    #[serde(flatten)]
+    differing: &'a Differing<'a>,
+}
+
+pub fn run(args: &ShadowArgs) -> Result<()> {
+    let runtime = Runtime::new(Runtime::default_cache_dir())?;
+    let cfg = Config::load(&args.config.config)?;
+    let (candidate_cfg, changed) = candidate(&cfg, args)?;
+    let current = build_chain(&runtime, &cfg)?;
+    let candidate = build_chain(&runtime, &candidate_cfg).context("the candidate chain")?;
+    let versions = |c: &crate::plugin::Chain| -> String {
+        c.stages().iter().map(|s| s.id().to_string()).collect::<Vec<_>>().join(" → ")
+    };
+    eprintln!("shadow: current   {}", versions(&current));
+    eprintln!("shadow: candidate {} ({})", versions(&candidate), changed.join("; "));
+    let limit = args.limit.unwrap_or(usize::MAX);
+    let records = records(&cfg, args, limit)?;
+    let mut shadow = Shadow { current, candidate, totals: Default::default() };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut accepted: Vec<String> = Vec::new();
+    let mut failed: Option<std::io::Error> = None;
+    for chunk in records.chunks(cfg.pipeline.batch_size.max(1)) {
+        let batch: Vec<Record> = chunk.iter().map(|(r, _)| r.clone()).collect();
+        shadow.run(&batch, |d| {
+            let entry = chunk[d.index].1.as_deref();
+            if d.now_accepted {
+                accepted.push(entry.map_or_else(|| d.position.clone(), |e| format!("entry {e} ({})", d.position)));
+            }
+            let line = if args.json {
+                serde_json::to_string(&Line { entry, differing: &d }).unwrap_or_default()
+            } else {
+                let what: Vec<String> = d
+                    .differences
+                    .iter()
+                    .map(|x| {
+                        let at = x.at.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
+                        format!("{}{at}: {} → {}", x.kind, x.current, x.candidate)
+                    })
+                    .collect();
+                let entry = entry.map(|e| format!(" (entry {e})")).unwrap_or_default();
+                format!("{}{entry}  {}", d.position, what.join("; "))
+            };
+            if failed.is_none()
+                && let Err(e) = writeln!(out, "{line}")
+            {
+                failed = Some(e);
+            }
+        })?;
+        if failed.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+            return Ok(());
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let t = &shadow.totals;
+    if args.json {
+        writeln!(out, "{}", serde_json::json!({ "totals": t, "now_accepted": accepted }))?;
+    } else {
+        let kinds: Vec<String> = t.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(
+            out,
+            "shadow: {} records compared, {} differ{}; {} rejected now would be accepted, {} accepted now would be rejected",
+            t.records,
+            t.differing,
+            if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
+            t.now_accepted,
+            t.now_rejected
+        )?;
+        if !accepted.is_empty() {
+            let what = if args.quarantine { "a quarantine replay would deliver" } else { "now accepted" };
+            writeln!(out, "{what}:")?;
+            for a in &accepted {
+                writeln!(out, "  {a}")?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
