@@ -197,7 +197,8 @@ pub struct ShadowArgs {
     /// 3339 time (Kafka).
     #[arg(long, value_name = "WHERE", value_parser = parse_reset)]
     pub from: Option<crate::source::kafka::admin::ResetTo>,
-    /// Compare at most this many records.
+    /// Compare at most this many records (default 100,000: they are held
+    /// in memory).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Take the records from the quarantine (entries not yet replayed)

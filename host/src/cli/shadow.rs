@@ -108,6 +108,9 @@ fn records(cfg: &Config, args: &ShadowArgs, limit: usize) -> Result<Vec<(Record,
     }
 }
 
+/// The records of one shadow run are held in memory: a bound by default.
+const DEFAULT_LIMIT: usize = 100_000;
+
 #[derive(Serialize)]
 struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,8 +130,11 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
     };
     eprintln!("shadow: current   {}", versions(&current));
     eprintln!("shadow: candidate {} ({})", versions(&candidate), changed.join("; "));
-    let limit = args.limit.unwrap_or(usize::MAX);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let records = records(&cfg, args, limit)?;
+    if args.limit.is_none() && records.len() == limit {
+        eprintln!("shadow: stopped at {limit} records (the default --limit; pass --limit N to compare more)");
+    }
     let mut shadow = Shadow { current, candidate, totals: Default::default() };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut accepted: Vec<String> = Vec::new();

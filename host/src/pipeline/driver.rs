@@ -49,7 +49,7 @@ use crate::custody::ids::{IdDigest, Scope};
 use crate::custody::{Fate, OffsetTracker, Plan};
 use crate::plugin::{Chain, Record, Verdict};
 use crate::sink::guarded::Guarded;
-use crate::store::audit::{Context, Trails};
+use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
@@ -294,6 +294,14 @@ pub fn drive(
                 .collect(),
             via: if keeper.keeps_quarantine() { "replay" } else { "run" }.into(),
         };
+        // The partition is known to the audit from its start, not from its
+        // first delivery: ids restored into it from the changelog are
+        // found by the scope its name gives.
+        if !keeper.keeps_quarantine() {
+            let kind =
+                if matches!(shared.cfg.source, crate::config::SourceConfig::Kafka(_)) { "kafka" } else { "file" };
+            shared.store.intern_origin(&Origin { kind: kind.into(), name: part.name.to_string() })?;
+        }
         Some(Trails::new(shared.store, &context)?)
     } else {
         None
