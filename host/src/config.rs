@@ -556,8 +556,9 @@ impl SinkConfig {
 pub struct QuarantineConfig {
     /// JSON fields masked before an entry is written: a name
     /// (`password`) wherever it is in the object, or a dotted path from the
-    /// root (`auth.key`). The unmasked original is then not kept, and the
-    /// entry says what was masked.
+    /// root (`auth.key`), in the payload and a Kafka record's key; a Kafka
+    /// header of that name (in any case) is masked whole. The unmasked
+    /// original is then not kept, and the entry says what was masked.
     #[serde(default)]
     pub mask_fields: Vec<String>,
     /// Regexes masked in payloads that are not JSON (`token=(\S+)`), and in

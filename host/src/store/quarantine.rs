@@ -129,7 +129,28 @@ impl<'s> Quarantine<'s> {
     pub fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("{:016x}{:08x}", now_nanos.max(0) as u64, seq);
-        let (payload, masked) = self.masking.apply(&r.record.payload);
+        let (payload, mut masked) = self.masking.apply(&r.record.payload);
+        // A Kafka record's key and headers can hold secrets too (a token
+        // in an `authorization` header): the same names and patterns.
+        let key = r.record.key.as_deref().map(|k| {
+            let (kept, m) = self.masking.apply(k);
+            masked.extend(m.into_iter().map(|x| format!("key: {x}")));
+            Bytes::new(&kept)
+        });
+        let headers = r
+            .record
+            .headers
+            .iter()
+            .map(|(name, v)| {
+                if self.masking.names(name) {
+                    masked.push(format!("header {name}"));
+                    return (name.clone(), Bytes::new(MASK.as_bytes()));
+                }
+                let (kept, m) = self.masking.apply(v);
+                masked.extend(m.into_iter().map(|x| format!("header {name}: {x}")));
+                (name.clone(), Bytes::new(&kept))
+            })
+            .collect();
         // A reason may quote the record (a plugin's own message): the
         // patterns reach it too.
         let reason = self.masking.mask_reason(r.reason);
@@ -144,8 +165,8 @@ impl<'s> Quarantine<'s> {
             attempts: r.attempts,
             position: r.record.position.clone(),
             payload: Bytes::new(&payload),
-            key: r.record.key.as_deref().map(Bytes::new),
-            headers: r.record.headers.iter().map(|(k, v)| (k.clone(), Bytes::new(v))).collect(),
+            key,
+            headers,
             plugins: self.plugins.clone(),
             masked,
             replayed: None,
@@ -177,6 +198,12 @@ impl Masking {
 
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty() && self.patterns.is_empty()
+    }
+
+    /// Whether `name` (a header's) is one of the masked names, in any
+    /// case: header names are compared that way by most of their readers.
+    pub fn names(&self, name: &str) -> bool {
+        self.fields.iter().any(|f| f.eq_ignore_ascii_case(name))
     }
 
     /// The bytes to keep, and what was masked: JSON paths as found
@@ -314,7 +341,6 @@ impl Filter {
 }
 
 impl Entry {
-    /// When it was written: the entry id begins with it, in hex.
     /// The record again, as its source handed it over (a replay, a shadow
     /// run): what the plugins set on it is not kept.
     pub fn record(&self) -> crate::plugin::Record {
@@ -329,6 +355,7 @@ impl Entry {
         }
     }
 
+    /// When it was written: the entry id begins with it, in hex.
     pub fn written_nanos(&self) -> i64 {
         self.id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).map_or(0, |n| n as i64)
     }
@@ -453,6 +480,34 @@ mod tests {
         assert!(Masking::new(&[], &["(unclosed".into()]).is_err());
         let (kept, masked) = masking(&[], &["x*"]).apply(b"abc");
         assert_eq!((kept.as_slice(), masked.len()), (&b"abc"[..], 0), "an empty match masks nothing");
+    }
+
+    #[test]
+    fn a_kafka_records_key_and_headers_are_masked_like_its_payload() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &crate::store::Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let q = Quarantine::new(&store, "p", Vec::new(), masking(&["password", "Authorization"], &[r"token=(\S+)"]));
+        let record = crate::plugin::Record {
+            payload: b"not json".to_vec(),
+            key: Some(br#"{"user":"u","password":"K3Y-S3CRET"}"#.to_vec()),
+            headers: vec![
+                ("authorization".into(), b"Bearer H3ADER-S3CRET".to_vec()),
+                ("trace".into(), b"id=7 token=TRAC3-S3CRET".to_vec()),
+                ("plain".into(), b"kept".to_vec()),
+            ],
+            source_timestamp: None,
+            position: crate::plugin::Position::Kafka { topic: "t".into(), partition: 0, offset: 1 },
+            event_id: None,
+            timestamp: None,
+        };
+        let rejection = Rejection { record: &record, stage: "plugin", plugin: None, reason: "bad".into(), attempts: 1 };
+        let e = q.entry(rejection, 1);
+        let text = serde_json::to_string(&e).unwrap_or_default();
+        assert!(!text.contains("S3CRET"), "{text}");
+        assert_eq!(e.masked, ["key: password", "header authorization", "header trace: pattern token=(\\S+)"]);
+        assert_eq!(e.headers[2].1, Bytes::new(b"kept"));
+        assert_eq!(e.key.map(|k| k.to_vec()), Some(br#"{"password":"***","user":"u"}"#.to_vec()));
     }
 
     #[test]
