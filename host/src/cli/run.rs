@@ -139,9 +139,14 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
         println!("  plugin: {} (blake3:{})", s.id(), s.id().digest.to_hex());
     }
     println!(
-        "  dedup:  window {} ({window_note}), state {}",
+        "  dedup:  window {} ({window_note}), state {}{}",
         sluice_guest::duration::display(window),
-        cfg.pipeline.state_dir.display()
+        cfg.pipeline.state_dir.display(),
+        if cfg.dedup.audit { "" } else { ", no audit trails (dedup.audit = false)" }
+    );
+    println!(
+        "  watch:  a partition with records waiting and no batch finished for {} is reported stalled",
+        sluice_guest::duration::display(cfg.watchdog.stall)
     );
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
