@@ -33,7 +33,12 @@ pub mod record_flag {
 pub mod event_flag {
     pub const ID: u32 = 1;
     pub const TIMESTAMP: u32 = 2;
-    pub const ALL: u32 = ID | TIMESTAMP;
+    /// The event's body is its record's payload, unchanged: the body slice
+    /// is empty (offset and length 0) and the host uses the bytes it
+    /// already holds, neither copying them back nor checking them again.
+    /// Additive to 0.2: plugins that never set it are read as before.
+    pub const KEEP: u32 = 4;
+    pub const ALL: u32 = ID | TIMESTAMP | KEEP;
 }
 
 /// Outcome kinds.
@@ -98,6 +103,12 @@ pub enum LayoutError {
         what: String,
         flags: u32,
     },
+    /// An event that keeps its record's payload also names a body slice.
+    KeptBody {
+        event: usize,
+        start: u32,
+        len: u32,
+    },
     /// The packed batch would not fit 32-bit offsets.
     TooLarge {
         bytes: usize,
@@ -132,6 +143,10 @@ impl fmt::Display for LayoutError {
                 write!(f, "outcome {outcome} has kind {kind} (0 emit, 1 drop, 2 reject)")
             }
             LayoutError::UnknownFlags { what, flags } => write!(f, "{what} has unknown flag bits {flags:#x}"),
+            LayoutError::KeptBody { event, start, len } => write!(
+                f,
+                "event {event} keeps its record's payload (flag bit 2) but names a body slice ({start}, {len}); it must be (0, 0)"
+            ),
             LayoutError::TooLarge { bytes } => write!(f, "a batch of {bytes} bytes does not fit 32-bit offsets"),
         }
     }
@@ -388,6 +403,9 @@ pub struct EventFields<'a> {
     pub id: Option<&'a [u8]>,
     pub timestamp: Option<i64>,
     pub body: &'a [u8],
+    /// The body is the record's payload (`event_flag::KEEP`): `body` is
+    /// not written.
+    pub keep: bool,
 }
 
 /// Outcomes being packed, in record order.
@@ -427,7 +445,12 @@ impl OutcomeBuf {
                 }
                 None => (0, 0),
             };
-            let body = append(&mut self.data, e.body)?;
+            let body = if e.keep {
+                flags |= event_flag::KEEP;
+                (0, 0)
+            } else {
+                append(&mut self.data, e.body)?
+            };
             if e.timestamp.is_some() {
                 flags |= event_flag::TIMESTAMP;
             }
@@ -475,7 +498,10 @@ pub enum OutcomeView<'a> {
 pub struct EventView<'a> {
     pub id: Option<&'a [u8]>,
     pub timestamp: Option<i64>,
+    /// Empty when `keep`.
     pub body: &'a [u8],
+    /// The body is the record's payload (`event_flag::KEEP`).
+    pub keep: bool,
 }
 
 /// The events of one emit, in order.
@@ -508,7 +534,8 @@ impl<'a> Iterator for Events<'a> {
         Some(EventView {
             id: if flags & event_flag::ID != 0 { Some(get(0).unwrap_or_default()) } else { None },
             timestamp: (flags & event_flag::TIMESTAMP != 0).then(|| i64_at(d, 16)),
-            body: get(8).unwrap_or_default(),
+            body: if flags & event_flag::KEEP != 0 { &[] } else { get(8).unwrap_or_default() },
+            keep: flags & event_flag::KEEP != 0,
         })
     }
 
@@ -578,7 +605,17 @@ impl<'a> Outcomes<'a> {
                         if flags & event_flag::ID != 0 {
                             take(&|| format!("event {e} id"), u32_at(ed, 0), u32_at(ed, 4))?;
                         }
-                        take(&|| format!("event {e} body"), u32_at(ed, 8), u32_at(ed, 12))?;
+                        if flags & event_flag::KEEP == 0 {
+                            take(&|| format!("event {e} body"), u32_at(ed, 8), u32_at(ed, 12))?;
+                        } else if u32_at(ed, 8) != 0 || u32_at(ed, 12) != 0 {
+                            // A kept body reads no bytes of `data`: a slice
+                            // there would be output nobody bounds.
+                            return Err(LayoutError::KeptBody {
+                                event: e,
+                                start: u32_at(ed, 8),
+                                len: u32_at(ed, 12),
+                            });
+                        }
                     }
                     next_event = end as u32;
                 }
@@ -679,6 +716,7 @@ mod tests {
                     id: id.as_deref(),
                     timestamp: *timestamp,
                     body,
+                    keep: false,
                 })),
                 Out::Drop(r) => buf.drop(r),
                 Out::Reject(r) => buf.reject(r),
@@ -782,8 +820,28 @@ mod tests {
 
     fn one_event(id: &[u8], body: &[u8]) -> OutcomeBuf {
         let mut buf = OutcomeBuf::default();
-        assert!(buf.emit([EventFields { id: Some(id), timestamp: None, body }]).is_ok());
+        assert!(buf.emit([EventFields { id: Some(id), timestamp: None, body, keep: false }]).is_ok());
         buf
+    }
+
+    #[test]
+    fn a_kept_body_reads_no_data_and_one_that_names_a_slice_is_refused() {
+        let mut buf = OutcomeBuf::default();
+        let kept = EventFields { id: Some(b"i"), timestamp: Some(3), body: b"ignored", keep: true };
+        assert!(buf.emit([kept, EventFields { id: None, body: b"{}", keep: false, ..kept }]).is_ok());
+        assert_eq!(buf.data, b"i{}" as &[u8], "the kept body is not written, the id is, in order");
+        let checked = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).unwrap_or_else(|e| panic!("{e}"));
+        let Some(OutcomeView::Emit(events)) = checked.iter().next() else { panic!("an emit") };
+        let events: Vec<EventView<'_>> = events.collect();
+        assert_eq!(events[0], EventView { id: Some(b"i"), timestamp: Some(3), body: b"", keep: true });
+        assert_eq!(events[1], EventView { id: None, timestamp: Some(3), body: b"{}", keep: false });
+        // A kept event that also points into `data` is refused by name.
+        buf.events[12..16].copy_from_slice(&1u32.to_le_bytes());
+        let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("event 0 keeps its record's payload (flag bit 2) but names a body slice (0, 1); it must be (0, 0)")
+        );
     }
 
     #[test]
@@ -798,7 +856,7 @@ mod tests {
     fn overlapping_slices_are_refused() {
         // Two events whose bodies are the same bytes: an amplification.
         let mut buf = OutcomeBuf::default();
-        let body = EventFields { id: None, timestamp: None, body: b"{}" };
+        let body = EventFields { id: None, timestamp: None, body: b"{}", keep: false };
         assert!(buf.emit([body, body]).is_ok());
         buf.events[EVENT_BYTES + 8..EVENT_BYTES + 12].copy_from_slice(&0u32.to_le_bytes());
         let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err();
@@ -808,7 +866,7 @@ mod tests {
     #[test]
     fn emits_out_of_order_and_unused_events_are_refused() {
         let mut buf = one_event(b"a", b"{}");
-        assert!(buf.emit([EventFields { id: None, timestamp: None, body: b"{}" }]).is_ok());
+        assert!(buf.emit([EventFields { id: None, timestamp: None, body: b"{}", keep: false }]).is_ok());
         // Outcome 1 claims event 0 again.
         buf.outcomes[OUTCOME_BYTES + 4..OUTCOME_BYTES + 8].copy_from_slice(&0u32.to_le_bytes());
         let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 2).err();

@@ -85,7 +85,7 @@ fn main() {
     let t = Instant::now();
     for _ in 0..checks {
         for o in &events {
-            assert!(std::hint::black_box(sluice::plugin::output_rules::breach(&limits, o)).is_none());
+            assert!(std::hint::black_box(sluice::plugin::output_rules::breach(&limits, o, 0, None)).is_none());
         }
     }
     let check_ns = t.elapsed().as_secs_f64() * 1e9 / (checks * events.len()) as f64;

@@ -152,7 +152,7 @@ fn main() {
     }
     let n: usize = std::env::var("SLUICE_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
     let now = now_secs();
-    let ts = sluice_guest::time::format_rfc3339(now * 1_000_000_000);
+    let ts = now * 1_000_000_000;
     let batches: Vec<Vec<Delivery>> = json_lines(n, now)
         .chunks(BATCH)
         .enumerate()
@@ -160,7 +160,7 @@ fn main() {
             lines
                 .iter()
                 .enumerate()
-                .map(|(i, l)| Delivery::new(format!("ev-{:010}", c * BATCH + i), Some(ts.clone()), l.as_bytes()))
+                .map(|(i, l)| Delivery::new(format!("ev-{:010}", c * BATCH + i), Some(ts), l.as_bytes()))
                 .collect()
         })
         .collect();

@@ -54,6 +54,10 @@ static void shown(sluice_buf *json, sluice_bytes b) {
 
 static void process(const sluice_record *r, sluice_out *out) {
     sluice_bytes p = r->payload;
+    if (starts_with(p, "{\"keep\"")) {
+        sluice_keep(out);
+        return;
+    }
     if (starts_with(p, "drop:")) {
         char *why = strndup((const char *)p.ptr + 5, p.len - 5);
         sluice_drop(out, why);

@@ -16,7 +16,7 @@ extern sluice_process_fn sluice_plugin_process_;
 enum { RECORD_BYTES = 64, HEADER_BYTES = 16, OUTCOME_BYTES = 12, EVENT_BYTES = 32 };
 enum { KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8 };
 enum { EMIT = 0, DROP = 1, REJECT = 2, NOTHING = -1 };
-enum { EV_ID = 1, EV_TS = 2 };
+enum { EV_ID = 1, EV_TS = 2, EV_KEEP = 4 };
 
 /* wasm32 is little-endian, as the layout is; memcpy for unaligned loads. */
 static uint32_t rd32(const uint8_t *p) {
@@ -96,17 +96,29 @@ void sluice_emit(sluice_out *o, const sluice_event *e) {
         il = (uint32_t)e->id_len;
         sluice_buf_push(&o->data, e->id, e->id_len);
     }
-    uint32_t bo = (uint32_t)o->data.len;
-    sluice_buf_push(&o->data, e->body, e->body_len);
+    uint32_t bo = 0, bl = 0;
+    if (e->keep) {
+        flags |= EV_KEEP;
+    } else {
+        bo = (uint32_t)o->data.len;
+        bl = (uint32_t)e->body_len;
+        sluice_buf_push(&o->data, e->body, e->body_len);
+    }
     if (e->has_timestamp) flags |= EV_TS;
     push32(&o->events, io);
     push32(&o->events, il);
     push32(&o->events, bo);
-    push32(&o->events, (uint32_t)e->body_len);
+    push32(&o->events, bl);
     push64(&o->events, e->has_timestamp ? e->timestamp : 0);
     push32(&o->events, flags);
     push32(&o->events, 0);
     o->event_count++;
+}
+
+void sluice_keep(sluice_out *o) {
+    sluice_event e = {0};
+    e.keep = true;
+    sluice_emit(o, &e);
 }
 
 static void reason(sluice_out *o, int kind, const char *text, size_t len) {

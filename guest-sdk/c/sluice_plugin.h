@@ -73,7 +73,10 @@ typedef struct sluice_out sluice_out;
 
 /* One event out. `body` is one JSON object in UTF-8 (the host rejects the
  * record otherwise). `id` NULL for none (the host derives one from the
- * position); never empty. The SDK copies all of it. */
+ * position, or keeps the one an earlier stage set); never empty. The SDK
+ * copies all of it. `keep`: the body is the record's payload, unchanged;
+ * `body` is then ignored and nothing of it crosses back to the host (the
+ * contract's keep flag: the fastest way to pass a record on). */
 typedef struct {
     const char *body;
     size_t body_len;
@@ -81,12 +84,17 @@ typedef struct {
     size_t id_len;
     bool has_timestamp;
     int64_t timestamp;
+    bool keep;
 } sluice_event;
 
 /* The record becomes this event; call again for a split into several.
  * A record for which `process` calls nothing becomes no events (the same
  * as a drop with the reason "no events"). */
 void sluice_emit(sluice_out *out, const sluice_event *event);
+/* The record goes on unchanged, with the id and timestamp an earlier stage
+ * set: sluice_emit of `{ .keep = true }`. Filters, validators and id or
+ * timestamp setters (with `.id` or `.timestamp` set) should use keep. */
+void sluice_keep(sluice_out *out);
 /* Filtered out on purpose; a short, stable reason (it labels a metric). */
 void sluice_drop(sluice_out *out, const char *reason);
 /* Never valid as it is: to the quarantine with this reason (printf-style);

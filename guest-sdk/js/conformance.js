@@ -1,5 +1,5 @@
 // The conformance plugin (conformance/SPEC.md) in JavaScript.
-import { Plugin, drop, emit, emitMany, event, exportPlugin, reject, text } from "./sluice-plugin.js";
+import { Plugin, drop, emit, emitMany, event, exportPlugin, keep, reject, text } from "./sluice-plugin.js";
 
 const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 // Bytes shown (SPEC.md): hex up to 32 bytes, else length and sum.
@@ -20,6 +20,7 @@ class Conformance extends Plugin {
 
   process(record) {
     const p = record.payload;
+    if (startsWith(p, ascii('{"keep"'))) return keep(record);
     if (startsWith(p, ascii("drop:"))) return drop(text(p.subarray(5)));
     if (startsWith(p, ascii("reject:"))) return reject(text(p.subarray(7)));
     if (startsWith(p, ascii("split:"))) {

@@ -33,7 +33,7 @@ const strict = new TextDecoder("utf-8", { fatal: true });
 const RECORD = 64;
 const KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8;
 const EMIT = 0, DROP = 1, REJECT = 2;
-const EV_ID = 1, EV_TS = 2;
+const EV_ID = 1, EV_TS = 2, EV_KEEP = 4;
 
 /** A payload (Uint8Array) as text; invalid UTF-8 becomes U+FFFD. */
 export function text(bytes) {
@@ -56,6 +56,17 @@ export function event(body, id, timestamp) {
 export function emit(body, id, timestamp) {
   return emitMany([event(body, id, timestamp)]);
 }
+
+/**
+ * The record goes on unchanged: one event whose body is its payload, with
+ * the id and timestamp an earlier stage set unless given here. Its bytes
+ * never cross back to the host (the contract's *keep* flag): the fastest
+ * outcome there is, for filters, validators and id or timestamp setters.
+ */
+export function keep(record, id, timestamp) {
+  return emitMany([{ ...event(EMPTY, id, timestamp), keep: true }]);
+}
+const EMPTY = new Uint8Array(0);
 
 /** Several events from one record (a split), or none. */
 export function emitMany(events) {
@@ -250,7 +261,9 @@ function packOne(o, count) {
         il = raw.length;
       }
       if (!(e.body instanceof Uint8Array)) throw new TypeError("body");
-      const bo = data.put(e.body);
+      const kept = e.keep === true;
+      if (kept) flags |= EV_KEEP;
+      const bo = kept ? 0 : data.put(e.body);
       let lo = 0, hi = 0;
       if (e.timestamp !== undefined) {
         if (typeof e.timestamp !== "bigint" || e.timestamp < MIN_NS || e.timestamp > MAX_NS) throw new TypeError("timestamp");
@@ -263,7 +276,7 @@ function packOne(o, count) {
       w[at] = io;
       w[at + 1] = il;
       w[at + 2] = bo;
-      w[at + 3] = e.body.length;
+      w[at + 3] = kept ? 0 : e.body.length;
       w[at + 4] = lo;
       w[at + 5] = hi;
       w[at + 6] = flags;

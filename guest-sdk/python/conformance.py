@@ -1,6 +1,6 @@
 """The conformance plugin (conformance/SPEC.md) in Python."""
 
-from sluice_plugin import Plugin, drop, emit, emit_many, event, export, reject
+from sluice_plugin import Plugin, drop, emit, emit_many, event, export, keep, reject
 
 
 def shown(b):
@@ -17,6 +17,8 @@ class Conformance(Plugin):
 
     def process(self, record):
         p = bytes(record.payload)
+        if p.startswith(b'{"keep"'):
+            return keep(record)
         if p.startswith(b"drop:"):
             return drop(p[5:].decode("utf-8", "replace"))
         if p.startswith(b"reject:"):

@@ -50,7 +50,8 @@ pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
                 (0..n).map(|_| Outcome::reject(format!("the SDK cannot read the batch: {reason}"))).collect()
             }
         };
-        pack(&outcomes, batch.data.len())
+        let n = records.len().min(batch.records.len() / sluice_abi::RECORD_BYTES);
+        pack(&outcomes, &records[..n], batch.data.len())
     })
 }
 
@@ -122,9 +123,12 @@ fn fill(r: &mut Record, v: &RecordView<'_>, partitions: &[wit::Partition]) -> Re
     Ok(())
 }
 
-fn pack(outcomes: &[Outcome], input_bytes: usize) -> Outcomes {
+/// An event whose body is its record's payload crosses as kept (flag bit
+/// 2): the host already holds those bytes.
+fn pack(outcomes: &[Outcome], records: &[Record], input_bytes: usize) -> Outcomes {
     let mut buf = OutcomeBuf::with_capacity(outcomes.len(), input_bytes + outcomes.len() * 16);
-    for o in outcomes {
+    for (i, o) in outcomes.iter().enumerate() {
+        let payload = records.get(i).map(|r| r.payload.as_slice());
         // Packing fails only past 4 GiB of output, which a plugin's memory
         // cannot hold; the outcome is then missing and the host's count
         // check turns the batch into a fault, isolated record by record.
@@ -133,6 +137,7 @@ fn pack(outcomes: &[Outcome], input_bytes: usize) -> Outcomes {
                 id: e.id.as_deref().map(str::as_bytes),
                 timestamp: e.timestamp,
                 body: &e.body,
+                keep: payload == Some(e.body.as_slice()),
             })),
             Outcome::Drop(reason) => buf.drop(reason.as_bytes()),
             Outcome::Reject(reason) => buf.reject(reason.as_bytes()),
@@ -232,6 +237,48 @@ mod tests {
         let second = batch(&[(b"z", None, &[], None)]);
         let out = read(&process(Some(&mut echo), second), 1);
         assert_eq!(out, [r#"Some("i"):z|None|[]|None|Some(7)|Some(5)|kafka:logs/3@40 + None:{}"#]);
+    }
+
+    /// Passes records on (kept), or rewrites them, by payload.
+    #[derive(serde::Deserialize)]
+    struct Passer;
+
+    impl Plugin for Passer {
+        fn process(&mut self, r: &Record) -> Outcome {
+            match r.payload.as_slice() {
+                b"{\"new\":1}" => Outcome::emit(Event::new(b"{\"other\":2}".to_vec())),
+                // A body equal to the payload, built by hand: kept as well.
+                b"{\"same\":1}" => Outcome::emit(Event::new(b"{\"same\":1}".to_vec()).with_timestamp(9)),
+                _ => Outcome::keep(r),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unchanged_body_crosses_as_kept_and_is_not_written_again() {
+        let b = batch(&[
+            (b"{\"a\":1}", None, &[], Some("e1")),
+            (b"{\"new\":1}", None, &[], None),
+            (b"{\"same\":1}", None, &[], None),
+        ]);
+        let out = process(Some(&mut Passer), b);
+        assert_eq!(out.data, b"{\"other\":2}" as &[u8], "only the new body is in the output data");
+        let checked = Checked::check(&out.outcomes, &out.events, &out.data, 3).unwrap_or_else(|e| panic!("{e}"));
+        let events: Vec<(bool, Option<i64>, Vec<u8>)> = checked
+            .iter()
+            .flat_map(|o| match o {
+                OutcomeView::Emit(events) => events.map(|e| (e.keep, e.timestamp, e.body.to_vec())).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(
+            events,
+            [(true, Some(7), Vec::new()), (false, None, b"{\"other\":2}".to_vec()), (true, Some(9), Vec::new())]
+        );
+        // The kept event of the first record carries the id set before.
+        let first = checked.iter().next();
+        let Some(OutcomeView::Emit(mut e)) = first else { panic!("an emit") };
+        assert_eq!(e.next().and_then(|e| e.id), Some(b"e1" as &[u8]));
     }
 
     #[test]

@@ -652,17 +652,60 @@ pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
 
 /// Nanoseconds since the epoch as RFC 3339 (UTC), for reasons and logs.
 pub fn format_rfc3339(nanos: i64) -> String {
+    let mut out = Vec::with_capacity(RFC3339_MAX);
+    write_rfc3339(nanos, &mut out);
+    // Only ASCII digits and separators were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The longest text [`write_rfc3339`] writes: a signed 64-bit count of
+/// nanoseconds spans years 1677 to 2262, so four digits of year always.
+pub const RFC3339_MAX: usize = 30;
+
+/// [`format_rfc3339`] appended to `out` without an allocation of its own:
+/// the form sinks write for every event (`2026-11-29T21:00:00.5Z`, the
+/// fraction without trailing zeros, none when whole).
+pub fn write_rfc3339(nanos: i64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; RFC3339_MAX];
+    out.extend_from_slice(rfc3339_into(nanos, &mut buf));
+}
+
+/// [`format_rfc3339`] into a buffer on the caller's stack; returns the
+/// bytes written (ASCII).
+pub fn rfc3339_into(nanos: i64, buf: &mut [u8; RFC3339_MAX]) -> &[u8] {
     let secs = nanos.div_euclid(NANOS_PER_SEC);
     let frac = nanos.rem_euclid(NANOS_PER_SEC);
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let sod = secs.rem_euclid(86_400);
     let (hh, mm, ss) = (sod / 3600, sod / 60 % 60, sod % 60);
-    if frac == 0 {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
-    } else {
-        let ms = format!("{frac:09}");
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{}Z", ms.trim_end_matches('0'))
+    let digits = |buf: &mut [u8], mut v: i64| {
+        for b in buf.iter_mut().rev() {
+            *b = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    digits(&mut buf[0..4], y.clamp(0, 9999));
+    buf[4] = b'-';
+    digits(&mut buf[5..7], m.into());
+    buf[7] = b'-';
+    digits(&mut buf[8..10], d.into());
+    buf[10] = b'T';
+    digits(&mut buf[11..13], hh);
+    buf[13] = b':';
+    digits(&mut buf[14..16], mm);
+    buf[16] = b':';
+    digits(&mut buf[17..19], ss);
+    let mut end = 19;
+    if frac != 0 {
+        buf[19] = b'.';
+        digits(&mut buf[20..29], frac);
+        end = 29;
+        while buf[end - 1] == b'0' {
+            end -= 1;
+        }
     }
+    buf[end] = b'Z';
+    &buf[..=end]
 }
 
 #[cfg(test)]
@@ -673,6 +716,39 @@ mod tests {
         // 2026-11-29T12:00:00Z
         let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC + 12 * 3600 * NANOS_PER_SEC;
         Format::new(spec)?.parse(input, now).map(format_rfc3339).map_err(|e| e.to_string())
+    }
+
+    /// The old `format!` form, kept as the reference the writer must match.
+    fn reference(nanos: i64) -> String {
+        let secs = nanos.div_euclid(NANOS_PER_SEC);
+        let frac = nanos.rem_euclid(NANOS_PER_SEC);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400);
+        let (hh, mm, ss) = (sod / 3600, sod / 60 % 60, sod % 60);
+        if frac == 0 {
+            format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+        } else {
+            let ms = format!("{frac:09}");
+            format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{}Z", ms.trim_end_matches('0'))
+        }
+    }
+
+    #[test]
+    fn the_allocation_free_writer_matches_the_formatted_text() {
+        let mut cases = vec![0, 1, -1, i64::MIN, i64::MAX, 1_700_000_000_000_000_000, 951_782_400_000_000_000];
+        // A deterministic spread over the whole range, fractions included.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x as i64);
+            cases.push((x as i64) / 1_000_000 * 1_000_000);
+            cases.push((x as i64) / NANOS_PER_SEC * NANOS_PER_SEC);
+        }
+        for n in cases {
+            assert_eq!(format_rfc3339(n), reference(n), "{n}");
+        }
     }
 
     #[test]

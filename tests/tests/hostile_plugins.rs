@@ -225,6 +225,8 @@ fn unknown_kinds_and_flags_are_refused() {
     assert!(reason.contains("outcome 0 has kind 9"), "{reason}");
     let reason = contained_in("hostile-abi", "unknown-flag");
     assert!(reason.contains("event 0 has unknown flag bits 0x80"), "{reason}");
+    let reason = contained_in("hostile-abi", "kept-with-body");
+    assert!(reason.contains("event 0 keeps its record's payload (flag bit 2) but names a body slice"), "{reason}");
     let reason = contained_in("hostile-abi", "unused-event");
     assert!(reason.contains("the emits use 1 events of the 2"), "{reason}");
 }

@@ -146,7 +146,7 @@ fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<Scope> {
 pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>> {
     let (contexts, origins) = store.audit_names()?;
     // Every bucket the store holds: what is still there is in the window.
-    let dedup = DedupWindow::new(store, std::time::Duration::from_secs(u64::MAX / 4))?;
+    let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;
     let now = (now_nanos() / 1_000_000_000) as u64;
     let scopes = scopes(cfg, &origins);
     let mut keys: Vec<Vec<u8>> = Vec::with_capacity(ids.len() * scopes.len() * 2);
@@ -324,7 +324,7 @@ pub struct Summary {
 
 fn summarise(store: &Store, since_nanos: i64) -> Result<Summary> {
     let (_, origins) = store.audit_names()?;
-    let dedup = DedupWindow::new(store, std::time::Duration::from_secs(u64::MAX / 4))?;
+    let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;
     let mut s = Summary { since: sluice_guest::time::format_rfc3339(since_nanos), ..Summary::default() };
     let since_secs = (since_nanos.max(0) / 1_000_000_000) as u64;
     let mut by_origin: HashMap<u32, u64> = HashMap::new();

@@ -94,7 +94,8 @@ impl Plan {
                         None => format!("{base}/{k}"),
                     };
                     let d = digest(scope, &id);
-                    let delivery = Delivery::new(id, e.timestamp.map(sluice_guest::time::format_rfc3339), &e.body);
+                    // The chain checked the body: moved, not parsed again.
+                    let delivery = Delivery::checked(id, e.timestamp, e.body);
                     self.events.push(PlannedEvent { record, digest: d, state: State::Fresh(Some(delivery)) });
                 }
                 self.event_count[record] = n as u32;

@@ -255,16 +255,16 @@ fn judge_events(want: &[ExpectEvent], got: &[Delivery]) -> Result<(), String> {
             return Err(format!("{at}id {:?}, expected {id:?}", d.id));
         }
         if let Some(ts) = &w.timestamp
-            && *ts != d.timestamp
+            && *ts != d.timestamp_text()
         {
-            return Err(format!("{at}timestamp {}, expected {}", show_time(&d.timestamp), show_time(ts)));
+            return Err(format!("{at}timestamp {}, expected {}", show_time(&d.timestamp_text()), show_time(ts)));
         }
-        let body: serde_json::Value = serde_json::from_str(d.event.get()).unwrap_or(serde_json::Value::Null);
+        let body: serde_json::Value = serde_json::from_slice(d.event()).unwrap_or(serde_json::Value::Null);
         for (field, value) in &w.fields {
             match body.get(field) {
                 Some(v) if v == value => {}
                 Some(v) => return Err(format!("{at}field {field:?} is {v}, expected {value}")),
-                None => return Err(format!("{at}no field {field:?} in {}", d.event.get())),
+                None => return Err(format!("{at}no field {field:?} in {}", String::from_utf8_lossy(d.event()))),
             }
         }
     }
@@ -288,7 +288,10 @@ fn show_expect(e: &Expect) -> String {
 fn show_events(events: &[Delivery]) -> String {
     events
         .iter()
-        .map(|d| format!("{{id {:?}, timestamp {}, body {}}}", d.id, show_time(&d.timestamp), d.event.get()))
+        .map(|d| {
+            let (time, body) = (show_time(&d.timestamp_text()), String::from_utf8_lossy(d.event()));
+            format!("{{id {:?}, timestamp {time}, body {body}}}", d.id)
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -313,7 +316,10 @@ mod tests {
     fn got(fate: Fate, events: &[(&str, Option<&str>, &str)]) -> Got {
         let events = events
             .iter()
-            .map(|(id, ts, body)| Delivery::new(id.to_string(), ts.map(String::from), body.as_bytes()))
+            .map(|(id, ts, body)| {
+                let ns = ts.map(|t| sluice_guest::time::Format::rfc3339().parse(t, 0).unwrap_or_else(|e| panic!("{e}")));
+                Delivery::new(id.to_string(), ns, body.as_bytes())
+            })
             .collect();
         Got { fate, events }
     }

@@ -16,8 +16,11 @@ use super::{PluginError, PluginId};
 pub trait Stage {
     fn id(&self) -> &PluginId;
     /// Exactly one outcome per record, in order. Records are borrowed: the
-    /// first stage reads the source's records where they are.
-    fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError>;
+    /// first stage reads the source's records where they are. An outcome
+    /// may be [`Outcome::Keep`] (the record goes on with its payload as
+    /// its body). `inputs_checked`: every payload is an earlier stage's
+    /// event body, checked by the output contract already.
+    fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError>;
 }
 
 impl Stage for Isolated {
@@ -25,14 +28,17 @@ impl Stage for Isolated {
         Isolated::id(self)
     }
 
-    fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
-        Isolated::process_refs(self, batch)
+    fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
+        Isolated::process_kept(self, batch, inputs_checked)
     }
 }
 
 /// What became of one source record after the whole chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every body here is one checked JSON value (the output contract's
+    /// object, or with no plugins the source's JSON, or its text quoted as
+    /// a JSON string): a sink copies it through without parsing it again.
     Emit(Vec<Event>),
     Drop { plugin: PluginId, reason: String },
     Reject { plugin: PluginId, reason: String },
@@ -46,6 +52,37 @@ enum Progress {
     Live(Vec<Record>),
     Dropped { stage: usize, reason: String },
     Rejected { stage: usize, reason: String },
+}
+
+/// The record an outcome is about: a source record the first stage reads
+/// where it lies, or an earlier stage's event the chain owns and can move
+/// on without copying its body.
+enum From<'r> {
+    Source(&'r Record),
+    Owned(Record),
+}
+
+impl From<'_> {
+    fn record(&self) -> &Record {
+        match self {
+            From::Source(r) => r,
+            From::Owned(r) => r,
+        }
+    }
+
+    /// The record going on with its payload as the body: moved when owned,
+    /// copied (the one copy of a kept source payload) when not.
+    fn kept(self, id: Option<String>, timestamp: Option<i64>) -> Record {
+        let mut r = match self {
+            From::Source(r) => r.clone(),
+            From::Owned(r) => r,
+        };
+        if id.is_some() {
+            r.event_id = id;
+        }
+        r.timestamp = timestamp.or(r.timestamp);
+        r
+    }
 }
 
 impl<S: Stage> Chain<S> {
@@ -67,51 +104,42 @@ impl<S: Stage> Chain<S> {
     /// source records: the first stage reads them where they are.
     pub fn run_refs(&mut self, batch: &[&Record]) -> Result<Vec<Verdict>, PluginError> {
         if self.stages.is_empty() {
-            // No plugins: each record is its own event.
-            let event = |r: &Record| Event { id: r.event_id.clone(), timestamp: r.timestamp, body: r.payload.clone() };
+            // No plugins: each record is its own event; its payload is
+            // checked here, once (JSON goes through as it is, anything else
+            // as a JSON string, so that no sink writes a malformed row).
+            let event =
+                |r: &Record| Event { id: r.event_id.clone(), timestamp: r.timestamp, body: json_or_string(&r.payload) };
             return Ok(batch.iter().map(|r| Verdict::Emit(vec![event(r)])).collect());
         }
         let mut progress: Vec<Progress> = (0..batch.len()).map(|_| Progress::Live(Vec::new())).collect();
+        let mut owners = Vec::new();
+        let mut owned = Vec::new();
         for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
-            // Flatten the live records of every source record into one batch,
-            // remembering which source record each came from.
-            let mut owners = Vec::new();
-            let mut owned = Vec::new();
             if stage_idx == 0 {
-                owners.extend(0..batch.len());
-            } else {
-                for (owner, p) in progress.iter_mut().enumerate() {
-                    if let Progress::Live(records) = p {
-                        for r in std::mem::take(records) {
-                            owners.push(owner);
-                            owned.push(r);
-                        }
+                let outcomes = stage.process(batch, false)?;
+                for ((p, record), outcome) in progress.iter_mut().zip(batch).zip(outcomes) {
+                    apply(p, stage_idx, outcome, From::Source(record));
+                }
+                continue;
+            }
+            // Flatten the live records of every source record into one
+            // batch, remembering which source record each came from.
+            owners.clear();
+            owned.clear();
+            for (owner, p) in progress.iter_mut().enumerate() {
+                if let Progress::Live(records) = p {
+                    for r in std::mem::take(records) {
+                        owners.push(owner);
+                        owned.push(r);
                     }
                 }
             }
-            let input: Vec<&Record> = if stage_idx == 0 { batch.to_vec() } else { owned.iter().collect() };
-            let outcomes = stage.process(&input)?;
-            for ((owner, record), outcome) in owners.into_iter().zip(input).zip(outcomes) {
-                let p = &mut progress[owner];
-                match outcome {
-                    Outcome::Emit(events) if !events.is_empty() => {
-                        let events = events.into_iter().map(|e| follow(record, e));
-                        match p {
-                            Progress::Live(next) => next.extend(events),
-                            // An earlier sibling event was dropped: the source
-                            // record is live again through this one.
-                            Progress::Dropped { .. } => *p = Progress::Live(events.collect()),
-                            Progress::Rejected { .. } => {}
-                        }
-                    }
-                    Outcome::Emit(_) => drop_part(p, stage_idx, "no events".to_string()),
-                    Outcome::Drop(reason) => drop_part(p, stage_idx, reason),
-                    Outcome::Reject(reason) => {
-                        if !matches!(p, Progress::Rejected { .. }) {
-                            *p = Progress::Rejected { stage: stage_idx, reason };
-                        }
-                    }
-                }
+            let outcomes = {
+                let input: Vec<&Record> = owned.iter().collect();
+                stage.process(&input, true)?
+            };
+            for ((owner, record), outcome) in owners.iter().zip(owned.drain(..)).zip(outcomes) {
+                apply(&mut progress[*owner], stage_idx, outcome, From::Owned(record));
             }
         }
         let id = |stage: usize| self.stages[stage].id().clone();
@@ -128,6 +156,36 @@ impl<S: Stage> Chain<S> {
                 Progress::Rejected { stage, reason } => Verdict::Reject { plugin: id(stage), reason },
             })
             .collect())
+    }
+}
+
+/// One stage's outcome for one of a source record's live records.
+fn apply(p: &mut Progress, stage: usize, outcome: Outcome, from: From<'_>) {
+    match outcome {
+        // A rejected source record keeps nothing: not even a copy is made.
+        Outcome::Keep { .. } | Outcome::Emit(_) if matches!(p, Progress::Rejected { .. }) => {}
+        Outcome::Keep { id, timestamp } => live(p, std::iter::once(from.kept(id, timestamp))),
+        Outcome::Emit(events) if !events.is_empty() => {
+            let from = from.record();
+            live(p, events.into_iter().map(|e| follow(from, e)))
+        }
+        Outcome::Emit(_) => drop_part(p, stage, "no events".to_string()),
+        Outcome::Drop(reason) => drop_part(p, stage, reason),
+        Outcome::Reject(reason) => {
+            if !matches!(p, Progress::Rejected { .. }) {
+                *p = Progress::Rejected { stage, reason };
+            }
+        }
+    }
+}
+
+fn live(p: &mut Progress, records: impl Iterator<Item = Record>) {
+    match p {
+        Progress::Live(next) => next.extend(records),
+        // An earlier sibling event was dropped: the source record is live
+        // again through this one.
+        Progress::Dropped { .. } => *p = Progress::Live(records.collect()),
+        Progress::Rejected { .. } => {}
     }
 }
 
@@ -156,6 +214,17 @@ fn follow(from: &Record, event: Event) -> Record {
     }
 }
 
+/// A payload delivered with no plugin: itself when it is JSON, else its
+/// text as a JSON string (lossy where it is not UTF-8).
+pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok() {
+        // Without the white space around it, as a row holds it.
+        let t = payload.trim_ascii();
+        return t.to_vec();
+    }
+    serde_json::to_vec(&String::from_utf8_lossy(payload)).unwrap_or_else(|_| b"null".to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +232,7 @@ mod tests {
 
     /// A stage whose outcome is a pure function of (stage, payload):
     /// 0 → emit one event, 1 → emit two (a split), 2 → drop, 3 → reject,
-    /// 4 → emit none. Emitted bodies extend the payload so that later
+    /// 4 → emit none, 5 → keep (pass the record on unchanged). Emitted bodies extend the payload so that later
     /// stages see different inputs for sibling events.
     struct Fake {
         id: PluginId,
@@ -173,7 +242,7 @@ mod tests {
 
     fn choice(salt: u64, index: u8, payload: &[u8]) -> u64 {
         let h = blake3::hash(&[payload, &salt.to_le_bytes(), &[index]].concat());
-        u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or([0; 8])) % 5
+        u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or([0; 8])) % 6
     }
 
     fn decide(salt: u64, index: u8, r: &Record) -> Outcome {
@@ -187,7 +256,9 @@ mod tests {
             1 => Outcome::Emit(vec![event(b"b", Some(format!("s{index}"))), event(b"c", None)]),
             2 => Outcome::Drop(format!("drop at {index}")),
             3 => Outcome::Reject(format!("reject at {index}")),
-            _ => Outcome::Emit(Vec::new()),
+            4 => Outcome::Emit(Vec::new()),
+            // Passed on unchanged, with a timestamp on odd stages.
+            _ => Outcome::Keep { id: None, timestamp: (index % 2 == 1).then_some(100 + i64::from(index)) },
         }
     }
 
@@ -195,7 +266,8 @@ mod tests {
         fn id(&self) -> &PluginId {
             &self.id
         }
-        fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
+        fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
+            assert_eq!(inputs_checked, self.index > 0, "only the first stage reads unchecked payloads");
             Ok(batch.iter().map(|r| decide(self.salt, self.index, r)).collect())
         }
     }
@@ -210,7 +282,9 @@ mod tests {
             let mut reject = None;
             let mut drop_here = None;
             for rec in &live {
-                match decide(salt, i, rec) {
+                // The obvious meaning of a kept record: the same record,
+                // as an emit of its own payload would make it.
+                match decide(salt, i, rec).resolve(rec) {
                     Outcome::Emit(events) if !events.is_empty() => {
                         next.extend(events.into_iter().map(|e| follow(rec, e)))
                     }
@@ -223,6 +297,7 @@ mod tests {
                     Outcome::Reject(reason) => {
                         reject.get_or_insert((i, reason));
                     }
+                    Outcome::Keep { .. } => unreachable!("resolve turns a keep into an emit"),
                 }
             }
             if let Some((i, reason)) = reject {

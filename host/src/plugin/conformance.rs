@@ -237,6 +237,7 @@ pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
 fn show(o: &Outcome) -> String {
     match o {
         Outcome::Emit(evs) => format!("emit of {} events", evs.len()),
+        Outcome::Keep { .. } => "emit of 1 event (the record kept)".into(),
         Outcome::Drop(r) => format!("drop ({r})"),
         Outcome::Reject(r) => format!("reject ({r})"),
     }

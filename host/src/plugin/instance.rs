@@ -87,8 +87,10 @@ impl Instance {
 
     /// One call of `process`. The time limit covers this call alone. The
     /// outcomes come back checked against the output contract: a breach
-    /// rejects its record with the rule, naming the plugin.
-    pub(super) fn process(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, Fault> {
+    /// rejects its record with the rule, naming the plugin. A kept body is
+    /// checked here only when `inputs_checked` is false (the payload came
+    /// from the source, and no rule has seen it yet).
+    pub(super) fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, Fault> {
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
         self.store.data_mut().logs.reset();
         let returned = self.bindings.call_process(&mut self.store, batch);
@@ -102,7 +104,14 @@ impl Instance {
                 let limits = &self.plugin.limits.output;
                 Ok(outcomes
                     .into_iter()
-                    .map(|o| match o.and_then(|o| output_rules::breach(limits, &o).map_or(Ok(o), Err)) {
+                    .zip(batch)
+                    .map(|(o, record)| {
+                        o.and_then(|o| {
+                            let payload = (!inputs_checked).then_some(&record.payload[..]);
+                            output_rules::breach(limits, &o, record.payload.len(), payload).map_or(Ok(o), Err)
+                        })
+                    })
+                    .map(|o| match o {
                         Ok(o) => o,
                         Err(rule) => {
                             Outcome::Reject(format!("plugin {} broke the output contract: {rule}", self.plugin.id))

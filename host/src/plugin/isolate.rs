@@ -59,11 +59,21 @@ impl Isolated {
 
     /// [`Isolated::process`] over borrowed records.
     pub fn process_refs(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
+        let outcomes = self.process_kept(batch, false)?;
+        Ok(outcomes.into_iter().zip(batch).map(|(o, r)| o.resolve(r)).collect())
+    }
+
+    /// One outcome per record, where an event that keeps its record's
+    /// payload stays [`Outcome::Keep`] (a chain moves the payload on).
+    /// `inputs_checked`: every payload of `batch` is an earlier stage's
+    /// event body, which the output contract has checked already, so a
+    /// kept one is not checked again.
+    pub fn process_kept(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         self.stats.batches += 1;
-        let fault = match self.instance.process(batch) {
+        let fault = match self.instance.process(batch, inputs_checked) {
             Ok(outcomes) => return Ok(outcomes),
             Err(fault) => fault,
         };
@@ -76,7 +86,7 @@ impl Isolated {
         }
         let mut outcomes = Vec::with_capacity(batch.len());
         for record in batch {
-            match self.instance.process(std::slice::from_ref(record)) {
+            match self.instance.process(std::slice::from_ref(record), inputs_checked) {
                 Ok(mut one) => outcomes.extend(one.pop()),
                 Err(fault) => {
                     tracing::warn!(plugin = %self.plugin.id, position = ?record.position, %fault,

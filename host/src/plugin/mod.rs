@@ -26,7 +26,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use chain::{Chain, Verdict};
+pub use chain::{Chain, Verdict, json_or_string};
 pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;

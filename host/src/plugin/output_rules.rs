@@ -35,7 +35,20 @@ impl Default for OutputLimits {
 }
 
 /// The rule `outcome` breaks, if any: `None` when it may go on.
-pub fn breach(limits: &OutputLimits, outcome: &Outcome) -> Option<String> {
+///
+/// A [`Outcome::Keep`] event's body is its record's payload, of
+/// `payload_len` bytes; `unchecked` holds that payload when no rule has
+/// checked it yet (it came from the source), `None` when it is an earlier
+/// stage's event body and was checked there: each body is checked once.
+pub fn breach(limits: &OutputLimits, outcome: &Outcome, payload_len: usize, unchecked: Option<&[u8]>) -> Option<String> {
+    if let Outcome::Keep { id, .. } = outcome {
+        let rule = id_breach(limits, id.as_deref()).or_else(|| unchecked.and_then(body_breach));
+        if let Some(rule) = rule {
+            return Some(format!("event 0: {rule}"));
+        }
+        let bytes = payload_len + id.as_ref().map_or(0, String::len);
+        return (bytes > limits.max_event_bytes_per_record).then(|| over_bytes(bytes, limits));
+    }
     let Outcome::Emit(events) = outcome else { return None };
     if events.len() > limits.max_events_per_record {
         return Some(format!(
@@ -52,16 +65,24 @@ pub fn breach(limits: &OutputLimits, outcome: &Outcome) -> Option<String> {
         bytes += e.body.len() + e.id.as_ref().map_or(0, String::len);
     }
     if bytes > limits.max_event_bytes_per_record {
-        return Some(format!(
-            "{bytes} bytes of events from one record, over the limit of {} (max_event_bytes_per_record)",
-            limits.max_event_bytes_per_record
-        ));
+        return Some(over_bytes(bytes, limits));
     }
     None
 }
 
+fn over_bytes(bytes: usize, limits: &OutputLimits) -> String {
+    format!(
+        "{bytes} bytes of events from one record, over the limit of {} (max_event_bytes_per_record)",
+        limits.max_event_bytes_per_record
+    )
+}
+
 fn event_breach(limits: &OutputLimits, e: &Event) -> Option<String> {
-    if let Some(id) = &e.id {
+    id_breach(limits, e.id.as_deref()).or_else(|| body_breach(&e.body))
+}
+
+fn id_breach(limits: &OutputLimits, id: Option<&str>) -> Option<String> {
+    if let Some(id) = id {
         if id.is_empty() {
             return Some(
                 "the id is empty (every such record would be a duplicate of the first); set none to let the host derive one"
@@ -76,7 +97,7 @@ fn event_breach(limits: &OutputLimits, e: &Event) -> Option<String> {
             ));
         }
     }
-    body_breach(&e.body)
+    None
 }
 
 /// The body must be one JSON object in UTF-8. The first byte decides the
@@ -84,7 +105,7 @@ fn event_breach(limits: &OutputLimits, e: &Event) -> Option<String> {
 /// rest, which catches a body cut short or two objects back to back. (A
 /// hand-written one-pass validator measured slower than serde_json's, which
 /// skips string bytes eight at a time: benches/README.md, plugin_chain.)
-fn body_breach(body: &[u8]) -> Option<String> {
+pub fn body_breach(body: &[u8]) -> Option<String> {
     let text = match std::str::from_utf8(body) {
         Ok(t) => t,
         Err(e) => return Some(format!("the body is not UTF-8 (invalid byte at offset {})", e.valid_up_to())),
@@ -118,14 +139,14 @@ mod tests {
     }
 
     fn rule(o: &Outcome) -> String {
-        breach(&OutputLimits::default(), o).unwrap_or_default()
+        breach(&OutputLimits::default(), o, 0, None).unwrap_or_default()
     }
 
     #[test]
     fn an_object_passes_and_drops_and_rejects_are_not_checked() {
-        assert_eq!(breach(&OutputLimits::default(), &emit(Some("a"), br#" {"a":[1,{"b":null}]}"#)), None);
-        assert_eq!(breach(&OutputLimits::default(), &Outcome::Drop(String::new())), None);
-        assert_eq!(breach(&OutputLimits::default(), &Outcome::Emit(Vec::new())), None);
+        assert_eq!(breach(&OutputLimits::default(), &emit(Some("a"), br#" {"a":[1,{"b":null}]}"#), 0, None), None);
+        assert_eq!(breach(&OutputLimits::default(), &Outcome::Drop(String::new()), 0, None), None);
+        assert_eq!(breach(&OutputLimits::default(), &Outcome::Emit(Vec::new()), 0, None), None);
     }
 
     #[test]
@@ -151,13 +172,28 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_body_is_checked_once_where_nothing_checked_it_and_its_id_always() {
+        let keep = |id: Option<&str>| Outcome::Keep { id: id.map(str::to_string), timestamp: None };
+        let l = OutputLimits::default();
+        // From the source, unchecked: the body rule applies.
+        assert!(breach(&l, &keep(None), 5, Some(b"hello")).unwrap_or_default().contains("event 0: the body is not JSON"));
+        assert_eq!(breach(&l, &keep(None), 2, Some(b"{}")), None);
+        // An earlier stage's body: not parsed again (a non-object here would
+        // have been rejected there already).
+        assert_eq!(breach(&l, &keep(None), 5, None), None);
+        assert!(breach(&l, &keep(Some("")), 2, None).unwrap_or_default().starts_with("event 0: the id is empty"));
+        let small = OutputLimits { max_event_bytes_per_record: 10, ..l };
+        assert!(breach(&small, &keep(Some("id")), 9, None).unwrap_or_default().contains("11 bytes of events"));
+    }
+
+    #[test]
     fn events_and_bytes_per_record_are_bounded() {
         let limits =
             OutputLimits { max_events_per_record: 2, max_event_bytes_per_record: 10, ..OutputLimits::default() };
         let e = Event { id: None, timestamp: None, body: b"{}".to_vec() };
-        assert_eq!(breach(&limits, &Outcome::Emit(vec![e.clone(); 2])), None);
-        assert!(breach(&limits, &Outcome::Emit(vec![e.clone(); 3])).unwrap_or_default().contains("3 events"));
+        assert_eq!(breach(&limits, &Outcome::Emit(vec![e.clone(); 2]), 0, None), None);
+        assert!(breach(&limits, &Outcome::Emit(vec![e.clone(); 3]), 0, None).unwrap_or_default().contains("3 events"));
         let big = Event { body: br#"{"a":"0123456789"}"#.to_vec(), ..e };
-        assert!(breach(&limits, &Outcome::Emit(vec![big])).unwrap_or_default().contains("max_event_bytes_per_record"));
+        assert!(breach(&limits, &Outcome::Emit(vec![big]), 0, None).unwrap_or_default().contains("max_event_bytes_per_record"));
     }
 }

@@ -161,8 +161,27 @@ impl Event {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Emit(Vec<Event>),
+    /// One event whose body is the record's payload, unchanged (the plugin
+    /// set `keep`, `wit/plugin.wit`), with the id and timestamp it set.
+    /// Only a chain sees it (it moves the payload on instead of copying it
+    /// back); everywhere else it is resolved into an `Emit`.
+    Keep { id: Option<String>, timestamp: Option<i64> },
     Drop(String),
     Reject(String),
+}
+
+impl Outcome {
+    /// `Keep` as the `Emit` it stands for: the record's payload copied as
+    /// the body, the id and timestamp the plugin set. Other outcomes are
+    /// returned as they are.
+    pub fn resolve(self, record: &Record) -> Outcome {
+        match self {
+            Outcome::Keep { id, timestamp } => {
+                Outcome::Emit(vec![Event { id, timestamp, body: record.payload.clone() }])
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ impl Sink for KafkaSink {
         };
         let mut pending = Vec::with_capacity(batch.len());
         for d in batch {
-            let mut value = Vec::with_capacity(d.event.get().len() + 64);
+            let mut value = Vec::with_capacity(d.event().len() + 64);
             framing.event(d, &mut value);
             let record = FutureRecord::to(&self.topic).key(d.id.as_bytes()).payload(&value);
             // Queue full or a local refusal: nothing was sent.

@@ -6,8 +6,11 @@
 //! `window / 8`). Expiry drops whole column families whose bucket ended
 //! more than `window` ago: it never scans the store, and runs during long
 //! runs too (`maybe_expire`, asked by every partition's driver). Look-ups
-//! are batched (`batched_multi_get_cf`, bloom filters), newest bucket
-//! first; inserts join the batch's `WriteBatch`.
+//! are batched, newest bucket first, and answered in memory for every id
+//! the window does not hold (`filter`: one Bloom filter per bucket, filled
+//! at open and by every insert); RocksDB (`batched_multi_get_cf`) is asked
+//! only about the filter's positives. Inserts join the batch's
+//! `WriteBatch`.
 //!
 //! The order that makes this safe lives in `pipeline`: an id is recorded
 //! only after the sink accepted its event. Recording first and crashing
@@ -22,16 +25,13 @@ use std::time::Duration;
 use rocksdb::WriteBatch;
 
 use super::audit::{ABSORBED, TRAIL_BYTES};
+use super::filter::{FilterStats, IdFilter};
 use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 
 pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
-
-/// The memtable hashes this many leading key bytes: the scope and half the
-/// digest, so ids spread evenly whatever the number of scopes.
-pub(crate) const PREFIX_BYTES: usize = 16;
 
 pub struct DedupWindow<'s> {
     store: &'s Store,
@@ -41,13 +41,19 @@ pub struct DedupWindow<'s> {
     /// When expiry last ran (seconds since the epoch): every partition asks
     /// per batch, one of them does the work.
     last_expiry: AtomicU64,
+    /// Every id of every live bucket, in memory; `None` for a window that
+    /// is only read by key (`sluice audit`), which never asks `seen`.
+    filter: Option<IdFilter>,
 }
 
 impl<'s> DedupWindow<'s> {
     /// The bucket width is fixed when the store is created (window / 8, at
     /// least a second) and kept if the window is later changed, so existing
     /// buckets keep their meaning.
-    pub fn new(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
+    /// A window without the in-memory filter: for reading values by key
+    /// (`sluice audit`), where filling it would cost a pass over the store.
+    /// Its `seen` asks RocksDB about every id.
+    pub fn unfiltered(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let window_secs = window.as_secs().max(1);
         let meta = store.cf(CF_META)?;
         let bucket_secs = match store.db().get_cf(&meta, BUCKET_KEY).map_err(|e| store.rocks(e))? {
@@ -72,7 +78,52 @@ impl<'s> DedupWindow<'s> {
             bucket_secs,
             buckets: Mutex::new(buckets),
             last_expiry: AtomicU64::new(0),
+            filter: None,
         })
+    }
+
+    /// The window a pipeline runs with: [`DedupWindow::unfiltered`], then
+    /// the in-memory filter filled from every live bucket (one pass over
+    /// the ids the store holds, at open only).
+    pub fn new(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
+        let mut w = DedupWindow::unfiltered(store, window)?;
+        let filter = IdFilter::new();
+        // Every bucket on disk, live or not yet expired: a look-up's clock
+        // decides which it reads, never what the filter holds.
+        let all: Vec<u64> = w.buckets.lock().map(|b| b.iter().copied().collect()).unwrap_or_default();
+        for bucket in all {
+            let name = format!("{CF_PREFIX}{bucket}");
+            let Some(cf) = store.db().cf_handle(&name) else { continue };
+            let estimate = store.db().property_int_value_cf(&cf, "rocksdb.estimate-num-keys").ok().flatten();
+            filter.reserve(bucket, estimate.unwrap_or(0) as usize);
+            let mut ro = rocksdb::ReadOptions::default();
+            // Stores made with a prefix-hashed memtable: a full pass needs
+            // every key whatever the prefix.
+            ro.set_total_order_seek(true);
+            let mut it = store.db().raw_iterator_cf_opt(&cf, ro);
+            it.seek_to_first();
+            let mut chunk: Vec<IdDigest> = Vec::with_capacity(4096);
+            while let Some(key) = it.key() {
+                // Absorbed duplicates' trails (25-byte keys) are not ids.
+                if let Ok(d) = <IdDigest>::try_from(key) {
+                    chunk.push(d);
+                    if chunk.len() == chunk.capacity() {
+                        filter.insert(bucket, &chunk);
+                        chunk.clear();
+                    }
+                }
+                it.next();
+            }
+            it.status().map_err(|e| store.rocks(e))?;
+            filter.insert(bucket, &chunk);
+        }
+        w.filter = Some(filter);
+        Ok(w)
+    }
+
+    /// What the in-memory filter holds (zero without one).
+    pub fn filter_stats(&self) -> FilterStats {
+        self.filter.as_ref().map(IdFilter::stats).unwrap_or_default()
     }
 
     fn oldest_live(&self, now_secs: u64) -> u64 {
@@ -85,13 +136,22 @@ impl<'s> DedupWindow<'s> {
         buckets.into_iter().rev().filter(|b| *b >= oldest).collect()
     }
 
-    /// For each digest, whether it was delivered inside the window.
+    /// For each digest, whether it was delivered inside the window. The
+    /// filter rules out what a bucket does not hold; RocksDB is asked
+    /// about the rest, one batched look-up per bucket.
     pub fn seen(&self, digests: &[IdDigest], now_secs: u64) -> Result<Vec<bool>, StoreError> {
         let mut seen = vec![false; digests.len()];
+        let mut maybe = Vec::with_capacity(digests.len());
         for bucket in self.live_buckets(now_secs) {
-            let pending: Vec<usize> = (0..digests.len()).filter(|i| !seen[*i]).collect();
+            let pending: Vec<usize> = match &self.filter {
+                Some(f) => {
+                    f.may_contain(bucket, digests, &mut maybe);
+                    (0..digests.len()).filter(|i| !seen[*i] && maybe[*i]).collect()
+                }
+                None => (0..digests.len()).filter(|i| !seen[*i]).collect(),
+            };
             if pending.is_empty() {
-                break;
+                continue;
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let keys: Vec<&[u8]> = pending.iter().map(|i| &digests[*i][..]).collect();
@@ -110,6 +170,7 @@ impl<'s> DedupWindow<'s> {
             return Ok(());
         }
         let cf = self.bucket(now_secs)?;
+        self.remember(now_secs, digests);
         for d in digests {
             batch.put_cf(&cf, d, []);
         }
@@ -128,10 +189,19 @@ impl<'s> DedupWindow<'s> {
             return Ok(());
         }
         let cf = self.bucket(now_secs)?;
+        self.remember(now_secs, digests);
         for (d, t) in digests.iter().zip(trails) {
             batch.put_cf(&cf, d, t);
         }
         Ok(())
+    }
+
+    /// Ids about to be written into the bucket of `now_secs`: into its
+    /// filter first, so that no look-up after the write can miss them.
+    fn remember(&self, now_secs: u64, digests: &[IdDigest]) {
+        if let Some(f) = &self.filter {
+            f.insert(now_secs / self.bucket_secs, digests);
+        }
     }
 
     /// Add the trails of duplicates absorbed to `batch`: under each id's
@@ -181,7 +251,8 @@ impl<'s> DedupWindow<'s> {
         for bucket in buckets {
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let mut ro = rocksdb::ReadOptions::default();
-            // The keys are hashed by prefix; a scan needs them all.
+            // Stores made with a prefix-hashed memtable: a scan needs every
+            // key whatever the prefix.
             ro.set_total_order_seek(true);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;
@@ -218,6 +289,9 @@ impl<'s> DedupWindow<'s> {
         for bucket in &old {
             self.store.db().drop_cf(&format!("{CF_PREFIX}{bucket}")).map_err(|e| self.store.rocks(e))?;
             buckets.remove(bucket);
+            if let Some(f) = &self.filter {
+                f.drop_bucket(*bucket);
+            }
         }
         Ok(old.len())
     }
@@ -298,6 +372,52 @@ mod tests {
         store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(w.maybe_expire(later + 1).ok(), Some(0));
         assert_eq!(w.maybe_expire(later + 2).ok(), Some(1));
+    }
+
+    /// The filter is what keeps a new id's look-up out of RocksDB; a
+    /// false negative would deliver a duplicate. Ids recorded before a
+    /// reopen (and ids from a write that never landed) must be found.
+    #[test]
+    fn the_filter_is_filled_at_open_and_every_recorded_id_is_seen_through_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let t0 = 1_000_000_000;
+        let ids: Vec<IdDigest> = (0..5000).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
+        {
+            let w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(w.filter_stats().ids, 0);
+            for (k, chunk) in ids.chunks(1000).enumerate() {
+                let mut batch = WriteBatch::default();
+                // Over two buckets (an hour apart), with absorbed trails
+                // beside them, which are not ids.
+                let now = t0 + (k as u64 % 2) * 3600;
+                w.record(&mut batch, chunk, now).unwrap_or_else(|e| panic!("{e}"));
+                w.record_absorbed(&mut batch, &[(chunk[0], [0; TRAIL_BYTES])], now).unwrap_or_else(|e| panic!("{e}"));
+                store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let mut lost = WriteBatch::default();
+            w.record(&mut lost, &[digest(&PIPELINE_SCOPE, "never-written")], t0).unwrap_or_else(|e| panic!("{e}"));
+            drop(lost);
+            // The filter has it (a positive), RocksDB answers no.
+            assert_eq!(w.seen(&[digest(&PIPELINE_SCOPE, "never-written")], t0).ok(), Some(vec![false]));
+        }
+        let w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
+        let stats = w.filter_stats();
+        assert_eq!((stats.buckets, stats.ids), (2, 5000), "{stats:?}");
+        let seen = w.seen(&ids, t0 + 3600).unwrap_or_else(|e| panic!("{e}"));
+        assert!(seen.iter().all(|s| *s), "every id recorded before the reopen is seen");
+        // New ids: the filter rules nearly all of them out.
+        let fresh: Vec<IdDigest> = (0..5000).map(|i| digest(&PIPELINE_SCOPE, &format!("new-{i}"))).collect();
+        assert!(w.seen(&fresh, t0 + 3600).unwrap_or_default().iter().all(|s| !*s));
+        let filter = w.filter.as_ref().unwrap_or_else(|| panic!("a pipeline's window has a filter"));
+        let mut maybe = Vec::new();
+        let mut positives = 0;
+        for bucket in w.live_buckets(t0 + 3600) {
+            filter.may_contain(bucket, &fresh, &mut maybe);
+            positives += maybe.iter().filter(|m| **m).count();
+        }
+        assert!(positives < 50, "{positives} of 10,000 bucket probes for new ids reached RocksDB");
     }
 
     #[test]

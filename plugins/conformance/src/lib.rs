@@ -41,6 +41,9 @@ impl Plugin for Conformance {
 
     fn process(&mut self, record: &Record) -> Outcome {
         let p = &record.payload;
+        if p.starts_with(b"{\"keep\"") {
+            return Outcome::keep(record);
+        }
         if let Some(rest) = p.strip_prefix(b"drop:") {
             return Outcome::drop(String::from_utf8_lossy(rest));
         }

@@ -25,6 +25,9 @@ enum Attack {
     Ragged,
     /// Outcome kind 9.
     UnknownKind,
+    /// An event that keeps its record's payload (flag bit 2) and still
+    /// names a body slice: bytes nobody bounds.
+    KeptWithBody,
     /// An event flag bit the contract does not define.
     UnknownFlag,
     /// An event in the table that no emit uses.
@@ -51,6 +54,7 @@ fn parse(config: &str) -> Result<Attack, String> {
         "ragged" => Attack::Ragged,
         "unknown-kind" => Attack::UnknownKind,
         "unknown-flag" => Attack::UnknownFlag,
+        "kept-with-body" => Attack::KeptWithBody,
         "unused-event" => Attack::UnusedEvent,
         "id-not-utf8" => Attack::IdNotUtf8,
         "huge-outcome" => Attack::HugeOutcome,
@@ -91,7 +95,7 @@ impl Guest for Export {
             if is_poison {
                 poison = Some((i, buf.events.len() / EVENT_BYTES));
             }
-            let event = EventFields { id: None, timestamp: None, body: &body };
+            let event = EventFields { id: None, timestamp: None, body: &body, keep: false };
             let _ = match (is_poison, attack) {
                 (true, Some(Attack::Overlap)) => buf.emit([event, event]),
                 (true, Some(Attack::IdNotUtf8)) => buf.emit([EventFields { id: Some(&[0xff, 0xfe]), ..event }]),
@@ -116,6 +120,8 @@ impl Guest for Export {
             Some(Attack::Ragged) => buf.outcomes.extend_from_slice(&[0; 5]),
             Some(Attack::UnknownKind) => put(&mut buf.outcomes, o, 9),
             Some(Attack::UnknownFlag) => put(&mut buf.events, e + 24, 0x80),
+            // The body slice stays as packed (its bytes are in `data`).
+            Some(Attack::KeptWithBody) => put(&mut buf.events, e + 24, sluice_abi::event_flag::KEEP),
             Some(Attack::UnusedEvent) => buf.events.extend_from_slice(&[0; EVENT_BYTES]),
             Some(Attack::HugeOutcome) => {
                 // Four times what the suite's memory limit allows.

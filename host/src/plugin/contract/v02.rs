@@ -88,21 +88,29 @@ pub(super) fn process(
         Err(LayoutError::Count { outcomes, .. }) => return Ok(Returned::WrongCount { outcomes }),
         Err(e) => return Ok(Returned::Malformed(e.to_string())),
     };
-    Ok(Returned::Outcomes(checked.iter().map(lift).collect()))
+    Ok(Returned::Outcomes(checked.iter().zip(batch).map(|(o, r)| lift(o, r)).collect()))
 }
 
-fn lift(o: OutcomeView<'_>) -> Result<Outcome, String> {
+/// One outcome into the host's types. A single event that keeps its
+/// record's payload (the common pass-through) stays `Keep`, so that its
+/// bytes are not copied at all; a kept event among several gets a copy of
+/// the payload (each event owns its body).
+fn lift(o: OutcomeView<'_>, record: &Record) -> Result<Outcome, String> {
+    let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<String>, String> {
+        id.map(|id| std::str::from_utf8(id).map(str::to_string).map_err(|_| format!("event {k}: the id is not UTF-8")))
+            .transpose()
+    };
     Ok(match o {
+        OutcomeView::Emit(mut events) if events.len() == 1 => match events.next() {
+            Some(e) if e.keep => Outcome::Keep { id: id_of(0, e.id)?, timestamp: e.timestamp },
+            Some(e) => Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: e.body.to_vec() }]),
+            None => Outcome::Emit(Vec::new()),
+        },
         OutcomeView::Emit(events) => {
             let mut out = Vec::with_capacity(events.len());
             for (k, e) in events.enumerate() {
-                let id = match e.id {
-                    Some(id) => {
-                        Some(String::from_utf8(id.to_vec()).map_err(|_| format!("event {k}: the id is not UTF-8"))?)
-                    }
-                    None => None,
-                };
-                out.push(Event { id, timestamp: e.timestamp, body: e.body.to_vec() });
+                let body = if e.keep { record.payload.clone() } else { e.body.to_vec() };
+                out.push(Event { id: id_of(k, e.id)?, timestamp: e.timestamp, body });
             }
             Outcome::Emit(out)
         }

@@ -18,16 +18,18 @@ impl Framing<'_> {
     /// counts).
     pub fn event(&self, d: &Delivery, out: &mut Vec<u8>) {
         match self.payload {
-            Payload::Envelope => {
-                // Owned strings and checked JSON: cannot fail.
-                let _ = serde_json::to_writer(&mut *out, d);
-            }
+            Payload::Envelope => d.write_envelope(out),
             Payload::Event { id_field, timestamp_field } => {
-                let mut extra = vec![(id_field.as_str(), d.id.as_str())];
-                if let (Some(f), Some(ts)) = (timestamp_field, &d.timestamp) {
-                    extra.push((f.as_str(), ts.as_str()));
+                // The time formatted on the stack: no allocation per row.
+                let mut buf = [0u8; sluice_guest::time::RFC3339_MAX];
+                let mut extra = [(id_field.as_str(), d.id.as_str()), ("", "")];
+                let mut n = 1;
+                if let (Some(f), Some(ns)) = (timestamp_field, d.timestamp) {
+                    let ts = sluice_guest::time::rfc3339_into(ns, &mut buf);
+                    extra[1] = (f.as_str(), std::str::from_utf8(ts).unwrap_or_default());
+                    n = 2;
                 }
-                row(d.event.get(), &extra, out);
+                row(d.event(), &extra[..n], out);
             }
         }
     }
@@ -67,42 +69,52 @@ impl Framing<'_> {
 }
 
 /// `event` with `extra` fields set at its top level. The common cases are
-/// spliced as text, so the event's bytes are copied, not re-serialized: an
-/// object without those fields, or one that already holds the same value
-/// (a plugin that took its id from that very field).
-fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
-    let mut missing = Vec::with_capacity(extra.len());
+/// spliced as bytes, so the event is copied, not re-serialized: an object
+/// without those fields, or one that already holds the same value (a plugin
+/// that took its id from that very field).
+fn row(event: &[u8], extra: &[(&str, &str)], out: &mut Vec<u8>) {
+    let mut missing: [(&str, &str); 2] = [("", ""); 2];
+    let mut n_missing = 0;
     let mut conflict = false;
     for (k, v) in extra {
         match field_at(event, k) {
-            None => missing.push((*k, *v)),
-            // Same value already there (compared as JSON text).
-            Some(rest) if rest.starts_with('"') && rest[1..].starts_with(v) && rest[1 + v.len()..].starts_with('"') => {
+            None if n_missing < missing.len() => {
+                missing[n_missing] = (*k, *v);
+                n_missing += 1;
             }
+            None => conflict = true,
+            // Same value already there (compared as JSON text).
+            Some(rest)
+                if rest.first() == Some(&b'"')
+                    && rest[1..].starts_with(v.as_bytes())
+                    && rest.get(1 + v.len()) == Some(&b'"') => {}
             Some(_) => conflict = true,
         }
     }
-    let trimmed = event.trim_start();
-    if let Some(rest) = trimmed.strip_prefix('{').filter(|_| !conflict) {
+    let missing = &missing[..n_missing];
+    if let Some(rest) = event.trim_ascii_start().strip_prefix(b"{").filter(|_| !conflict) {
         out.push(b'{');
         for (i, (k, v)) in missing.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            let _ = serde_json::to_writer(&mut *out, k);
+            crate::sink::write_json_string(k, out);
             out.push(b':');
-            let _ = serde_json::to_writer(&mut *out, v);
+            crate::sink::write_json_string(v, out);
         }
-        if !missing.is_empty() && !rest.trim_start().starts_with('}') {
+        if !missing.is_empty() && !rest.trim_ascii_start().starts_with(b"}") {
             out.push(b',');
         }
-        out.extend_from_slice(rest.as_bytes());
+        out.extend_from_slice(rest);
         return;
     }
-    let mut map = match serde_json::from_str::<serde_json::Value>(event) {
+    let mut map = match serde_json::from_slice::<serde_json::Value>(event) {
         Ok(serde_json::Value::Object(m)) => m,
         Ok(other) => serde_json::Map::from_iter([("event".to_string(), other)]),
-        Err(_) => serde_json::Map::from_iter([("event".to_string(), serde_json::Value::String(event.into()))]),
+        Err(_) => serde_json::Map::from_iter([(
+            "event".to_string(),
+            serde_json::Value::String(String::from_utf8_lossy(event).into_owned()),
+        )]),
     };
     for (k, v) in extra {
         map.insert((*k).to_string(), serde_json::Value::String((*v).to_string()));
@@ -110,18 +122,21 @@ fn row(event: &str, extra: &[(&str, &str)], out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, &map);
 }
 
-/// The text after `"key":` when `key` is the object's first member (what
+/// The bytes after `"key":` when `key` is the object's first member (what
 /// a plugin that copies its input and took the id from that field
-/// produces), else `Some("")` when the key appears anywhere (the caller
+/// produces), else `Some(b"")` when the key appears anywhere (the caller
 /// then takes the slow path, which is always right), else `None`.
-fn field_at<'e>(event: &'e str, key: &str) -> Option<&'e str> {
-    let first = event.trim_start().strip_prefix('{').map(str::trim_start);
-    if let Some(after) = first.and_then(|f| f.strip_prefix('"')).and_then(|f| f.strip_prefix(key))
-        && let Some(value) = after.strip_prefix('"').map(str::trim_start).and_then(|a| a.strip_prefix(':'))
+fn field_at<'e>(event: &'e [u8], key: &str) -> Option<&'e [u8]> {
+    let first = event.trim_ascii_start().strip_prefix(b"{").map(<[u8]>::trim_ascii_start);
+    if let Some(after) = first.and_then(|f| f.strip_prefix(b"\"")).and_then(|f| f.strip_prefix(key.as_bytes()))
+        && let Some(value) = after.strip_prefix(b"\"").map(<[u8]>::trim_ascii_start).and_then(|a| a.strip_prefix(b":"))
     {
-        return Some(value.trim_start());
+        return Some(value.trim_ascii_start());
     }
-    event.contains(&format!("\"{key}\"")).then_some("")
+    // `"key"` anywhere, without building the needle.
+    let k = key.as_bytes();
+    let found = event.windows(k.len() + 2).any(|w| w[0] == b'"' && w[w.len() - 1] == b'"' && &w[1..w.len() - 1] == k);
+    found.then_some(&[][..])
 }
 
 pub fn compress(body: Vec<u8>, c: Compression) -> Vec<u8> {
@@ -142,7 +157,8 @@ mod tests {
     use super::*;
 
     fn d(id: &str, body: &str) -> Delivery {
-        Delivery::new(id.into(), Some("2026-11-29T21:00:00Z".into()), body.as_bytes())
+        // 2026-11-29T21:00:00Z
+        Delivery::new(id.into(), Some(1_795_986_000 * 1_000_000_000), body.as_bytes())
     }
 
     #[test]

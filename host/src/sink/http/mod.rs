@@ -155,7 +155,7 @@ impl HttpSink {
         let mut current = Vec::new();
         let mut bytes = 0u64;
         for (i, d) in batch.iter().enumerate() {
-            let size = (d.event.get().len() + d.id.len() + 64) as u64;
+            let size = (d.event().len() + d.id.len() + 64) as u64;
             if !current.is_empty() && (current.len() >= self.max_records || bytes + size > self.max_bytes) {
                 chunks.push(std::mem::take(&mut current));
                 bytes = 0;
