@@ -891,11 +891,12 @@ mod tests {
 
     #[test]
     fn unknown_kinds_and_flags_are_refused() {
+        // Bit 2 is keep; bit 3 is the first the contract leaves undefined.
         let mut buf = one_event(b"a", b"{}");
-        buf.events[24..28].copy_from_slice(&4u32.to_le_bytes());
+        buf.events[24..28].copy_from_slice(&8u32.to_le_bytes());
         assert!(matches!(
             Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1),
-            Err(LayoutError::UnknownFlags { flags: 4, .. })
+            Err(LayoutError::UnknownFlags { flags: 8, .. })
         ));
         let mut buf = OutcomeBuf::default();
         assert!(buf.drop(b"x").is_ok());

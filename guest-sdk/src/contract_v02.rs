@@ -262,7 +262,7 @@ mod tests {
             (b"{\"same\":1}", None, &[], None),
         ]);
         let out = process(Some(&mut Passer), b);
-        assert_eq!(out.data, b"{\"other\":2}" as &[u8], "only the new body is in the output data");
+        assert_eq!(out.data, b"e1{\"other\":2}" as &[u8], "the kept event's id and the one new body, no kept body");
         let checked = Checked::check(&out.outcomes, &out.events, &out.data, 3).unwrap_or_else(|e| panic!("{e}"));
         let events: Vec<(bool, Option<i64>, Vec<u8>)> = checked
             .iter()
