@@ -29,6 +29,10 @@ use super::filter::{FilterStats, IdFilter};
 use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
+
+/// The memtable hashes this many leading key bytes: the scope and half the
+/// digest, so ids spread evenly whatever the number of scopes.
+pub(crate) const PREFIX_BYTES: usize = 16;
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 
 pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
@@ -97,8 +101,7 @@ impl<'s> DedupWindow<'s> {
             let estimate = store.db().property_int_value_cf(&cf, "rocksdb.estimate-num-keys").ok().flatten();
             filter.reserve(bucket, estimate.unwrap_or(0) as usize);
             let mut ro = rocksdb::ReadOptions::default();
-            // Stores made with a prefix-hashed memtable: a full pass needs
-            // every key whatever the prefix.
+            // The keys are hashed by prefix; a full pass needs them all.
             ro.set_total_order_seek(true);
             let mut it = store.db().raw_iterator_cf_opt(&cf, ro);
             it.seek_to_first();
@@ -251,8 +254,7 @@ impl<'s> DedupWindow<'s> {
         for bucket in buckets {
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let mut ro = rocksdb::ReadOptions::default();
-            // Stores made with a prefix-hashed memtable: a scan needs every
-            // key whatever the prefix.
+            // The keys are hashed by prefix; a scan needs them all.
             ro.set_total_order_seek(true);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;

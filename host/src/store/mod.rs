@@ -102,6 +102,9 @@ impl Store {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
+        // Required by the hashed memtable of the dedup buckets; RocksDB
+        // still groups the partitions' concurrent writes.
+        opts.set_allow_concurrent_memtable_write(false);
         let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
         for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE] {
             if !names.iter().any(|n| n == fixed) {
@@ -276,20 +279,28 @@ const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 
 /// Options per column family: bloom filters where look-ups dominate.
 ///
-/// The dedup buckets keep RocksDB's default skiplist memtable. A look-up
-/// of a new id is answered by the window's in-memory filter and never
-/// reaches RocksDB, so a hashed memtable's O(1) point look-up no longer
-/// pays for what it costs: every flush sorts it (19% of a pipeline's CPU
-/// in `benches/pipeline_file`'s profile). Measured in `benches/ledger`
-/// (200,000 ids): 2.98 µs per id written with the hashed memtable (0.81
-/// on the writing thread, 2.17 in RocksDB's flush) against 2.29 with the
-/// skiplist (1.76 and 0.53).
+/// The dedup buckets keep the hashed memtable although the window's
+/// in-memory filter now answers a new id's look-up: RocksDB's default
+/// skiplist was measured against it (`benches/ledger`, 200,000 ids). Alone,
+/// a write cost less with the skiplist (2.29 µs per id, 1.76 on the writing
+/// thread and 0.53 in the flush, against 0.81 + 2.17), but end to end the
+/// two were within this machine's noise (11.8 and 12.1 µs per record with
+/// the skiplist, 8.8 and 11.2 with the hashed memtable), so the skiplist
+/// did not win beyond the noise and was not adopted.
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
     if name.starts_with(dedup::CF_PREFIX) {
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         o.set_block_based_table_factory(&table);
+        // Most look-ups are for new ids, which miss: a bloom filter on the
+        // memtable too answers those without walking its skiplist.
+        o.set_memtable_whole_key_filtering(true);
+        o.set_memtable_prefix_bloom_ratio(0.1);
+        // Ids are random and only ever looked up, never iterated: a hashed
+        // memtable inserts and finds in O(1) where a skiplist sorts.
+        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(dedup::PREFIX_BYTES));
+        o.set_memtable_factory(rocksdb::MemtableFactory::HashLinkList { bucket_count: 200_000 });
         o.set_write_buffer_size(DEDUP_WRITE_BUFFER);
     }
     o
