@@ -57,16 +57,16 @@ enum Progress {
 /// The record an outcome is about: a source record the first stage reads
 /// where it lies, or an earlier stage's event the chain owns and can move
 /// on without copying its body.
-enum From<'r> {
+enum Input<'r> {
     Source(&'r Record),
     Owned(Record),
 }
 
-impl From<'_> {
+impl Input<'_> {
     fn record(&self) -> &Record {
         match self {
-            From::Source(r) => r,
-            From::Owned(r) => r,
+            Input::Source(r) => r,
+            Input::Owned(r) => r,
         }
     }
 
@@ -74,8 +74,8 @@ impl From<'_> {
     /// copied (the one copy of a kept source payload) when not.
     fn kept(self, id: Option<String>, timestamp: Option<i64>) -> Record {
         let mut r = match self {
-            From::Source(r) => r.clone(),
-            From::Owned(r) => r,
+            Input::Source(r) => r.clone(),
+            Input::Owned(r) => r,
         };
         if id.is_some() {
             r.event_id = id;
@@ -118,7 +118,7 @@ impl<S: Stage> Chain<S> {
             if stage_idx == 0 {
                 let outcomes = stage.process(batch, false)?;
                 for ((p, record), outcome) in progress.iter_mut().zip(batch).zip(outcomes) {
-                    apply(p, stage_idx, outcome, From::Source(record));
+                    apply(p, stage_idx, outcome, Input::Source(record));
                 }
                 continue;
             }
@@ -139,7 +139,7 @@ impl<S: Stage> Chain<S> {
                 stage.process(&input, true)?
             };
             for ((owner, record), outcome) in owners.iter().zip(owned.drain(..)).zip(outcomes) {
-                apply(&mut progress[*owner], stage_idx, outcome, From::Owned(record));
+                apply(&mut progress[*owner], stage_idx, outcome, Input::Owned(record));
             }
         }
         let id = |stage: usize| self.stages[stage].id().clone();
@@ -160,7 +160,7 @@ impl<S: Stage> Chain<S> {
 }
 
 /// One stage's outcome for one of a source record's live records.
-fn apply(p: &mut Progress, stage: usize, outcome: Outcome, from: From<'_>) {
+fn apply(p: &mut Progress, stage: usize, outcome: Outcome, from: Input<'_>) {
     match outcome {
         // A rejected source record keeps nothing: not even a copy is made.
         Outcome::Keep { .. } | Outcome::Emit(_) if matches!(p, Progress::Rejected { .. }) => {}
