@@ -610,11 +610,7 @@ impl<'a> Outcomes<'a> {
                         } else if u32_at(ed, 8) != 0 || u32_at(ed, 12) != 0 {
                             // A kept body reads no bytes of `data`: a slice
                             // there would be output nobody bounds.
-                            return Err(LayoutError::KeptBody {
-                                event: e,
-                                start: u32_at(ed, 8),
-                                len: u32_at(ed, 12),
-                            });
+                            return Err(LayoutError::KeptBody { event: e, start: u32_at(ed, 8), len: u32_at(ed, 12) });
                         }
                     }
                     next_event = end as u32;

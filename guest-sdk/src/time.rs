@@ -686,9 +686,9 @@ pub fn rfc3339_into(nanos: i64, buf: &mut [u8; RFC3339_MAX]) -> &[u8] {
     };
     digits(&mut buf[0..4], y.clamp(0, 9999));
     buf[4] = b'-';
-    digits(&mut buf[5..7], m.into());
+    digits(&mut buf[5..7], m);
     buf[7] = b'-';
-    digits(&mut buf[8..10], d.into());
+    digits(&mut buf[8..10], d);
     buf[10] = b'T';
     digits(&mut buf[11..13], hh);
     buf[13] = b':';

@@ -317,7 +317,8 @@ mod tests {
         let events = events
             .iter()
             .map(|(id, ts, body)| {
-                let ns = ts.map(|t| sluice_guest::time::Format::rfc3339().parse(t, 0).unwrap_or_else(|e| panic!("{e}")));
+                let ns =
+                    ts.map(|t| sluice_guest::time::Format::rfc3339().parse(t, 0).unwrap_or_else(|e| panic!("{e}")));
                 Delivery::new(id.to_string(), ns, body.as_bytes())
             })
             .collect();

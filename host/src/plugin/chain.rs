@@ -40,8 +40,14 @@ pub enum Verdict {
     /// object, or with no plugins the source's JSON, or its text quoted as
     /// a JSON string): a sink copies it through without parsing it again.
     Emit(Vec<Event>),
-    Drop { plugin: PluginId, reason: String },
-    Reject { plugin: PluginId, reason: String },
+    Drop {
+        plugin: PluginId,
+        reason: String,
+    },
+    Reject {
+        plugin: PluginId,
+        reason: String,
+    },
 }
 
 pub struct Chain<S: Stage = Isolated> {

@@ -40,7 +40,12 @@ impl Default for OutputLimits {
 /// `payload_len` bytes; `unchecked` holds that payload when no rule has
 /// checked it yet (it came from the source), `None` when it is an earlier
 /// stage's event body and was checked there: each body is checked once.
-pub fn breach(limits: &OutputLimits, outcome: &Outcome, payload_len: usize, unchecked: Option<&[u8]>) -> Option<String> {
+pub fn breach(
+    limits: &OutputLimits,
+    outcome: &Outcome,
+    payload_len: usize,
+    unchecked: Option<&[u8]>,
+) -> Option<String> {
     if let Outcome::Keep { id, .. } = outcome {
         let rule = id_breach(limits, id.as_deref()).or_else(|| unchecked.and_then(body_breach));
         if let Some(rule) = rule {
@@ -176,7 +181,9 @@ mod tests {
         let keep = |id: Option<&str>| Outcome::Keep { id: id.map(str::to_string), timestamp: None };
         let l = OutputLimits::default();
         // From the source, unchecked: the body rule applies.
-        assert!(breach(&l, &keep(None), 5, Some(b"hello")).unwrap_or_default().contains("event 0: the body is not JSON"));
+        assert!(
+            breach(&l, &keep(None), 5, Some(b"hello")).unwrap_or_default().contains("event 0: the body is not JSON")
+        );
         assert_eq!(breach(&l, &keep(None), 2, Some(b"{}")), None);
         // An earlier stage's body: not parsed again (a non-object here would
         // have been rejected there already).
@@ -194,6 +201,10 @@ mod tests {
         assert_eq!(breach(&limits, &Outcome::Emit(vec![e.clone(); 2]), 0, None), None);
         assert!(breach(&limits, &Outcome::Emit(vec![e.clone(); 3]), 0, None).unwrap_or_default().contains("3 events"));
         let big = Event { body: br#"{"a":"0123456789"}"#.to_vec(), ..e };
-        assert!(breach(&limits, &Outcome::Emit(vec![big]), 0, None).unwrap_or_default().contains("max_event_bytes_per_record"));
+        assert!(
+            breach(&limits, &Outcome::Emit(vec![big]), 0, None)
+                .unwrap_or_default()
+                .contains("max_event_bytes_per_record")
+        );
     }
 }

@@ -165,7 +165,10 @@ pub enum Outcome {
     /// set `keep`, `wit/plugin.wit`), with the id and timestamp it set.
     /// Only a chain sees it (it moves the payload on instead of copying it
     /// back); everywhere else it is resolved into an `Emit`.
-    Keep { id: Option<String>, timestamp: Option<i64> },
+    Keep {
+        id: Option<String>,
+        timestamp: Option<i64>,
+    },
     Drop(String),
     Reject(String),
 }

@@ -29,13 +29,13 @@ use super::filter::{FilterStats, IdFilter};
 use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
+const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
+
+pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
 
 /// The memtable hashes this many leading key bytes: the scope and half the
 /// digest, so ids spread evenly whatever the number of scopes.
 pub(crate) const PREFIX_BYTES: usize = 16;
-const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
-
-pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
 
 pub struct DedupWindow<'s> {
     store: &'s Store,
@@ -45,18 +45,19 @@ pub struct DedupWindow<'s> {
     /// When expiry last ran (seconds since the epoch): every partition asks
     /// per batch, one of them does the work.
     last_expiry: AtomicU64,
-    /// Every id of every live bucket, in memory; `None` for a window that
+    /// Every id of every bucket on disk, in memory; `None` for a window that
     /// is only read by key (`sluice audit`), which never asks `seen`.
     filter: Option<IdFilter>,
 }
 
 impl<'s> DedupWindow<'s> {
-    /// The bucket width is fixed when the store is created (window / 8, at
-    /// least a second) and kept if the window is later changed, so existing
-    /// buckets keep their meaning.
     /// A window without the in-memory filter: for reading values by key
     /// (`sluice audit`), where filling it would cost a pass over the store.
     /// Its `seen` asks RocksDB about every id.
+    ///
+    /// The bucket width is fixed when the store is created (window / 8, at
+    /// least a second) and kept if the window is later changed, so existing
+    /// buckets keep their meaning.
     pub fn unfiltered(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let window_secs = window.as_secs().max(1);
         let meta = store.cf(CF_META)?;
@@ -87,7 +88,7 @@ impl<'s> DedupWindow<'s> {
     }
 
     /// The window a pipeline runs with: [`DedupWindow::unfiltered`], then
-    /// the in-memory filter filled from every live bucket (one pass over
+    /// the in-memory filter filled from every bucket on disk (one pass over
     /// the ids the store holds, at open only).
     pub fn new(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let mut w = DedupWindow::unfiltered(store, window)?;
@@ -146,6 +147,9 @@ impl<'s> DedupWindow<'s> {
         let mut seen = vec![false; digests.len()];
         let mut maybe = Vec::with_capacity(digests.len());
         for bucket in self.live_buckets(now_secs) {
+            if seen.iter().all(|s| *s) {
+                break;
+            }
             let pending: Vec<usize> = match &self.filter {
                 Some(f) => {
                     f.may_contain(bucket, digests, &mut maybe);
@@ -153,6 +157,7 @@ impl<'s> DedupWindow<'s> {
                 }
                 None => (0..digests.len()).filter(|i| !seen[*i]).collect(),
             };
+            // Nothing this bucket may hold: it is not asked.
             if pending.is_empty() {
                 continue;
             }

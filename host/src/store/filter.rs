@@ -18,8 +18,8 @@
 //!
 //! **Why a false negative cannot happen.** Every id written to a bucket's
 //! column family goes through `DedupWindow`, which adds it here before its
-//! write is even submitted; at open, the filter is filled from every live
-//! bucket. Bits are only ever set (atomically, so look-ups on other threads
+//! write is even submitted; at open, the filter is filled from every
+//! bucket on disk. Bits are only ever set (atomically, so look-ups on other threads
 //! need no lock) and a segment is only ever dropped with its bucket. An id
 //! added for a write that then failed is a false positive: it costs one
 //! RocksDB look-up, never a delivery.

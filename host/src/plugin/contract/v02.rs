@@ -103,7 +103,9 @@ fn lift(o: OutcomeView<'_>, record: &Record) -> Result<Outcome, String> {
     Ok(match o {
         OutcomeView::Emit(mut events) if events.len() == 1 => match events.next() {
             Some(e) if e.keep => Outcome::Keep { id: id_of(0, e.id)?, timestamp: e.timestamp },
-            Some(e) => Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: e.body.to_vec() }]),
+            Some(e) => {
+                Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: e.body.to_vec() }])
+            }
             None => Outcome::Emit(Vec::new()),
         },
         OutcomeView::Emit(events) => {
