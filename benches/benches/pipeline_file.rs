@@ -5,7 +5,9 @@
 //! the run used), wall records/s, peak RSS, and p50/p99 latency from a
 //! record's arrival to its durable commit, beside a baseline measured in
 //! the same run: the same files read, parsed and written back as NDJSON
-//! with a sync per 1,000 lines, on one thread.
+//! with a sync per 1,000 lines, on one thread; and the Python loop of
+//! `benches/python/json_loop.py` (`json.loads`, `json.dumps`, write, an
+//! `fsync` per 1,000 lines) over the same files, in the same run.
 //!
 //! `cargo bench -p sluice-benches --bench pipeline_file`
 //! (`SLUICE_BENCH_RECORDS`: unique ids per run, default 1,000,000;
@@ -63,6 +65,18 @@ fn baseline(inputs: &[PathBuf], out: &Path) -> (f64, f64) {
     (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64())
 }
 
+/// The Python loop (`benches/python/json_loop.py`) over the same files:
+/// its CPU seconds and wall seconds, or `None` where there is no python3.
+fn python(inputs: &[PathBuf], out: &Path) -> Option<(f64, f64)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/json_loop.py");
+    let t0 = Instant::now();
+    let run = std::process::Command::new("python3").arg(script).arg(out).args(inputs).output().ok()?;
+    let wall = t0.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&run.stdout);
+    let cpu: f64 = text.split_whitespace().next()?.parse().ok()?;
+    run.status.success().then_some((cpu, wall))
+}
+
 fn config(dir: &Path, files: usize) -> PathBuf {
     let path = dir.join("sluice.toml");
     std::fs::write(&path, sluice_benches::file_pipeline_config(&format!("bench-{files}"), "input-*.log", ""))
@@ -79,13 +93,22 @@ fn main() {
         n + n / 10
     );
     println!(
-        "  {:>5}  {:>22}  {:>22}  {:>7}  {:>8}  {:>9}  {:>9}",
-        "files", "baseline /s per core (wall)", "sluice /s per core (wall)", "ratio", "RSS MiB", "p50 ms", "p99 ms"
+        "  {:>5}  {:>22}  {:>22}  {:>22}  {:>7}  {:>8}  {:>8}  {:>9}  {:>9}",
+        "files",
+        "baseline /s per core (wall)",
+        "python /s per core (wall)",
+        "sluice /s per core (wall)",
+        "ratio",
+        "×python",
+        "RSS MiB",
+        "p50 ms",
+        "p99 ms"
     );
     for files in counts {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let inputs = generate(dir.path(), n, files);
         let (base_cpu, base_wall) = baseline(&inputs, &dir.path().join("baseline.ndjson"));
+        let (py_cpu, py_wall) = python(&inputs, &dir.path().join("python.ndjson")).unwrap_or((f64::NAN, f64::NAN));
         let cfg = Config::load(&config(dir.path(), files)).unwrap_or_else(|e| panic!("{e}"));
         reset_peak_rss();
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
@@ -95,13 +118,18 @@ fn main() {
         assert_eq!(stats.total.duplicate as usize, n / 10, "the repeated ids are absorbed");
         assert_eq!(stats.total.delivered as usize, n, "every unique id delivered");
         let records = stats.total.records as f64;
+        // ratio: sluice's CPU over the Rust baseline's (lower is better);
+        // ×python: sluice's records per CPU-second over Python's (higher).
         println!(
-            "  {files:>5}  {:>12.0} ({:>8.0})  {:>12.0} ({:>8.0})  {:>6.2}x  {:>8.0}  {:>9.1}  {:>9.1}",
+            "  {files:>5}  {:>12.0} ({:>8.0})  {:>12.0} ({:>8.0})  {:>12.0} ({:>8.0})  {:>6.2}x  {:>7.2}x  {:>8.0}  {:>9.1}  {:>9.1}",
             records / base_cpu,
             records / base_wall,
+            records / py_cpu,
+            records / py_wall,
             records / cpu,
             records / wall,
             cpu / base_cpu,
+            py_cpu / cpu,
             peak_rss_mib(),
             stats.latency.quantile(0.5) * 1e3,
             stats.latency.quantile(0.99) * 1e3,

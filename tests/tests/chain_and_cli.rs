@@ -99,7 +99,7 @@ fn plugins_of_0_1_and_0_2_run_side_by_side_in_one_chain_with_the_same_verdicts()
         };
         let mut r = Record::line(line.into_bytes(), "mixed.log", 1, i * 80);
         if i % 7 == 0 {
-            r.key = Some(format!("k{i}").into_bytes());
+            r.key = Some(format!("k{i}").into_bytes().into());
             r.headers = vec![("h".into(), vec![i as u8]), (String::new(), Vec::new())];
         }
         records.push(r);

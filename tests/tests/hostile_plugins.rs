@@ -25,7 +25,7 @@ fn clean_verdict(line: &str) -> Verdict {
     Verdict::Emit(vec![sluice::plugin::Event {
         id: None,
         timestamp: None,
-        body: serde_json::to_vec(&json!({ "line": line })).unwrap_or_default(),
+        body: serde_json::to_vec(&json!({ "line": line })).unwrap_or_default().into(),
     }])
 }
 

@@ -15,9 +15,9 @@
 //! A record whose event was not decided (delivery let go: shutdown, a
 //! revoked partition) has no fate: it stays owed and is read again.
 
-use super::ids::{IdDigest, Scope, digest};
+use super::ids::{DigestSet, IdDigest, Scope, digest};
 use super::offsets::Door;
-use crate::plugin::{PluginId, Verdict};
+use crate::plugin::{Event, PluginId, Verdict};
 use crate::sink::Delivery;
 use crate::sink::guarded::Outcome;
 
@@ -77,34 +77,57 @@ impl Plan {
         self.fates[record] = Some(Fate::Quarantine { stage, plugin: None, reason });
     }
 
-    /// The chain's verdict on `record`. An event without an id of its own
-    /// gets `default_id` (the record's position), suffixed `/k` when the
-    /// record became several events.
+    /// The chain's verdict on `record`, as one value (tests, models).
     /// Records are given in order, each once.
     pub fn verdict(&mut self, record: usize, verdict: Verdict, scope: &Scope, default_id: impl FnOnce() -> String) {
-        debug_assert!(self.events.last().is_none_or(|e| e.record < record), "verdicts out of record order");
         match verdict {
-            Verdict::Emit(events) => {
-                let n = events.len();
-                let base = if events.iter().any(|e| e.id.is_none()) { default_id() } else { String::new() };
-                for (k, e) in events.into_iter().enumerate() {
-                    let id = match e.id {
-                        Some(id) => id,
-                        None if n == 1 => base.clone(),
-                        None => format!("{base}/{k}"),
-                    };
-                    let d = digest(scope, &id);
-                    // The chain checked the body: moved, not parsed again.
-                    let delivery = Delivery::checked(id, e.timestamp, e.body);
-                    self.events.push(PlannedEvent { record, digest: d, state: State::Fresh(Some(delivery)) });
-                }
-                self.event_count[record] = n as u32;
-            }
-            Verdict::Drop { reason, .. } => self.fates[record] = Some(Fate::Dropped { reason }),
-            Verdict::Reject { plugin, reason } => {
-                self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason })
-            }
+            Verdict::Emit(events) => self.emit(record, events, scope, default_id),
+            Verdict::Drop { reason, .. } => self.dropped(record, reason),
+            Verdict::Reject { plugin, reason } => self.rejected(record, plugin, reason),
         }
+    }
+
+    /// `record` became `events`. An event without an id of its own gets
+    /// `default_id` (the record's position), suffixed `/k` when the record
+    /// became several events. Records are given in order, each once.
+    pub fn emit(
+        &mut self,
+        record: usize,
+        events: impl IntoIterator<Item = Event, IntoIter: ExactSizeIterator>,
+        scope: &Scope,
+        default_id: impl FnOnce() -> String,
+    ) {
+        debug_assert!(self.events.last().is_none_or(|e| e.record < record), "verdicts out of record order");
+        let events = events.into_iter();
+        let n = events.len();
+        let mut default_id = Some(default_id);
+        let mut base = String::new();
+        for (k, e) in events.enumerate() {
+            let id = match e.id {
+                Some(id) => id,
+                None => {
+                    if let Some(make) = default_id.take() {
+                        base = make();
+                    }
+                    if n == 1 { std::mem::take(&mut base) } else { format!("{base}/{k}") }
+                }
+            };
+            let d = digest(scope, &id);
+            // The chain checked the body: moved, not parsed again.
+            let delivery = Delivery::checked(id, e.timestamp, e.body);
+            self.events.push(PlannedEvent { record, digest: d, state: State::Fresh(Some(delivery)) });
+        }
+        self.event_count[record] = n as u32;
+    }
+
+    /// A plugin dropped `record` on purpose.
+    pub fn dropped(&mut self, record: usize, reason: String) {
+        self.fates[record] = Some(Fate::Dropped { reason });
+    }
+
+    /// A plugin rejected `record`: it goes to the quarantine.
+    pub fn rejected(&mut self, record: usize, plugin: PluginId, reason: String) {
+        self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason });
     }
 
     /// Every event's digest, in order: what the dedup window is asked.
@@ -115,7 +138,7 @@ impl Plan {
     /// The window's answer per event (as [`Plan::digests`] listed them).
     /// An id twice in the batch: the second is a duplicate of the first.
     pub fn seen(&mut self, in_window: &[bool]) {
-        let mut in_batch = std::collections::HashSet::with_capacity(self.events.len());
+        let mut in_batch = DigestSet::with_capacity_and_hasher(self.events.len(), Default::default());
         for (e, seen) in self.events.iter_mut().zip(in_window) {
             if *seen || !in_batch.insert(e.digest) {
                 e.state = State::Duplicate;
@@ -223,11 +246,12 @@ pub struct Settled {
 mod tests {
     use super::*;
     use crate::custody::ids::PIPELINE_SCOPE;
-    use crate::plugin::Event;
 
     fn emit(ids: &[Option<&str>]) -> Verdict {
         Verdict::Emit(
-            ids.iter().map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".to_vec() }).collect(),
+            ids.iter()
+                .map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".as_slice().into() })
+                .collect(),
         )
     }
 

@@ -8,6 +8,9 @@
 //! range); a file pipeline's files share one scope, since files never move.
 //! Under `dedup.scope = "topic"` all partitions of a topic share one.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use crate::plugin::Position;
 
 /// The key an id is stored under: its scope, then its digest.
@@ -48,5 +51,48 @@ pub fn scope_of(position: &Position, topic_wide: bool) -> Scope {
         Position::Kafka { topic, .. } if topic_wide => topic_scope(topic),
         Position::Kafka { topic, partition, .. } => scope(&format!("{topic}/{partition}")),
         Position::File { .. } => PIPELINE_SCOPE,
+    }
+}
+
+/// A set of digests, hashed by eight of their digest bytes: a blake3
+/// output is uniform already, so SipHash over all 24 bytes (the default)
+/// would be per-record work for nothing. The batch's repeat check and the
+/// ids of batches in flight use it.
+pub type DigestSet = HashSet<IdDigest, BuildHasherDefault<DigestHasher>>;
+
+/// The hasher of [`DigestSet`]: folds what it is given eight bytes at a
+/// time (a digest's scope, its digest bytes, and the slice length the
+/// `Hash` of an array writes first).
+#[derive(Default)]
+pub struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_digest_set_tells_digests_apart_within_one_scope_and_across_scopes() {
+        let mut set = DigestSet::default();
+        let a = scope("logs/0");
+        for i in 0..10_000 {
+            assert!(set.insert(digest(&a, &format!("ev-{i}"))));
+            assert!(set.insert(digest(&PIPELINE_SCOPE, &format!("ev-{i}"))), "another scope, another key");
+        }
+        assert!(!set.insert(digest(&a, "ev-7")), "a repeat is found");
+        assert_eq!(set.len(), 20_000);
     }
 }

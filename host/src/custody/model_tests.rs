@@ -75,9 +75,11 @@ impl World {
     fn verdict(&self, i: usize) -> Verdict {
         let plugin = PluginId { name: "fake".into(), digest: blake3::hash(b"fake") };
         match self.kinds[i] {
-            Kind::Good | Kind::SinkReject => {
-                Verdict::Emit(vec![Event { id: Some(self.ids[i].clone()), timestamp: None, body: b"{}".to_vec() }])
-            }
+            Kind::Good | Kind::SinkReject => Verdict::Emit(vec![Event {
+                id: Some(self.ids[i].clone()),
+                timestamp: None,
+                body: b"{}".as_slice().into(),
+            }]),
             Kind::PluginReject => Verdict::Reject { plugin, reason: "poison".into() },
             Kind::PluginDrop => Verdict::Drop { plugin, reason: "noise".into() },
         }

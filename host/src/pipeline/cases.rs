@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde::Deserialize;
 
 use super::{PipelineError, build_stage};
@@ -149,10 +150,10 @@ fn records(cfg: &Config, name: &str, input: &[Input]) -> Result<Vec<Record>, Str
             None if key.is_some() || !headers.is_empty() => {
                 return Err(format!("input {i}: a file source's lines have no key or headers"));
             }
-            None => Record::line(payload, path.clone(), 0, offset),
+            None => Record::line(Bytes::copy_from_slice(payload.as_bytes()), path.clone(), 0, offset),
             Some(topic) => Record {
-                payload: payload.as_bytes().to_vec(),
-                key: key.map(|k| k.as_bytes().to_vec()),
+                payload: Bytes::copy_from_slice(payload.as_bytes()),
+                key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
                 headers: headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())).collect(),
                 source_timestamp: None,
                 position: Position::Kafka { topic: topic.as_str().into(), partition: 0, offset: i as i64 },

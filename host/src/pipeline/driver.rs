@@ -30,7 +30,7 @@
 //! write is durable every record below its position has passed a door
 //! durably.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -45,9 +45,9 @@ use super::watchdog::Watchdog;
 use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::config::Config;
 use crate::custody::claims::{Claimed, Claims};
-use crate::custody::ids::{IdDigest, Scope};
+use crate::custody::ids::{DigestSet, IdDigest, Scope};
 use crate::custody::{Fate, OffsetTracker, Plan};
-use crate::plugin::{Chain, Record, Verdict};
+use crate::plugin::{Chain, Judged, Record, Verdicts};
 use crate::sink::guarded::Guarded;
 use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
@@ -464,11 +464,18 @@ fn prepare(
     }
     // 1. Plugins.
     let t = Instant::now();
-    let verdicts: Vec<Verdict> = part.chain.run_refs(&to_plugins)?;
+    let Verdicts { judged, events } = part.chain.judge(&to_plugins)?;
     counts.plugin_seconds += t.elapsed().as_secs_f64();
-    for (verdict, i) in verdicts.into_iter().zip(index_of) {
-        let position = &pull.records[i].record.position;
-        plan.verdict(i, verdict, &pull.scope, || position.default_event_id());
+    let mut events = events.into_iter();
+    for (judged, i) in judged.into_iter().zip(index_of) {
+        match judged {
+            Judged::Emit(n) => {
+                let position = &pull.records[i].record.position;
+                plan.emit(i, events.by_ref().take(n), &pull.scope, || position.default_event_id());
+            }
+            Judged::Drop { reason, .. } => plan.dropped(i, reason),
+            Judged::Reject { plugin, reason } => plan.rejected(i, plugin, reason),
+        }
     }
     // 2. Dedup look-up: what was durable before this moment is visible.
     // Where partitions share a scope, the batch first claims its ids: one
@@ -518,7 +525,7 @@ impl<'a> Back<'a, '_> {
     fn run(mut self, rx: Receiver<ToBack>, keeper: &mut dyn Keeper) -> Result<(), PipelineError> {
         // Ids each of this run's writes accepted, by write number, while a
         // batch looked up before that write is still to come.
-        let mut recent: VecDeque<(u64, HashSet<IdDigest>)> = VecDeque::new();
+        let mut recent: VecDeque<(u64, DigestSet)> = VecDeque::new();
         let mut seq = 0u64;
         let mut ended = false;
         while !(ended && self.writing.is_empty()) {
@@ -547,7 +554,7 @@ impl<'a> Back<'a, '_> {
         &mut self,
         prepared: Prepared,
         seq: u64,
-        recent: &mut VecDeque<(u64, HashSet<IdDigest>)>,
+        recent: &mut VecDeque<(u64, DigestSet)>,
         keeper: &mut dyn Keeper,
     ) -> Result<Writing<'a>, PipelineError> {
         let Prepared { pull, mut plan, saw_writes, mut counts, claimed } = prepared;

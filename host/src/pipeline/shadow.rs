@@ -188,7 +188,7 @@ mod tests {
     use crate::plugin::PluginId;
 
     fn event(id: Option<&str>, ts: Option<i64>, body: &str) -> Event {
-        Event { id: id.map(String::from), timestamp: ts, body: body.as_bytes().to_vec() }
+        Event { id: id.map(String::from), timestamp: ts, body: bytes::Bytes::copy_from_slice(body.as_bytes()) }
     }
 
     fn plugin() -> PluginId {

@@ -8,6 +8,8 @@
 //!   original goes to the quarantine and none of its events is delivered, so
 //!   a replay after repair re-creates them all and nothing is half-delivered.
 
+use bytes::Bytes;
+
 use super::isolate::Isolated;
 use super::types::{Event, Outcome, Record};
 use super::{PluginError, PluginId};
@@ -50,19 +52,72 @@ pub enum Verdict {
     },
 }
 
+/// What the chain said of a batch: one [`Judged`] per source record, and
+/// the events of every emitting record in one list, in record order. One
+/// allocation per batch where a `Vec<Verdict>` would make one per record.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Verdicts {
+    pub judged: Vec<Judged>,
+    /// The events of `Judged::Emit(n)` records, `n` each, in record order.
+    pub events: Vec<Event>,
+}
+
+/// One source record's verdict, its events left in [`Verdicts::events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    /// This many events, the next ones of `Verdicts::events`.
+    Emit(usize),
+    Drop {
+        plugin: PluginId,
+        reason: String,
+    },
+    Reject {
+        plugin: PluginId,
+        reason: String,
+    },
+}
+
+impl Verdicts {
+    pub fn len(&self) -> usize {
+        self.judged.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.judged.is_empty()
+    }
+
+    /// One [`Verdict`] per record, each owning its events: for the views
+    /// that compare or show verdicts (`shadow`, `sluice test`), not the
+    /// hot path.
+    pub fn into_vec(self) -> Vec<Verdict> {
+        let mut events = self.events.into_iter();
+        self.judged
+            .into_iter()
+            .map(|j| match j {
+                Judged::Emit(n) => Verdict::Emit(events.by_ref().take(n).collect()),
+                Judged::Drop { plugin, reason } => Verdict::Drop { plugin, reason },
+                Judged::Reject { plugin, reason } => Verdict::Reject { plugin, reason },
+            })
+            .collect()
+    }
+}
+
 pub struct Chain<S: Stage = Isolated> {
     stages: Vec<S>,
 }
 
-enum Progress {
-    Live(Vec<Record>),
+/// Where a source record stands between stages. Its live records are not
+/// here but in the chain's one flat list, each tagged with its owner.
+#[derive(Clone)]
+enum Standing {
+    Live,
     Dropped { stage: usize, reason: String },
     Rejected { stage: usize, reason: String },
 }
 
 /// The record an outcome is about: a source record the first stage reads
 /// where it lies, or an earlier stage's event the chain owns and can move
-/// on without copying its body.
+/// on.
 enum Input<'r> {
     Source(&'r Record),
     Owned(Record),
@@ -77,7 +132,7 @@ impl Input<'_> {
     }
 
     /// The record going on with its payload as the body: moved when owned,
-    /// copied (the one copy of a kept source payload) when not.
+    /// else a new reference to the source's bytes (no copy either way).
     fn kept(self, id: Option<String>, timestamp: Option<i64>) -> Record {
         let mut r = match self {
             Input::Source(r) => r.clone(),
@@ -90,6 +145,11 @@ impl Input<'_> {
         r
     }
 }
+
+/// The live records of a stage, each with the index of the source record
+/// it came from. Records are pushed in source-record order, so a source
+/// record's own are always the last ones when its outcome is applied.
+type Live = Vec<(u32, Record)>;
 
 impl<S: Stage> Chain<S> {
     pub fn new(stages: Vec<S>) -> Chain<S> {
@@ -109,99 +169,114 @@ impl<S: Stage> Chain<S> {
     /// One verdict per record of `batch`, in order, without copying the
     /// source records: the first stage reads them where they are.
     pub fn run_refs(&mut self, batch: &[&Record]) -> Result<Vec<Verdict>, PluginError> {
+        Ok(self.judge(batch)?.into_vec())
+    }
+
+    /// The verdicts on `batch`, flat: what the driver calls. The records
+    /// of every source record travel in one list between the stages; a
+    /// body is never copied (a kept one is the payload's bytes, a new one
+    /// a slice of the buffer its plugin returned).
+    pub fn judge(&mut self, batch: &[&Record]) -> Result<Verdicts, PluginError> {
         if self.stages.is_empty() {
             // No plugins: each record is its own event; its payload is
             // checked here, once (JSON goes through as it is, anything else
             // as a JSON string, so that no sink writes a malformed row).
-            let event =
-                |r: &Record| Event { id: r.event_id.clone(), timestamp: r.timestamp, body: json_or_string(&r.payload) };
-            return Ok(batch.iter().map(|r| Verdict::Emit(vec![event(r)])).collect());
+            let events = batch
+                .iter()
+                .map(|r| Event {
+                    id: r.event_id.clone(),
+                    timestamp: r.timestamp,
+                    body: json_or_string_bytes(&r.payload),
+                })
+                .collect();
+            return Ok(Verdicts { judged: vec![Judged::Emit(1); batch.len()], events });
         }
-        let mut progress: Vec<Progress> = (0..batch.len()).map(|_| Progress::Live(Vec::new())).collect();
-        let mut owners = Vec::new();
-        let mut owned = Vec::new();
+        let mut standing = vec![Standing::Live; batch.len()];
+        let mut live: Live = Vec::with_capacity(batch.len());
+        let mut next: Live = Vec::with_capacity(batch.len());
         for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
             if stage_idx == 0 {
                 let outcomes = stage.process(batch, false)?;
-                for ((p, record), outcome) in progress.iter_mut().zip(batch).zip(outcomes) {
-                    apply(p, stage_idx, outcome, Input::Source(record));
+                for (owner, (record, outcome)) in batch.iter().zip(outcomes).enumerate() {
+                    apply(&mut standing, &mut next, owner as u32, stage_idx, outcome, Input::Source(record));
                 }
-                continue;
-            }
-            // Flatten the live records of every source record into one
-            // batch, remembering which source record each came from.
-            owners.clear();
-            owned.clear();
-            for (owner, p) in progress.iter_mut().enumerate() {
-                if let Progress::Live(records) = p {
-                    for r in std::mem::take(records) {
-                        owners.push(owner);
-                        owned.push(r);
-                    }
+            } else {
+                let outcomes = {
+                    let input: Vec<&Record> = live.iter().map(|(_, r)| r).collect();
+                    stage.process(&input, true)?
+                };
+                for ((owner, record), outcome) in live.drain(..).zip(outcomes) {
+                    apply(&mut standing, &mut next, owner, stage_idx, outcome, Input::Owned(record));
                 }
             }
-            let outcomes = {
-                let input: Vec<&Record> = owned.iter().collect();
-                stage.process(&input, true)?
-            };
-            for ((owner, record), outcome) in owners.iter().zip(owned.drain(..)).zip(outcomes) {
-                apply(&mut progress[*owner], stage_idx, outcome, Input::Owned(record));
-            }
+            std::mem::swap(&mut live, &mut next);
+            next.clear();
         }
         let id = |stage: usize| self.stages[stage].id().clone();
-        Ok(progress
-            .into_iter()
-            .map(|p| match p {
-                Progress::Live(records) => Verdict::Emit(
-                    records
-                        .into_iter()
-                        .map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload })
-                        .collect(),
-                ),
-                Progress::Dropped { stage, reason } => Verdict::Drop { plugin: id(stage), reason },
-                Progress::Rejected { stage, reason } => Verdict::Reject { plugin: id(stage), reason },
-            })
-            .collect())
+        let mut judged = Vec::with_capacity(batch.len());
+        let mut events = Vec::with_capacity(live.len());
+        let mut rest = live.into_iter().peekable();
+        for (owner, s) in standing.into_iter().enumerate() {
+            judged.push(match s {
+                Standing::Live => {
+                    let before = events.len();
+                    while let Some((_, r)) = rest.next_if(|(o, _)| *o as usize == owner) {
+                        events.push(Event { id: r.event_id, timestamp: r.timestamp, body: r.payload });
+                    }
+                    Judged::Emit(events.len() - before)
+                }
+                Standing::Dropped { stage, reason } => Judged::Drop { plugin: id(stage), reason },
+                Standing::Rejected { stage, reason } => Judged::Reject { plugin: id(stage), reason },
+            });
+        }
+        Ok(Verdicts { judged, events })
     }
 }
 
-/// One stage's outcome for one of a source record's live records.
-fn apply(p: &mut Progress, stage: usize, outcome: Outcome, from: Input<'_>) {
+/// One stage's outcome for one of source record `owner`'s live records;
+/// what goes on to the next stage is pushed to `next`.
+fn apply(standing: &mut [Standing], next: &mut Live, owner: u32, stage: usize, outcome: Outcome, from: Input<'_>) {
+    let s = &mut standing[owner as usize];
     match outcome {
-        // A rejected source record keeps nothing: not even a copy is made.
-        Outcome::Keep { .. } | Outcome::Emit(_) if matches!(p, Progress::Rejected { .. }) => {}
-        Outcome::Keep { id, timestamp } => live(p, std::iter::once(from.kept(id, timestamp))),
-        Outcome::Emit(events) if !events.is_empty() => {
-            let from = from.record();
-            live(p, events.into_iter().map(|e| follow(from, e)))
+        // A rejected source record keeps nothing.
+        Outcome::Keep { .. } | Outcome::Emit(_) if matches!(s, Standing::Rejected { .. }) => {}
+        Outcome::Keep { id, timestamp } => {
+            revive(s);
+            next.push((owner, from.kept(id, timestamp)));
         }
-        Outcome::Emit(_) => drop_part(p, stage, "no events".to_string()),
-        Outcome::Drop(reason) => drop_part(p, stage, reason),
+        Outcome::Emit(events) if !events.is_empty() => {
+            revive(s);
+            let from = from.record();
+            next.extend(events.into_iter().map(|e| (owner, follow(from, e))));
+        }
+        Outcome::Emit(_) => drop_part(s, next, owner, stage, "no events".to_string()),
+        Outcome::Drop(reason) => drop_part(s, next, owner, stage, reason),
         Outcome::Reject(reason) => {
-            if !matches!(p, Progress::Rejected { .. }) {
-                *p = Progress::Rejected { stage, reason };
+            if !matches!(s, Standing::Rejected { .. }) {
+                *s = Standing::Rejected { stage, reason };
+                // What its earlier siblings emitted at this stage goes too.
+                while next.last().is_some_and(|(o, _)| *o == owner) {
+                    next.pop();
+                }
             }
         }
     }
 }
 
-fn live(p: &mut Progress, records: impl Iterator<Item = Record>) {
-    match p {
-        Progress::Live(next) => next.extend(records),
-        // An earlier sibling event was dropped: the source record is live
-        // again through this one.
-        Progress::Dropped { .. } => *p = Progress::Live(records.collect()),
-        Progress::Rejected { .. } => {}
+/// An earlier sibling event was dropped: the source record is live again
+/// through this one.
+fn revive(s: &mut Standing) {
+    if matches!(s, Standing::Dropped { .. }) {
+        *s = Standing::Live;
     }
 }
 
 /// A dropped event removes itself; the source record counts as dropped only
-/// when nothing of it is left (a later `Emit` keeps it live).
-fn drop_part(p: &mut Progress, stage: usize, reason: String) {
-    if let Progress::Live(records) = p
-        && records.is_empty()
-    {
-        *p = Progress::Dropped { stage, reason };
+/// when nothing of it is left at this stage (a later `Emit` keeps it live).
+fn drop_part(s: &mut Standing, next: &Live, owner: u32, stage: usize, reason: String) {
+    let has_live = next.last().is_some_and(|(o, _)| *o == owner);
+    if matches!(s, Standing::Live) && !has_live {
+        *s = Standing::Dropped { stage, reason };
     }
 }
 
@@ -218,6 +293,15 @@ fn follow(from: &Record, event: Event) -> Record {
         event_id: event.id.or_else(|| from.event_id.clone()),
         timestamp: event.timestamp.or(from.timestamp),
     }
+}
+
+/// [`json_or_string`] over shared bytes: a JSON payload goes on as a
+/// slice of itself, not a copy.
+pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok() {
+        return payload.slice_ref(payload.trim_ascii());
+    }
+    json_or_string(payload).into()
 }
 
 /// A payload delivered with no plugin: itself when it is JSON, else its
@@ -255,7 +339,7 @@ mod tests {
         let event = |suffix: &[u8], id: Option<String>| Event {
             id,
             timestamp: index.is_multiple_of(2).then_some(i64::from(index)),
-            body: [&r.payload[..], suffix].concat(),
+            body: [&r.payload[..], suffix].concat().into(),
         };
         match choice(salt, index, &r.payload) {
             0 => Outcome::Emit(vec![event(b"a", None)]),
@@ -319,6 +403,32 @@ mod tests {
         Verdict::Emit(
             live.into_iter().map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload }).collect(),
         )
+    }
+
+    /// Keeps every record, setting the timestamp to the stage's index.
+    struct Keeper(PluginId, i64);
+
+    impl Stage for Keeper {
+        fn id(&self) -> &PluginId {
+            &self.0
+        }
+        fn process(&mut self, batch: &[&Record], _: bool) -> Result<Vec<Outcome>, PluginError> {
+            Ok(batch.iter().map(|_| Outcome::Keep { id: None, timestamp: Some(self.1) }).collect())
+        }
+    }
+
+    #[test]
+    fn a_body_kept_through_every_stage_is_the_source_payload_itself() {
+        let pid = |i: u8| PluginId { name: format!("keep{i}"), digest: blake3::hash(&[i]) };
+        let data = Bytes::from_static(br#"{"a":1}{"b":2}"#);
+        let records = [Record::line(data.slice(0..7), "p", 0, 0), Record::line(data.slice(7..14), "p", 0, 7)];
+        let mut chain = Chain::new(vec![Keeper(pid(0), 1), Keeper(pid(1), 2)]);
+        let verdicts = chain.judge(&records.iter().collect::<Vec<_>>()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(verdicts.judged, [Judged::Emit(1), Judged::Emit(1)]);
+        for (r, e) in records.iter().zip(&verdicts.events) {
+            assert_eq!(e.body.as_ptr(), r.payload.as_ptr(), "no copy: the same bytes");
+            assert_eq!((e.body.len(), e.timestamp), (r.payload.len(), Some(2)));
+        }
     }
 
     proptest! {

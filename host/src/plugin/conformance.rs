@@ -163,8 +163,8 @@ impl CaseRecord {
             headers.extend((0..h.times).map(|_| (h.name.clone(), vec![h.byte; h.count])));
         }
         Ok(Record {
-            payload,
-            key,
+            payload: payload.into(),
+            key: key.map(Into::into),
             headers,
             source_timestamp: self.source_timestamp,
             position,
@@ -257,18 +257,23 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let records: Vec<Record> =
             case.records.iter().enumerate().map(|(i, r)| r.record(i).unwrap_or_else(|e| panic!("{e}"))).collect();
-        assert_eq!(records[1].payload, vec![0xff]);
-        assert_eq!(records[2].payload, b"aaa");
+        assert_eq!(records[1].payload, [0xffu8].as_slice());
+        assert_eq!(records[2].payload, b"aaa".as_slice());
         assert_eq!(records[2].position, Position::Kafka { topic: "t".into(), partition: 2, offset: 9 });
         let Expect::Outcomes(want) = &case.expect else { panic!() };
         let good = vec![
-            Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"b": 2, "a": 1}"#.to_vec() }]),
+            Outcome::Emit(vec![Event {
+                id: Some("x".into()),
+                timestamp: None,
+                body: br#"{"b": 2, "a": 1}"#.as_slice().into(),
+            }]),
             Outcome::Reject("not valid UTF-8".into()),
             Outcome::Drop("d".into()),
         ];
         assert_eq!(compare(want, &good), None);
         let mut bad = good.clone();
-        bad[0] = Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"a":1}"#.to_vec() }]);
+        bad[0] =
+            Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"a":1}"#.as_slice().into() }]);
         assert!(compare(want, &bad).is_some_and(|w| w.starts_with("record 0: event 0: body")));
         bad[0] = Outcome::Drop("x".into());
         assert_eq!(compare(want, &bad).as_deref(), Some("record 0: got drop (x)"));

@@ -26,13 +26,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use chain::{Chain, Verdict, json_or_string};
+pub use chain::{Chain, Judged, Verdict, Verdicts, json_or_string, json_or_string_bytes};
 pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
 pub use output_rules::OutputLimits;
-pub use types::{Event, Outcome, Position, Record};
+pub use types::{Event, IntoPayload, Outcome, Position, Record};
 
 /// A plugin's identity: its name and the blake3 digest of its bytes. Stored
 /// with every quarantined record as the version that processed it.

@@ -140,7 +140,11 @@ mod tests {
     use super::*;
 
     fn emit(id: Option<&str>, body: &[u8]) -> Outcome {
-        Outcome::Emit(vec![Event { id: id.map(str::to_string), timestamp: None, body: body.to_vec() }])
+        Outcome::Emit(vec![Event {
+            id: id.map(str::to_string),
+            timestamp: None,
+            body: bytes::Bytes::copy_from_slice(body),
+        }])
     }
 
     fn rule(o: &Outcome) -> String {
@@ -197,10 +201,10 @@ mod tests {
     fn events_and_bytes_per_record_are_bounded() {
         let limits =
             OutputLimits { max_events_per_record: 2, max_event_bytes_per_record: 10, ..OutputLimits::default() };
-        let e = Event { id: None, timestamp: None, body: b"{}".to_vec() };
+        let e = Event { id: None, timestamp: None, body: b"{}".as_slice().into() };
         assert_eq!(breach(&limits, &Outcome::Emit(vec![e.clone(); 2]), 0, None), None);
         assert!(breach(&limits, &Outcome::Emit(vec![e.clone(); 3]), 0, None).unwrap_or_default().contains("3 events"));
-        let big = Event { body: br#"{"a":"0123456789"}"#.to_vec(), ..e };
+        let big = Event { body: br#"{"a":"0123456789"}"#.as_slice().into(), ..e };
         assert!(
             breach(&limits, &Outcome::Emit(vec![big]), 0, None)
                 .unwrap_or_default()

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// Where a record sits in its source. Positions track progress (offsets,
@@ -108,10 +109,16 @@ impl std::fmt::Display for Position {
 }
 
 /// A record handed to a plugin.
+///
+/// Its bytes are [`Bytes`]: a slice of the buffer its batch was read into
+/// (the framing writes a batch's lines into one allocation), or of the
+/// buffer a plugin's outcomes came back in. Moving a record to the next
+/// stage, keeping its payload as an event's body or handing that body to a
+/// sink takes a reference, never a copy or an allocation of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    pub payload: Vec<u8>,
-    pub key: Option<Vec<u8>>,
+    pub payload: Bytes,
+    pub key: Option<Bytes>,
     pub headers: Vec<(String, Vec<u8>)>,
     /// Nanoseconds since the Unix epoch (the Kafka message timestamp).
     pub source_timestamp: Option<i64>,
@@ -126,9 +133,9 @@ impl Record {
     /// A line of a file, as the file source (and `sluice plugin run`) hands
     /// it over. Pass the path as an `Arc<str>` clone to share one string
     /// among a file's lines; a `&str` is copied.
-    pub fn line(payload: impl Into<Vec<u8>>, path: impl Into<Arc<str>>, generation: u64, offset: u64) -> Record {
+    pub fn line(payload: impl IntoPayload, path: impl Into<Arc<str>>, generation: u64, offset: u64) -> Record {
         Record {
-            payload: payload.into(),
+            payload: payload.into_payload(),
             key: None,
             headers: Vec::new(),
             source_timestamp: None,
@@ -139,14 +146,45 @@ impl Record {
     }
 }
 
+/// What a record's payload is made from: owned bytes move in (a `Vec`, a
+/// `String`, a slice of a batch's buffer), borrowed ones are copied.
+pub trait IntoPayload {
+    fn into_payload(self) -> Bytes;
+}
+
+impl IntoPayload for Bytes {
+    fn into_payload(self) -> Bytes {
+        self
+    }
+}
+
+impl IntoPayload for Vec<u8> {
+    fn into_payload(self) -> Bytes {
+        self.into()
+    }
+}
+
+impl IntoPayload for String {
+    fn into_payload(self) -> Bytes {
+        self.into()
+    }
+}
+
+impl<T: AsRef<[u8]> + ?Sized> IntoPayload for &T {
+    fn into_payload(self) -> Bytes {
+        Bytes::copy_from_slice(self.as_ref())
+    }
+}
+
 /// An event a plugin emitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub id: Option<String>,
     /// Nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
-    /// One JSON object, UTF-8.
-    pub body: Vec<u8>,
+    /// One JSON object, UTF-8: a slice of the buffer the plugin's outcomes
+    /// came back in, or the record's payload when the plugin kept it.
+    pub body: Bytes,
 }
 
 impl Event {

@@ -209,7 +209,7 @@ mod tests {
     /// would split it in two.
     #[test]
     fn a_checked_body_with_white_space_around_it_stays_one_line() {
-        let d = Delivery::checked("i\"d".into(), Some(1_500_000_000), b" \t{\"a\":\"x\\ny\"}\r\n".to_vec());
+        let d = Delivery::checked("i\"d".into(), Some(1_500_000_000), b" \t{\"a\":\"x\\ny\"}\r\n".to_vec().into());
         let line = render(&[d]);
         assert_eq!(
             String::from_utf8_lossy(&line),

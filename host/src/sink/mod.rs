@@ -18,6 +18,8 @@ pub mod http;
 pub mod kafka;
 pub mod retry;
 
+use bytes::Bytes;
+
 /// One event on its way to a sink: its body as the plugins wrote it, moved
 /// here from the chain's output and checked once on the way (the output
 /// contract), so sinks copy it through without parsing it again.
@@ -27,8 +29,9 @@ pub struct Delivery {
     /// Nanoseconds since the epoch, when the event has a time; rendered as
     /// RFC 3339 where a sink writes it (`write_timestamp`).
     pub timestamp: Option<i64>,
-    /// One JSON value in UTF-8 (an object from any plugin).
-    body: Vec<u8>,
+    /// One JSON value in UTF-8 (an object from any plugin): a slice of the
+    /// batch's or a plugin's buffer, shared, never copied on the way here.
+    body: Bytes,
 }
 
 impl Delivery {
@@ -36,20 +39,19 @@ impl Delivery {
     /// plugin broke the contract) is carried as a JSON string rather than
     /// corrupting NDJSON. For bodies nothing has checked yet (tests, cases).
     pub fn new(id: String, timestamp: Option<i64>, body: &[u8]) -> Delivery {
-        Delivery { id, timestamp, body: crate::plugin::json_or_string(body) }
+        Delivery { id, timestamp, body: crate::plugin::json_or_string(body).into() }
     }
 
     /// A delivery for a body the chain has checked (`Verdict::Emit`): moved
     /// in, not parsed or copied. The white space JSON allows around it is
-    /// cut (a body ending in a line feed would split an NDJSON line): a
-    /// look at its first and last bytes, and a shift only when it starts
-    /// with white space.
-    pub fn checked(id: String, timestamp: Option<i64>, mut body: Vec<u8>) -> Delivery {
+    /// cut (a body ending in a line feed would split an NDJSON line) by
+    /// narrowing the slice: a look at its first and last bytes.
+    pub fn checked(id: String, timestamp: Option<i64>, mut body: Bytes) -> Delivery {
         let end = body.len() - body.iter().rev().take_while(|b| is_json_space(**b)).count();
         body.truncate(end);
         let start = body.iter().take_while(|b| is_json_space(**b)).count();
         if start > 0 {
-            body.drain(..start);
+            body = body.slice(start..);
         }
         Delivery { id, timestamp, body }
     }

@@ -37,17 +37,34 @@ impl<R: BufRead> LineReader<R> {
     /// The next line, or none at the end of input. A last line without a
     /// line end is a line: the input is complete.
     pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
-        match self.next_complete_line()? {
-            Some(line) => Ok(Some(line)),
-            None => Ok(self.take_partial()),
-        }
+        let mut bytes = Vec::new();
+        Ok(self.next_line_into(&mut bytes)?.map(|offset| Line { offset, bytes }))
     }
 
     /// The next line that has its line end, or none. Bytes after the last
     /// line end are kept, not returned: a file still being written may be in
     /// the middle of a line, and the rest of it comes with the next read.
     pub fn next_complete_line(&mut self) -> std::io::Result<Option<Line>> {
-        let (start, mut bytes) = if self.partial.is_empty() {
+        let mut bytes = Vec::new();
+        Ok(self.next_complete_line_into(&mut bytes)?.map(|offset| Line { offset, bytes }))
+    }
+
+    /// [`LineReader::next_line`], the line's bytes appended to `out`; returns
+    /// where the line starts in the input. A batch frames all its lines into
+    /// one buffer this way: one allocation per batch, not per line.
+    pub fn next_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+        match self.next_complete_line_into(out)? {
+            Some(offset) => Ok(Some(offset)),
+            None => Ok(self.take_partial_into(out)),
+        }
+    }
+
+    /// [`LineReader::next_complete_line`], the line's bytes appended to
+    /// `out`; returns where the line starts in the input. Nothing is left
+    /// in `out` when there is no complete line.
+    pub fn next_complete_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+        let begin = out.len();
+        let start = if self.partial.is_empty() {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
                 return Ok(None);
@@ -57,20 +74,24 @@ impl<R: BufRead> LineReader<R> {
                 self.inner.consume(1);
                 self.offset += 1;
             }
-            (self.offset, Vec::new())
+            self.offset
         } else {
-            (self.partial_start, std::mem::take(&mut self.partial))
+            out.extend_from_slice(&self.partial);
+            self.partial.clear();
+            self.partial_start
         };
         loop {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
-                self.partial = bytes;
+                // No line end yet: the bytes wait in `partial`, not in `out`.
+                self.partial.extend_from_slice(&out[begin..]);
+                out.truncate(begin);
                 self.partial_start = start;
                 return Ok(None);
             }
             match buf.iter().position(|b| *b == b'\n' || *b == b'\r') {
                 Some(i) => {
-                    bytes.extend_from_slice(&buf[..i]);
+                    out.extend_from_slice(&buf[..i]);
                     let ended_by_cr = buf[i] == b'\r';
                     // A CRLF split across two reads is handled by `after_cr`.
                     let crlf_here = ended_by_cr && buf.get(i + 1) == Some(&b'\n');
@@ -78,11 +99,11 @@ impl<R: BufRead> LineReader<R> {
                     self.inner.consume(used);
                     self.offset += used as u64;
                     self.after_cr = ended_by_cr && !crlf_here;
-                    return Ok(Some(Line { offset: start, bytes }));
+                    return Ok(Some(start));
                 }
                 None => {
                     let n = buf.len();
-                    bytes.extend_from_slice(buf);
+                    out.extend_from_slice(buf);
                     self.inner.consume(n);
                     self.offset += n as u64;
                 }
@@ -93,10 +114,18 @@ impl<R: BufRead> LineReader<R> {
     /// The bytes after the last line end, as a final line (the input is
     /// finished: a rotated file, or the end of a file not followed).
     pub fn take_partial(&mut self) -> Option<Line> {
+        let mut bytes = Vec::new();
+        self.take_partial_into(&mut bytes).map(|offset| Line { offset, bytes })
+    }
+
+    /// [`LineReader::take_partial`], its bytes appended to `out`.
+    pub fn take_partial_into(&mut self, out: &mut Vec<u8>) -> Option<u64> {
         if self.partial.is_empty() {
             return None;
         }
-        Some(Line { offset: self.partial_start, bytes: std::mem::take(&mut self.partial) })
+        out.extend_from_slice(&self.partial);
+        self.partial.clear();
+        Some(self.partial_start)
     }
 
     /// The byte position after everything returned so far (bytes of a
@@ -172,6 +201,28 @@ mod tests {
         assert_eq!(r.next_complete_line().ok().flatten(), None);
         // The input is finished: its tail is its last line.
         assert_eq!(r.take_partial().map(|l| (l.offset, l.bytes)), Some((8, b"three".to_vec())));
+    }
+
+    #[test]
+    fn a_batch_of_lines_is_framed_into_one_buffer_and_a_partial_line_leaves_nothing_in_it() {
+        let input = b"one\r\ntwo\rthree";
+        for buffer in 1..=input.len() + 1 {
+            let mut r = LineReader::new(std::io::BufReader::with_capacity(buffer, &input[..]));
+            let mut data = b"before".to_vec();
+            let mut lines = Vec::new();
+            loop {
+                let begin = data.len();
+                match r.next_complete_line_into(&mut data) {
+                    Ok(Some(offset)) => lines.push((offset, begin..data.len())),
+                    _ => break,
+                }
+            }
+            assert_eq!(data, b"beforeonetwo", "buffer {buffer}: \"three\" has no line end and is not in the batch");
+            assert_eq!(lines, [(0, 6..9), (5, 9..12)], "buffer {buffer}");
+            // The input is finished: the tail is the last line, appended.
+            assert_eq!(r.take_partial_into(&mut data), Some(9));
+            assert_eq!(&data[12..], b"three");
+        }
     }
 
     #[test]

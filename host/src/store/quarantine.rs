@@ -345,8 +345,8 @@ impl Entry {
     /// run): what the plugins set on it is not kept.
     pub fn record(&self) -> crate::plugin::Record {
         crate::plugin::Record {
-            payload: self.payload.to_vec(),
-            key: self.key.as_ref().map(|k| k.to_vec()),
+            payload: self.payload.to_vec().into(),
+            key: self.key.as_ref().map(|k| k.to_vec().into()),
             headers: self.headers.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect(),
             source_timestamp: None,
             position: self.position.clone(),
@@ -489,8 +489,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let q = Quarantine::new(&store, "p", Vec::new(), masking(&["password", "Authorization"], &[r"token=(\S+)"]));
         let record = crate::plugin::Record {
-            payload: b"not json".to_vec(),
-            key: Some(br#"{"user":"u","password":"K3Y-S3CRET"}"#.to_vec()),
+            payload: b"not json".to_vec().into(),
+            key: Some(br#"{"user":"u","password":"K3Y-S3CRET"}"#.to_vec().into()),
             headers: vec![
                 ("authorization".into(), b"Bearer H3ADER-S3CRET".to_vec()),
                 ("trace".into(), b"id=7 token=TRAC3-S3CRET".to_vec()),

@@ -24,7 +24,7 @@ use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
 use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader};
 use crate::pipeline::{PipelineError, build_chain};
-use crate::source::kafka::record::{KafkaRecord, from_message};
+use crate::source::kafka::record::MessageBatch;
 use crate::telemetry::events::UncheckedRecords;
 
 pub(super) fn run(
@@ -54,7 +54,16 @@ pub(super) fn run(
         DedupScope::Partition => scope(name),
         DedupScope::Topic => topic_scope(topic),
     };
-    let mut reader = KafkaReader { queue, stop, linger: tasks.linger, scope, topic: Arc::from(topic), name, unchecked };
+    let mut reader = KafkaReader {
+        queue,
+        stop,
+        linger: tasks.linger,
+        scope,
+        topic: Arc::from(topic),
+        name,
+        unchecked,
+        batch_bytes: 0,
+    };
     // Starts at the first record received: the group's committed offset,
     // or past a compaction hole.
     let partition = Partition { name, start: None, chain, stopping: &stopping, state: state.clone() };
@@ -77,25 +86,31 @@ struct KafkaReader<'a> {
     /// The partition's ids could not be restored (accept-duplicates): its
     /// records are counted as looked up against an incomplete window.
     unchecked: bool,
+    /// The last batch's bytes: the next batch's buffer starts this large.
+    batch_bytes: usize,
 }
 
 impl KafkaReader<'_> {
-    /// The next record, waiting at most `wait`. Never polls once the task
-    /// is told to stop: after a revoke, what the queue holds belongs to
-    /// the partition's next assignment.
-    fn next(&mut self, wait: Duration) -> Option<KafkaRecord> {
+    /// Copy the next message into `batch`, waiting at most `wait`; false
+    /// when none came. Never polls once the task is told to stop: after a
+    /// revoke, what the queue holds belongs to the partition's next
+    /// assignment.
+    fn next(&mut self, wait: Duration, batch: &mut MessageBatch) -> bool {
         if self.stop.load(Ordering::SeqCst) {
-            return None;
+            return false;
         }
         match self.queue.poll(wait) {
-            Some(Ok(m)) => Some(from_message(&m, &self.topic)),
+            Some(Ok(m)) => {
+                batch.push(&m);
+                true
+            }
             // Fetch errors are retried by librdkafka, and the consume loop
             // reports the client's own: this batch ends here.
             Some(Err(e)) => {
                 tracing::debug!(partition = self.name, "kafka: {e}");
-                None
+                false
             }
-            None => None,
+            None => false,
         }
     }
 }
@@ -105,43 +120,36 @@ impl Reader for KafkaReader<'_> {
         if self.stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        let Some(first) = self.next(IDLE_POLL) else {
+        // Every message of the batch is copied into one buffer, sized like
+        // the last batch's.
+        let mut batch = MessageBatch::with_capacity(max.min(4096), self.batch_bytes);
+        if !self.next(IDLE_POLL, &mut batch) {
             // What the partition still holds comes from librdkafka's
             // statistics (`Context::stats`), not from here.
             return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now(), behind: None }));
-        };
+        }
         // One clock read per batch: the arrival of its first record.
         let received = Instant::now();
-        let pulled = |r: KafkaRecord| Pulled {
-            start: r.offset as u64,
-            next: r.offset as u64 + 1,
-            record: r.record,
-            refused: None,
-        };
-        let mut records = Vec::with_capacity(max.min(4096));
-        records.push(pulled(first));
         // What librdkafka already holds, without waiting; then fill the
         // batch for at most `linger`: a batch of a few records costs its
         // syncs as much as a full one. Every record polled joins the batch:
         // one taken from the queue and not kept would be skipped by the
         // commit.
         let deadline = received + self.linger;
-        while records.len() < max {
-            let wait = match self.next(Duration::ZERO) {
-                Some(r) => {
-                    records.push(pulled(r));
-                    continue;
-                }
-                None => deadline.saturating_duration_since(Instant::now()),
-            };
-            if wait.is_zero() {
+        while batch.len() < max {
+            if self.next(Duration::ZERO, &mut batch) {
+                continue;
+            }
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() || !self.next(wait, &mut batch) {
                 break;
             }
-            match self.next(wait) {
-                Some(r) => records.push(pulled(r)),
-                None => break,
-            }
         }
+        self.batch_bytes = batch.bytes().min(4 << 20);
+        let records: Vec<Pulled> = batch
+            .finish(&self.topic)
+            .map(|r| Pulled { start: r.offset as u64, next: r.offset as u64 + 1, record: r.record, refused: None })
+            .collect();
         if self.unchecked {
             UncheckedRecords { partition: self.name, records: records.len() }.emit();
         }

@@ -36,8 +36,8 @@ pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: &[&Rec
 
 fn to_wit(r: &Record) -> wit::Record {
     wit::Record {
-        payload: r.payload.clone(),
-        key: r.key.clone(),
+        payload: r.payload.to_vec(),
+        key: r.key.as_ref().map(|k| k.to_vec()),
         headers: r.headers.clone(),
         source_timestamp: r.source_timestamp,
         position: match &r.position {
@@ -60,7 +60,7 @@ fn to_wit(r: &Record) -> wit::Record {
 fn from_wit(o: wit::Outcome) -> Outcome {
     match o {
         wit::Outcome::Emit(events) => Outcome::Emit(
-            events.into_iter().map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body }).collect(),
+            events.into_iter().map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body.into() }).collect(),
         ),
         wit::Outcome::Drop(reason) => Outcome::Drop(reason),
         wit::Outcome::Reject(reason) => Outcome::Reject(reason),

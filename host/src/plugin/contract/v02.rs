@@ -3,6 +3,7 @@
 //! the instance and are reused, so packing allocates nothing per record;
 //! the outcomes are checked against the layout rules before any is read.
 
+use bytes::Bytes;
 use sluice_abi::{BatchBuf, LayoutError, OutcomeView, Outcomes, RecordFields};
 use wasmtime::Store;
 use wasmtime::component::Linker;
@@ -83,19 +84,22 @@ pub(super) fn process(
     packer.buf.data = arg.data;
     packer.partitions = arg.partitions;
     let out = result?;
-    let checked = match Outcomes::check(&out.outcomes, &out.events, &out.data, batch.len()) {
+    // The outcomes' bytes, as the canonical ABI copied them out of the
+    // guest, become one shared buffer: each new body is a slice of it.
+    let data = Bytes::from(out.data);
+    let checked = match Outcomes::check(&out.outcomes, &out.events, &data, batch.len()) {
         Ok(c) => c,
         Err(LayoutError::Count { outcomes, .. }) => return Ok(Returned::WrongCount { outcomes }),
         Err(e) => return Ok(Returned::Malformed(e.to_string())),
     };
-    Ok(Returned::Outcomes(checked.iter().zip(batch).map(|(o, r)| lift(o, r)).collect()))
+    Ok(Returned::Outcomes(checked.iter().zip(batch).map(|(o, r)| lift(o, r, &data)).collect()))
 }
 
 /// One outcome into the host's types. A single event that keeps its
-/// record's payload (the common pass-through) stays `Keep`, so that its
-/// bytes are not copied at all; a kept event among several gets a copy of
-/// the payload (each event owns its body).
-fn lift(o: OutcomeView<'_>, record: &Record) -> Result<Outcome, String> {
+/// record's payload (the common pass-through) stays `Keep`; a kept event
+/// among several shares the payload. A new body is a slice of `data`, the
+/// buffer the outcomes came back in: no body is copied here.
+fn lift(o: OutcomeView<'_>, record: &Record, data: &Bytes) -> Result<Outcome, String> {
     let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<String>, String> {
         id.map(|id| std::str::from_utf8(id).map(str::to_string).map_err(|_| format!("event {k}: the id is not UTF-8")))
             .transpose()
@@ -104,14 +108,14 @@ fn lift(o: OutcomeView<'_>, record: &Record) -> Result<Outcome, String> {
         OutcomeView::Emit(mut events) if events.len() == 1 => match events.next() {
             Some(e) if e.keep => Outcome::Keep { id: id_of(0, e.id)?, timestamp: e.timestamp },
             Some(e) => {
-                Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: e.body.to_vec() }])
+                Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: data.slice_ref(e.body) }])
             }
             None => Outcome::Emit(Vec::new()),
         },
         OutcomeView::Emit(events) => {
             let mut out = Vec::with_capacity(events.len());
             for (k, e) in events.enumerate() {
-                let body = if e.keep { record.payload.clone() } else { e.body.to_vec() };
+                let body = if e.keep { record.payload.clone() } else { data.slice_ref(e.body) };
                 out.push(Event { id: id_of(k, e.id)?, timestamp: e.timestamp, body });
             }
             Outcome::Emit(out)

@@ -330,7 +330,7 @@ pub fn read_from(
                 let Some(high) = ends.get(&key).copied() else { continue };
                 if m.offset() < high {
                     let topic = topics.get(&key.0).cloned().unwrap_or_else(|| std::sync::Arc::from(key.0.as_str()));
-                    out.push(super::record::from_message(&m, &topic).record);
+                    out.extend(super::record::from_message(&m, &topic).map(|r| r.record));
                 }
                 if m.offset() + 1 >= high {
                     ends.remove(&key);

@@ -1,9 +1,11 @@
-//! A Kafka message as a plugin record. The position (topic, partition,
+//! Kafka messages as plugin records. The position (topic, partition,
 //! offset) gives the default event id; the message timestamp is handed to
 //! plugins as the source timestamp.
 
+use std::ops::Range;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Headers};
 
@@ -17,23 +19,91 @@ pub struct KafkaRecord {
     pub record: Record,
 }
 
-/// `topic`: the partition's topic name, shared by its records (the same as
-/// `m.topic()`). The payload is copied once, out of librdkafka's buffer.
-pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>) -> KafkaRecord {
-    let headers = m
-        .headers()
-        .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
-        .unwrap_or_default();
-    KafkaRecord {
-        offset: m.offset(),
-        record: Record {
-            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-            key: m.key().map(<[u8]>::to_vec),
+/// A batch of messages being copied out of librdkafka: every payload and
+/// key into one buffer, so that a batch costs one allocation for its bytes
+/// and each record's payload is a slice of it.
+#[derive(Default)]
+pub struct MessageBatch {
+    data: Vec<u8>,
+    messages: Vec<Copied>,
+}
+
+/// One message's place in the batch's buffer.
+struct Copied {
+    offset: i64,
+    partition: i32,
+    payload: Range<usize>,
+    key: Option<Range<usize>>,
+    headers: Vec<(String, Vec<u8>)>,
+    source_timestamp: Option<i64>,
+}
+
+impl MessageBatch {
+    /// A batch whose buffer starts with room for `bytes`.
+    pub fn with_capacity(messages: usize, bytes: usize) -> MessageBatch {
+        MessageBatch { data: Vec::with_capacity(bytes), messages: Vec::with_capacity(messages) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The bytes copied so far.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Copy `m` in; its buffer in librdkafka may go once this returns.
+    pub fn push(&mut self, m: &BorrowedMessage<'_>) {
+        let mut copy = |b: &[u8]| {
+            let start = self.data.len();
+            self.data.extend_from_slice(b);
+            start..self.data.len()
+        };
+        let payload = copy(m.payload().unwrap_or_default());
+        let key = m.key().map(&mut copy);
+        // Headers are rare and small: copied as they are.
+        let headers = m
+            .headers()
+            .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec).unwrap_or_default())).collect())
+            .unwrap_or_default();
+        self.messages.push(Copied {
+            offset: m.offset(),
+            partition: m.partition(),
+            payload,
+            key,
             headers,
             source_timestamp: m.timestamp().to_millis().map(|ms| ms.saturating_mul(1_000_000)),
-            position: Position::Kafka { topic: topic.clone(), partition: m.partition(), offset: m.offset() },
-            event_id: None,
-            timestamp: None,
-        },
+        });
     }
+
+    /// The records, in the order pushed. `topic`: the partition's topic
+    /// name, shared by its records (the same as `m.topic()`).
+    pub fn finish(self, topic: &Arc<str>) -> impl Iterator<Item = KafkaRecord> + '_ {
+        let data = Bytes::from(self.data);
+        self.messages.into_iter().map(move |c| KafkaRecord {
+            offset: c.offset,
+            record: Record {
+                payload: data.slice(c.payload),
+                key: c.key.map(|k| data.slice(k)),
+                headers: c.headers,
+                source_timestamp: c.source_timestamp,
+                position: Position::Kafka { topic: topic.clone(), partition: c.partition, offset: c.offset },
+                event_id: None,
+                timestamp: None,
+            },
+        })
+    }
+}
+
+/// One message as a record, on its own (not on the hot path: a batch of
+/// one).
+pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>) -> Option<KafkaRecord> {
+    let mut batch = MessageBatch::default();
+    batch.push(m);
+    batch.finish(topic).next()
 }
