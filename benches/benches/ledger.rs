@@ -18,7 +18,7 @@ use std::time::Duration;
 use sluice::config::Config;
 use sluice::custody::ids::{IdDigest, PIPELINE_SCOPE, digest};
 use sluice::pipeline::{self, Stop};
-use sluice::plugin::{Chain, Isolated, Record, Runtime, Verdict};
+use sluice::plugin::{Chain, Isolated, Record, Runtime, Verdicts};
 use sluice::sink::Delivery;
 use sluice::sink::Sink;
 use sluice::sink::file::FileSink;
@@ -175,13 +175,13 @@ fn main() {
         ok(Isolated::new(ok(runtime.load(&json_spec)))),
         ok(Isolated::new(ok(runtime.load(&window_spec)))),
     ]);
-    let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut verdicts: Vec<Verdicts> = Vec::new();
     rows.push((
-        "chain json → ts-window (run_refs)",
+        "chain json → ts-window (judge)",
         best(3, records_n, || {
             verdicts.clear();
             for b in &batches {
-                verdicts.extend(ok(chain.run_refs(b)));
+                verdicts.push(ok(chain.judge(b)));
             }
         }),
     ));
@@ -248,15 +248,9 @@ fn main() {
 
     // Rendering the sink's lines, then writing and syncing them.
     let deliveries: Vec<Vec<Delivery>> = verdicts
-        .chunks(BATCH)
-        .map(|c| {
-            c.iter()
-                .filter_map(|v| match v {
-                    Verdict::Emit(e) => e.first().cloned(),
-                    _ => None,
-                })
-                .map(|e| Delivery::checked(e.id.unwrap_or_default(), e.timestamp, e.body))
-                .collect()
+        .iter()
+        .map(|v| {
+            v.events.iter().cloned().map(|e| Delivery::checked(e.id.unwrap_or_default(), e.timestamp, e.body)).collect()
         })
         .collect();
     let delivered: usize = deliveries.iter().map(Vec::len).sum();

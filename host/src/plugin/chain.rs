@@ -35,13 +35,15 @@ impl Stage for Isolated {
     }
 }
 
-/// What became of one source record after the whole chain.
+/// What became of one source record after the whole chain: its events
+/// (`E`: the events themselves in a [`Verdict`], their count in a
+/// [`Judged`]), or why it has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Judgement<E> {
     /// Every body here is one checked JSON value (the output contract's
     /// object, or with no plugins the source's JSON, or its text quoted as
     /// a JSON string): a sink copies it through without parsing it again.
-    Emit(Vec<Event>),
+    Emit(E),
     Drop {
         plugin: PluginId,
         reason: String,
@@ -51,6 +53,14 @@ pub enum Verdict {
         reason: String,
     },
 }
+
+/// One record's judgement owning its events: for the views that compare
+/// or show verdicts (`shadow`, `sluice test`).
+pub type Verdict = Judgement<Vec<Event>>;
+
+/// One record's judgement in a [`Verdicts`]: `Emit(n)` is the next `n`
+/// events of [`Verdicts::events`].
+pub type Judged = Judgement<usize>;
 
 /// What the chain said of a batch: one [`Judged`] per source record, and
 /// the events of every emitting record in one list, in record order. One
@@ -60,21 +70,6 @@ pub struct Verdicts {
     pub judged: Vec<Judged>,
     /// The events of `Judged::Emit(n)` records, `n` each, in record order.
     pub events: Vec<Event>,
-}
-
-/// One source record's verdict, its events left in [`Verdicts::events`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Judged {
-    /// This many events, the next ones of `Verdicts::events`.
-    Emit(usize),
-    Drop {
-        plugin: PluginId,
-        reason: String,
-    },
-    Reject {
-        plugin: PluginId,
-        reason: String,
-    },
 }
 
 impl Verdicts {

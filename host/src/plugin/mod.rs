@@ -26,7 +26,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use chain::{Chain, Judged, Verdict, Verdicts, json_or_string, json_or_string_bytes};
+pub use chain::{Chain, Judged, Judgement, Verdict, Verdicts, json_or_string, json_or_string_bytes};
 pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
