@@ -293,20 +293,30 @@ fn follow(from: &Record, event: Event) -> Record {
 /// [`json_or_string`] over shared bytes: a JSON payload goes on as a
 /// slice of itself, not a copy.
 pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok() {
-        return payload.slice_ref(payload.trim_ascii());
+    match json_text(payload) {
+        Some(json) => payload.slice_ref(json),
+        None => quoted(payload).into(),
     }
-    json_or_string(payload).into()
 }
 
 /// A payload delivered with no plugin: itself when it is JSON, else its
 /// text as a JSON string (lossy where it is not UTF-8).
 pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok() {
-        // Without the white space around it, as a row holds it.
-        let t = payload.trim_ascii();
-        return t.to_vec();
+    match json_text(payload) {
+        Some(json) => json.to_vec(),
+        None => quoted(payload),
     }
+}
+
+/// The payload without the white space around it (as a row holds it) when
+/// it is one JSON value in UTF-8.
+fn json_text(payload: &[u8]) -> Option<&[u8]> {
+    let json = serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok();
+    json.then(|| payload.trim_ascii())
+}
+
+/// The payload's text as a JSON string.
+fn quoted(payload: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&String::from_utf8_lossy(payload)).unwrap_or_else(|_| b"null".to_vec())
 }
 
@@ -401,9 +411,9 @@ mod tests {
     }
 
     /// Keeps every record, setting the timestamp to the stage's index.
-    struct Keeper(PluginId, i64);
+    struct KeepAll(PluginId, i64);
 
-    impl Stage for Keeper {
+    impl Stage for KeepAll {
         fn id(&self) -> &PluginId {
             &self.0
         }
@@ -417,7 +427,7 @@ mod tests {
         let pid = |i: u8| PluginId { name: format!("keep{i}"), digest: blake3::hash(&[i]) };
         let data = Bytes::from_static(br#"{"a":1}{"b":2}"#);
         let records = [Record::line(data.slice(0..7), "p", 0, 0), Record::line(data.slice(7..14), "p", 0, 7)];
-        let mut chain = Chain::new(vec![Keeper(pid(0), 1), Keeper(pid(1), 2)]);
+        let mut chain = Chain::new(vec![KeepAll(pid(0), 1), KeepAll(pid(1), 2)]);
         let verdicts = chain.judge(&records.iter().collect::<Vec<_>>()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(verdicts.judged, [Judged::Emit(1), Judged::Emit(1)]);
         for (r, e) in records.iter().zip(&verdicts.events) {

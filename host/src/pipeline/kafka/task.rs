@@ -120,9 +120,7 @@ impl Reader for KafkaReader<'_> {
         if self.stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        // Every message of the batch is copied into one buffer, sized like
-        // the last batch's.
-        let mut batch = MessageBatch::with_capacity(max.min(4096), self.batch_bytes);
+        let mut batch = MessageBatch::default();
         if !self.next(IDLE_POLL, &mut batch) {
             // What the partition still holds comes from librdkafka's
             // statistics (`Context::stats`), not from here.
@@ -130,6 +128,10 @@ impl Reader for KafkaReader<'_> {
         }
         // One clock read per batch: the arrival of its first record.
         let received = Instant::now();
+        // Every message of the batch is copied into one buffer, sized like
+        // the last batch's once a message came (an idle poll allocates
+        // nothing).
+        batch.reserve(max.min(4096), self.batch_bytes);
         // What librdkafka already holds, without waiting; then fill the
         // batch for at most `linger`: a batch of a few records costs its
         // syncs as much as a full one. Every record polled joins the batch:

@@ -39,9 +39,10 @@ struct Copied {
 }
 
 impl MessageBatch {
-    /// A batch whose buffer starts with room for `bytes`.
-    pub fn with_capacity(messages: usize, bytes: usize) -> MessageBatch {
-        MessageBatch { data: Vec::with_capacity(bytes), messages: Vec::with_capacity(messages) }
+    /// Room for `messages` more messages and `bytes` more bytes.
+    pub fn reserve(&mut self, messages: usize, bytes: usize) {
+        self.data.reserve(bytes);
+        self.messages.reserve(messages);
     }
 
     pub fn len(&self) -> usize {
