@@ -22,7 +22,7 @@ use sluice::plugin::{Chain, Isolated, Record, Runtime, Verdicts};
 use sluice::sink::Delivery;
 use sluice::sink::Sink;
 use sluice::sink::file::FileSink;
-use sluice::source::framing::LineReader;
+use sluice::source::file::FilePartition;
 use sluice::store::audit::{Context, Trails};
 use sluice::store::dedup::DedupWindow;
 use sluice::store::{Identity, Store, StoreWrite};
@@ -61,20 +61,22 @@ fn main() {
         }
         ok(w.flush());
     }
-    let text = ok(std::fs::read(&input));
     let mut rows: Vec<(&str, f64)> = Vec::new();
 
-    // Framing: lines out of the file's bytes, into the records the chain
-    // reads (one `Vec` and one shared path per line today).
-    let path: std::sync::Arc<str> = input.display().to_string().into();
+    // Framing: the file source itself, a batch of lines into one buffer
+    // and the records the chain reads as slices of it.
     let mut records: Vec<Record> = Vec::new();
     rows.push((
         "framing (lines into records)",
         best(3, records_n, || {
-            let mut r = LineReader::new(&text[..]);
+            let mut part = ok(FilePartition::open(&input, None, 1 << 20, false));
             records.clear();
-            while let Some(line) = ok(r.next_line()) {
-                records.push(Record::line(line.bytes, path.clone(), 0, line.offset));
+            loop {
+                let batch = ok(part.next_batch(BATCH));
+                if batch.is_empty() {
+                    break;
+                }
+                records.extend(batch.into_iter().map(|r| r.record));
             }
         }),
     ));

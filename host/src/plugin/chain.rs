@@ -73,14 +73,6 @@ pub struct Verdicts {
 }
 
 impl Verdicts {
-    pub fn len(&self) -> usize {
-        self.judged.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.judged.is_empty()
-    }
-
     /// One [`Verdict`] per record, each owning its events: for the views
     /// that compare or show verdicts (`shadow`, `sluice test`), not the
     /// hot path.
