@@ -292,7 +292,10 @@ fn main() {
     assert_eq!(stats.total.delivered as usize, n, "every unique id delivered");
     let e2e = e2e_cpu * 1e6 / records_n as f64;
 
-    println!("ledger: {records_n} lines ({n} unique ids), batches of {BATCH}; CPU µs per record, each step alone");
+    println!(
+        "ledger: {records_n} lines ({n} unique ids), batches of {BATCH}; CPU µs per record, each step alone; allocator {}",
+        sluice_benches::ALLOCATOR_NAME
+    );
     println!("  (json kept {kept} of {} bodies: its outcomes crossed without their bytes)", records_n);
     for (what, us) in &rows {
         println!("  {what:<42} {us:>7.3} µs");

@@ -89,8 +89,9 @@ fn main() {
     let counts = sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16");
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     println!(
-        "pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink",
-        n + n / 10
+        "pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink; allocator {}",
+        n + n / 10,
+        sluice_benches::ALLOCATOR_NAME
     );
     println!(
         "  {:>5}  {:>22}  {:>22}  {:>22}  {:>7}  {:>8}  {:>8}  {:>9}  {:>9}",

@@ -2,6 +2,26 @@
 
 pub mod kafka;
 
+// The allocator under measurement (issue 21, item 8). One library every
+// bench links, so a feature switches all of them; glibc's malloc otherwise.
+#[cfg(all(feature = "mimalloc", feature = "jemalloc"))]
+compile_error!("pick one allocator: --features mimalloc or --features jemalloc");
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The allocator this build of the benches runs on, for their reports.
+pub const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else {
+    "glibc"
+};
+
 /// Line `i` of the generated stream: about 300 bytes, `event_id` `ev-{i}`,
 /// and a `ts` within the hour before `now_secs` (a 2 h window keeps all).
 pub fn json_line(i: usize, now_secs: i64) -> String {

@@ -344,6 +344,61 @@ fn a_plugin_pinned_by_digest_starts_only_from_the_pinned_bytes() {
     assert!(err.contains("plugins[0].digest") && err.contains("blake3 or sha256"), "{err}");
 }
 
+#[test]
+fn check_and_run_compile_into_the_cache_sluice_plugin_cache_names() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cache = dir.path().join("compiled");
+    std::fs::write(dir.path().join("in.log"), "{\"a\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+    let json = plugin("json");
+    let cfg = format!(
+        "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+         [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n[[plugins]]\nname = \"json\"\npath = \"{}\"\n",
+        json.display()
+    );
+    std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
+    let digest = blake3_hex(&std::fs::read(&json).unwrap_or_default());
+    let artifacts = || -> Vec<String> {
+        std::fs::read_dir(&cache)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| n.ends_with(".cwasm")).collect()
+            })
+            .unwrap_or_default()
+    };
+    let out = Command::new(sluice_bin!())
+        .args(["check", "-c", "sluice.toml"])
+        .current_dir(dir.path())
+        .env("SLUICE_PLUGIN_CACHE", &cache)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let after_check = artifacts();
+    assert!(
+        after_check.len() == 1 && after_check[0].starts_with(&digest),
+        "check compiled json into $SLUICE_PLUGIN_CACHE: {after_check:?}"
+    );
+    // `run` finds it there: the artifact is used (its time of use moves),
+    // and no second one is written.
+    let path = cache.join(&after_check[0]);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .append(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(old))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(sluice_bin!())
+        .args(["run", "-c", "sluice.toml"])
+        .current_dir(dir.path())
+        .env("SLUICE_PLUGIN_CACHE", &cache)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(artifacts(), after_check);
+    let used = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(old);
+    assert!(used > old, "run took the compiled plugin from the cache");
+    let delivered = std::fs::read_to_string(dir.path().join("out.ndjson")).unwrap_or_default();
+    assert!(delivered.contains("\"a\":1"), "{delivered}");
+}
+
 /// `check` in a folder holding `in.log` and `sluice.toml` = `cfg`.
 fn check_in(dir: &std::path::Path, cfg: &str, extra: &[&str]) -> (i32, String, String) {
     std::fs::write(dir.join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));

@@ -1,9 +1,9 @@
 //! One wasmtime engine per process: compiles each plugin once, keyed by the
 //! blake3 digest of its bytes (in memory, and on disk so that a restart, or
 //! a Python component that takes seconds to compile, pays it once), and
-//! drives the clock that enforces per-batch time limits.
+//! drives the clock that enforces per-batch time limits. How much of the
+//! compiled code is kept is `cache`'s.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +13,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
+use super::cache::{self, Recent};
 use super::contract::{self, Contract, Pre};
 use super::sandbox::StoreState;
 use super::{PluginError, PluginId, PluginLimits, PluginSpec};
@@ -59,7 +60,7 @@ struct CacheCounters {
 pub struct Runtime {
     engine: Engine,
     linker: Linker<StoreState>,
-    memory_cache: Mutex<HashMap<blake3::Hash, Component>>,
+    memory_cache: Mutex<Recent<blake3::Hash, Component>>,
     disk_cache: Option<PathBuf>,
     counters: CacheCounters,
     ticker_stop: Arc<AtomicBool>,
@@ -111,16 +112,22 @@ impl Runtime {
         Ok(Runtime {
             engine,
             linker,
-            memory_cache: Mutex::new(HashMap::new()),
+            memory_cache: Mutex::new(Recent::new(cache::MEMORY_ENTRIES)),
             disk_cache,
             counters: CacheCounters::default(),
             ticker_stop,
         })
     }
 
-    /// The default on-disk cache: `$XDG_CACHE_HOME/sluice/plugins`.
+    /// The on-disk cache every command uses: `$SLUICE_PLUGIN_CACHE`, else
+    /// `$XDG_CACHE_HOME/sluice/plugins`. One place decides it, so that
+    /// `run`, `check`, `shadow` and a reload find what `plugin test`
+    /// compiled.
     pub fn default_cache_dir() -> Option<PathBuf> {
-        dirs::cache_dir().map(|d| d.join("sluice").join("plugins"))
+        match std::env::var_os("SLUICE_PLUGIN_CACHE") {
+            Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+            _ => dirs::cache_dir().map(|d| d.join("sluice").join("plugins")),
+        }
     }
 
     /// Read, compile (or fetch from cache) and link a plugin. Does not run
@@ -149,11 +156,11 @@ impl Runtime {
 
     /// Compile `bytes`, or take the compiled code from the caches.
     pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
-        if let Ok(cache) = self.memory_cache.lock()
+        if let Ok(mut cache) = self.memory_cache.lock()
             && let Some(c) = cache.get(&digest)
         {
             self.counters.from_memory.fetch_add(1, Ordering::Relaxed);
-            return Ok(c.clone());
+            return Ok(c);
         }
         let cached_file =
             self.disk_cache.as_ref().map(|dir| dir.join(format!("{}-{}.cwasm", digest.to_hex(), self.compat_tag())));
@@ -166,7 +173,10 @@ impl Runtime {
             // wasmtime checks the artifact's header and engine compatibility;
             // a stale or corrupt file is an error and we recompile.
             match unsafe { Component::deserialize(&self.engine, &bytes) } {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    cache::touch(f);
+                    Some(c)
+                }
                 Err(e) => {
                     tracing::warn!(file = %f.display(), "ignoring unusable compiled plugin in cache: {e}");
                     None
@@ -183,7 +193,10 @@ impl Runtime {
                 let c = Component::new(&self.engine, bytes)
                     .map_err(|e| PluginError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })?;
                 if let Some(file) = &cached_file
-                    && let Err(e) = write_cache(file, &c)
+                    && let Err(e) = c
+                        .serialize()
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                        .and_then(|bytes| cache::store(file, &bytes))
                 {
                     tracing::warn!(file = %file.display(), "cannot cache compiled plugin: {e}");
                 }
@@ -220,23 +233,4 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
     }
-}
-
-fn write_cache(file: &Path, component: &Component) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    let bytes = component.serialize().map_err(|e| std::io::Error::other(e.to_string()))?;
-    // Write then rename, so a concurrent reader never sees half a file.
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file.file_name().and_then(|n| n.to_str()).unwrap_or("plugin"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file)
 }

@@ -1,6 +1,7 @@
 //! The plugin runtime: WebAssembly components that turn records into events.
 //!
-//! - `engine`: compile once per digest, cache, the time-limit clock;
+//! - `engine`: compile once per digest, the time-limit clock;
+//! - `cache`: compiled plugins kept by digest, in memory and on disk, bounded;
 //! - `sandbox`: what an instance may touch (nothing) and its memory cap;
 //! - `instance`: one store, one call, and what a fault was;
 //! - `isolate`: a batch call that falls back to record by record on a fault;
@@ -10,6 +11,7 @@
 //!   at load, and the generated bindings, private to this module;
 //! - `output_rules`: what an event must be, whichever the version.
 
+mod cache;
 mod chain;
 pub mod conformance;
 mod contract;
@@ -26,6 +28,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use cache::{DISK_BYTES, DISK_ENTRIES, MEMORY_ENTRIES};
 pub use chain::{Chain, Judged, Judgement, Verdict, Verdicts, json_or_string, json_or_string_bytes};
 pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};

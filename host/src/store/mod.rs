@@ -287,6 +287,13 @@ const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 /// two were within this machine's noise (11.8 and 12.1 µs per record with
 /// the skiplist, 8.8 and 11.2 with the hashed memtable), so the skiplist
 /// did not win beyond the noise and was not adopted.
+/// The options of a dedup bucket, for `benches/dedup_write`, which measures
+/// alternatives against them.
+#[doc(hidden)]
+pub fn dedup_bucket_options() -> Options {
+    cf_options(&format!("{}0", dedup::CF_PREFIX))
+}
+
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
     if name.starts_with(dedup::CF_PREFIX) {
