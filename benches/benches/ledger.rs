@@ -18,7 +18,7 @@ use std::time::Duration;
 use sluice::config::Config;
 use sluice::custody::ids::{IdDigest, PIPELINE_SCOPE, digest};
 use sluice::pipeline::{self, Stop};
-use sluice::plugin::{Chain, Isolated, Record, Runtime, Verdicts};
+use sluice::plugin::{Chain, Isolated, Record, Verdicts};
 use sluice::sink::Delivery;
 use sluice::sink::Sink;
 use sluice::sink::file::FileSink;
@@ -101,7 +101,7 @@ fn main() {
 
     // Each plugin through the host, all in (packing, the boundary, the
     // guest's SDK and code, unpacking, the output contract).
-    let runtime = ok(Runtime::new(None));
+    let runtime = sluice_benches::runtime();
     let json_spec = sluice_e2e::spec("json", serde_json::json!({"id_field": "event_id", "timestamp_field": "ts"}));
     let window_spec = sluice_e2e::spec("ts-window", serde_json::json!({"max_age": "2h", "max_future": "1m"}));
     let mut json = ok(Isolated::new(ok(runtime.load(&json_spec))));

@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use sluice::config::Config;
 use sluice::pipeline::{self, Stop};
-use sluice::plugin::Runtime;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 
 /// `n` unique ids (and their repeats) in `files` files of about equal size.
@@ -87,7 +86,7 @@ fn config(dir: &Path, files: usize) -> PathBuf {
 fn main() {
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 1_000_000);
     let counts = sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16");
-    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = sluice_benches::runtime();
     println!(
         "pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink; allocator {}",
         n + n / 10,

@@ -33,6 +33,15 @@ pub fn json_line(i: usize, now_secs: i64) -> String {
     )
 }
 
+/// The plugin runtime of the pipeline benches: with a compile cache under
+/// the target directory, as `sluice run` keeps one, so that a run's figures
+/// are the records' cost and not Cranelift compiling the plugins again
+/// (issue 21, item 7; the first run after a plugin changes still pays it).
+pub fn runtime() -> sluice::plugin::Runtime {
+    let cache = sluice_e2e::target_dir().join("bench-plugin-cache");
+    sluice::plugin::Runtime::new(Some(cache)).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Lines `0..n`, every id unique.
 pub fn json_lines(n: usize, now_secs: i64) -> Vec<String> {
     (0..n).map(|i| json_line(i, now_secs)).collect()

@@ -110,8 +110,11 @@ fn id_breach(limits: &OutputLimits, id: Option<&str>) -> Option<String> {
 /// rest, which catches a body cut short or two objects back to back. (A
 /// hand-written one-pass validator measured slower than serde_json's, which
 /// skips string bytes eight at a time: benches/README.md, plugin_chain.)
+/// The UTF-8 pass is simdutf8's, which chooses its SIMD at run time: the
+/// fastest of the validators measured in `benches/json_check` on a portable
+/// build (sonic-rs and simd-json need SIMD chosen at compile time).
 pub fn body_breach(body: &[u8]) -> Option<String> {
-    let text = match std::str::from_utf8(body) {
+    let text = match simdutf8::compat::from_utf8(body) {
         Ok(t) => t,
         Err(e) => return Some(format!("the body is not UTF-8 (invalid byte at offset {})", e.valid_up_to())),
     };
