@@ -303,7 +303,8 @@ pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
 /// The payload without the white space around it (as a row holds it) when
 /// it is one JSON value in UTF-8.
 fn json_text(payload: &[u8]) -> Option<&[u8]> {
-    let json = serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && std::str::from_utf8(payload).is_ok();
+    let json =
+        serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && simdutf8::basic::from_utf8(payload).is_ok();
     json.then(|| payload.trim_ascii())
 }
 

@@ -41,14 +41,6 @@ impl<R: BufRead> LineReader<R> {
         Ok(self.next_line_into(&mut bytes)?.map(|offset| Line { offset, bytes }))
     }
 
-    /// The next line that has its line end, or none. Bytes after the last
-    /// line end are kept, not returned: a file still being written may be in
-    /// the middle of a line, and the rest of it comes with the next read.
-    pub fn next_complete_line(&mut self) -> std::io::Result<Option<Line>> {
-        let mut bytes = Vec::new();
-        Ok(self.next_complete_line_into(&mut bytes)?.map(|offset| Line { offset, bytes }))
-    }
-
     /// [`LineReader::next_line`], the line's bytes appended to `out`; returns
     /// where the line starts in the input. A batch frames all its lines into
     /// one buffer this way: one allocation per batch, not per line.
@@ -59,9 +51,11 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
-    /// [`LineReader::next_complete_line`], the line's bytes appended to
-    /// `out`; returns where the line starts in the input. Nothing is left
-    /// in `out` when there is no complete line.
+    /// The next line that has its line end, its bytes appended to `out`;
+    /// returns where the line starts in the input, or none. Bytes after the
+    /// last line end are kept, not returned (nothing is left in `out`): a
+    /// file still being written may be in the middle of a line, and the
+    /// rest of it comes with the next read.
     pub fn next_complete_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
         let begin = out.len();
         let start = if self.partial.is_empty() {
@@ -111,14 +105,9 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
-    /// The bytes after the last line end, as a final line (the input is
-    /// finished: a rotated file, or the end of a file not followed).
-    pub fn take_partial(&mut self) -> Option<Line> {
-        let mut bytes = Vec::new();
-        self.take_partial_into(&mut bytes).map(|offset| Line { offset, bytes })
-    }
-
-    /// [`LineReader::take_partial`], its bytes appended to `out`.
+    /// The bytes after the last line end, as a final line appended to `out`
+    /// (the input is finished: a rotated file, or the end of a file not
+    /// followed); returns where it starts.
     pub fn take_partial_into(&mut self, out: &mut Vec<u8>) -> Option<u64> {
         if self.partial.is_empty() {
             return None;
@@ -189,18 +178,23 @@ mod tests {
                 Ok(n)
             }
         }
+        let complete = |r: &mut LineReader<_>| {
+            let mut bytes = Vec::new();
+            r.next_complete_line_into(&mut bytes).ok().flatten().map(|offset| (offset, bytes))
+        };
         let file = std::rc::Rc::new(std::cell::RefCell::new(b"one\ntw".to_vec()));
         let mut r = LineReader::new(std::io::BufReader::with_capacity(4, Growing(file.clone(), 0)));
-        let first = r.next_complete_line().ok().flatten().map(|l| (l.offset, l.bytes));
+        let first = complete(&mut r);
         assert_eq!(first, Some((0, b"one".to_vec())));
-        assert_eq!(r.next_complete_line().ok().flatten(), None, "\"tw\" has no line end yet");
+        assert_eq!(complete(&mut r), None, "\"tw\" has no line end yet");
         assert_eq!(r.position(), 4, "a partial line is not past the position");
         file.borrow_mut().extend_from_slice(b"o\nthree");
-        let second = r.next_complete_line().ok().flatten().map(|l| (l.offset, l.bytes));
+        let second = complete(&mut r);
         assert_eq!(second, Some((4, b"two".to_vec())));
-        assert_eq!(r.next_complete_line().ok().flatten(), None);
+        assert_eq!(complete(&mut r), None);
         // The input is finished: its tail is its last line.
-        assert_eq!(r.take_partial().map(|l| (l.offset, l.bytes)), Some((8, b"three".to_vec())));
+        let mut tail = Vec::new();
+        assert_eq!(r.take_partial_into(&mut tail).map(|offset| (offset, tail)), Some((8, b"three".to_vec())));
     }
 
     #[test]
