@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{Record, Runtime, Verdict, build_chain};
+use sluice::plugin::{Record, Verdict, build_chain};
 use sluice_guest::{Outcome, Plugin, configure};
 use sluice_plugin_json::Json;
 use sluice_plugin_ts_window::TsWindow;
@@ -44,7 +44,7 @@ fn main() {
     let lines = sluice_benches::json_lines(n, sluice_benches::now_secs());
     let bytes: usize = lines.iter().map(String::len).sum();
 
-    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = sluice_benches::runtime();
     let through_host = |specs: &[sluice::plugin::PluginSpec]| {
         let mut chain = build_chain(&runtime, specs).unwrap_or_else(|e| panic!("{e}"));
         let mut last = Vec::new();

@@ -39,7 +39,16 @@ pub fn json_line(i: usize, now_secs: i64) -> String {
 /// (issue 21, item 7; the first run after a plugin changes still pays it).
 pub fn runtime() -> sluice::plugin::Runtime {
     let cache = sluice_e2e::target_dir().join("bench-plugin-cache");
-    sluice::plugin::Runtime::new(Some(cache)).unwrap_or_else(|e| panic!("{e}"))
+    // `SLUICE_BENCH_PERFMAP=1` names the plugins' compiled functions for
+    // `perf report` (/tmp/perf-<pid>.map); without it a profile shows them
+    // as one `[JIT]` lump.
+    let perfmap = std::env::var_os("SLUICE_BENCH_PERFMAP").is_some();
+    sluice::plugin::Runtime::tuned(Some(cache), |c| {
+        if perfmap {
+            c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Lines `0..n`, every id unique.

@@ -41,6 +41,31 @@ impl<'a> RawObject<'a> {
         self.fields.iter().rev().find(|(k, _)| k == name).map(|(_, v)| *v)
     }
 
+    /// The string at a dotted path, or none when the path is absent or
+    /// holds something else. A top-level string without escapes is
+    /// borrowed from the payload: reading an id or a timestamp this way
+    /// builds no `Value` and allocates nothing (in a plugin, each
+    /// allocation is the guest's malloc, per record).
+    pub fn get_str(&self, path: &str) -> Option<Cow<'a, str>> {
+        // Byte loops, not `str::contains`: names and values this short
+        // cost less scanned than through core's memchr, in wasm.
+        let has = |s: &str, b: u8| s.bytes().any(|c| c == b);
+        if !has(path, b'.') {
+            let raw = self.field(path)?.get();
+            // serde_json validated it: a string is `"..."`, and without a
+            // backslash its text is the bytes between the quotes.
+            if let Some(text) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
+                && !has(text, b'\\')
+            {
+                return Some(Cow::Borrowed(text));
+            }
+        }
+        match self.get(path)? {
+            Value::String(s) => Some(Cow::Owned(s)),
+            _ => None,
+        }
+    }
+
     /// The value at a dotted path, parsed; only that value is parsed.
     pub fn get(&self, path: &str) -> Option<Value> {
         let (first, rest) = match path.split_once('.') {
@@ -174,6 +199,21 @@ mod tests {
         let o = RawObject::parse(br#"{"a":1,"\u0062":2,"a":3}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(o.get("a"), Some(json!(3)), "the last of a repeated name, as a map would keep");
         assert_eq!(o.get("b"), Some(json!(2)), "an escaped name is read by its text");
+    }
+
+    #[test]
+    fn strings_are_borrowed_unless_escaped_and_other_kinds_are_not_strings() {
+        let o = RawObject::parse(br#"{"ts":"2024-05-01T12:00:00Z","e":"a\"b\u00e9","n":5,"o":{"s":"in"},"z":""}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(o.get_str("ts"), Some(Cow::Borrowed("2024-05-01T12:00:00Z"))));
+        assert_eq!(o.get_str("e").as_deref(), Some("a\"b\u{e9}"), "escapes decoded");
+        assert!(matches!(o.get_str("e"), Some(Cow::Owned(_))));
+        assert_eq!(o.get_str("z").as_deref(), Some(""));
+        assert_eq!(o.get_str("o.s").as_deref(), Some("in"), "a dotted path");
+        assert_eq!(o.get_str("n"), None, "a number is not a string");
+        assert_eq!(o.get_str("o"), None);
+        assert_eq!(o.get_str("missing"), None);
+        assert_eq!(o.get_str("o.missing"), None);
     }
 
     #[test]

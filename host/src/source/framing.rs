@@ -83,7 +83,9 @@ impl<R: BufRead> LineReader<R> {
                 self.partial_start = start;
                 return Ok(None);
             }
-            match buf.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            // memchr2 scans 32 bytes per step; a byte loop here was 6% of the
+            // front thread's samples in `pipeline_file`.
+            match memchr::memchr2(b'\n', b'\r', buf) {
                 Some(i) => {
                     out.extend_from_slice(&buf[..i]);
                     let ended_by_cr = buf[i] == b'\r';

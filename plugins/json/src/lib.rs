@@ -44,7 +44,13 @@ impl Plugin for Json {
         let body = trim_line_end(&record.payload).to_vec();
         let mut event = Event::new(body);
         if let Some(field) = &self.id_field {
-            match object.get(field).as_ref().and_then(json::as_id) {
+            // A string id is read without a `Value`; numbers and booleans
+            // (rarer) through one.
+            let id = match object.get_str(field) {
+                Some(s) => (!s.is_empty()).then(|| s.into_owned()),
+                None => object.get(field).as_ref().and_then(json::as_id),
+            };
+            match id {
                 Some(id) => event.id = Some(id),
                 None if self.require_id => {
                     return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
@@ -52,11 +58,16 @@ impl Plugin for Json {
                 None => {}
             }
         }
-        if let Some(field) = &self.timestamp_field
-            && let Some(value) = object.get(field)
-        {
-            let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
-            match self.timestamp_format.parse_json(&value, now) {
+        if let Some(field) = &self.timestamp_field {
+            let now = || if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
+            let parsed = match object.get_str(field) {
+                Some(text) => self.timestamp_format.parse(&text, now()),
+                None => match object.get(field) {
+                    Some(value) => self.timestamp_format.parse_json(&value, now()),
+                    None => return Outcome::emit(event),
+                },
+            };
+            match parsed {
                 Ok(ns) => event.timestamp = Some(ns),
                 Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
             }

@@ -80,9 +80,6 @@ impl TsWindow {
     fn read_field(&self, record: &Record, field: &str, now: i64) -> Result<i64, Outcome> {
         // Parses only the field read, as the `json` plugin does.
         let object = json::RawObject::parse(&record.payload).map_err(Outcome::reject)?;
-        let value = object
-            .get(field)
-            .ok_or_else(|| Outcome::reject(format!("missing timestamp: field {field:?} is absent")))?;
         // `setup` fills in the default whenever a field is configured, so
         // the fallback is never built on the hot path.
         let fallback;
@@ -93,9 +90,18 @@ impl TsWindow {
                 &fallback
             }
         };
-        format
-            .parse_json(&value, now)
-            .map_err(|e| Outcome::reject(format!("unparseable timestamp in field {field:?}: {e}")))
+        // A string is read in place; anything else (an epoch number, or a
+        // value the format rejects by its kind) through a `Value`.
+        let parsed = match object.get_str(field) {
+            Some(text) => format.parse(&text, now),
+            None => {
+                let value = object
+                    .get(field)
+                    .ok_or_else(|| Outcome::reject(format!("missing timestamp: field {field:?} is absent")))?;
+                format.parse_json(&value, now)
+            }
+        };
+        parsed.map_err(|e| Outcome::reject(format!("unparseable timestamp in field {field:?}: {e}")))
     }
 }
 
