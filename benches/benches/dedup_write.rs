@@ -67,7 +67,85 @@ const CANDIDATES: &[Candidate] = &[
     Candidate { name: "skiplist, universal compaction", options: || universal(skiplist()), sorted: false },
     Candidate { name: "hashed, no compaction", options: || no_compaction(current()), sorted: false },
     Candidate { name: "skiplist, sorted, no compaction", options: || no_compaction(skiplist()), sorted: true },
+    Candidate { name: BLOBS, options: blob_options, sorted: true },
 ];
+
+const BLOBS: &str = "blob per batch, sorted table per 256k";
+
+/// The store format issue 21 proposes: a batch's ids as one value (a
+/// "blob", one key per batch) in the batch's synced write, and every
+/// `CONVERT` ids sorted into one table file and ingested, their blobs then
+/// deleted. Options as the skiplist candidate, without the prefix bloom
+/// (a blob key is not an id).
+fn blob_options() -> Options {
+    let mut o = Options::default();
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    o.set_block_based_table_factory(&table);
+    o.set_write_buffer_size(16 << 20);
+    o
+}
+
+const CONVERT: usize = 1 << 18;
+
+fn run_blobs(ids: &[[u8; 24]]) -> Figures {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut db_opts = Options::default();
+    db_opts.create_if_missing(true);
+    db_opts.create_missing_column_families(true);
+    let cf_opts = blob_options();
+    let cfs = vec![rocksdb::ColumnFamilyDescriptor::new("ids-0", blob_options())];
+    let db = DB::open_cf_descriptors(&db_opts, dir.path(), cfs).unwrap_or_else(|e| panic!("{e}"));
+    let cf = db.cf_handle("ids-0").unwrap_or_else(|| panic!("no column family"));
+    let mut sync = WriteOptions::default();
+    sync.set_sync(true);
+    let blob_key = |seq: u64| {
+        let mut k = [0xffu8; 16];
+        k[8..].copy_from_slice(&seq.to_be_bytes());
+        k
+    };
+
+    let (cpu0, thread0) = (cpu_seconds(), thread_cpu_seconds());
+    let mut pending: Vec<[u8; 24]> = Vec::with_capacity(CONVERT + 1000);
+    let (mut seq, mut first_unconverted, mut files) = (0u64, 0u64, 0);
+    let mut value = Vec::with_capacity(24 * 1000);
+    let mut convert = |pending: &mut Vec<[u8; 24]>, upto: u64, from: u64| {
+        pending.sort_unstable();
+        pending.dedup();
+        let path = dir.path().join(format!("convert-{files}.sst"));
+        files += 1;
+        let mut w = rocksdb::SstFileWriter::create(&cf_opts);
+        w.open(&path).unwrap_or_else(|e| panic!("{e}"));
+        for k in pending.iter() {
+            w.put(k, []).unwrap_or_else(|e| panic!("{e}"));
+        }
+        w.finish().unwrap_or_else(|e| panic!("{e}"));
+        let mut ingest = rocksdb::IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path]).unwrap_or_else(|e| panic!("{e}"));
+        db.delete_range_cf(&cf, blob_key(from), blob_key(upto)).unwrap_or_else(|e| panic!("{e}"));
+        pending.clear();
+    };
+    for chunk in ids.chunks(1000) {
+        value.clear();
+        for d in chunk {
+            value.extend_from_slice(d);
+        }
+        let mut batch = WriteBatch::default();
+        batch.put_cf(&cf, blob_key(seq), &value);
+        seq += 1;
+        db.write_opt(batch, &sync).unwrap_or_else(|e| panic!("{e}"));
+        pending.extend_from_slice(chunk);
+        if pending.len() >= CONVERT {
+            convert(&mut pending, seq, first_unconverted);
+            first_unconverted = seq;
+        }
+    }
+    if !pending.is_empty() {
+        convert(&mut pending, seq, first_unconverted);
+    }
+    settle(&db, &cf, ids, cpu0, thread0)
+}
 
 struct Figures {
     all_in_us: f64,
@@ -103,20 +181,25 @@ fn run(c: &Candidate, ids: &[[u8; 24]]) -> Figures {
         }
         db.write_opt(batch, &sync).unwrap_or_else(|e| panic!("{e}"));
     }
+    settle(&db, &cf, ids, cpu0, thread0)
+}
+
+/// After the writes: flush, wait for compaction, and take the figures
+/// (the CPU since `cpu0`, the writer's since `thread0`), then look up
+/// delivered ids as the window does (batched, sorted by RocksDB).
+fn settle(db: &DB, cf: &impl rocksdb::AsColumnFamilyRef, ids: &[[u8; 24]], cpu0: f64, thread0: f64) -> Figures {
     let writer = thread_cpu_seconds() - thread0;
-    db.flush_cf(&cf).unwrap_or_else(|e| panic!("{e}"));
+    db.flush_cf(cf).unwrap_or_else(|e| panic!("{e}"));
     let mut wait = WaitForCompactOptions::default();
     wait.set_flush(true);
     db.wait_for_compact(&wait).unwrap_or_else(|e| panic!("{e}"));
     let all_in = cpu_seconds() - cpu0;
-    let l0_files = db.property_int_value_cf(&cf, "rocksdb.num-files-at-level0").ok().flatten().unwrap_or(0);
-
-    // Delivered ids, looked up as the window does: batched, sorted by RocksDB.
+    let l0_files = db.property_int_value_cf(cf, "rocksdb.num-files-at-level0").ok().flatten().unwrap_or(0);
     let present: Vec<&[u8]> = ids.iter().step_by(97).take(20_000).map(|d| &d[..]).collect();
     let cpu0 = cpu_seconds();
     let mut found = 0;
     for chunk in present.chunks(100) {
-        found += db.batched_multi_get_cf(&cf, chunk.iter().copied(), false).into_iter().flatten().flatten().count();
+        found += db.batched_multi_get_cf(cf, chunk.iter().copied(), false).into_iter().flatten().flatten().count();
     }
     let positive = cpu_seconds() - cpu0;
     assert_eq!(found, present.len(), "every delivered id is found");
@@ -135,7 +218,7 @@ fn main() {
     let mut best: Vec<Option<Figures>> = CANDIDATES.iter().map(|_| None).collect();
     for _round in 0..3 {
         for (c, slot) in CANDIDATES.iter().zip(best.iter_mut()) {
-            let f = run(c, &ids);
+            let f = if c.name == BLOBS { run_blobs(&ids) } else { run(c, &ids) };
             if slot.as_ref().is_none_or(|b| f.all_in_us < b.all_in_us) {
                 *slot = Some(f);
             }

@@ -8,34 +8,36 @@
 //! runs too (`maybe_expire`, asked by every partition's driver). Look-ups
 //! are batched, newest bucket first, and answered in memory for every id
 //! the window does not hold (`filter`: one Bloom filter per bucket, filled
-//! at open and by every insert); RocksDB (`batched_multi_get_cf`) is asked
-//! only about the filter's positives. Inserts join the batch's
-//! `WriteBatch`.
+//! at open and by every insert); the filter's positives are answered by
+//! the ids of recent batches held in memory, then by RocksDB
+//! (`batched_multi_get_cf`). A batch's ids join its `WriteBatch` as one
+//! value, and reach RocksDB's tables sorted, many batches at once
+//! (`id_blobs` says how, and why a crash loses none).
 //!
 //! The order that makes this safe lives in `pipeline`: an id is recorded
 //! only after the sink accepted its event. Recording first and crashing
 //! before delivery would turn a replay into silent loss; the other order can
 //! only yield a duplicate.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rocksdb::WriteBatch;
 
 use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::filter::{FilterStats, IdFilter};
+use super::id_blobs::{self, BLOB_MARK, Pending, Trail, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
 
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
+/// Where table files of pending ids are written before RocksDB ingests
+/// them (inside the store's folder, so that ingesting moves, not copies).
+const CONVERT_DIR: &str = "ids-convert";
 
 pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
-
-/// The memtable hashes this many leading key bytes: the scope and half the
-/// digest, so ids spread evenly whatever the number of scopes.
-pub(crate) const PREFIX_BYTES: usize = 16;
 
 pub struct DedupWindow<'s> {
     store: &'s Store,
@@ -48,6 +50,13 @@ pub struct DedupWindow<'s> {
     /// Every id of every bucket on disk, in memory; `None` for a window that
     /// is only read by key (`sluice audit`), which never asks `seen`.
     filter: Option<IdFilter>,
+    /// Per bucket, the ids of blobs not yet sorted into a table file.
+    blobs: Mutex<BTreeMap<u64, Pending>>,
+    /// The next blob's sequence number (one more than any on disk).
+    next_blob: AtomicU64,
+    /// Pending ids of the current bucket converted at once
+    /// (`id_blobs::CONVERT_IDS`; smaller in tests).
+    convert_ids: usize,
 }
 
 impl<'s> DedupWindow<'s> {
@@ -76,7 +85,23 @@ impl<'s> DedupWindow<'s> {
         let names =
             rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
                 .map_err(|e| store.rocks(e))?;
-        let buckets = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
+        let buckets: BTreeSet<u64> = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
+        // Blob numbers go on from the highest on disk, in any bucket.
+        let mut next_blob = 0;
+        for bucket in &buckets {
+            let Some(cf) = store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let mut it = store.db().raw_iterator_cf(&cf);
+            it.seek_for_prev(blob_key(u64::MAX));
+            // Past any id that happens to start with the mark.
+            while let Some(key) = it.key().filter(|k| k.starts_with(&BLOB_MARK)) {
+                if let Some(seq) = blob_seq(key) {
+                    next_blob = next_blob.max(seq + 1);
+                    break;
+                }
+                it.prev();
+            }
+            it.status().map_err(|e| store.rocks(e))?;
+        }
         Ok(DedupWindow {
             store,
             window_secs,
@@ -84,6 +109,9 @@ impl<'s> DedupWindow<'s> {
             buckets: Mutex::new(buckets),
             last_expiry: AtomicU64::new(0),
             filter: None,
+            blobs: Mutex::new(BTreeMap::new()),
+            next_blob: AtomicU64::new(next_blob),
+            convert_ids: id_blobs::CONVERT_IDS,
         })
     }
 
@@ -92,7 +120,14 @@ impl<'s> DedupWindow<'s> {
     /// the ids the store holds, at open only).
     pub fn new(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let mut w = DedupWindow::unfiltered(store, window)?;
+        // A table file left by a crash before RocksDB ingested it: its ids
+        // are still in their blobs, which this open reads.
+        let leftovers = store.path().join(CONVERT_DIR);
+        if leftovers.exists() {
+            std::fs::remove_dir_all(&leftovers).map_err(|source| StoreError::Io { path: leftovers, source })?;
+        }
         let filter = IdFilter::new();
+        let mut blobs = BTreeMap::new();
         // Every bucket on disk, live or not yet expired: a look-up's clock
         // decides which it reads, never what the filter holds.
         let all: Vec<u64> = w.buckets.lock().map(|b| b.iter().copied().collect()).unwrap_or_default();
@@ -102,11 +137,13 @@ impl<'s> DedupWindow<'s> {
             let estimate = store.db().property_int_value_cf(&cf, "rocksdb.estimate-num-keys").ok().flatten();
             filter.reserve(bucket, estimate.unwrap_or(0) as usize);
             let mut ro = rocksdb::ReadOptions::default();
-            // The keys are hashed by prefix; a full pass needs them all.
+            // Stores made before blobs hashed their keys by prefix; a full
+            // pass needs them all.
             ro.set_total_order_seek(true);
             let mut it = store.db().raw_iterator_cf_opt(&cf, ro);
             it.seek_to_first();
             let mut chunk: Vec<IdDigest> = Vec::with_capacity(4096);
+            let mut pending = Pending { scanned: true, ..Pending::default() };
             while let Some(key) = it.key() {
                 // Absorbed duplicates' trails (25-byte keys) are not ids.
                 if let Ok(d) = <IdDigest>::try_from(key) {
@@ -115,14 +152,139 @@ impl<'s> DedupWindow<'s> {
                         filter.insert(bucket, &chunk);
                         chunk.clear();
                     }
+                } else if let (Some(seq), Some(value)) = (blob_seq(key), it.value()) {
+                    pending
+                        .load(seq, value)
+                        .map_err(|m| store.corrupt(&format!("dedup id blob {seq} of {name}"), m))?;
                 }
                 it.next();
             }
             it.status().map_err(|e| store.rocks(e))?;
             filter.insert(bucket, &chunk);
+            let in_blobs: Vec<IdDigest> = pending.ids.keys().copied().collect();
+            filter.insert(bucket, &in_blobs);
+            blobs.insert(bucket, pending);
         }
         w.filter = Some(filter);
+        w.blobs = Mutex::new(blobs);
         Ok(w)
+    }
+
+    fn blobs(&self) -> MutexGuard<'_, BTreeMap<u64, Pending>> {
+        self.blobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Read the blobs of `cf` that `p` does not hold yet: all of them the
+    /// first time, then those this process wrote since (which are durable
+    /// once RocksDB returns them). What a look-up finds in `p` afterwards
+    /// is every id written to the bucket before it, not yet in a table.
+    fn catch_up(&self, cf: &impl rocksdb::AsColumnFamilyRef, p: &mut Pending) -> Result<(), StoreError> {
+        let corrupt = |seq: u64, m: String| self.store.corrupt(&format!("dedup id blob {seq}"), m);
+        if !p.scanned {
+            let mut it = self.store.db().raw_iterator_cf(cf);
+            it.seek(BLOB_MARK);
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                if !key.starts_with(&BLOB_MARK) {
+                    break;
+                }
+                if let Some(seq) = blob_seq(key) {
+                    p.load(seq, value).map_err(|m| corrupt(seq, m))?;
+                }
+                it.next();
+            }
+            it.status().map_err(|e| self.store.rocks(e))?;
+            p.scanned = true;
+        }
+        if p.issued.is_empty() {
+            return Ok(());
+        }
+        let seqs: Vec<u64> = p.issued.keys().copied().collect();
+        let keys: Vec<[u8; id_blobs::BLOB_KEY_BYTES]> = seqs.iter().map(|s| blob_key(*s)).collect();
+        let found = self.store.db().batched_multi_get_cf(cf, keys.iter().map(|k| &k[..]), true);
+        for (seq, r) in seqs.into_iter().zip(found) {
+            // Not there: a write still on its way (or one that failed).
+            if let Some(value) = r.map_err(|e| self.store.rocks(e))? {
+                p.load(seq, &value).map_err(|m| corrupt(seq, m))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sort pending ids into table files where it is due: a bucket's
+    /// every `convert_ids` ids read back, and with `settle`, whatever a
+    /// bucket two or more widths old still holds (late writes to the
+    /// bucket before the current one, a partition lagging by seconds, stay
+    /// in memory a while; a restore writing into old buckets asks without
+    /// `settle`, or each of its batches would make a table file).
+    fn convert_due(&self, now_secs: u64, settle: bool) -> Result<(), StoreError> {
+        let current = now_secs / self.bucket_secs;
+        let mut blobs = self.blobs();
+        for (bucket, p) in blobs.iter_mut() {
+            let settled = settle && bucket + 1 < current;
+            if !(settled && p.size() > 0 || p.size() >= self.convert_ids) {
+                continue;
+            }
+            let name = format!("{CF_PREFIX}{bucket}");
+            let Some(cf) = self.store.db().cf_handle(&name) else { continue };
+            // Converted are only ids read back: those of writes still on
+            // their way wait for a later call.
+            self.catch_up(&cf, p)?;
+            if settled && !p.ids.is_empty() || p.ids.len() >= self.convert_ids {
+                self.convert(&name, &cf, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The loaded ids of `p` into one sorted table file that RocksDB
+    /// ingests, then their blobs deleted: in that order, so that a crash
+    /// in between leaves the ids twice (the blob is converted again),
+    /// never nowhere.
+    fn convert(&self, name: &str, cf: &impl rocksdb::AsColumnFamilyRef, p: &mut Pending) -> Result<(), StoreError> {
+        let io = |path: &std::path::Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        let dir = self.store.path().join(CONVERT_DIR);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let file = dir.join(format!("{name}-{}.sst", p.loaded.first().copied().unwrap_or_default()));
+        let options = cf_options(name);
+        let mut writer = rocksdb::SstFileWriter::create(&options);
+        writer.open(&file).map_err(|e| self.store.rocks(e))?;
+        let sorted = p.sorted();
+        for (id, trail) in &sorted {
+            writer.put(id, trail.as_ref().map_or(&[][..], |t| &t[..])).map_err(|e| self.store.rocks(e))?;
+        }
+        writer.finish().map_err(|e| self.store.rocks(e))?;
+        let mut ingest = rocksdb::IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        self.store.db().ingest_external_file_cf_opts(cf, &ingest, vec![&file]).map_err(|e| self.store.rocks(e))?;
+        if file.exists() {
+            std::fs::remove_file(&file).map_err(io(&file))?;
+        }
+        // Not synced: a deletion lost to a crash only converts a blob again.
+        let mut delete = WriteBatch::default();
+        for seq in p.converted() {
+            delete.delete_cf(cf, blob_key(seq));
+        }
+        self.store.db().write(delete).map_err(|e| self.store.rocks(e))?;
+        crate::telemetry::events::IdsConverted { bucket: name, ids: sorted.len() }.emit();
+        Ok(())
+    }
+
+    /// Lend `f` the ids (with their trails) of a bucket's blobs not yet in
+    /// a table, after reading those written since the last look-up.
+    fn in_blobs(
+        &self,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        bucket: u64,
+        mut f: impl FnMut(&HashMap<IdDigest, Trail>),
+    ) -> Result<(), StoreError> {
+        let mut blobs = self.blobs();
+        let p = blobs.entry(bucket).or_default();
+        self.catch_up(cf, p)?;
+        f(&p.ids);
+        Ok(())
     }
 
     /// What the in-memory filter holds (zero without one).
@@ -162,11 +324,26 @@ impl<'s> DedupWindow<'s> {
                 continue;
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let mut pending = pending;
+            self.in_blobs(&cf, bucket, |ids| {
+                pending.retain(|i| {
+                    seen[*i] = ids.contains_key(&digests[*i]);
+                    !seen[*i]
+                })
+            })?;
+            if pending.is_empty() {
+                continue;
+            }
             let keys: Vec<&[u8]> = pending.iter().map(|i| &digests[*i][..]).collect();
             let found = self.store.db().batched_multi_get_cf(&cf, keys, false);
             for (i, r) in pending.into_iter().zip(found) {
                 seen[i] = r.map_err(|e| self.store.rocks(e))?.is_some();
             }
+        }
+        // A pipeline's window keeps its pending ids bounded; one opened
+        // to read (`sluice audit`) writes nothing.
+        if self.filter.is_some() {
+            self.convert_due(now_secs, true)?;
         }
         Ok(seen)
     }
@@ -177,12 +354,7 @@ impl<'s> DedupWindow<'s> {
         if digests.is_empty() {
             return Ok(());
         }
-        let cf = self.bucket(now_secs)?;
-        self.remember(now_secs, digests);
-        for d in digests {
-            batch.put_cf(&cf, d, []);
-        }
-        Ok(())
+        self.record_blob(batch, digests, None, now_secs)
     }
 
     /// Add delivered ids to `batch` with each one's trail (`audit`).
@@ -196,10 +368,27 @@ impl<'s> DedupWindow<'s> {
         if digests.is_empty() {
             return Ok(());
         }
+        self.record_blob(batch, digests, Some(trails), now_secs)
+    }
+
+    /// The ids as one blob in `batch`, noted as issued so that look-ups
+    /// read it back once it is durable.
+    fn record_blob(
+        &self,
+        batch: &mut WriteBatch,
+        digests: &[IdDigest],
+        trails: Option<&[[u8; TRAIL_BYTES]]>,
+        now_secs: u64,
+    ) -> Result<(), StoreError> {
         let cf = self.bucket(now_secs)?;
         self.remember(now_secs, digests);
-        for (d, t) in digests.iter().zip(trails) {
-            batch.put_cf(&cf, d, t);
+        let seq = self.next_blob.fetch_add(1, Ordering::Relaxed);
+        batch.put_cf(&cf, blob_key(seq), id_blobs::encode(digests, trails));
+        self.blobs().entry(now_secs / self.bucket_secs).or_default().issued.insert(seq, digests.len());
+        // Writes without look-ups between them (a changelog's restore, a
+        // bench) keep the pending ids bounded too.
+        if self.filter.is_some() {
+            self.convert_due(now_secs, false)?;
         }
         Ok(())
     }
@@ -243,6 +432,14 @@ impl<'s> DedupWindow<'s> {
                 break;
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let mut pending = pending;
+            self.in_blobs(&cf, bucket, |ids| {
+                pending.retain(|i| {
+                    let trail = <IdDigest>::try_from(&keys[*i][..]).ok().and_then(|d| ids.get(&d));
+                    out[*i] = trail.map(|t| t.map_or_else(Vec::new, |t| t.to_vec()));
+                    out[*i].is_none()
+                })
+            })?;
             let found = self.store.db().batched_multi_get_cf(&cf, pending.iter().map(|i| &keys[*i][..]), false);
             for (i, r) in pending.into_iter().zip(found) {
                 out[i] = r.map_err(|e| self.store.rocks(e))?.map(|v| v.to_vec());
@@ -258,12 +455,23 @@ impl<'s> DedupWindow<'s> {
         let buckets: Vec<u64> = self.buckets.lock().map(|b| b.range(first..).copied().collect()).unwrap_or_default();
         for bucket in buckets {
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            // Ids still in blobs first; an id also in a table (a crash
+            // during its conversion) is reported once.
+            let mut in_blobs = HashMap::new();
+            self.in_blobs(&cf, bucket, |ids| in_blobs.clone_from(ids))?;
+            for (id, trail) in &in_blobs {
+                f(id, trail.as_ref().map_or(&[][..], |t| &t[..]));
+            }
             let mut ro = rocksdb::ReadOptions::default();
-            // The keys are hashed by prefix; a scan needs them all.
+            // Stores made before blobs hashed their keys by prefix; a scan
+            // needs them all.
             ro.set_total_order_seek(true);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;
-                f(&k, &v);
+                let in_blob = <IdDigest>::try_from(&k[..]).is_ok_and(|d| in_blobs.contains_key(&d));
+                if blob_seq(&k).is_none() && !in_blob {
+                    f(&k, &v);
+                }
             }
         }
         Ok(())
@@ -296,6 +504,7 @@ impl<'s> DedupWindow<'s> {
         for bucket in &old {
             self.store.db().drop_cf(&format!("{CF_PREFIX}{bucket}")).map_err(|e| self.store.rocks(e))?;
             buckets.remove(bucket);
+            self.blobs().remove(bucket);
             if let Some(f) = &self.filter {
                 f.drop_bucket(*bucket);
             }
@@ -425,6 +634,131 @@ mod tests {
             positives += maybe.iter().filter(|m| **m).count();
         }
         assert!(positives < 50, "{positives} of 10,000 bucket probes for new ids reached RocksDB");
+    }
+
+    fn open(dir: &std::path::Path) -> Store {
+        Store::open(dir, &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Keys of each length in a bucket: (ids, absorbed trails, blobs).
+    fn key_kinds(store: &Store, bucket: u64) -> (usize, usize, usize) {
+        let Some(cf) = store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { return (0, 0, 0) };
+        let mut n = (0, 0, 0);
+        for item in store.db().iterator_cf(&cf, rocksdb::IteratorMode::Start) {
+            match item.map(|(k, _)| k.len()) {
+                Ok(24) => n.0 += 1,
+                Ok(25) => n.1 += 1,
+                Ok(16) => n.2 += 1,
+                other => panic!("unexpected key {other:?}"),
+            }
+        }
+        n
+    }
+
+    fn trail(i: usize) -> [u8; TRAIL_BYTES] {
+        let mut t = [0u8; TRAIL_BYTES];
+        t[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        t
+    }
+
+    /// The custody rule for the store's ids: every id recorded is seen,
+    /// with its trail, whether it is still in its batch's blob, already in
+    /// a table, or in both (a crash between the two steps of a
+    /// conversion), and after a reopen; every id is reported once.
+    #[test]
+    fn ids_are_seen_from_blobs_from_tables_and_from_both_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = open(dir.path());
+        let t0 = 1_000_000_000;
+        let bucket = t0 / 3600;
+        let ids: Vec<IdDigest> = (0..5500).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
+        let trails: Vec<[u8; TRAIL_BYTES]> = (0..ids.len()).map(trail).collect();
+        let mut w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
+        w.convert_ids = 2600;
+        let mut blob_values = Vec::new();
+        for (chunk, t) in ids.chunks(1000).zip(trails.chunks(1000)) {
+            let mut batch = WriteBatch::default();
+            w.record_with_trails(&mut batch, chunk, t, t0).unwrap_or_else(|e| panic!("{e}"));
+            blob_values.push(id_blobs::encode(chunk, Some(t)));
+            store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+            // Every id recorded so far is seen, before any conversion and
+            // after each (a look-up is what converts).
+            let seen = w.seen(&ids, t0).unwrap_or_else(|e| panic!("{e}"));
+            let recorded = ((blob_values.len()) * 1000).min(ids.len());
+            assert!(seen[..recorded].iter().all(|s| *s), "after {} batches", blob_values.len());
+            assert!(seen[recorded..].iter().all(|s| !*s), "nothing not recorded is seen");
+        }
+        // 5,500 ids: the first 3,000 converted (past 2,600), the next
+        // 2,500 in their three blobs still.
+        let (tables, _, blobs) = key_kinds(&store, bucket);
+        assert_eq!((tables, blobs), (3000, 3), "ids in tables, blobs left");
+        let keys: Vec<Vec<u8>> = ids.iter().map(|d| d.to_vec()).collect();
+        let values = w.values(&keys, t0).unwrap_or_else(|e| panic!("{e}"));
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(v.as_deref(), Some(&trails[i][..]), "the trail of id {i}, from a table or a blob");
+        }
+        drop(w);
+
+        // A crash after a table was ingested and before its blobs were
+        // deleted: the first blob is back beside its ids' table entries.
+        let cf = store.cf(&format!("{CF_PREFIX}{bucket}")).unwrap_or_else(|e| panic!("{e}"));
+        store.db().put_cf(&cf, blob_key(0), &blob_values[0]).unwrap_or_else(|e| panic!("{e}"));
+        // And a table file written but never ingested.
+        std::fs::create_dir_all(dir.path().join(CONVERT_DIR)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join(CONVERT_DIR).join("ids-1-9.sst"), b"torn").unwrap_or_else(|e| panic!("{e}"));
+        drop(cf);
+
+        let w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!dir.path().join(CONVERT_DIR).exists(), "a table file never ingested is removed at open");
+        assert_eq!(w.filter_stats().ids, 5500 + 1000, "the blob's ids twice in the filter: harmless");
+        let seen = w.seen(&ids, t0 + 60).unwrap_or_else(|e| panic!("{e}"));
+        assert!(seen.iter().all(|s| *s), "every id recorded before the reopen is seen");
+        let mut scanned: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        w.scan_since(0, |k, v| assert!(scanned.insert(k.to_vec(), v.to_vec()).is_none(), "an id reported twice"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(scanned.len(), 5500);
+        assert!(ids.iter().zip(&trails).all(|(d, t)| scanned.get(&d[..]).map(Vec::as_slice) == Some(&t[..])));
+
+        // The next bucket may still take late writes: its blobs wait.
+        let fresh = [digest(&PIPELINE_SCOPE, "fresh")];
+        assert_eq!(w.seen(&fresh, t0 + 3600).ok(), Some(vec![false]));
+        assert_eq!(key_kinds(&store, bucket).2, 4, "the restored blob and the last three");
+        // Two buckets on, a look-up converts what the old one holds: the
+        // restored blob (again) and the last 2,500.
+        let next = t0 + 2 * 3600;
+        assert_eq!(w.seen(&fresh, next).ok(), Some(vec![false]));
+        let (tables, _, blobs) = key_kinds(&store, bucket);
+        assert_eq!((tables, blobs), (5500, 0), "all in tables, no blob left");
+        assert!(w.seen(&ids, next).unwrap_or_default().iter().all(|s| *s));
+    }
+
+    /// A window opened only to read (`sluice audit`) finds ids in blobs
+    /// too, and stores written before blobs (a key per id) still answer.
+    #[test]
+    fn a_read_only_window_reads_blobs_and_ids_stored_a_key_each() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = open(dir.path());
+        let t0 = 1_000_000_000;
+        let (a, b) = (digest(&PIPELINE_SCOPE, "a"), digest(&PIPELINE_SCOPE, "b"));
+        {
+            let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+            let mut batch = WriteBatch::default();
+            w.record_with_trails(&mut batch, &[a], &[trail(7)], t0).unwrap_or_else(|e| panic!("{e}"));
+            store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+            // An id as the format before blobs stored it.
+            let cf = store.cf(&format!("{CF_PREFIX}{}", t0 / 450)).unwrap_or_else(|e| panic!("{e}"));
+            store.db().put_cf(&cf, b, trail(8)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = DedupWindow::unfiltered(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+        let values = r
+            .values(&[a.to_vec(), b.to_vec(), digest(&PIPELINE_SCOPE, "c").to_vec()], t0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(values, vec![Some(trail(7).to_vec()), Some(trail(8).to_vec()), None]);
+        assert_eq!(r.seen(&[a, b], t0).ok(), Some(vec![true, true]));
+        // The next blob number follows the one on disk.
+        assert_eq!(r.next_blob.load(Ordering::Relaxed), 1);
+        let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.seen(&[a, b], t0).ok(), Some(vec![true, true]));
     }
 
     #[test]

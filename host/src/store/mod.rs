@@ -5,7 +5,7 @@
 //! | `meta` | what the store was created for (pipeline name, sources), the dedup bucket width |
 //! | `checkpoints` | per partition: the committed position (the contiguous finished prefix) |
 //! | `quarantine` | quarantined records with their context (see `quarantine`) |
-//! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`), each with its trail, and the trails of duplicates absorbed (see `audit`) |
+//! | `ids-<bucket>` | dedup ids delivered during one time bucket (see `dedup`), each with its trail: recent batches' as one value each, the rest sorted into tables (see `id_blobs`); and the trails of duplicates absorbed (see `audit`) |
 //!
 //! One `WriteBatch` per processed batch carries the batch's delivered ids,
 //! its quarantine entries and the new checkpoint: they become durable
@@ -15,6 +15,7 @@
 pub mod audit;
 pub mod dedup;
 pub mod filter;
+pub(crate) mod id_blobs;
 pub mod quarantine;
 
 use std::path::{Path, PathBuf};
@@ -102,9 +103,6 @@ impl Store {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        // Required by the hashed memtable of the dedup buckets; RocksDB
-        // still groups the partitions' concurrent writes.
-        opts.set_allow_concurrent_memtable_write(false);
         let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
         for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE] {
             if !names.iter().any(|n| n == fixed) {
@@ -273,20 +271,17 @@ fn changelog_key(key: &str) -> Vec<u8> {
 }
 
 /// A dedup bucket's memtable size. RocksDB's 64 MiB default was most of a
-/// 1M-line run's peak RSS (157 MiB); the ids are flushed to an SST with a
-/// bloom filter sooner instead (benches/README.md, pipeline_file).
+/// 1M-line run's peak RSS (157 MiB) when it held a key per id; it holds a
+/// key per batch now, and the bound still keeps a burst of them small.
 const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 
 /// Options per column family: bloom filters where look-ups dominate.
 ///
-/// The dedup buckets keep the hashed memtable although the window's
-/// in-memory filter now answers a new id's look-up: RocksDB's default
-/// skiplist was measured against it (`benches/ledger`, 200,000 ids). Alone,
-/// a write cost less with the skiplist (2.29 µs per id, 1.76 on the writing
-/// thread and 0.53 in the flush, against 0.81 + 2.17), but end to end the
-/// two were within this machine's noise (11.8 and 12.1 µs per record with
-/// the skiplist, 8.8 and 11.2 with the hashed memtable), so the skiplist
-/// did not win beyond the noise and was not adopted.
+/// The dedup buckets' memtable was a hashed one while it held a key per
+/// id (sorting them at each flush was a fifth of a pipeline's CPU); with
+/// blobs (`id_blobs`) it holds a key per batch, and RocksDB's default
+/// skiplist, which also serves the look-ups of blob keys, costs nothing
+/// worth measuring (`benches/dedup_write`).
 /// The options of a dedup bucket, for `benches/dedup_write`, which measures
 /// alternatives against them.
 #[doc(hidden)]
@@ -297,17 +292,15 @@ pub fn dedup_bucket_options() -> Options {
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
     if name.starts_with(dedup::CF_PREFIX) {
+        // Ids reach the tables sorted, in files RocksDB ingests
+        // (`id_blobs`); the memtable holds a key per batch, not per id, so
+        // RocksDB's default skiplist serves. The look-ups that reach
+        // RocksDB are the in-memory filter's positives, mostly delivered
+        // ids: a bloom filter per table keeps each to the one file that
+        // holds it.
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         o.set_block_based_table_factory(&table);
-        // Most look-ups are for new ids, which miss: a bloom filter on the
-        // memtable too answers those without walking its skiplist.
-        o.set_memtable_whole_key_filtering(true);
-        o.set_memtable_prefix_bloom_ratio(0.1);
-        // Ids are random and only ever looked up, never iterated: a hashed
-        // memtable inserts and finds in O(1) where a skiplist sorts.
-        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(dedup::PREFIX_BYTES));
-        o.set_memtable_factory(rocksdb::MemtableFactory::HashLinkList { bucket_count: 200_000 });
         o.set_write_buffer_size(DEDUP_WRITE_BUFFER);
     }
     o

@@ -232,6 +232,21 @@ impl BucketsExpired {
     }
 }
 
+/// A dedup bucket's recent ids were sorted into a table file of the store
+/// (`store::id_blobs`): a debug line, and a count that should grow with
+/// the ids delivered (one per 262,144, and one per bucket).
+pub struct IdsConverted<'a> {
+    pub bucket: &'a str,
+    pub ids: usize,
+}
+
+impl IdsConverted<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_dedup_id_tables_total").increment(1);
+        tracing::debug!(bucket = self.bucket, ids = self.ids, "recent dedup ids sorted into a table file");
+    }
+}
+
 /// A sink's circuit breaker changed state.
 pub struct BreakerChanged<'a> {
     pub sink: &'a str,

@@ -1,0 +1,189 @@
+//! How a batch's delivered ids reach RocksDB: as one value, not one key
+//! each.
+//!
+//! A key per id made RocksDB sort every id twice (the memtable, then the
+//! flush) and rewrite it at every compaction: 3–5 µs of CPU per id, all
+//! in, against about 1 µs this way (`benches/dedup_write`). So a batch's ids
+//! go into its synced `WriteBatch` as one *blob* (a key per batch, in the
+//! bucket's column family), and the window keeps the ids of blobs it has
+//! read back in memory ([`Pending`]), exactly. Every [`CONVERT_IDS`] ids,
+//! and when a bucket stops being the current one, the pending ids are
+//! sorted into one table file that RocksDB ingests as it is, and only then
+//! are their blobs deleted. A crash between the two leaves an id in both
+//! places, never in neither: the blob is read again at open and converted
+//! again, which writes the same key.
+//!
+//! Keys of a bucket, told apart by length: 24 bytes an id (its value the
+//! trail or nothing), 25 an absorbed duplicate's trail (`audit`), 16 a blob
+//! (`BLOB_MARK`, then its sequence number, big-endian). A blob's value is
+//! one byte saying how long each id's trail is (0 or `TRAIL_BYTES`), then
+//! each id followed by its trail.
+//!
+//! Pending ids are loaded only from what RocksDB returns, never from the
+//! write path: an id in memory is an id on disk. The write path only notes
+//! which blobs it issued, so that a look-up reads those it has not loaded
+//! yet (`DedupWindow::catch_up`) before it answers.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::audit::TRAIL_BYTES;
+use crate::custody::ids::IdDigest;
+
+/// The first eight bytes of every blob key.
+pub(crate) const BLOB_MARK: [u8; 8] = [0xff; 8];
+pub(crate) const BLOB_KEY_BYTES: usize = 16;
+const ID_BYTES: usize = 24;
+/// Pending ids of the current bucket that are sorted into a table file at
+/// once: about 16 MiB of memory at most, and a file of a size RocksDB
+/// compacts cheaply.
+pub(crate) const CONVERT_IDS: usize = 1 << 18;
+
+pub(crate) type Trail = Option<[u8; TRAIL_BYTES]>;
+
+pub(crate) fn blob_key(seq: u64) -> [u8; BLOB_KEY_BYTES] {
+    let mut k = [0u8; BLOB_KEY_BYTES];
+    k[..8].copy_from_slice(&BLOB_MARK);
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The sequence number of a blob key; none for any other key.
+pub(crate) fn blob_seq(key: &[u8]) -> Option<u64> {
+    let (mark, seq) = key.split_first_chunk::<8>()?;
+    let seq: [u8; 8] = seq.try_into().ok()?;
+    (*mark == BLOB_MARK).then_some(u64::from_be_bytes(seq))
+}
+
+/// A batch's ids, with their trails when the batch has them.
+pub(crate) fn encode(digests: &[IdDigest], trails: Option<&[[u8; TRAIL_BYTES]]>) -> Vec<u8> {
+    let trail_len = if trails.is_some() { TRAIL_BYTES } else { 0 };
+    let mut v = Vec::with_capacity(1 + digests.len() * (ID_BYTES + trail_len));
+    v.push(trail_len as u8);
+    match trails {
+        Some(trails) => {
+            for (d, t) in digests.iter().zip(trails) {
+                v.extend_from_slice(d);
+                v.extend_from_slice(t);
+            }
+        }
+        None => {
+            for d in digests {
+                v.extend_from_slice(d);
+            }
+        }
+    }
+    v
+}
+
+/// Each id of a blob with its trail; the error says what is wrong with it.
+pub(crate) fn decode(value: &[u8]) -> Result<impl Iterator<Item = (IdDigest, Trail)> + '_, String> {
+    let (&trail_len, rest) = value.split_first().ok_or("an empty blob")?;
+    let trail_len = usize::from(trail_len);
+    if trail_len != 0 && trail_len != TRAIL_BYTES {
+        return Err(format!("trails of {trail_len} bytes (expected 0 or {TRAIL_BYTES})"));
+    }
+    let unit = ID_BYTES + trail_len;
+    if !rest.len().is_multiple_of(unit) {
+        return Err(format!("{} bytes of ids, not a multiple of {unit}", rest.len()));
+    }
+    Ok(rest.chunks_exact(unit).map(move |c| {
+        let (id, trail) = c.split_at(ID_BYTES);
+        // `chunks_exact` and the length check above make both conversions exact.
+        let id: IdDigest = id.try_into().unwrap_or([0; ID_BYTES]);
+        (id, trail.try_into().ok())
+    }))
+}
+
+/// One bucket's blobs as the window knows them.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Whether the blobs on disk were read (at open, or at the first
+    /// look-up of a window opened without its filter).
+    pub scanned: bool,
+    /// Blobs this process wrote and has not read back: sequence number,
+    /// ids. Some may not be durable yet (or ever: a failed write).
+    pub issued: BTreeMap<u64, usize>,
+    /// Blobs read back, whose ids are in `ids` and not yet in a table file.
+    pub loaded: Vec<u64>,
+    /// Every id of the loaded blobs, with its trail.
+    pub ids: HashMap<IdDigest, Trail>,
+}
+
+impl Pending {
+    /// The ids of a blob read back from the store.
+    pub fn load(&mut self, seq: u64, value: &[u8]) -> Result<(), String> {
+        for (id, trail) in decode(value)? {
+            self.ids.insert(id, trail);
+        }
+        self.issued.remove(&seq);
+        self.loaded.push(seq);
+        Ok(())
+    }
+
+    /// Ids written or about to be, loaded or not.
+    pub fn size(&self) -> usize {
+        self.ids.len() + self.issued.values().sum::<usize>()
+    }
+
+    /// The loaded ids in key order, as a table file takes them.
+    pub fn sorted(&self) -> Vec<(IdDigest, Trail)> {
+        let mut v: Vec<(IdDigest, Trail)> = self.ids.iter().map(|(k, t)| (*k, *t)).collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// After a table file holds them: forget the ids, return the blobs
+    /// that can be deleted.
+    pub fn converted(&mut self) -> Vec<u64> {
+        self.ids.clear();
+        std::mem::take(&mut self.loaded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::custody::ids::{PIPELINE_SCOPE, digest};
+
+    #[test]
+    fn blob_keys_are_told_from_ids_and_trails_by_their_length_and_mark() {
+        assert_eq!(blob_seq(&blob_key(0)), Some(0));
+        assert_eq!(blob_seq(&blob_key(u64::MAX - 1)), Some(u64::MAX - 1));
+        let id = digest(&PIPELINE_SCOPE, "a");
+        assert_eq!(blob_seq(&id), None, "a 24-byte id");
+        assert_eq!(blob_seq(&[0xff; 24]), None, "an id of all ones is still 24 bytes");
+        assert_eq!(blob_seq(&[0xfe; 16]), None, "16 bytes without the mark");
+        // Blob keys sort by sequence number.
+        assert!(blob_key(9) < blob_key(10) && blob_key(255) < blob_key(256));
+    }
+
+    #[test]
+    fn blobs_round_trip_with_and_without_trails_and_reject_what_is_torn() {
+        let ids: Vec<IdDigest> = (0..5).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
+        let plain: Vec<(IdDigest, Trail)> = decode(&encode(&ids, None)).map(|i| i.collect()).unwrap_or_default();
+        assert_eq!(plain, ids.iter().map(|d| (*d, None)).collect::<Vec<_>>());
+        let trails: Vec<[u8; TRAIL_BYTES]> = (0..5u8).map(|i| [i; TRAIL_BYTES]).collect();
+        let with: Vec<(IdDigest, Trail)> =
+            decode(&encode(&ids, Some(&trails))).map(|i| i.collect()).unwrap_or_default();
+        assert_eq!(with, ids.iter().zip(&trails).map(|(d, t)| (*d, Some(*t))).collect::<Vec<_>>());
+        let torn = &encode(&ids, None)[..50];
+        assert!(decode(torn).err().is_some_and(|e| e.contains("not a multiple of 24")));
+        assert!(decode(&[]).err().is_some_and(|e| e.contains("empty")));
+        assert!(decode(&[7, 0, 0]).err().is_some_and(|e| e.contains("trails of 7 bytes")));
+    }
+
+    #[test]
+    fn pending_counts_issued_blobs_until_they_are_loaded_and_forgets_them_once_converted() {
+        let ids: Vec<IdDigest> = (0..3).map(|i| digest(&PIPELINE_SCOPE, &format!("p-{i}"))).collect();
+        let mut p = Pending::default();
+        p.issued.insert(4, 3);
+        p.issued.insert(5, 7);
+        assert_eq!(p.size(), 10);
+        p.load(4, &encode(&ids, None)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.size(), p.ids.len(), p.loaded.clone()), (10, 3, vec![4]));
+        let sorted = p.sorted();
+        assert!(sorted.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(p.converted(), vec![4]);
+        assert_eq!((p.ids.len(), p.size()), (0, 7), "blob 5 is still issued");
+    }
+}
