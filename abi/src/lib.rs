@@ -198,16 +198,19 @@ struct Descriptor<const N: usize> {
 }
 
 impl<const N: usize> Descriptor<N> {
+    #[inline(always)]
     fn new() -> Self {
         Descriptor { bytes: [0; N], at: 0 }
     }
 
+    #[inline(always)]
     fn u32(mut self, v: u32) -> Self {
         self.bytes[self.at..self.at + 4].copy_from_slice(&v.to_le_bytes());
         self.at += 4;
         self
     }
 
+    #[inline(always)]
     fn i64(mut self, v: i64) -> Self {
         self.bytes[self.at..self.at + 8].copy_from_slice(&v.to_le_bytes());
         self.at += 8;
@@ -215,6 +218,7 @@ impl<const N: usize> Descriptor<N> {
     }
 
     /// Appended whole: the fields must have filled it exactly.
+    #[inline(always)]
     fn append_to(self, out: &mut Vec<u8>) {
         debug_assert_eq!(self.at, N, "a descriptor's fields fill it");
         out.extend_from_slice(&self.bytes);

@@ -19,7 +19,7 @@
 //! before delivery would turn a replay into silent loss; the other order can
 //! only yield a duplicate.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -30,6 +30,7 @@ use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::filter::{FilterStats, IdFilter};
 use super::id_blobs::{self, BLOB_MARK, Pending, Trail, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
+use crate::custody::ids::DigestSet;
 
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
@@ -161,7 +162,7 @@ impl<'s> DedupWindow<'s> {
             }
             it.status().map_err(|e| store.rocks(e))?;
             filter.insert(bucket, &chunk);
-            let in_blobs: Vec<IdDigest> = pending.ids.keys().copied().collect();
+            let in_blobs: Vec<IdDigest> = pending.ids.iter().copied().collect();
             filter.insert(bucket, &in_blobs);
             blobs.insert(bucket, pending);
         }
@@ -251,7 +252,10 @@ impl<'s> DedupWindow<'s> {
         let options = cf_options(name);
         let mut writer = rocksdb::SstFileWriter::create(&options);
         writer.open(&file).map_err(|e| self.store.rocks(e))?;
-        let sorted = p.sorted();
+        let blobs = self.read_blobs(cf, &p.loaded)?;
+        let sorted =
+            id_blobs::sorted(&blobs).map_err(|m| self.store.corrupt(&format!("dedup id blobs of {name}"), m))?;
+        drop(blobs);
         for (id, trail) in &sorted {
             writer.put(id, trail.as_ref().map_or(&[][..], |t| &t[..])).map_err(|e| self.store.rocks(e))?;
         }
@@ -272,19 +276,45 @@ impl<'s> DedupWindow<'s> {
         Ok(())
     }
 
-    /// Lend `f` the ids (with their trails) of a bucket's blobs not yet in
-    /// a table, after reading those written since the last look-up.
-    fn in_blobs(
+    /// The values of blobs `seqs`, in that order; each must be there.
+    fn read_blobs(&self, cf: &impl rocksdb::AsColumnFamilyRef, seqs: &[u64]) -> Result<Vec<Vec<u8>>, StoreError> {
+        let keys: Vec<[u8; id_blobs::BLOB_KEY_BYTES]> = seqs.iter().map(|s| blob_key(*s)).collect();
+        let found = self.store.db().batched_multi_get_cf(cf, keys.iter().map(|k| &k[..]), false);
+        seqs.iter()
+            .zip(found)
+            .map(|(seq, r)| match r.map_err(|e| self.store.rocks(e))? {
+                Some(v) => Ok(v.to_vec()),
+                None => Err(self.store.corrupt(&format!("dedup id blob {seq}"), "read once, now missing")),
+            })
+            .collect()
+    }
+
+    /// `f` over a bucket's pending blobs, after reading those written
+    /// since the last look-up.
+    fn with_pending<R>(
         &self,
         cf: &impl rocksdb::AsColumnFamilyRef,
         bucket: u64,
-        mut f: impl FnMut(&HashMap<IdDigest, Trail>),
-    ) -> Result<(), StoreError> {
+        f: impl FnOnce(&Pending) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
         let mut blobs = self.blobs();
         let p = blobs.entry(bucket).or_default();
         self.catch_up(cf, p)?;
-        f(&p.ids);
-        Ok(())
+        f(p)
+    }
+
+    /// The ids of a bucket's blobs not yet in a table, each with its
+    /// latest trail (`sluice audit`: reads the blobs again).
+    fn pending_trails(
+        &self,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        bucket: u64,
+    ) -> Result<(DigestSet, Vec<(IdDigest, Trail)>), StoreError> {
+        self.with_pending(cf, bucket, |p| {
+            let blobs = self.read_blobs(cf, &p.loaded)?;
+            let sorted = id_blobs::sorted(&blobs).map_err(|m| self.store.corrupt("dedup id blobs", m))?;
+            Ok((p.ids.clone(), sorted))
+        })
     }
 
     /// What the in-memory filter holds (zero without one).
@@ -325,11 +355,12 @@ impl<'s> DedupWindow<'s> {
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let mut pending = pending;
-            self.in_blobs(&cf, bucket, |ids| {
+            self.with_pending(&cf, bucket, |p| {
                 pending.retain(|i| {
-                    seen[*i] = ids.contains_key(&digests[*i]);
+                    seen[*i] = p.ids.contains(&digests[*i]);
                     !seen[*i]
-                })
+                });
+                Ok(())
             })?;
             if pending.is_empty() {
                 continue;
@@ -433,13 +464,14 @@ impl<'s> DedupWindow<'s> {
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let mut pending = pending;
-            self.in_blobs(&cf, bucket, |ids| {
-                pending.retain(|i| {
-                    let trail = <IdDigest>::try_from(&keys[*i][..]).ok().and_then(|d| ids.get(&d));
-                    out[*i] = trail.map(|t| t.map_or_else(Vec::new, |t| t.to_vec()));
-                    out[*i].is_none()
-                })
-            })?;
+            let (_, in_blobs) = self.pending_trails(&cf, bucket)?;
+            pending.retain(|i| {
+                let at = <IdDigest>::try_from(&keys[*i][..])
+                    .ok()
+                    .and_then(|d| in_blobs.binary_search_by(|e| e.0.cmp(&d)).ok());
+                out[*i] = at.map(|at| in_blobs[at].1.map_or_else(Vec::new, |t| t.to_vec()));
+                out[*i].is_none()
+            });
             let found = self.store.db().batched_multi_get_cf(&cf, pending.iter().map(|i| &keys[*i][..]), false);
             for (i, r) in pending.into_iter().zip(found) {
                 out[i] = r.map_err(|e| self.store.rocks(e))?.map(|v| v.to_vec());
@@ -457,9 +489,8 @@ impl<'s> DedupWindow<'s> {
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             // Ids still in blobs first; an id also in a table (a crash
             // during its conversion) is reported once.
-            let mut in_blobs = HashMap::new();
-            self.in_blobs(&cf, bucket, |ids| in_blobs.clone_from(ids))?;
-            for (id, trail) in &in_blobs {
+            let (in_blobs, trails) = self.pending_trails(&cf, bucket)?;
+            for (id, trail) in &trails {
                 f(id, trail.as_ref().map_or(&[][..], |t| &t[..]));
             }
             let mut ro = rocksdb::ReadOptions::default();
@@ -468,7 +499,7 @@ impl<'s> DedupWindow<'s> {
             ro.set_total_order_seek(true);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;
-                let in_blob = <IdDigest>::try_from(&k[..]).is_ok_and(|d| in_blobs.contains_key(&d));
+                let in_blob = <IdDigest>::try_from(&k[..]).is_ok_and(|d| in_blobs.contains(&d));
                 if blob_seq(&k).is_none() && !in_blob {
                     f(&k, &v);
                 }
@@ -713,7 +744,7 @@ mod tests {
         assert_eq!(w.filter_stats().ids, 5500 + 1000, "the blob's ids twice in the filter: harmless");
         let seen = w.seen(&ids, t0 + 60).unwrap_or_else(|e| panic!("{e}"));
         assert!(seen.iter().all(|s| *s), "every id recorded before the reopen is seen");
-        let mut scanned: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        let mut scanned: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
         w.scan_since(0, |k, v| assert!(scanned.insert(k.to_vec(), v.to_vec()).is_none(), "an id reported twice"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(scanned.len(), 5500);

@@ -24,19 +24,19 @@
 //! which blobs it issued, so that a look-up reads those it has not loaded
 //! yet (`DedupWindow::catch_up`) before it answers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::audit::TRAIL_BYTES;
-use crate::custody::ids::IdDigest;
+use crate::custody::ids::{DigestSet, IdDigest};
 
 /// The first eight bytes of every blob key.
 pub(crate) const BLOB_MARK: [u8; 8] = [0xff; 8];
 pub(crate) const BLOB_KEY_BYTES: usize = 16;
 const ID_BYTES: usize = 24;
-/// Pending ids of the current bucket that are sorted into a table file at
-/// once: about 16 MiB of memory at most, and a file of a size RocksDB
-/// compacts cheaply.
-pub(crate) const CONVERT_IDS: usize = 1 << 18;
+/// Pending ids of a bucket that are sorted into a table file at once:
+/// their set is at most about 6.5 MiB (24 bytes and a control byte per
+/// slot, 262,144 slots), and the file of a size RocksDB compacts cheaply.
+pub(crate) const CONVERT_IDS: usize = 1 << 17;
 
 pub(crate) type Trail = Option<[u8; TRAIL_BYTES]>;
 
@@ -103,17 +103,19 @@ pub(crate) struct Pending {
     /// Blobs this process wrote and has not read back: sequence number,
     /// ids. Some may not be durable yet (or ever: a failed write).
     pub issued: BTreeMap<u64, usize>,
-    /// Blobs read back, whose ids are in `ids` and not yet in a table file.
+    /// Blobs read back, whose ids are in `ids` and not yet in a table
+    /// file, in the order read.
     pub loaded: Vec<u64>,
-    /// Every id of the loaded blobs, with its trail.
-    pub ids: HashMap<IdDigest, Trail>,
+    /// Every id of the loaded blobs; their trails stay in the blobs (read
+    /// again to convert them, or for `sluice audit`).
+    pub ids: DigestSet,
 }
 
 impl Pending {
     /// The ids of a blob read back from the store.
     pub fn load(&mut self, seq: u64, value: &[u8]) -> Result<(), String> {
-        for (id, trail) in decode(value)? {
-            self.ids.insert(id, trail);
+        for (id, _) in decode(value)? {
+            self.ids.insert(id);
         }
         self.issued.remove(&seq);
         self.loaded.push(seq);
@@ -125,19 +127,27 @@ impl Pending {
         self.ids.len() + self.issued.values().sum::<usize>()
     }
 
-    /// The loaded ids in key order, as a table file takes them.
-    pub fn sorted(&self) -> Vec<(IdDigest, Trail)> {
-        let mut v: Vec<(IdDigest, Trail)> = self.ids.iter().map(|(k, t)| (*k, *t)).collect();
-        v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        v
-    }
-
     /// After a table file holds them: forget the ids, return the blobs
     /// that can be deleted.
     pub fn converted(&mut self) -> Vec<u64> {
         self.ids.clear();
         std::mem::take(&mut self.loaded)
     }
+}
+
+/// The ids of blobs (read in order) in key order, each once with its
+/// latest trail, as a table file takes them.
+pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<(IdDigest, Trail)>, String> {
+    let mut v = Vec::new();
+    for b in blobs {
+        v.extend(decode(b)?);
+    }
+    // Stable: of an id recorded twice, the later blob's entry ends up last.
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.reverse();
+    v.dedup_by(|later, earlier| later.0 == earlier.0);
+    v.reverse();
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -173,6 +183,22 @@ mod tests {
     }
 
     #[test]
+    fn sorted_keeps_each_id_once_with_the_trail_of_its_latest_blob() {
+        let ids: Vec<IdDigest> = (0..50).map(|i| digest(&PIPELINE_SCOPE, &format!("s-{i}"))).collect();
+        let first = encode(&ids[..30], Some(&vec![[1; TRAIL_BYTES]; 30]));
+        let second = encode(&ids[20..], Some(&vec![[2; TRAIL_BYTES]; 30]));
+        let v = sorted(&[first, second]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.len(), 50);
+        assert!(v.windows(2).all(|w| w[0].0 < w[1].0), "strictly in key order");
+        for (id, trail) in &v {
+            let i = ids.iter().position(|d| d == id).unwrap_or(usize::MAX);
+            let want = if i >= 20 { [2; TRAIL_BYTES] } else { [1; TRAIL_BYTES] };
+            assert_eq!(*trail, Some(want), "id {i}");
+        }
+        assert!(sorted(&[vec![0, 1, 2]]).is_err(), "a torn blob is an error");
+    }
+
+    #[test]
     fn pending_counts_issued_blobs_until_they_are_loaded_and_forgets_them_once_converted() {
         let ids: Vec<IdDigest> = (0..3).map(|i| digest(&PIPELINE_SCOPE, &format!("p-{i}"))).collect();
         let mut p = Pending::default();
@@ -181,8 +207,6 @@ mod tests {
         assert_eq!(p.size(), 10);
         p.load(4, &encode(&ids, None)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((p.size(), p.ids.len(), p.loaded.clone()), (10, 3, vec![4]));
-        let sorted = p.sorted();
-        assert!(sorted.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(p.converted(), vec![4]);
         assert_eq!((p.ids.len(), p.size()), (0, 7), "blob 5 is still issued");
     }
