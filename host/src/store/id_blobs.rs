@@ -143,7 +143,7 @@ pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<(IdDigest, Trail)>, String
         v.extend(decode(b)?);
     }
     // Stable: of an id recorded twice, the later blob's entry ends up last.
-    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.sort_by_key(|e| e.0);
     v.reverse();
     v.dedup_by(|later, earlier| later.0 == earlier.0);
     v.reverse();
