@@ -188,41 +188,12 @@ fn append(data: &mut Vec<u8>, bytes: &[u8]) -> Result<(u32, u32), LayoutError> {
     Ok((start as u32, bytes.len() as u32))
 }
 
-/// One descriptor, filled field by field on the stack and appended to its
-/// table in one `extend_from_slice`: a capacity check and a copy per
-/// descriptor rather than per field (a call per field was 2–3% of the
-/// front thread, in the host and in every plugin).
-struct Descriptor<const N: usize> {
-    bytes: [u8; N],
-    at: usize,
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
 }
 
-impl<const N: usize> Descriptor<N> {
-    #[inline(always)]
-    fn new() -> Self {
-        Descriptor { bytes: [0; N], at: 0 }
-    }
-
-    #[inline(always)]
-    fn u32(mut self, v: u32) -> Self {
-        self.bytes[self.at..self.at + 4].copy_from_slice(&v.to_le_bytes());
-        self.at += 4;
-        self
-    }
-
-    #[inline(always)]
-    fn i64(mut self, v: i64) -> Self {
-        self.bytes[self.at..self.at + 8].copy_from_slice(&v.to_le_bytes());
-        self.at += 8;
-        self
-    }
-
-    /// Appended whole: the fields must have filled it exactly.
-    #[inline(always)]
-    fn append_to(self, out: &mut Vec<u8>) {
-        debug_assert_eq!(self.at, N, "a descriptor's fields fill it");
-        out.extend_from_slice(&self.bytes);
-    }
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// One record to pack: what the 64-byte descriptor says, by reference.
@@ -281,7 +252,9 @@ impl BatchBuf {
         for (name, value) in headers {
             let n = append(&mut self.data, name)?;
             let v = append(&mut self.data, value)?;
-            Descriptor::<HEADER_BYTES>::new().u32(n.0).u32(n.1).u32(v.0).u32(v.1).append_to(&mut self.headers);
+            for x in [n.0, n.1, v.0, v.1] {
+                put_u32(&mut self.headers, x);
+            }
             header_count += 1;
         }
         let event_id = match r.event_id {
@@ -297,21 +270,15 @@ impl BatchBuf {
         if r.timestamp.is_some() {
             flags |= record_flag::TIMESTAMP;
         }
-        Descriptor::<RECORD_BYTES>::new()
-            .u32(payload.0)
-            .u32(payload.1)
-            .u32(key.0)
-            .u32(key.1)
-            .u32(first_header)
-            .u32(header_count)
-            .u32(event_id.0)
-            .u32(event_id.1)
-            .i64(r.source_timestamp.unwrap_or(0))
-            .i64(r.timestamp.unwrap_or(0))
-            .i64(r.offset)
-            .u32(r.partition)
-            .u32(flags)
-            .append_to(&mut self.records);
+        let out = &mut self.records;
+        for x in [payload.0, payload.1, key.0, key.1, first_header, header_count, event_id.0, event_id.1] {
+            put_u32(out, x);
+        }
+        put_i64(out, r.source_timestamp.unwrap_or(0));
+        put_i64(out, r.timestamp.unwrap_or(0));
+        put_i64(out, r.offset);
+        put_u32(out, r.partition);
+        put_u32(out, flags);
         Ok(())
     }
 }
@@ -487,18 +454,17 @@ impl OutcomeBuf {
             if e.timestamp.is_some() {
                 flags |= event_flag::TIMESTAMP;
             }
-            Descriptor::<EVENT_BYTES>::new()
-                .u32(id.0)
-                .u32(id.1)
-                .u32(body.0)
-                .u32(body.1)
-                .i64(e.timestamp.unwrap_or(0))
-                .u32(flags)
-                .u32(0)
-                .append_to(&mut self.events);
+            for x in [id.0, id.1, body.0, body.1] {
+                put_u32(&mut self.events, x);
+            }
+            put_i64(&mut self.events, e.timestamp.unwrap_or(0));
+            put_u32(&mut self.events, flags);
+            put_u32(&mut self.events, 0);
             count += 1;
         }
-        Descriptor::<OUTCOME_BYTES>::new().u32(kind::EMIT).u32(first).u32(count).append_to(&mut self.outcomes);
+        for x in [kind::EMIT, first, count] {
+            put_u32(&mut self.outcomes, x);
+        }
         Ok(())
     }
 
@@ -512,7 +478,9 @@ impl OutcomeBuf {
 
     fn reason(&mut self, kind: u32, reason: &[u8]) -> Result<(), LayoutError> {
         let (off, len) = append(&mut self.data, reason)?;
-        Descriptor::<OUTCOME_BYTES>::new().u32(kind).u32(off).u32(len).append_to(&mut self.outcomes);
+        for x in [kind, off, len] {
+            put_u32(&mut self.outcomes, x);
+        }
         Ok(())
     }
 }

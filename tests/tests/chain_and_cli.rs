@@ -364,13 +364,17 @@ fn check_and_run_compile_into_the_cache_sluice_plugin_cache_names() {
             })
             .unwrap_or_default()
     };
-    let out = Command::new(sluice_bin!())
-        .args(["check", "-c", "sluice.toml"])
-        .current_dir(dir.path())
-        .env("SLUICE_PLUGIN_CACHE", &cache)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // `sluice <command>` with the cache named by the environment; it must succeed.
+    let sluice = |command: &str| {
+        let out = Command::new(sluice_bin!())
+            .args([command, "-c", "sluice.toml"])
+            .current_dir(dir.path())
+            .env("SLUICE_PLUGIN_CACHE", &cache)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    sluice("check");
     let after_check = artifacts();
     assert!(
         after_check.len() == 1 && after_check[0].starts_with(&digest),
@@ -385,13 +389,7 @@ fn check_and_run_compile_into_the_cache_sluice_plugin_cache_names() {
         .open(&path)
         .and_then(|f| f.set_modified(old))
         .unwrap_or_else(|e| panic!("{e}"));
-    let out = Command::new(sluice_bin!())
-        .args(["run", "-c", "sluice.toml"])
-        .current_dir(dir.path())
-        .env("SLUICE_PLUGIN_CACHE", &cache)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    sluice("run");
     assert_eq!(artifacts(), after_check);
     let used = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(old);
     assert!(used > old, "run took the compiled plugin from the cache");
