@@ -84,7 +84,7 @@ fn utf8<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, String> {
 }
 
 fn set_str(slot: &mut String, from: &str) {
-    if !same_bytes(slot.as_bytes(), from.as_bytes()) {
+    if !crate::bytes::same(slot.as_bytes(), from.as_bytes()) {
         slot.clear();
         slot.push_str(from);
     }
@@ -123,24 +123,6 @@ fn fill(r: &mut Record, v: &RecordView<'_>, partitions: &[wit::Partition]) -> Re
     Ok(())
 }
 
-/// Byte equality that does not call `memcmp`. The `memcmp` a component
-/// links (wasi-libc's, built without SIMD) compares one byte per loop
-/// turn, each with the engine's epoch check: the kept-body test below ran
-/// it over every payload and it was 18% of the samples of the whole
-/// `ledger` bench. Eight bytes per turn here.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    if a.as_ptr() == b.as_ptr() {
-        return true;
-    }
-    let (a_words, a_tail) = a.as_chunks::<8>();
-    let (b_words, b_tail) = b.as_chunks::<8>();
-    a_words.iter().zip(b_words).all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
-        && a_tail.iter().zip(b_tail).all(|(x, y)| x == y)
-}
-
 /// An event whose body is its record's payload crosses as kept (flag bit
 /// 2): the host already holds those bytes.
 fn pack(outcomes: &[Outcome], records: &[Record], input_bytes: usize) -> Outcomes {
@@ -155,7 +137,7 @@ fn pack(outcomes: &[Outcome], records: &[Record], input_bytes: usize) -> Outcome
                 id: e.id.as_deref().map(str::as_bytes),
                 timestamp: e.timestamp,
                 body: &e.body,
-                keep: payload.is_some_and(|p| same_bytes(p, &e.body)),
+                keep: payload.is_some_and(|p| crate::bytes::same(p, &e.body)),
             })),
             Outcome::Drop(reason) => buf.drop(reason.as_bytes()),
             Outcome::Reject(reason) => buf.reject(reason.as_bytes()),
@@ -269,21 +251,6 @@ mod tests {
                 b"{\"same\":1}" => Outcome::emit(Event::new(b"{\"same\":1}".to_vec()).with_timestamp(9)),
                 _ => Outcome::keep(r),
             }
-        }
-    }
-
-    #[test]
-    fn same_bytes_agrees_with_slice_equality_in_the_words_and_the_tail() {
-        for len in 0..=19usize {
-            let a: Vec<u8> = (0..len as u8).collect();
-            assert!(same_bytes(&a, &a.clone()), "len {len}");
-            assert!(same_bytes(&a, &a), "len {len}, the same slice");
-            for at in 0..len {
-                let mut b = a.clone();
-                b[at] ^= 0x80;
-                assert!(!same_bytes(&a, &b), "len {len}, differs at {at}");
-            }
-            assert!(!same_bytes(&a, &[a.as_slice(), b"x"].concat()), "len {len} against {}", len + 1);
         }
     }
 

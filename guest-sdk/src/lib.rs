@@ -33,6 +33,7 @@
 // inside it as from a plugin.
 extern crate self as sluice_guest;
 
+mod bytes;
 pub mod duration;
 pub mod json;
 pub mod shortcuts;

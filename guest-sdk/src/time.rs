@@ -535,6 +535,44 @@ fn month_from_name(w: &[u8]) -> Option<i64> {
 }
 
 fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
+    let (mut p, mut c) = match rfc3339_head(s) {
+        Some(p) => (p, Cursor { s, i: 19 }),
+        None => rfc3339_head_slowly(s)?,
+    };
+    if s.get(c.i) == Some(&b'.') {
+        c.i += 1;
+        p.nanos = c.fraction()?;
+    }
+    p.offset = c.zone()?;
+    if c.i != s.len() {
+        return Err(format!("unexpected text at byte {}", c.i));
+    }
+    assemble(&p)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` read at fixed places, the shape nearly every
+/// timestamp has; none sends the text the general way, which accepts the
+/// same heads and names what is wrong. A plugin reads one per record: in
+/// the `json` plugin the general reader was 8% of the guest's time.
+fn rfc3339_head(s: &[u8]) -> Option<Parts> {
+    let h = s.get(..19)?;
+    if h[4] != b'-' || h[7] != b'-' || !matches!(h[10], b'T' | b't' | b' ') || h[13] != b':' || h[16] != b':' {
+        return None;
+    }
+    let digit = |i: usize| h[i].is_ascii_digit().then(|| i64::from(h[i] - b'0'));
+    let two = |i: usize| Some(digit(i)? * 10 + digit(i + 1)?);
+    Some(Parts {
+        year: Some(two(0)? * 100 + two(2)?),
+        month: two(5)?,
+        day: two(8)?,
+        hour: two(11)?,
+        minute: two(14)?,
+        second: two(17)?,
+        ..Parts::default()
+    })
+}
+
+fn rfc3339_head_slowly(s: &[u8]) -> Result<(Parts, Cursor<'_>), String> {
     let mut c = Cursor { s, i: 0 };
     let mut p = Parts { year: Some(c.digits(4, 4, "a 4-digit year")?), ..Parts::default() };
     c.byte(b'-')?;
@@ -550,15 +588,7 @@ fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
     p.minute = c.digits(2, 2, "minutes")?;
     c.byte(b':')?;
     p.second = c.digits(2, 2, "seconds")?;
-    if s.get(c.i) == Some(&b'.') {
-        c.i += 1;
-        p.nanos = c.fraction()?;
-    }
-    p.offset = c.zone()?;
-    if c.i != s.len() {
-        return Err(format!("unexpected text at byte {}", c.i));
-    }
-    assemble(&p)
+    Ok((p, c))
 }
 
 /// An integer or decimal count of units, read exactly (no float rounding:
@@ -820,6 +850,29 @@ mod tests {
         assert_eq!(ts("rfc3339", "2024-02-29T23:59:59.5+01:00").as_deref(), Ok("2024-02-29T22:59:59.5Z"));
         assert_eq!(ts("rfc3339", "1969-12-31T23:59:59Z").as_deref(), Ok("1969-12-31T23:59:59Z"));
         assert_eq!(ts("rfc3339", "2024-01-01 00:00:00.123456789123z").as_deref(), Ok("2024-01-01T00:00:00.123456789Z"));
+    }
+
+    /// The fixed-place reading of `YYYY-MM-DDTHH:MM:SS` accepts exactly
+    /// what the general one accepts, with the same fields, over every
+    /// one-byte change of a valid head.
+    #[test]
+    fn the_fixed_head_and_the_general_one_agree() {
+        let fields = |p: &Parts| (p.year, p.month, p.day, p.hour, p.minute, p.second);
+        let base = b"2024-02-29T23:59:58.25Z".to_vec();
+        let mut inputs = vec![base.clone(), b"2024-02-29 23:59:58Z".to_vec(), b"2024-02-29t23:59:58".to_vec()];
+        for at in 0..19 {
+            for b in [b'0', b'9', b'-', b':', b'T', b' ', b'x', b'/', 0xc3] {
+                let mut m = base.clone();
+                m[at] = b;
+                inputs.push(m);
+            }
+            inputs.push(base[..at].to_vec());
+        }
+        for input in &inputs {
+            let slow = rfc3339_head_slowly(input).ok().filter(|(_, c)| c.i == 19).map(|(p, _)| fields(&p));
+            let fast = rfc3339_head(input).map(|p| fields(&p));
+            assert_eq!(fast, slow, "{:?}", String::from_utf8_lossy(input));
+        }
     }
 
     #[test]

@@ -17,12 +17,14 @@ use super::{Lang, NewArgs};
 const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 8] = [
+const RUST_SDK: [(&str, &str); 10] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
     ("src/contract_v01.rs", include_str!("../../../guest-sdk/src/contract_v01.rs")),
-    ("src/json.rs", include_str!("../../../guest-sdk/src/json.rs")),
+    ("src/bytes.rs", include_str!("../../../guest-sdk/src/bytes.rs")),
+    ("src/json/mod.rs", include_str!("../../../guest-sdk/src/json/mod.rs")),
+    ("src/json/scan.rs", include_str!("../../../guest-sdk/src/json/scan.rs")),
     ("src/shortcuts.rs", include_str!("../../../guest-sdk/src/shortcuts.rs")),
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
@@ -406,3 +408,32 @@ set -euo pipefail
 cd "$(dirname "$0")"
 sdk/sdk-build.sh plugin.c {wasm} wit
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::RUST_SDK;
+
+    /// A new Rust project gets the whole SDK: a module added to the crate
+    /// and not to `RUST_SDK` would build here and fail in every project.
+    #[test]
+    fn the_rust_sdk_copied_into_a_project_is_every_source_file_of_the_crate() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+        let mut on_disk = Vec::new();
+        let mut dirs = vec![root.join("src")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let rel = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+                    on_disk.push(rel);
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = RUST_SDK.iter().map(|(f, _)| f.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+    }
+}

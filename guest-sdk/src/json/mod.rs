@@ -8,6 +8,8 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+mod scan;
+
 /// A JSON object whose top-level values are kept as unparsed slices of the
 /// payload: the whole document is validated, but only the fields asked for
 /// are turned into values. Several times cheaper than a `Value` when a
@@ -15,19 +17,31 @@ use serde_json::value::RawValue;
 ///
 /// The fields are a list, not a map: an event has a handful of them, and a
 /// look-up by comparing names costs less than hashing each one as it is
-/// read; names without escapes borrow the payload. One allocation per
-/// record.
+/// read. Names without escapes borrow the payload, and up to 16 fields sit
+/// in the object itself: parsing a usual record allocates nothing.
 pub struct RawObject<'a> {
-    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    fields: scan::Fields<'a>,
 }
 
 impl<'a> RawObject<'a> {
     /// Parse `payload` as one JSON object; the error says why it is not.
+    #[inline(always)]
     pub fn parse(payload: &'a [u8]) -> Result<RawObject<'a>, String> {
+        // The scan settles the usual case; what it is unsure of (invalid
+        // input, or the rare shapes it leaves alone) serde_json decides,
+        // and words the error.
+        match scan::object(payload) {
+            Some(fields) => Ok(RawObject { fields }),
+            None => Self::parse_with_serde(payload),
+        }
+    }
+
+    #[inline(never)]
+    fn parse_with_serde(payload: &'a [u8]) -> Result<RawObject<'a>, String> {
         let text = std::str::from_utf8(payload)
             .map_err(|e| format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
-        match serde_json::from_str::<Fields<'a>>(text) {
-            Ok(Fields(fields)) => Ok(RawObject { fields }),
+        match serde_fields(text) {
+            Ok(fields) => Ok(RawObject { fields: scan::Fields::from_vec(fields) }),
             Err(e) => match serde_json::from_str::<Value>(text) {
                 Ok(other) => Err(format!("payload is JSON but not an object (it is {})", kind(&other))),
                 Err(_) => Err(format!("payload is not valid JSON: {e}")),
@@ -37,8 +51,8 @@ impl<'a> RawObject<'a> {
 
     /// The raw value of a top-level field; the last one when the name
     /// repeats (as a map built from the object would keep).
-    fn field(&self, name: &str) -> Option<&'a RawValue> {
-        self.fields.iter().rev().find(|(k, _)| k == name).map(|(_, v)| *v)
+    fn field(&self, name: &str) -> Option<&scan::Field<'a>> {
+        self.fields.as_slice().iter().rev().find(|f| crate::bytes::same(&f.name, name.as_bytes()))
     }
 
     /// The string at a dotted path, or none when the path is absent or
@@ -47,17 +61,14 @@ impl<'a> RawObject<'a> {
     /// builds no `Value` and allocates nothing (in a plugin, each
     /// allocation is the guest's malloc, per record).
     pub fn get_str(&self, path: &str) -> Option<Cow<'a, str>> {
-        // Byte loops, not `str::contains`: names and values this short
-        // cost less scanned than through core's memchr, in wasm.
-        let has = |s: &str, b: u8| s.bytes().any(|c| c == b);
-        if !has(path, b'.') {
-            let raw = self.field(path)?.get();
-            // serde_json validated it: a string is `"..."`, and without a
-            // backslash its text is the bytes between the quotes.
-            if let Some(text) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
-                && !has(text, b'\\')
+        if !path.bytes().any(|c| c == b'.') {
+            let field = self.field(path)?;
+            // Validated: a string is `"..."`, and without an escape its
+            // text is the bytes between the quotes.
+            if let [b'"', text @ .., b'"'] = field.value
+                && !field.escaped
             {
-                return Some(Cow::Borrowed(text));
+                return std::str::from_utf8(text).ok().map(Cow::Borrowed);
             }
         }
         match self.get(path)? {
@@ -72,8 +83,7 @@ impl<'a> RawObject<'a> {
             Some((f, r)) => (f, Some(r)),
             None => (path, None),
         };
-        let raw = self.field(first)?;
-        let value: Value = serde_json::from_str(raw.get()).ok()?;
+        let value: Value = serde_json::from_slice(self.field(first)?.value).ok()?;
         match rest {
             Some(r) => get(&value, r).cloned(),
             None => Some(value),
@@ -81,8 +91,14 @@ impl<'a> RawObject<'a> {
     }
 }
 
-/// An object's fields in order, read by [`RawObject::parse`].
-struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// An object's fields in order as serde_json reads them: the judge of
+/// what the scan leaves to it, and its reference in the scan's tests.
+fn serde_fields(text: &str) -> Result<Vec<scan::Field<'_>>, serde_json::Error> {
+    serde_json::from_str::<Fields<'_>>(text).map(|Fields(fields)| fields)
+}
+
+/// An object's fields in order, read by serde_json.
+struct Fields<'a>(Vec<scan::Field<'a>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
@@ -94,8 +110,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Name(k), v)) = map.next_entry::<Name<'a>, &'a RawValue>()? {
-                    fields.push((k, v));
+                while let Some((Name(name), v)) = map.next_entry::<Name<'a>, &'a RawValue>()? {
+                    let value = v.get().as_bytes();
+                    let escaped = value.first() == Some(&b'"') && value.contains(&b'\\');
+                    let name = match name {
+                        Cow::Borrowed(n) => Cow::Borrowed(n.as_bytes()),
+                        Cow::Owned(n) => Cow::Owned(n.into_bytes()),
+                    };
+                    fields.push(scan::Field { name, value, escaped });
                 }
                 Ok(Fields(fields))
             }
