@@ -41,7 +41,13 @@ impl<'a> RawObject<'a> {
         let text = std::str::from_utf8(payload)
             .map_err(|e| format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))?;
         match serde_fields(text) {
-            Ok(fields) => Ok(RawObject { fields: scan::Fields::from_vec(fields) }),
+            // Valid: the scan reads the fields without its depth limit
+            // (its tests hold it to accepting every object serde_json
+            // accepts, then).
+            Ok(_) => match scan::object_accepted(payload) {
+                Some(fields) => Ok(RawObject { fields }),
+                None => Err("payload is JSON that the SDK's scan cannot read (a bug: please report it)".into()),
+            },
             Err(e) => match serde_json::from_str::<Value>(text) {
                 Ok(other) => Err(format!("payload is JSON but not an object (it is {})", kind(&other))),
                 Err(_) => Err(format!("payload is not valid JSON: {e}")),
@@ -52,7 +58,7 @@ impl<'a> RawObject<'a> {
     /// The raw value of a top-level field; the last one when the name
     /// repeats (as a map built from the object would keep).
     fn field(&self, name: &str) -> Option<&scan::Field<'a>> {
-        self.fields.as_slice().iter().rev().find(|f| crate::bytes::same(&f.name, name.as_bytes()))
+        self.fields.as_slice().iter().rev().find(|f| f.is_named(name))
     }
 
     /// The string at a dotted path, or none when the path is absent or
@@ -91,14 +97,15 @@ impl<'a> RawObject<'a> {
     }
 }
 
-/// An object's fields in order as serde_json reads them: the judge of
-/// what the scan leaves to it, and its reference in the scan's tests.
-fn serde_fields(text: &str) -> Result<Vec<scan::Field<'_>>, serde_json::Error> {
+/// An object's fields in order as serde_json reads them (names decoded,
+/// values as written): the judge of what the scan leaves to it, and its
+/// reference in the scan's tests.
+fn serde_fields(text: &str) -> Result<Vec<(Cow<'_, str>, &RawValue)>, serde_json::Error> {
     serde_json::from_str::<Fields<'_>>(text).map(|Fields(fields)| fields)
 }
 
 /// An object's fields in order, read by serde_json.
-struct Fields<'a>(Vec<scan::Field<'a>>);
+struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
@@ -110,14 +117,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Name(name), v)) = map.next_entry::<Name<'a>, &'a RawValue>()? {
-                    let value = v.get().as_bytes();
-                    let escaped = value.first() == Some(&b'"') && value.contains(&b'\\');
-                    let name = match name {
-                        Cow::Borrowed(n) => Cow::Borrowed(n.as_bytes()),
-                        Cow::Owned(n) => Cow::Owned(n.into_bytes()),
-                    };
-                    fields.push(scan::Field { name, value, escaped });
+                while let Some((Name(name), value)) = map.next_entry::<Name<'a>, &'a RawValue>()? {
+                    fields.push((name, value));
                 }
                 Ok(Fields(fields))
             }
@@ -214,6 +215,22 @@ mod tests {
         assert!(RawObject::parse(&[b'{', 0xff, b'}']).err().unwrap_or_default().contains("UTF-8"));
         assert!(RawObject::parse(br#"{"a":1}{"b":2}"#).err().unwrap_or_default().contains("not valid JSON"));
         assert!(RawObject::parse(br#""text""#).err().unwrap_or_default().contains("it is a string"));
+    }
+
+    /// Past the scan's depth limit serde_json judges, and the fields are
+    /// still read, at any depth serde_json accepts inside a value (it has
+    /// no limit there): without recursion, so no stack runs out.
+    #[test]
+    fn deep_documents_are_judged_by_serde_and_still_read() {
+        let nested = |n: usize| format!("{{\"id\":\"x\",\"a\":{}1{}}}", "[{\"b\":".repeat(n), "}]".repeat(n));
+        for depth in [scan::MAX_DEPTH + 10, 100_000] {
+            let doc = nested(depth);
+            let o = RawObject::parse(doc.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(o.get_str("id").as_deref(), Some("x"), "depth {depth}");
+        }
+        let broken = nested(300).replacen("1", "1,", 1);
+        let e = RawObject::parse(broken.as_bytes()).err().unwrap_or_default();
+        assert!(e.contains("not valid JSON"), "{e}");
     }
 
     #[test]
