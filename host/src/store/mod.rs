@@ -302,6 +302,19 @@ pub(crate) fn cf_options(name: &str) -> Options {
         table.set_bloom_filter(10.0, false);
         o.set_block_based_table_factory(&table);
         o.set_write_buffer_size(DEDUP_WRITE_BUFFER);
+        // Compaction when 16 files wait, not RocksDB's 4. A bucket only
+        // gains keys and leaves whole (its column family is dropped when it
+        // expires), and with random ids every id table overlaps every
+        // other, so each compaction into level 1 rewrote all the ids there:
+        // 12% of a `pipeline_file` run's CPU, and 7.4× a `HashSet`'s CPU
+        // per insert at 10M ids (2.6× with 16). No compaction at all was
+        // cheaper still (1.7×) but let a delivered id's look-up probe every
+        // table's bloom filter (19.5 µs at 10M ids, against 7.7 with 16);
+        // a look-up is what a replay does per record (`benches/README.md`,
+        // issue 21, fifth part). The stall triggers move with it.
+        o.set_level_zero_file_num_compaction_trigger(16);
+        o.set_level_zero_slowdown_writes_trigger(48);
+        o.set_level_zero_stop_writes_trigger(64);
     }
     o
 }
