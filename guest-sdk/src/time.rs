@@ -552,8 +552,9 @@ fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
 
 /// `YYYY-MM-DDTHH:MM:SS` read at fixed places, the shape nearly every
 /// timestamp has; none sends the text the general way, which accepts the
-/// same heads and names what is wrong. A plugin reads one per record: in
-/// the `json` plugin the general reader was 8% of the guest's time.
+/// same heads and names what is wrong. A plugin reads one per record: the
+/// general reader was about a tenth of the plugins' time in `ledger`'s
+/// end-to-end run.
 fn rfc3339_head(s: &[u8]) -> Option<Parts> {
     let h = s.get(..19)?;
     if h[4] != b'-' || h[7] != b'-' || !matches!(h[10], b'T' | b't' | b' ') || h[13] != b':' || h[16] != b':' {
