@@ -2,8 +2,9 @@
 //! column-family settings and a few alternatives (issue 21, item 7).
 //!
 //! Each candidate gets a fresh store and writes the same 2,000,000 digests
-//! (24-byte keys, empty values, as `store::dedup` writes them) in synced
-//! batches of 1,000, then flushes and waits for compaction. The figure is
+//! in synced batches of 1,000 (a key per id, as the store wrote them before
+//! issue 21's fourth part; the blob candidate as `store::dedup` writes them
+//! now, with its options), then flushes and waits for compaction. The figure is
 //! the process's CPU over all of it, background threads included, per id;
 //! beside it the writing thread's share, and what a look-up of a delivered
 //! id then costs (the filter's positives are the only look-ups that reach
@@ -19,18 +20,15 @@ use sluice_benches::{cpu_seconds, thread_cpu_seconds};
 
 struct Candidate {
     name: &'static str,
-    /// The bucket's options, from sluice's own.
+    /// The bucket's options.
     options: fn() -> Options,
     /// Each batch's ids sorted before they are written.
     sorted: bool,
 }
 
-fn current() -> Options {
-    sluice::store::dedup_bucket_options()
-}
-
-/// sluice's settings with RocksDB's default memtable, a skiplist (the
-/// crate names no factory for it: it is what an unset one gives).
+/// The store's settings while it wrote a key per id (until issue 21's
+/// fourth part) but with RocksDB's default memtable, a skiplist (the crate
+/// names no factory for it: it is what an unset one gives).
 fn skiplist() -> Options {
     let mut o = Options::default();
     let mut table = rocksdb::BlockBasedOptions::default();
@@ -40,6 +38,14 @@ fn skiplist() -> Options {
     o.set_memtable_prefix_bloom_ratio(0.1);
     o.set_prefix_extractor(SliceTransform::create_fixed_prefix(16));
     o.set_write_buffer_size(16 << 20);
+    o
+}
+
+/// Those settings as they were: a hashed memtable, which needs the
+/// database to take no concurrent memtable writes (`run` sets that).
+fn hashed() -> Options {
+    let mut o = skiplist();
+    o.set_memtable_factory(rocksdb::MemtableFactory::HashLinkList { bucket_count: 200_000 });
     o
 }
 
@@ -59,33 +65,24 @@ fn universal(mut o: Options) -> Options {
 }
 
 const CANDIDATES: &[Candidate] = &[
-    Candidate { name: "hashed memtable (sluice's)", options: current, sorted: false },
-    Candidate { name: "hashed, batch sorted", options: current, sorted: true },
+    Candidate { name: "hashed memtable", options: hashed, sorted: false },
+    Candidate { name: "hashed, batch sorted", options: hashed, sorted: true },
     Candidate { name: "skiplist", options: skiplist, sorted: false },
     Candidate { name: "skiplist, batch sorted", options: skiplist, sorted: true },
-    Candidate { name: "hashed, universal compaction", options: || universal(current()), sorted: false },
+    Candidate { name: "hashed, universal compaction", options: || universal(hashed()), sorted: false },
     Candidate { name: "skiplist, universal compaction", options: || universal(skiplist()), sorted: false },
-    Candidate { name: "hashed, no compaction", options: || no_compaction(current()), sorted: false },
+    Candidate { name: "hashed, no compaction", options: || no_compaction(hashed()), sorted: false },
     Candidate { name: "skiplist, sorted, no compaction", options: || no_compaction(skiplist()), sorted: true },
-    Candidate { name: BLOBS, options: blob_options, sorted: true },
+    Candidate { name: BLOBS, options: sluice::store::dedup_bucket_options, sorted: true },
 ];
 
-const BLOBS: &str = "blob per batch, sorted table per 256k";
+const BLOBS: &str = "blobs, table per 256k (sluice's)";
 
-/// The store format issue 21 proposes: a batch's ids as one value (a
-/// "blob", one key per batch) in the batch's synced write, and every
-/// `CONVERT` ids sorted into one table file and ingested, their blobs then
-/// deleted. Options as the skiplist candidate, without the prefix bloom
-/// (a blob key is not an id).
-fn blob_options() -> Options {
-    let mut o = Options::default();
-    let mut table = rocksdb::BlockBasedOptions::default();
-    table.set_bloom_filter(10.0, false);
-    o.set_block_based_table_factory(&table);
-    o.set_write_buffer_size(16 << 20);
-    o
-}
-
+/// The store's format since issue 21's fourth part, with its bucket
+/// options: a batch's ids as one value (a "blob", one key per batch) in
+/// the batch's synced write, and every `CONVERT` ids sorted into one table
+/// file and ingested, their blobs then deleted (the store converts every
+/// 131,072; this candidate kept the 262,144 it was first measured with).
 const CONVERT: usize = 1 << 18;
 
 fn run_blobs(ids: &[[u8; 24]]) -> Figures {
@@ -93,8 +90,8 @@ fn run_blobs(ids: &[[u8; 24]]) -> Figures {
     let mut db_opts = Options::default();
     db_opts.create_if_missing(true);
     db_opts.create_missing_column_families(true);
-    let cf_opts = blob_options();
-    let cfs = vec![rocksdb::ColumnFamilyDescriptor::new("ids-0", blob_options())];
+    let cf_opts = sluice::store::dedup_bucket_options();
+    let cfs = vec![rocksdb::ColumnFamilyDescriptor::new("ids-0", sluice::store::dedup_bucket_options())];
     let db = DB::open_cf_descriptors(&db_opts, dir.path(), cfs).unwrap_or_else(|e| panic!("{e}"));
     let cf = db.cf_handle("ids-0").unwrap_or_else(|| panic!("no column family"));
     let mut sync = WriteOptions::default();
@@ -159,7 +156,7 @@ fn run(c: &Candidate, ids: &[[u8; 24]]) -> Figures {
     let mut db_opts = Options::default();
     db_opts.create_if_missing(true);
     db_opts.create_missing_column_families(true);
-    // As `Store::open` sets it: the hashed memtable cannot take concurrent writes.
+    // The hashed memtable cannot take concurrent writes.
     db_opts.set_allow_concurrent_memtable_write(false);
     let cfs = vec![rocksdb::ColumnFamilyDescriptor::new("ids-0", (c.options)())];
     let db = DB::open_cf_descriptors(&db_opts, dir.path(), cfs).unwrap_or_else(|e| panic!("{e}"));

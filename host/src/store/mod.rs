@@ -275,13 +275,6 @@ fn changelog_key(key: &str) -> Vec<u8> {
 /// key per batch now, and the bound still keeps a burst of them small.
 const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 
-/// Options per column family: bloom filters where look-ups dominate.
-///
-/// The dedup buckets' memtable was a hashed one while it held a key per
-/// id (sorting them at each flush was a fifth of a pipeline's CPU); with
-/// blobs (`id_blobs`) it holds a key per batch, and RocksDB's default
-/// skiplist, which also serves the look-ups of blob keys, costs nothing
-/// worth measuring (`benches/dedup_write`).
 /// The options of a dedup bucket, for `benches/dedup_write`, which measures
 /// alternatives against them.
 #[doc(hidden)]
@@ -289,15 +282,17 @@ pub fn dedup_bucket_options() -> Options {
     cf_options(&format!("{}0", dedup::CF_PREFIX))
 }
 
+/// Options per column family: bloom filters where look-ups dominate.
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
     if name.starts_with(dedup::CF_PREFIX) {
         // Ids reach the tables sorted, in files RocksDB ingests
         // (`id_blobs`); the memtable holds a key per batch, not per id, so
-        // RocksDB's default skiplist serves. The look-ups that reach
-        // RocksDB are the in-memory filter's positives, mostly delivered
-        // ids: a bloom filter per table keeps each to the one file that
-        // holds it.
+        // RocksDB's default skiplist serves (the hashed memtable it had
+        // while it held a key per id was measured against it in
+        // `benches/dedup_write`). The look-ups that reach RocksDB are the
+        // in-memory filter's positives, mostly delivered ids: a bloom
+        // filter per table keeps each to the one file that holds it.
         let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         o.set_block_based_table_factory(&table);

@@ -234,7 +234,7 @@ impl BucketsExpired {
 
 /// A dedup bucket's recent ids were sorted into a table file of the store
 /// (`store::id_blobs`): a debug line, and a count that should grow with
-/// the ids delivered (one per 262,144, and one per bucket).
+/// the ids delivered (one per 131,072, and one per bucket).
 pub struct IdsConverted<'a> {
     pub bucket: &'a str,
     pub ids: usize,
