@@ -46,7 +46,12 @@ fn simd_json_tape(b: &[u8], scratch: &mut Vec<u8>) -> bool {
     object_start(b) && simd_json::to_tape(scratch).is_ok()
 }
 
+fn sdk_scan(b: &[u8], _: &mut Vec<u8>) -> bool {
+    sluice_guest::json::RawObject::parse(b).is_ok()
+}
+
 const CANDIDATES: &[(&str, Check)] = &[
+    ("the SDK's scan (RawObject::parse)", sdk_scan),
     ("sluice (std UTF-8 + serde_json)", sluice_check),
     ("simdutf8 + serde_json", simdutf8_serde),
     ("serde_json from_slice", serde_from_slice),

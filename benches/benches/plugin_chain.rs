@@ -111,24 +111,31 @@ fn main() {
         for chunk in lines.chunks(BATCH) {
             let batch: Vec<sluice_guest::Record> =
                 chunk.iter().map(|l| sluice_guest::Record::from_line(l.as_bytes())).collect();
-            let next: Vec<sluice_guest::Record> = json_native
-                .process_batch(&batch)
-                .into_iter()
-                .zip(&batch)
-                .flat_map(|(o, r)| match o {
-                    Outcome::Emit(events) => events
-                        .into_iter()
-                        .map(|e| sluice_guest::Record {
-                            payload: e.body,
-                            event_id: e.id,
-                            timestamp: e.timestamp,
-                            ..r.clone()
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                })
-                .collect();
-            emitted += window_native.process_batch(&next).iter().filter(|o| matches!(o, Outcome::Emit(_))).count();
+            // As a native host would: a kept record moves on, an emitted
+            // event becomes the next stage's record.
+            let outcomes = json_native.process_batch(&batch);
+            let mut next: Vec<sluice_guest::Record> = Vec::with_capacity(batch.len());
+            for (o, r) in outcomes.into_iter().zip(batch) {
+                match o {
+                    Outcome::Keep { id, timestamp } => next.push(sluice_guest::Record {
+                        event_id: id.or(r.event_id),
+                        timestamp: timestamp.or(r.timestamp),
+                        ..r
+                    }),
+                    Outcome::Emit(events) => next.extend(events.into_iter().map(|e| sluice_guest::Record {
+                        payload: e.body,
+                        event_id: e.id,
+                        timestamp: e.timestamp,
+                        ..r.clone()
+                    })),
+                    _ => {}
+                }
+            }
+            emitted += window_native
+                .process_batch(&next)
+                .iter()
+                .filter(|o| matches!(o, Outcome::Emit(_) | Outcome::Keep { .. }))
+                .count();
         }
         emitted
     });

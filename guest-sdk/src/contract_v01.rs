@@ -29,7 +29,18 @@ pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
         Some(plugin) => plugin.process_batch(&records),
         None => records.iter().map(|_| Outcome::reject("plugin used before init")).collect(),
     };
-    outcomes.into_iter().map(outcome).collect()
+    // Not zipped: a plugin that returns the wrong count must still be seen
+    // to (the host turns that into a fault).
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            outcome(match records.get(i) {
+                Some(r) => o.resolve(r),
+                None => o,
+            })
+        })
+        .collect()
 }
 
 fn record(r: wit::Record) -> Record {
@@ -59,6 +70,8 @@ fn outcome(o: Outcome) -> wit::Outcome {
         Outcome::Emit(events) => wit::Outcome::Emit(
             events.into_iter().map(|e: Event| wit::Event { id: e.id, timestamp: e.timestamp, body: e.body }).collect(),
         ),
+        // `resolve` spelled it out as an `Emit`: 0.1 has no kept events.
+        Outcome::Keep { .. } => wit::Outcome::Emit(Vec::new()),
         Outcome::Drop(r) => wit::Outcome::Drop(r),
         Outcome::Reject(r) => wit::Outcome::Reject(r),
     }

@@ -139,6 +139,12 @@ fn pack(outcomes: &[Outcome], records: &[Record], input_bytes: usize) -> Outcome
                 body: &e.body,
                 keep: payload.is_some_and(|p| crate::bytes::same(p, &e.body)),
             })),
+            Outcome::Keep { id, timestamp } => buf.emit([EventFields {
+                id: id.as_deref().map(str::as_bytes),
+                timestamp: *timestamp,
+                body: &[],
+                keep: true,
+            }]),
             Outcome::Drop(reason) => buf.drop(reason.as_bytes()),
             Outcome::Reject(reason) => buf.reject(reason.as_bytes()),
         };
@@ -262,7 +268,7 @@ mod tests {
             (b"{\"same\":1}", None, &[], None),
         ]);
         let out = process(Some(&mut Passer), b);
-        assert_eq!(out.data, b"e1{\"other\":2}" as &[u8], "the kept event's id and the one new body, no kept body");
+        assert_eq!(out.data, b"{\"other\":2}" as &[u8], "the one new body, no kept body, no id repeated");
         let checked = Checked::check(&out.outcomes, &out.events, &out.data, 3).unwrap_or_else(|e| panic!("{e}"));
         let events: Vec<(bool, Option<i64>, Vec<u8>)> = checked
             .iter()
@@ -273,12 +279,13 @@ mod tests {
             .collect();
         assert_eq!(
             events,
-            [(true, Some(7), Vec::new()), (false, None, b"{\"other\":2}".to_vec()), (true, Some(9), Vec::new())]
+            [(true, None, Vec::new()), (false, None, b"{\"other\":2}".to_vec()), (true, Some(9), Vec::new())]
         );
-        // The kept event of the first record carries the id set before.
+        // `Outcome::keep` leaves the id an earlier stage set where it is:
+        // the host keeps it, the plugin does not send it back.
         let first = checked.iter().next();
         let Some(OutcomeView::Emit(mut e)) = first else { panic!("an emit") };
-        assert_eq!(e.next().and_then(|e| e.id), Some(b"e1" as &[u8]));
+        assert_eq!(e.next().map(|e| e.id), Some(None));
     }
 
     #[test]

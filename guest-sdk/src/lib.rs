@@ -181,12 +181,28 @@ impl Outcome {
         Outcome::emit(Event::json(value))
     }
 
-    /// `record` goes on unchanged: one event with its payload as the body
-    /// and the id and timestamp an earlier stage set (change them with
-    /// [`Event::with_id`] and [`Event::with_timestamp`] through
-    /// [`Event::keep`]). The fastest outcome there is: see [`Event::keep`].
+    /// `record` goes on unchanged, with the id and timestamp an earlier
+    /// stage set: [`Outcome::Keep`]. To set them, build the variant:
+    /// `Outcome::Keep { id: Some(id), timestamp: Some(ns) }`.
     pub fn keep(record: &Record) -> Outcome {
-        Outcome::emit(Event::keep(record))
+        // The record is named for the reader; the payload stays where it is.
+        let _ = record;
+        Outcome::Keep { id: None, timestamp: None }
+    }
+
+    /// This outcome with [`Outcome::Keep`] spelled out as the event it
+    /// stands for (`record`'s payload copied as the body): for code that
+    /// runs plugins natively and for the 0.1 contract, which has no kept
+    /// events.
+    pub fn resolve(self, record: &Record) -> Outcome {
+        match self {
+            Outcome::Keep { id, timestamp } => Outcome::emit(Event {
+                id: id.or_else(|| record.event_id.clone()),
+                timestamp: timestamp.or(record.timestamp),
+                body: record.payload.clone(),
+            }),
+            other => other,
+        }
     }
 
     /// Filter the record out on purpose. Keep `reason` short and stable: it
@@ -207,12 +223,13 @@ impl Event {
         Event { id: None, timestamp: None, body }
     }
 
-    /// An event whose body is `record`'s payload, with the id and timestamp
-    /// an earlier stage set. An event whose body is byte for byte its
-    /// record's payload (this one, or any other) crosses back to the host
-    /// as *kept* (`wit/plugin.wit`, flag bit 2): its bytes are neither
-    /// copied out of the plugin nor checked by the host again. Filters,
-    /// validators and id or timestamp setters should emit this.
+    /// An event whose body is a copy of `record`'s payload, with the id and
+    /// timestamp an earlier stage set: for a record that becomes several
+    /// events, one of them itself. An event whose body is byte for byte its
+    /// record's payload crosses back to the host as *kept* (`wit/plugin.wit`,
+    /// flag bit 2): its bytes are not copied out of the plugin nor checked
+    /// by the host again. A record that becomes one event, itself, should
+    /// return [`Outcome::Keep`] instead, which copies nothing at all.
     pub fn keep(record: &Record) -> Event {
         Event { id: record.event_id.clone(), timestamp: record.timestamp, body: record.payload.clone() }
     }

@@ -66,6 +66,12 @@ pub struct Event {
 pub enum Outcome {
     /// These events (none is the same as `Drop("no events")`).
     Emit(Vec<Event>),
+    /// One event whose body is the record's payload, unchanged: what
+    /// filters, validators and id or timestamp setters return. Nothing is
+    /// copied, in the plugin or across the boundary, and the host does not
+    /// check the body again. `id` and `timestamp` replace what an earlier
+    /// stage set; `None` keeps it.
+    Keep { id: Option<String>, timestamp: Option<i64> },
     /// Filtered out on purpose: counted per plugin and reason.
     Drop(String),
     /// Never valid as it is: kept in the quarantine with this reason.

@@ -41,38 +41,38 @@ impl Plugin for Json {
             Ok(o) => o,
             Err(reason) => return Outcome::reject(reason),
         };
-        let body = trim_line_end(&record.payload).to_vec();
-        let mut event = Event::new(body);
+        let mut id = None;
         if let Some(field) = &self.id_field {
             // A string id is read without a `Value`; numbers and booleans
             // (rarer) through one.
-            let id = match object.get_str(field) {
+            id = match object.get_str(field) {
                 Some(s) => (!s.is_empty()).then(|| s.into_owned()),
                 None => object.get(field).as_ref().and_then(json::as_id),
             };
-            match id {
-                Some(id) => event.id = Some(id),
-                None if self.require_id => {
-                    return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
-                }
-                None => {}
+            if id.is_none() && self.require_id {
+                return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
             }
         }
+        let mut timestamp = None;
         if let Some(field) = &self.timestamp_field {
             let now = || if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
             let parsed = match object.get_str(field) {
-                Some(text) => self.timestamp_format.parse(&text, now()),
-                None => match object.get(field) {
-                    Some(value) => self.timestamp_format.parse_json(&value, now()),
-                    None => return Outcome::emit(event),
-                },
+                Some(text) => Some(self.timestamp_format.parse(&text, now())),
+                None => object.get(field).map(|value| self.timestamp_format.parse_json(&value, now())),
             };
             match parsed {
-                Ok(ns) => event.timestamp = Some(ns),
-                Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
+                Some(Ok(ns)) => timestamp = Some(ns),
+                Some(Err(e)) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
+                None => {}
             }
         }
-        Outcome::emit(event)
+        let body = trim_line_end(&record.payload);
+        if body.len() == record.payload.len() {
+            // The body is the payload: kept, so nothing is copied.
+            Outcome::Keep { id, timestamp }
+        } else {
+            Outcome::emit(Event { id, timestamp, body: body.to_vec() })
+        }
     }
 }
 
@@ -107,6 +107,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_payload_without_a_line_end_is_kept_not_copied() {
+        let cfg = r#"{"id_field":"id","timestamp_field":"ts"}"#;
+        let out = run(cfg, r#"{"id":"a1","ts":"2024-05-01T12:00:00Z"}"#);
+        assert_eq!(out, Outcome::Keep { id: Some("a1".into()), timestamp: Some(1_714_564_800_000_000_000) });
+        // Neither field configured, or absent: kept with nothing set.
+        assert_eq!(run("{}", r#"{"x":1}"#), Outcome::Keep { id: None, timestamp: None });
+        assert_eq!(run(cfg, r#"{"x":1}"#), Outcome::Keep { id: None, timestamp: None });
     }
 
     #[test]

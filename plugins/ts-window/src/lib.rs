@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_guest::time::{Format, format_rfc3339};
-use sluice_guest::{Event, Outcome, Plugin, Record, duration, export_plugin, json};
+use sluice_guest::{Outcome, Plugin, Record, duration, export_plugin, json};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,7 +74,7 @@ impl TsWindow {
         }
         // The record goes on unchanged but for its time: kept, so the host
         // neither copies its body back nor checks it again.
-        Outcome::emit(Event::keep(record).with_timestamp(ts))
+        Outcome::Keep { id: None, timestamp: Some(ts) }
     }
 
     fn read_field(&self, record: &Record, field: &str, now: i64) -> Result<i64, Outcome> {
@@ -150,10 +150,12 @@ mod tests {
 
     #[test]
     fn accepts_inside_the_window_and_keeps_the_id() {
-        match check(r#"{"max_age":"24h"}"#, at(Some(NOW - 23 * HOUR))) {
+        let record = at(Some(NOW - 23 * HOUR));
+        match check(r#"{"max_age":"24h"}"#, record.clone()).resolve(&record) {
             Outcome::Emit(ev) => {
                 assert_eq!(ev[0].id.as_deref(), Some("e1"));
                 assert_eq!(ev[0].timestamp, Some(NOW - 23 * HOUR));
+                assert_eq!(ev[0].body, b"{}");
             }
             other => panic!("{other:?}"),
         }
@@ -182,7 +184,7 @@ mod tests {
         let r = check(cfg, Record::from_line(r#"{"x":1}"#));
         assert!(matches!(&r, Outcome::Reject(x) if x.contains("\"ts\" is absent")), "{r:?}");
         let r = check(cfg, Record::from_line(r#"{"ts":"2025-11-29T11:00:00Z"}"#));
-        assert!(matches!(r, Outcome::Emit(_)));
+        assert!(matches!(r, Outcome::Keep { id: None, timestamp: Some(_) }), "{r:?}");
     }
 
     #[test]
