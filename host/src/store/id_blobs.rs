@@ -137,17 +137,49 @@ impl Pending {
 
 /// The ids of blobs (read in order) in key order, each once with its
 /// latest trail, as a table file takes them.
+///
+/// Sorted by a key of the digest's three words, big-endian so that their
+/// order is the bytes' order, and the entry's position: integers compared
+/// in place. Sorting the entries themselves compared 24-byte arrays by a
+/// call to `memcmp` (about 2.2 million calls for a table of 131,072 ids)
+/// and moved 54-byte entries through a stable sort's scratch buffer, about
+/// 4% of the front thread in `pipeline_file`; this takes half the time
+/// (86–111 ns per id against 163–178, 131,072 ids with their trails).
 pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<(IdDigest, Trail)>, String> {
-    let mut v = Vec::new();
+    let mut keys: Vec<([u64; 3], usize)> = Vec::new();
+    let mut trails: Vec<Trail> = Vec::new();
     for b in blobs {
-        v.extend(decode(b)?);
+        for (id, trail) in decode(b)? {
+            keys.push((words(&id), trails.len()));
+            trails.push(trail);
+        }
     }
-    // Stable: of an id recorded twice, the later blob's entry ends up last.
-    v.sort_by_key(|e| e.0);
-    v.reverse();
-    v.dedup_by(|later, earlier| later.0 == earlier.0);
-    v.reverse();
-    Ok(v)
+    keys.sort_unstable();
+    let mut out = Vec::with_capacity(keys.len());
+    for (k, (id, at)) in keys.iter().enumerate() {
+        // Of an id recorded twice, the later entry (the later blob) is the
+        // last of its run, and the one kept.
+        if keys.get(k + 1).is_none_or(|(next, _)| next != id) {
+            out.push((bytes(id), trails[*at]));
+        }
+    }
+    Ok(out)
+}
+
+fn bytes(words: &[u64; 3]) -> IdDigest {
+    let mut id = [0u8; ID_BYTES];
+    for (chunk, w) in id.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_be_bytes());
+    }
+    id
+}
+
+fn words(id: &IdDigest) -> [u64; 3] {
+    std::array::from_fn(|w| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&id[w * 8..w * 8 + 8]);
+        u64::from_be_bytes(b)
+    })
 }
 
 #[cfg(test)]
@@ -196,6 +228,35 @@ mod tests {
             assert_eq!(*trail, Some(want), "id {i}");
         }
         assert!(sorted(&[vec![0, 1, 2]]).is_err(), "a torn blob is an error");
+    }
+
+    /// The integer keys order ids as their bytes do, and ties go to the
+    /// later blob: held against a stable sort of the entries themselves.
+    #[test]
+    fn sorted_agrees_with_a_stable_sort_of_the_entries() {
+        // Ids that share their first 8 or 16 bytes, and repeats across blobs.
+        let ids: Vec<IdDigest> = (0..400u32)
+            .map(|i| {
+                let mut d = digest(&PIPELINE_SCOPE, &format!("k-{}", i % 150));
+                if i % 7 == 0 {
+                    d[..16].copy_from_slice(&[0xab; 16]);
+                } else if i % 5 == 0 {
+                    d[..8].copy_from_slice(&[0x01; 8]);
+                }
+                d
+            })
+            .collect();
+        let blobs: Vec<Vec<u8>> =
+            ids.chunks(64).enumerate().map(|(b, c)| encode(c, Some(&vec![[b as u8; TRAIL_BYTES]; c.len()]))).collect();
+        let mut expected: Vec<(IdDigest, Trail)> = Vec::new();
+        for b in &blobs {
+            expected.extend(decode(b).unwrap_or_else(|e| panic!("{e}")));
+        }
+        expected.sort_by_key(|e| e.0);
+        expected.reverse();
+        expected.dedup_by(|later, earlier| later.0 == earlier.0);
+        expected.reverse();
+        assert_eq!(sorted(&blobs).unwrap_or_else(|e| panic!("{e}")), expected);
     }
 
     #[test]
