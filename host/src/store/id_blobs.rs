@@ -143,7 +143,7 @@ impl Pending {
 /// in place. Sorting the entries themselves compared 24-byte arrays by a
 /// call to `memcmp` (about 2.2 million calls for a table of 131,072 ids)
 /// and moved 54-byte entries through a stable sort's scratch buffer, about
-/// 4% of the front thread in `pipeline_file`; this takes half the time
+/// 3–4% of the front thread in `pipeline_file`; this takes half the time
 /// (86–111 ns per id against 163–178, 131,072 ids with their trails).
 pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<(IdDigest, Trail)>, String> {
     let mut keys: Vec<([u64; 3], usize)> = Vec::new();
