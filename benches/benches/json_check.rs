@@ -52,7 +52,7 @@ fn sdk_scan(b: &[u8], _: &mut Vec<u8>) -> bool {
 
 const CANDIDATES: &[(&str, Check)] = &[
     ("the SDK's scan (RawObject::parse)", sdk_scan),
-    ("sluice (std UTF-8 + serde_json)", sluice_check),
+    ("sluice's rule (output_rules::body_breach)", sluice_check),
     ("simdutf8 + serde_json", simdutf8_serde),
     ("serde_json from_slice", serde_from_slice),
     ("sonic-rs", sonic),
