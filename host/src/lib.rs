@@ -16,6 +16,10 @@
 //!   sources plugged into it (`files`; `kafka`: the consume loop,
 //!   rebalances, partition tasks; `replay`);
 //! - `telemetry/`: internal events (log and count), `/metrics`, `/health`;
+//!   per-record warnings said once and then counted (`repeats`), every
+//!   log line masked (`redact`);
+//! - `masking.rs`: what is replaced by `***` wherever record content
+//!   leaves the process (quarantine entries, logs, errors);
 //! - `config.rs`: the typed config; `cli/`: the `sluice` command line.
 //!
 //! The custody rule (`../shared/DESIGN.md`, README) governs every module
@@ -24,6 +28,7 @@
 pub mod cli;
 pub mod config;
 pub mod custody;
+pub mod masking;
 pub mod pipeline;
 pub mod plugin;
 pub mod sink;

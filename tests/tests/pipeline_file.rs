@@ -114,7 +114,10 @@ path = "out/events.ndjson"
 
     fn run(&self, config: &Path) -> (i32, String) {
         let out =
-            self.command(&["run", "-c", &config.display().to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
+            // The JSON summary: what these tests read the doors from.
+            self.command(&["run", "-c", &config.display().to_string(), "--summary", "json"])
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
@@ -569,7 +572,7 @@ fn quarantine_replay_after_a_repair_delivers_once_and_marks_entries() {
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let replay = |f: &Fixture| {
         let out = f
-            .command(&["quarantine", "replay", "-c", &config.display().to_string()])
+            .command(&["quarantine", "replay", "-c", &config.display().to_string(), "--summary", "json"])
             .output()
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -607,7 +610,7 @@ fn quarantine_replay_after_a_repair_delivers_once_and_marks_entries() {
         .unwrap_or_default();
     drop(store);
     let out = f
-        .command(&["quarantine", "replay", "-c", &config.display().to_string(), "--id", &id])
+        .command(&["quarantine", "replay", "-c", &config.display().to_string(), "--id", &id, "--summary", "json"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let third = String::from_utf8_lossy(&out.stderr);
@@ -957,4 +960,34 @@ fn a_reload_under_load_swaps_the_chain_between_batches_and_loses_nothing() {
     assert!(first_new > 0 && first_new < chains.len(), "entries from both chains: {chains:?}");
     assert!(chains[..first_new].iter().all(|c| c == &["json", "ts-window"]), "{chains:?}");
     assert!(chains[first_new..].iter().all(|c| c == &["json"]), "after the reload, the new chain: {chains:?}");
+}
+
+/// `audit --from-file` over thousands of ids draws a progress bar on a
+/// terminal (script(1) gives it one) and nothing when stderr is a pipe.
+#[test]
+fn a_long_audit_shows_progress_on_a_terminal_and_nothing_in_a_pipe() {
+    let f = Fixture::new(3000);
+    let config = f.config("");
+    assert_eq!(f.run(&config).0, 0);
+    let list = f.path("ids.txt");
+    std::fs::write(&list, f.delivered().join("\n")).unwrap_or_else(|e| panic!("{e}"));
+    let args = ["audit", "-c", &config.display().to_string(), "--from-file", &list.display().to_string()];
+    let piped = f.command(&args).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(piped.status.success());
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(!stderr.contains("ids (") && !stderr.contains('\r'), "no bar in a pipe: {stderr}");
+    assert!(stderr.contains("ids: "), "the count line stays: {stderr}");
+    // On a terminal: the same command under a pseudo-terminal, its answers
+    // (stdout) aside; what the terminal shows is script's output.
+    let line = format!("{} {} > /dev/null", sluice_bin!().display(), args.join(" "));
+    let tty = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(f.dir.path())
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let shown = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{shown}");
+    assert!(shown.contains("audit ") && shown.contains("ids ("), "a bar on the terminal: {shown:?}");
 }

@@ -91,11 +91,41 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
         all.len()
     );
 
+    // What a person sees: no line per quarantined record, but the first of
+    // the reason and a count of the rest, and a table at the end.
+    let said = String::from_utf8_lossy(&out.stderr);
+    let full: Vec<&str> =
+        said.lines().filter(|l| l.contains("WARN") && l.contains(" quarantined partition=")).collect();
+    let more: usize = said
+        .lines()
+        .filter(|l| l.contains("more like this"))
+        .filter_map(|l| l.split("… ").nth(1)?.split(' ').next()?.replace(',', "").parse::<usize>().ok())
+        .sum();
+    assert_eq!(full.len(), 1, "one reason, said once: {said}");
+    assert_eq!(full.len() + more, quarantined.len(), "the rest counted, none lost from the count: {said}");
+    assert!(said.lines().count() < 30, "a summary, not a stream: {said}");
+    let row = |name: &str| said.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_default().to_string();
+    for name in ["Apache_2k.log", "HDFS_2k.log", "Linux_2k.log", "OpenSSH_2k.log", "Zookeeper_2k.log"] {
+        assert!(said.lines().any(|l| l.contains(name)), "a row for {name}: {said}");
+    }
+    let cells = row("total").split_whitespace().map(String::from).collect::<Vec<_>>();
+    let (delivered_text, quarantined_text) = (thousands(delivered_set.len()), thousands(quarantined.len()));
+    let want = ["10,000", delivered_text.as_str(), "0", quarantined_text.as_str(), "0"];
+    assert_eq!(cells.get(1..6), Some(&want.map(String::from)[..]), "{said}");
+    assert!(
+        said.contains(&format!("{}  plugin: no pattern matched (tried 4)", quarantined.len())),
+        "the top reason with its count: {said}"
+    );
+
     // Run again: the checkpoints say everything was read.
     let out = run(&["run"]);
     assert!(out.status.success());
     let again = std::fs::read_to_string(&events).unwrap_or_default().lines().count();
     assert_eq!(again, delivered.len(), "a second run delivers nothing");
+}
+
+fn thousands(n: usize) -> String {
+    sluice::telemetry::repeats::thousands(n as u64)
 }
 
 /// The main job installs only what the embedded default needs: the setup

@@ -139,7 +139,7 @@ fn logfmt_in_four_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
             wasm.display()
         );
         std::fs::write(work.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
-        let (ok, text) = sluice(&["run", "-c", "sluice.toml"], work.path());
+        let (ok, text) = sluice(&["run", "-c", "sluice.toml", "--summary", "json"], work.path());
         assert!(ok, "{lang}: {text}");
         let out = std::fs::read_to_string(work.path().join("out.ndjson")).unwrap_or_default();
         let ids: Vec<String> = out

@@ -46,7 +46,7 @@ impl Fixture {
 
     fn command(&self, config: &std::path::Path) -> Command {
         let mut c = Command::new(sluice_bin!());
-        c.args(["run", "-c", &config.display().to_string()])
+        c.args(["run", "-c", &config.display().to_string(), "--summary", "json"])
             .current_dir(self.dir.path())
             .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
             .env("SLUICE_CH_PASSWORD", "s3cret")

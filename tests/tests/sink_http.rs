@@ -58,7 +58,7 @@ impl Scenario {
     fn run(&self, sink: &str, env: &[(&str, &str)]) -> String {
         let config = self.config(sink);
         let out = Command::new(sluice_bin!())
-            .args(["run", "-c", &config.display().to_string()])
+            .args(["run", "-c", &config.display().to_string(), "--summary", "json"])
             .current_dir(self.dir.path())
             .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
             .env("SLUICE_LOG", "info")

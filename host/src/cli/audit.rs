@@ -81,6 +81,7 @@ pub struct Quarantined {
 
 pub fn run(args: &AuditArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
+    super::mask_output_as(&cfg);
     let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
     if args.summary {
         let since = match &args.since {
@@ -143,21 +144,32 @@ fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<Scope> {
 
 /// Every id's answer, in the order asked: one multi-get per bucket for all
 /// of them, and one pass over the quarantine.
+/// Ids looked up in one call to the store.
+const LOOKUP_CHUNK: usize = 10_000;
+
 pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>> {
     let (contexts, origins) = store.audit_names()?;
     // Every bucket the store holds: what is still there is in the window.
     let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;
     let now = (now_nanos() / 1_000_000_000) as u64;
     let scopes = scopes(cfg, &origins);
-    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(ids.len() * scopes.len() * 2);
-    for id in ids {
-        for s in &scopes {
-            let d: IdDigest = digest(s, id);
-            keys.push(d.to_vec());
-            keys.push([&d[..], &[ABSORBED]].concat());
+    // In chunks, for the progress a reconciliation of millions of ids shows
+    // on a terminal.
+    let bar = super::progress::bar(ids.len() as u64, "audit {bar:40} {pos}/{len} ids ({per_sec}, {eta} left)");
+    let mut values = Vec::with_capacity(ids.len() * scopes.len() * 2);
+    for chunk in ids.chunks(LOOKUP_CHUNK) {
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * scopes.len() * 2);
+        for id in chunk {
+            for s in &scopes {
+                let d: IdDigest = digest(s, id);
+                keys.push(d.to_vec());
+                keys.push([&d[..], &[ABSORBED]].concat());
+            }
         }
+        values.extend(dedup.values(&keys, now)?);
+        bar.inc(chunk.len() as u64);
     }
-    let values = dedup.values(&keys, now)?;
+    bar.finish_and_clear();
     let passage = |raw: &[u8]| -> Passage {
         let Some(t) = Trail::decode(raw) else {
             return Passage { at: None, sink: None, plugins: Vec::new(), via: None, source: None };

@@ -14,6 +14,7 @@ use crate::plugin::Runtime;
 pub fn test(args: &super::ConfigTestArgs) -> Result<bool> {
     let file = &args.config.config;
     let cfg = Config::load(file)?;
+    super::mask_output_as(&cfg);
     let cases = crate::plugin::conformance::load_dir::<Case>(&args.cases)?;
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     // A plugin that refuses its config is the config's fault, not a case's.

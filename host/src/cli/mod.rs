@@ -4,16 +4,19 @@
 mod audit;
 mod cases;
 pub mod plugin;
+mod progress;
 mod quarantine;
 mod reload;
 pub mod run;
 mod scaffold;
 mod shadow;
+pub mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use summary::SummaryForm;
 use tracing_subscriber::EnvFilter;
 
 /// The whole program: parse the command line, set up logging, dispatch.
@@ -22,7 +25,8 @@ use tracing_subscriber::EnvFilter;
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
-        .with_writer(std::io::stderr)
+        // Each line masked as the config in force says (`telemetry::redact`).
+        .with_writer(crate::telemetry::redact::Stderr)
         // Colour only for a person at a terminal: logs collected from a
         // pipe or a file stay plain text for whoever greps them.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -38,7 +42,7 @@ pub fn main() -> ExitCode {
             Ok(()) => Ok(()),
             Err(run::CheckFailed::BadInput(e)) => Err(e),
             Err(run::CheckFailed::Unreachable(why)) => {
-                eprintln!("error: {why}");
+                crate::telemetry::redact::error(&why);
                 return ExitCode::from(run::EXIT_UNREACHABLE);
             }
         },
@@ -70,10 +74,20 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            crate::telemetry::redact::error(&format_args!("{e:#}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// A config was loaded: from now on, log lines and errors are masked as its
+/// `quarantine.mask_fields` and `mask_patterns` say. (A pattern that does
+/// not compile never gets here: loading the config refused it.)
+pub(crate) fn mask_output_as(cfg: &crate::config::Config) -> &crate::config::Config {
+    if let Ok(m) = crate::masking::Masking::new(&cfg.quarantine.mask_fields, &cfg.quarantine.mask_patterns) {
+        crate::telemetry::redact::install(m);
+    }
+    cfg
 }
 
 #[derive(Parser, Debug)]
@@ -157,6 +171,11 @@ pub struct PipelineArgs {
     /// SIGHUP.
     #[arg(long)]
     pub watch_config: bool,
+    /// What is printed on standard error when the run ends: a table per
+    /// partition with the top quarantine reasons, the JSON line scripts
+    /// read (`{"summary": …}`), or nothing.
+    #[arg(long, value_enum, default_value_t = SummaryForm::Table, value_name = "FORM")]
+    pub summary: SummaryForm,
 }
 
 #[derive(Args, Debug)]
@@ -314,6 +333,10 @@ pub enum QuarantineCommand {
         /// Also replay masked entries (their masked fields are delivered as `***`).
         #[arg(long)]
         include_masked: bool,
+        /// What is printed on standard error when the replay ends: a
+        /// table, the JSON line (`{"replay": …}`), or nothing.
+        #[arg(long, value_enum, default_value_t = SummaryForm::Table, value_name = "FORM")]
+        summary: SummaryForm,
     },
 }
 

@@ -87,10 +87,10 @@ pub fn run(cmd: &QuarantineCommand) -> Result<()> {
             bar.finish_and_clear();
             eprintln!("exported {n} entries to {} in {:.2} s", to.display(), started.elapsed().as_secs_f64());
         }
-        QuarantineCommand::Replay { config, ids, include_masked } => {
+        QuarantineCommand::Replay { config, ids, include_masked, summary } => {
             let (cfg, runtime, _) = super::run::load(config).map_err(|super::run::BadInput(e)| e)?;
-            let summary = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
-            eprintln!("{}", serde_json::json!({ "replay": summary }));
+            let replayed = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
+            super::summary::print_replay(&replayed, *summary);
         }
     }
     Ok(())
@@ -98,6 +98,7 @@ pub fn run(cmd: &QuarantineCommand) -> Result<()> {
 
 fn open(config: &std::path::Path) -> Result<Store> {
     let cfg = Config::load(config)?;
+    super::mask_output_as(&cfg);
     Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")
 }
 

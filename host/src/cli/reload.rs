@@ -163,7 +163,7 @@ pub fn run(args: &RunArgs, cfg: Config, chain: &Chain, runtime: &Runtime) -> Exi
                 }
             });
         }
-        let code = drive(control, runtime);
+        let code = drive(control, runtime, args.summary);
         control.finished.store(true, Ordering::SeqCst);
         code
     })
@@ -171,7 +171,7 @@ pub fn run(args: &RunArgs, cfg: Config, chain: &Chain, runtime: &Runtime) -> Exi
 
 /// Run pipelines, one after the other, until one ends without a reload
 /// waiting.
-fn drive(control: &Control, runtime: &Runtime) -> ExitCode {
+fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> ExitCode {
     loop {
         let stop = Stop::default();
         *control.current.lock().unwrap_or_else(|p| p.into_inner()) = stop.clone();
@@ -189,7 +189,8 @@ fn drive(control: &Control, runtime: &Runtime) -> ExitCode {
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {
             Err(e) => {
-                eprintln!("error: {:#}", anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name)));
+                let e = anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name));
+                crate::telemetry::redact::error(&format_args!("{e:#}"));
                 return ExitCode::from(1);
             }
             Ok(stats) => {
@@ -205,10 +206,11 @@ fn drive(control: &Control, runtime: &Runtime) -> ExitCode {
                             delivered = stats.total.delivered,
                             "config reloaded: the old pipeline drained and committed; the new one starts"
                         );
+                        super::mask_output_as(&new);
                         *force = Some((new, digest));
                     }
                     None => {
-                        eprintln!("{}", serde_json::json!({ "summary": stats }));
+                        super::summary::print_run(&stats, &cfg.pipeline.name, summary);
                         return ExitCode::SUCCESS;
                     }
                 }

@@ -16,6 +16,7 @@ pub struct BadInput(pub anyhow::Error);
 pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     let (cfg, chain) = validate(args, &runtime, true)?;
+    super::mask_output_as(&cfg);
     Ok((cfg, runtime, chain))
 }
 
@@ -240,7 +241,7 @@ pub fn run(args: &super::PipelineArgs) -> ExitCode {
     let (cfg, runtime, chain) = match load(&args.config) {
         Ok(v) => v,
         Err(BadInput(e)) => {
-            eprintln!("error: {e:#}");
+            crate::telemetry::redact::error(&format_args!("{e:#}"));
             return ExitCode::from(2);
         }
     };
@@ -258,6 +259,7 @@ fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::K
 /// watermark, and the difference.
 pub fn lag(args: &super::LagArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
+    super::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;
     let rows = crate::source::kafka::admin::lag(&k).with_context(|| format!("group {:?}", k.group_id))?;
     if args.json {
@@ -276,6 +278,7 @@ pub fn lag(args: &super::LagArgs) -> Result<()> {
 /// `sluice replay`: reset the group's offsets; the next run re-reads.
 pub fn replay(args: &super::ReplayArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
+    super::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;
     let resets = crate::source::kafka::admin::reset(&k, &args.from, &args.partitions, args.force)?;
     for r in &resets {

@@ -122,6 +122,7 @@ struct Line<'a> {
 pub fn run(args: &ShadowArgs) -> Result<()> {
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     let cfg = Config::load(&args.config.config)?;
+    super::mask_output_as(&cfg);
     let (candidate_cfg, changed) = candidate(&cfg, args)?;
     let current = build_chain(&runtime, &cfg)?;
     let candidate = build_chain(&runtime, &candidate_cfg).context("the candidate chain")?;
@@ -139,7 +140,9 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut accepted: Vec<String> = Vec::new();
     let mut failed: Option<std::io::Error> = None;
+    let bar = super::progress::bar(records.len() as u64, "shadow {bar:40} {pos}/{len} records ({per_sec}, {eta} left)");
     for chunk in records.chunks(cfg.pipeline.batch_size.max(1)) {
+        bar.inc(chunk.len() as u64);
         let batch: Vec<Record> = chunk.iter().map(|(r, _)| r.clone()).collect();
         shadow.run(&batch, |d| {
             let entry = chunk[d.index].1.as_deref();
@@ -170,6 +173,7 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
             return Ok(());
         }
     }
+    bar.finish_and_clear();
     if let Some(e) = failed {
         return Err(e.into());
     }

@@ -53,7 +53,7 @@ use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
-use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordQuarantined};
+use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
 
 /// A record as a source hands it over.
 pub struct Pulled {
@@ -594,6 +594,16 @@ impl<'a> Back<'a, '_> {
         let now = now_secs();
         self.record_ids(&mut write, &settled, &pull.records, now)?;
         let mut fates = std::mem::take(&mut settled.fates);
+        // A reason may quote its record (a plugin's message, a backend's
+        // answer): masked here, once, like the record, before it reaches
+        // an entry, a replay's update or a log line.
+        if !self.quarantine.masking().is_empty() {
+            for (r, fate) in pull.records.iter().zip(fates.iter_mut()) {
+                if let Some(Fate::Quarantine { reason, .. }) = fate {
+                    *reason = self.quarantine.reason_for(&r.record, reason);
+                }
+            }
+        }
         // 4a. The accepted ids go to the changelog too: the partition's
         // next owner restores them. The position waits for its answer
         // (`finished`).
@@ -737,14 +747,13 @@ impl<'a> Back<'a, '_> {
         if !self.unlogged {
             keeper.durable(w.position);
         }
-        for (position, stage, reason) in &w.quarantined {
-            RecordQuarantined { partition: self.name, position, stage, reason }.emit();
-        }
+        RecordsQuarantined { partition: self.name, records: &w.quarantined }.emit();
         let latency = w.received.elapsed().as_secs_f64();
         BatchFinished { partition: self.name, counts: &w.counts, latency_seconds: latency, records: w.records }.emit();
         if let Ok(mut s) = self.shared.stats.lock() {
-            s.add(self.name, &w.counts);
+            s.add(self.name, &w.counts, w.received);
             s.latency.record(latency, w.records);
+            s.quarantined(w.quarantined.iter().map(|(_, stage, reason)| (*stage, reason.as_str())));
         }
         {
             // The commit now waits at this position for the next batch out:

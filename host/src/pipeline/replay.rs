@@ -34,6 +34,8 @@ pub struct ReplaySummary {
     pub still_quarantined: u64,
     pub skipped_masked: u64,
     pub skipped_replayed: u64,
+    /// Why the entries still quarantined are, by `stage: reason`.
+    pub reasons: std::collections::BTreeMap<String, u64>,
 }
 
 pub fn replay(
@@ -107,7 +109,9 @@ pub fn replay(
         })
     })?;
     bar.finish_and_clear();
-    Ok(summary.into_inner().unwrap_or_default())
+    let mut summary = summary.into_inner().unwrap_or_default();
+    summary.reasons = stats.into_inner().map(|s| s.reasons).unwrap_or_default();
+    Ok(summary)
 }
 
 /// Entries as records, in batches of one dedup scope. A record's position

@@ -2,6 +2,7 @@
 //! metrics endpoint will export (issue 4).
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -46,11 +47,23 @@ pub struct RunStats {
     pub total: Counts,
     pub partitions: BTreeMap<String, Counts>,
     pub seconds: f64,
+    /// Quarantined records by `stage: reason` (masked), at most
+    /// [`MAX_REASONS`] of them; the rest under [`OTHER_REASONS`].
+    pub reasons: BTreeMap<String, u64>,
     /// From a record's arrival (its batch's first record's) to its durable
     /// commit, per record.
     #[serde(skip)]
     pub latency: Latency,
+    /// Per partition, when its first batch was received and its last one
+    /// became durable: what its records per second are measured over.
+    #[serde(skip)]
+    pub spans: BTreeMap<String, (Instant, Instant)>,
 }
+
+/// Reasons kept apart in a run's summary: a reason that names the value at
+/// fault would otherwise make one row per record.
+pub const MAX_REASONS: usize = 1_000;
+pub const OTHER_REASONS: &str = "(other reasons)";
 
 /// A histogram of latencies with buckets a fourth of an octave wide
 /// (about 19% apart), from 1 µs to about 1,000 s: quantiles within 19%.
@@ -97,9 +110,45 @@ impl Latency {
 }
 
 impl RunStats {
-    pub(super) fn add(&mut self, partition: &str, c: &Counts) {
+    /// A batch of `partition`, received at `received`, is durable now.
+    pub(super) fn add(&mut self, partition: &str, c: &Counts, received: Instant) {
         self.total.merge(c);
-        self.partitions.entry(partition.to_string()).or_default().merge(c);
+        match self.partitions.get_mut(partition) {
+            Some(p) => p.merge(c),
+            None => {
+                self.partitions.insert(partition.to_string(), c.clone());
+            }
+        }
+        let now = Instant::now();
+        match self.spans.get_mut(partition) {
+            Some(span) => *span = (span.0.min(received), now),
+            None => {
+                self.spans.insert(partition.to_string(), (received, now));
+            }
+        }
+    }
+
+    /// A batch's quarantined records, `(stage, reason)` each.
+    pub(super) fn quarantined<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
+        for (stage, reason) in reasons {
+            let key = format!("{stage}: {reason}");
+            if let Some(n) = self.reasons.get_mut(&key) {
+                *n += 1;
+            } else if self.reasons.len() < MAX_REASONS {
+                self.reasons.insert(key, 1);
+            } else {
+                *self.reasons.entry(OTHER_REASONS.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// Records per second of `partition`, from its first batch's arrival
+    /// to its last batch's commit.
+    pub fn rate(&self, partition: &str) -> Option<f64> {
+        let (first, last) = self.spans.get(partition)?;
+        let seconds = last.saturating_duration_since(*first).as_secs_f64();
+        let records = self.partitions.get(partition)?.records;
+        (seconds > 0.0).then(|| records as f64 / seconds)
     }
 }
 

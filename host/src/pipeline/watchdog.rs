@@ -198,6 +198,9 @@ impl Watchdog {
             if let Some(h) = health {
                 h.set_detail(detail);
             }
+            // Repeated warnings counted this interval are said even when no
+            // batch comes to say them.
+            crate::telemetry::repeats::say_due();
             last = statuses.into_iter().collect();
             let slept = Instant::now();
             while !done() && slept.elapsed() < tick {
@@ -248,6 +251,8 @@ pub(crate) fn with_watchdog<R>(
         }
         let result = f(&dog);
         done.store(true, std::sync::atomic::Ordering::SeqCst);
+        // The run is over: what repeated since the last summary is said now.
+        crate::telemetry::repeats::say_pending();
         result
     })
 }

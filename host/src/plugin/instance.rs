@@ -96,8 +96,20 @@ impl Instance {
         let returned = self.bindings.call_process(&mut self.store, batch);
         let suppressed = self.store.data_mut().logs.reset();
         if suppressed > 0 {
-            tracing::warn!(plugin = %self.plugin.id, suppressed, limit = self.plugin.limits.max_log_lines_per_batch,
-                "plugin logged more lines in one batch than max_log_lines_per_batch; the rest were suppressed");
+            use crate::telemetry::repeats::{Level, REPEATS, Reasons, say};
+            let name = &*self.store.data().plugin_name;
+            let (said, due) = REPEATS.occurred(
+                name,
+                Level::Warn,
+                &[("plugin log", "lines past max_log_lines_per_batch suppressed")],
+                std::time::Instant::now(),
+                Reasons::Fixed,
+            );
+            if said.first().copied().unwrap_or(true) {
+                tracing::warn!(plugin = %self.plugin.id, suppressed, limit = self.plugin.limits.max_log_lines_per_batch,
+                    "plugin logged more lines in one batch than max_log_lines_per_batch; the rest were suppressed");
+            }
+            say(&due);
         }
         match returned {
             Ok(Returned::Outcomes(outcomes)) => {

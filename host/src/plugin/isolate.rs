@@ -78,8 +78,11 @@ impl Isolated {
             Err(fault) => fault,
         };
         self.stats.faulted_batches += 1;
-        tracing::warn!(plugin = %self.plugin.id, records = batch.len(), %fault,
-            "plugin faulted on a batch; re-running it record by record to isolate the record at fault");
+        let fault_text = fault.to_string();
+        if said_once(&self.plugin.id.name, "fault", &fault_text) {
+            tracing::warn!(plugin = %self.plugin.id, records = batch.len(), %fault,
+                "plugin faulted on a batch; re-running it record by record to isolate the record at fault");
+        }
         self.rebuild()?;
         if batch.len() == 1 {
             return Ok(vec![self.reject(&fault)]);
@@ -89,8 +92,10 @@ impl Isolated {
             match self.instance.process(std::slice::from_ref(record), inputs_checked) {
                 Ok(mut one) => outcomes.extend(one.pop()),
                 Err(fault) => {
-                    tracing::warn!(plugin = %self.plugin.id, position = ?record.position, %fault,
-                        "record rejected: the plugin faults on it");
+                    if said_once(&self.plugin.id.name, "fault on a record", &fault.to_string()) {
+                        tracing::warn!(plugin = %self.plugin.id, position = ?record.position, %fault,
+                            "record rejected: the plugin faults on it");
+                    }
                     outcomes.push(self.reject(&fault));
                     self.rebuild()?;
                 }
@@ -109,4 +114,17 @@ impl Isolated {
         self.instance = Instance::new(self.plugin.clone())?;
         Ok(())
     }
+}
+
+/// Whether a fault line is said in full (`telemetry::repeats`): a plugin
+/// that faults on every record is not a line per record.
+fn said_once(plugin: &str, stage: &str, fault: &str) -> bool {
+    use crate::telemetry::repeats::{Level, REPEATS, Reasons, say};
+    if !tracing::enabled!(tracing::Level::WARN) {
+        return false;
+    }
+    let (said, due) =
+        REPEATS.occurred(plugin, Level::Warn, &[(stage, fault)], std::time::Instant::now(), Reasons::FromData);
+    say(&due);
+    said.first().copied().unwrap_or(true)
 }

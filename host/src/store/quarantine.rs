@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::{CF_QUARANTINE, Store, StoreError};
 use crate::plugin::{PluginId, Position, Record};
 
-const MASK: &str = "***";
+use crate::masking::MASK;
+pub use crate::masking::Masking;
 
 /// Entry keys are (time, counter); the counter is process-wide so that two
 /// partitions quarantining in the same nanosecond never share a key.
@@ -125,6 +126,34 @@ impl<'s> Quarantine<'s> {
         Ok(())
     }
 
+    /// `reason` (about `record`) as it may leave the process: in an entry,
+    /// a log line, an error. The values masked in the record's payload,
+    /// key and headers are masked wherever the reason quotes them, then
+    /// the patterns and masked field names.
+    pub fn reason_for(&self, record: &Record, reason: &str) -> String {
+        if self.masking.is_empty() {
+            return reason.to_string();
+        }
+        let mut secrets = self.masking.secrets(&record.payload);
+        if let Some(key) = &record.key {
+            secrets.extend(self.masking.secrets(key));
+        }
+        for (name, value) in &record.headers {
+            if self.masking.names(name) {
+                secrets.push(value.clone());
+            } else {
+                secrets.extend(self.masking.secrets(value));
+            }
+        }
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        secrets.dedup();
+        self.masking.text(reason, &secrets).into_owned()
+    }
+
+    pub fn masking(&self) -> &Masking {
+        &self.masking
+    }
+
     /// The entry for `r`, not yet written anywhere.
     pub fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -151,9 +180,9 @@ impl<'s> Quarantine<'s> {
                 (name.clone(), Bytes::new(&kept))
             })
             .collect();
-        // A reason may quote the record (a plugin's own message): the
-        // patterns reach it too.
-        let reason = self.masking.mask_reason(r.reason);
+        // A reason may quote the record (a plugin's own message, a
+        // backend's answer): what is masked in the record is masked in it.
+        let reason = self.reason_for(r.record, &r.reason);
         Entry {
             id,
             time: sluice_guest::time::format_rfc3339(now_nanos),
@@ -171,145 +200,6 @@ impl<'s> Quarantine<'s> {
             masked,
             replayed: None,
         }
-    }
-}
-
-/// What is replaced by `***` before an entry is written.
-#[derive(Debug, Clone, Default)]
-pub struct Masking {
-    /// A name (`password`) at any depth, or a dotted path from the root
-    /// (`auth.key`).
-    fields: Vec<String>,
-    /// Over a payload that is not JSON, and over every JSON string: the
-    /// first capture group, or the whole match when there is none.
-    patterns: Vec<(String, regex::bytes::Regex)>,
-}
-
-impl Masking {
-    /// `Err` names the pattern that does not compile (config validation
-    /// reports it first, with its key).
-    pub fn new(fields: &[String], patterns: &[String]) -> Result<Masking, String> {
-        let patterns = patterns
-            .iter()
-            .map(|p| regex::bytes::Regex::new(p).map(|r| (p.clone(), r)).map_err(|e| format!("{p:?}: {e}")))
-            .collect::<Result<_, _>>()?;
-        Ok(Masking { fields: fields.to_vec(), patterns })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.fields.is_empty() && self.patterns.is_empty()
-    }
-
-    /// Whether `name` (a header's) is one of the masked names, in any
-    /// case: header names are compared that way by most of their readers.
-    pub fn names(&self, name: &str) -> bool {
-        self.fields.iter().any(|f| f.eq_ignore_ascii_case(name))
-    }
-
-    /// The bytes to keep, and what was masked: JSON paths as found
-    /// (`user.password`), and `pattern <p>` for a pattern that matched.
-    pub fn apply(&self, payload: &[u8]) -> (Vec<u8>, Vec<String>) {
-        if self.is_empty() {
-            return (payload.to_vec(), Vec::new());
-        }
-        let mut masked = Vec::new();
-        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(payload) else {
-            let kept = self.mask_text(payload, &mut masked);
-            return (kept, masked);
-        };
-        for field in &self.fields {
-            if field.contains('.') {
-                let mut cur = Some(&mut value);
-                for key in field.split('.') {
-                    cur = cur.and_then(|v| v.get_mut(key));
-                }
-                if let Some(v) = cur {
-                    *v = serde_json::Value::String(MASK.into());
-                    masked.push(field.clone());
-                }
-            } else {
-                mask_name(&mut value, field, "", &mut masked);
-            }
-        }
-        if !self.patterns.is_empty() {
-            self.mask_strings(&mut value, &mut masked);
-        }
-        if masked.is_empty() {
-            return (payload.to_vec(), masked);
-        }
-        masked.sort();
-        masked.dedup();
-        (serde_json::to_vec(&value).unwrap_or_else(|_| payload.to_vec()), masked)
-    }
-
-    /// The patterns over free text (a reason); unchanged, and not
-    /// copied, when none matches.
-    pub fn mask_reason(&self, reason: String) -> String {
-        let mut masked = Vec::new();
-        let kept = if self.patterns.is_empty() { None } else { Some(self.mask_text(reason.as_bytes(), &mut masked)) };
-        match kept {
-            Some(kept) if !masked.is_empty() => String::from_utf8_lossy(&kept).into_owned(),
-            _ => reason,
-        }
-    }
-
-    fn mask_text(&self, text: &[u8], masked: &mut Vec<String>) -> Vec<u8> {
-        let mut out = text.to_vec();
-        for (source, re) in &self.patterns {
-            let mut next = Vec::with_capacity(out.len());
-            let (mut last, mut hit) = (0, false);
-            for caps in re.captures_iter(&out) {
-                // An empty match (`x*`) masks nothing.
-                let Some(m) = caps.get(1).or_else(|| caps.get(0)).filter(|m| !m.is_empty()) else { continue };
-                next.extend_from_slice(&out[last..m.start()]);
-                next.extend_from_slice(MASK.as_bytes());
-                last = m.end();
-                hit = true;
-            }
-            if hit {
-                next.extend_from_slice(&out[last..]);
-                out = next;
-                masked.push(format!("pattern {source}"));
-            }
-        }
-        out
-    }
-
-    fn mask_strings(&self, v: &mut serde_json::Value, masked: &mut Vec<String>) {
-        match v {
-            serde_json::Value::String(s) => {
-                let kept = self.mask_text(s.as_bytes(), masked);
-                if kept != s.as_bytes() {
-                    *s = String::from_utf8_lossy(&kept).into_owned();
-                }
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| self.mask_strings(x, masked)),
-            serde_json::Value::Object(o) => o.values_mut().for_each(|x| self.mask_strings(x, masked)),
-            _ => {}
-        }
-    }
-}
-
-/// Every key `name` under `v`, at any depth (arrays included).
-fn mask_name(v: &mut serde_json::Value, name: &str, at: &str, masked: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Object(o) => {
-            for (k, x) in o.iter_mut() {
-                let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
-                if k == name {
-                    *x = serde_json::Value::String(MASK.into());
-                    masked.push(path);
-                } else {
-                    mask_name(x, name, &path, masked);
-                }
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for (i, x) in a.iter_mut().enumerate() {
-                mask_name(x, name, &format!("{at}[{i}]"), masked);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -442,45 +332,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn masking(fields: &[&str], patterns: &[&str]) -> Masking {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        Masking::new(&s(fields), &s(patterns)).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn masks_json_fields_and_says_so() {
-        let m = masking(&["token", "auth.key", "absent"], &[]);
-        let (kept, masked) = m.apply(br#"{"token":"s3cret","auth":{"key":"k","user":"u"},"n":1}"#);
-        let text = String::from_utf8_lossy(&kept);
-        assert!(!text.contains("s3cret") && !text.contains("\"k\""), "{text}");
-        assert!(text.contains("\"user\":\"u\""));
-        assert_eq!(masked, vec!["auth.key".to_string(), "token".to_string()]);
-        let (kept, masked) = m.apply(b"not json token=1");
-        assert_eq!(kept, b"not json token=1", "no pattern: text that is not JSON is kept");
-        assert!(masked.is_empty());
-    }
-
-    #[test]
-    fn a_name_is_masked_at_any_depth_and_patterns_reach_text_and_strings() {
-        let m = masking(&["password"], &[r"token=(\S+)", r"Bearer [A-Za-z0-9.]+"]);
-        let (kept, masked) = m
-            .apply(br#"{"user":{"password":"hunter2","name":"ann"},"list":[{"password":"p2"}],"msg":"token=abc1 ok"}"#);
-        let text = String::from_utf8_lossy(&kept);
-        for secret in ["hunter2", "p2", "abc1"] {
-            assert!(!text.contains(secret), "{secret} in {text}");
-        }
-        assert!(text.contains("\"name\":\"ann\"") && text.contains("token=*** ok"), "{text}");
-        assert_eq!(masked, ["list[0].password", "pattern token=(\\S+)", "user.password"]);
-        let (kept, masked) = m.apply(b"GET /x token=s3cr3t&y=1 Authorization: Bearer eyJ.abc");
-        assert_eq!(String::from_utf8_lossy(&kept), "GET /x token=*** Authorization: ***");
-        assert_eq!(masked.len(), 2);
-        assert_eq!(m.mask_reason("rejected token=abc1 here".into()), "rejected token=*** here");
-        assert_eq!(m.mask_reason("nothing to hide".into()), "nothing to hide");
-        assert!(Masking::new(&[], &["(unclosed".into()]).is_err());
-        let (kept, masked) = masking(&[], &["x*"]).apply(b"abc");
-        assert_eq!((kept.as_slice(), masked.len()), (&b"abc"[..], 0), "an empty match masks nothing");
-    }
+    use crate::masking::masking;
 
     #[test]
     fn a_kafka_records_key_and_headers_are_masked_like_its_payload() {

@@ -46,25 +46,44 @@ impl BatchFinished<'_> {
     }
 }
 
-/// A record went to the quarantine.
-pub struct RecordQuarantined<'a> {
+/// A batch's records went to the quarantine (their entries are durable).
+/// Counted one by one; logged as `telemetry::repeats` says: the first of a
+/// reason in full, then a count per interval. Each reason is masked
+/// already (`Quarantine::reason_for`).
+pub struct RecordsQuarantined<'a> {
     pub partition: &'a str,
-    pub position: &'a str,
-    pub stage: &'a str,
-    pub reason: &'a str,
+    /// Position, stage and reason of each.
+    pub records: &'a [(String, &'static str, String)],
 }
 
-impl RecordQuarantined<'_> {
+impl RecordsQuarantined<'_> {
     pub fn emit(&self) {
-        counter!("sluice_quarantined_total", "partition" => self.partition.to_string(), "stage" => self.stage.to_string())
-            .increment(1);
-        tracing::warn!(
-            partition = self.partition,
-            position = self.position,
-            stage = self.stage,
-            reason = self.reason,
-            "quarantined"
-        );
+        use super::repeats::{Level, REPEATS, Reasons, say};
+        if self.records.is_empty() {
+            return;
+        }
+        let mut by_stage: Vec<(&str, u64)> = Vec::new();
+        for (_, stage, _) in self.records {
+            match by_stage.iter_mut().find(|(s, _)| s == stage) {
+                Some((_, n)) => *n += 1,
+                None => by_stage.push((stage, 1)),
+            }
+        }
+        for (stage, n) in by_stage {
+            counter!("sluice_quarantined_total", "partition" => self.partition.to_string(), "stage" => stage.to_string())
+                .increment(n);
+        }
+        if !tracing::enabled!(tracing::Level::WARN) {
+            return;
+        }
+        let items: Vec<(&str, &str)> =
+            self.records.iter().map(|(_, stage, reason)| (*stage, reason.as_str())).collect();
+        let (said, due) =
+            REPEATS.occurred(self.partition, Level::Warn, &items, std::time::Instant::now(), Reasons::FromData);
+        for ((position, stage, reason), _) in self.records.iter().zip(said).filter(|(_, s)| *s) {
+            tracing::warn!(partition = self.partition, position, stage, reason, "quarantined");
+        }
+        say(&due);
     }
 }
 

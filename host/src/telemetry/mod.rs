@@ -1,14 +1,21 @@
-//! What an operator sees: Prometheus metrics, `/health` and `/ready`.
+//! What an operator sees: Prometheus metrics, `/health` and `/ready`, and
+//! the log.
 //!
 //! - `events`: the internal events (a batch finished, offsets committed, a
 //!   partition paused…). Each is one struct that both logs and counts, so
 //!   logs and metrics never disagree.
 //! - `server`: the HTTP endpoint.
+//! - `repeats`: per-record warnings said once, then counted per interval,
+//!   within a budget of lines per second.
+//! - `redact`: the log's writer, which masks every line as the config in
+//!   force says (`masking`).
 //!
 //! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`
 //! (the maintained exporter of that facade), installed once per process.
 
 pub mod events;
+pub mod redact;
+pub mod repeats;
 pub mod server;
 
 use std::sync::OnceLock;

@@ -43,6 +43,10 @@ enum Attack {
     EventFlood,
     /// Ten thousand log lines for the poison record (then a clean echo).
     LogFlood,
+    /// Quote the poison record wherever a plugin can: in a log line, and in
+    /// a reject reason (`REJECT`), a body that breaks the contract
+    /// (`NOTJSON`) or a panic (`TRAP`): what the host must mask.
+    Tattle,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +121,19 @@ impl Hostile {
                     sluice_guest::log(sluice_guest::Level::Warn, &format!("flood line {i}"));
                 }
                 echo(r)
+            }
+            Attack::Tattle => {
+                let text = String::from_utf8_lossy(&r.payload).into_owned();
+                sluice_guest::log(sluice_guest::Level::Warn, &format!("tattle: {text}"));
+                if text.contains("REJECT") {
+                    Outcome::reject(format!("tattle refuses {text}"))
+                } else if text.contains("NOTJSON") {
+                    Outcome::emit(Event::new(format!("not json: {text}").into_bytes()))
+                } else if text.contains("TRAP") {
+                    panic!("tattle cannot handle {text}")
+                } else {
+                    echo(r)
+                }
             }
             Attack::FewerOutcomes | Attack::MoreOutcomes | Attack::RefuseInit => echo(r),
         }

@@ -125,6 +125,8 @@ impl Bound {
     }
 }
 
+use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
+
 /// Severity of a plugin's log line, the same in every version.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Level {
@@ -143,12 +145,28 @@ pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
         return;
     }
     let plugin = &*state.plugin_name;
+    // Lines a person reads (info and up) are said once per message and
+    // then counted (`telemetry::repeats`): a plugin that logs each record
+    // is not a line per record. Trace and debug, asked for, are said all.
+    let repeated = |level| {
+        let (said, due) =
+            REPEATS.occurred(plugin, level, &[("plugin log", message)], std::time::Instant::now(), Reasons::FromData);
+        say(&due);
+        said.first().copied().unwrap_or(true)
+    };
     match level {
         Level::Trace => tracing::trace!(plugin, "{message}"),
         Level::Debug => tracing::debug!(plugin, "{message}"),
-        Level::Info => tracing::info!(plugin, "{message}"),
-        Level::Warn => tracing::warn!(plugin, "{message}"),
-        Level::Error => tracing::error!(plugin, "{message}"),
+        Level::Info if tracing::enabled!(tracing::Level::INFO) && repeated(Said::Info) => {
+            tracing::info!(plugin, "{message}")
+        }
+        Level::Warn if tracing::enabled!(tracing::Level::WARN) && repeated(Said::Warn) => {
+            tracing::warn!(plugin, "{message}")
+        }
+        Level::Error if tracing::enabled!(tracing::Level::ERROR) && repeated(Said::Error) => {
+            tracing::error!(plugin, "{message}")
+        }
+        Level::Info | Level::Warn | Level::Error => {}
     }
 }
 
