@@ -11,6 +11,7 @@ pub mod run;
 mod scaffold;
 mod shadow;
 pub mod summary;
+mod top;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::run(args),
         Command::Shadow(args) => shadow::run(args),
         Command::Lag(args) => run::lag(args),
+        Command::Top(args) => top::top(args),
         Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
@@ -127,6 +129,10 @@ pub enum Command {
     /// Kafka: per partition, the group's committed offset, the high
     /// watermark and the lag.
     Lag(LagArgs),
+    /// A live view of a running pipeline, read from its metrics endpoint
+    /// each second: per partition the rates in and out, lag, batches in
+    /// flight, back-pressure and stalls; the breakers. `q` quits.
+    Top(top::TopArgs),
     /// Kafka: reset the group's committed offsets so the next run re-reads
     /// from a time, an offset, or the beginning. Refused while the group
     /// has live members. Inside dedup.window nothing is delivered twice.

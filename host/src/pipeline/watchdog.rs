@@ -34,7 +34,7 @@ use super::driver::PartitionState;
 use crate::config::Problems;
 use crate::sink::guarded::Guarded;
 use crate::telemetry::Health;
-use crate::telemetry::events::PartitionWatched;
+use crate::telemetry::events::{PartitionLoad, PartitionWatched};
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +119,14 @@ pub fn assess(st: &PartitionState, now: Instant, stall: Duration, breaker_open: 
     if st.backpressured { Status::Backpressured } else { Status::Flowing }
 }
 
+/// What a partition holds, sampled with its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub in_flight: usize,
+    pub behind: Option<u64>,
+    pub oldest_age: f64,
+}
+
 /// The partitions being watched, registered by the driver while it runs
 /// them.
 #[derive(Default)]
@@ -154,6 +162,21 @@ impl Watchdog {
         Watched { dog: self, state }
     }
 
+    /// What each watched partition holds at `now`: its batches in flight,
+    /// what its source holds unread, and the age of its oldest unfinished
+    /// record (for `/metrics`, and so `sluice top`).
+    pub fn loads(&self, now: Instant) -> Vec<(String, Load)> {
+        let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        parts
+            .iter()
+            .map(|(name, st)| {
+                let st = st.lock().unwrap_or_else(|p| p.into_inner());
+                let oldest_age = st.oldest.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
+                (name.clone(), Load { in_flight: st.out.len(), behind: st.source_behind, oldest_age })
+            })
+            .collect()
+    }
+
     /// Every watched partition, judged at `now`.
     pub fn sample(&self, now: Instant, breaker_open: bool) -> Vec<(String, Status)> {
         let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
@@ -174,6 +197,9 @@ impl Watchdog {
         while !done() {
             let now = Instant::now();
             let statuses = self.sample(now, sink.breaker_open());
+            for (name, load) in self.loads(now) {
+                PartitionLoad { partition: &name, load: &load }.emit();
+            }
             let mut detail = Vec::new();
             for (name, status) in &statuses {
                 let before = last.get(name);

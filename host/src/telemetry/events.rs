@@ -478,6 +478,25 @@ impl UncheckedRecords<'_> {
     }
 }
 
+/// What a partition holds, sampled by the watchdog each tick: batches in
+/// flight, what its source holds unread, the age of its oldest unfinished
+/// record (on every source; Kafka's consume loop also sets the age).
+pub struct PartitionLoad<'a> {
+    pub partition: &'a str,
+    pub load: &'a crate::pipeline::watchdog::Load,
+}
+
+impl PartitionLoad<'_> {
+    pub fn emit(&self) {
+        let p = || self.partition.to_string();
+        gauge!("sluice_batches_in_flight", "partition" => p()).set(self.load.in_flight as f64);
+        if let Some(behind) = self.load.behind {
+            gauge!("sluice_source_behind", "partition" => p()).set(behind as f64);
+        }
+        gauge!("sluice_oldest_unfinished_age_seconds", "partition" => p()).set(self.load.oldest_age);
+    }
+}
+
 /// The watchdog's judgement of a partition (`pipeline::watchdog`), said
 /// each time it samples: the gauges always, the log only when it changes.
 pub struct PartitionWatched<'a> {

@@ -7,6 +7,8 @@
 //! - `server`: the HTTP endpoint.
 //! - `repeats`: per-record warnings said once, then counted per interval,
 //!   within a budget of lines per second.
+//! - `scrape`: the `/metrics` text read back, and the rates two readings
+//!   give (`sluice top`).
 //! - `redact`: the log's writer, which masks every line as the config in
 //!   force says (`masking`).
 //!
@@ -16,6 +18,7 @@
 pub mod events;
 pub mod redact;
 pub mod repeats;
+pub mod scrape;
 pub mod server;
 
 use std::sync::OnceLock;

@@ -1,0 +1,306 @@
+//! sluice's own `/metrics` text read back, and what two readings a second
+//! apart say per partition: what `sluice top` shows. It reads the endpoint
+//! an operator's Prometheus reads, so the view and the dashboards agree and
+//! a running pipeline needs nothing more than `[metrics] listen`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One reading of the metrics text.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    series: Vec<Series>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Series {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("cannot reach http://{addr}/metrics: {source}")]
+    Connect { addr: SocketAddr, source: std::io::Error },
+    #[error("http://{addr}/metrics answered {status}")]
+    Status { addr: SocketAddr, status: String },
+}
+
+/// `GET /metrics` of the endpoint at `addr` (HTTP/1.0, plain: it is on
+/// loopback, and this keeps `top` free of an HTTP client runtime).
+pub fn fetch(addr: SocketAddr, timeout: Duration) -> Result<Scrape, ScrapeError> {
+    let io = |source| ScrapeError::Connect { addr, source };
+    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
+    s.set_read_timeout(Some(timeout)).map_err(io)?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n").map_err(io)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(io)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200") {
+        return Err(ScrapeError::Status { addr, status: status.to_string() });
+    }
+    Ok(parse(body))
+}
+
+/// The Prometheus text format: `name{label="value",…} number`, comments
+/// skipped; a line that does not parse is skipped too (a view, not a
+/// validator).
+pub fn parse(text: &str) -> Scrape {
+    Scrape { series: text.lines().filter(|l| !l.starts_with('#')).filter_map(series).collect() }
+}
+
+fn series(line: &str) -> Option<Series> {
+    let line = line.trim();
+    let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
+    let name = line[..name_end].to_string();
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(inner) = rest.strip_prefix('{') {
+        let mut chars = inner.char_indices();
+        let mut key = String::new();
+        loop {
+            // key="value" pairs, separated by commas, up to the brace.
+            let (i, c) = chars.next()?;
+            match c {
+                '}' => {
+                    rest = &inner[i + 1..];
+                    break;
+                }
+                ',' | ' ' => {}
+                '=' => {
+                    if chars.next()?.1 != '"' {
+                        return None;
+                    }
+                    let mut value = String::new();
+                    loop {
+                        match chars.next()?.1 {
+                            '\\' => match chars.next()?.1 {
+                                'n' => value.push('\n'),
+                                other => value.push(other),
+                            },
+                            '"' => break,
+                            other => value.push(other),
+                        }
+                    }
+                    labels.push((std::mem::take(&mut key), value));
+                }
+                other => key.push(other),
+            }
+        }
+    }
+    let value = rest.split_whitespace().next()?;
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().ok()?,
+    };
+    Some(Series { name, labels, value })
+}
+
+impl Scrape {
+    /// The sum of `name` over the series whose labels include `with`, or
+    /// none when there is no such series.
+    pub fn get(&self, name: &str, with: &[(&str, &str)]) -> Option<f64> {
+        let mut found = None;
+        for s in self.series.iter().filter(|s| s.name == name) {
+            if with.iter().all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v)) {
+                *found.get_or_insert(0.0) += s.value;
+            }
+        }
+        found
+    }
+
+    /// The values of `label` that `name` has series for.
+    pub fn label_values(&self, name: &str, label: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .series
+            .iter()
+            .filter(|s| s.name == name)
+            .filter_map(|s| s.labels.iter().find(|(k, _)| k == label).map(|(_, v)| v.clone()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// One partition between two readings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionView {
+    pub name: String,
+    /// Records per second taken in, and finished by each door.
+    pub in_rate: f64,
+    pub delivered_rate: f64,
+    pub duplicate_rate: f64,
+    pub quarantined_rate: f64,
+    pub dropped_rate: f64,
+    /// Kafka: the high watermark minus the committed offset.
+    pub lag: Option<f64>,
+    /// What the source holds unread (Kafka: librdkafka's lag in records;
+    /// a file: its unread bytes).
+    pub behind: Option<f64>,
+    /// Age of the oldest record not yet finished, seconds.
+    pub oldest_age: f64,
+    pub in_flight: f64,
+    pub backpressured: bool,
+    pub stalled: bool,
+    pub late: bool,
+}
+
+impl PartitionView {
+    /// The word for its state, the worst first.
+    pub fn state(&self) -> &'static str {
+        if self.stalled {
+            "STALLED"
+        } else if self.late {
+            "late"
+        } else if self.backpressured {
+            "backpressured"
+        } else if self.in_rate > 0.0 || self.in_flight > 0.0 {
+            "flowing"
+        } else {
+            "idle"
+        }
+    }
+}
+
+/// What two readings `seconds` apart say.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    pub partitions: Vec<PartitionView>,
+    pub total: PartitionView,
+    /// Per sink: `closed`, `open` or `probing`.
+    pub breakers: BTreeMap<String, &'static str>,
+}
+
+pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
+    let rate = |name: &str, with: &[(&str, &str)]| {
+        let (a, b) = (before.get(name, with).unwrap_or(0.0), now.get(name, with).unwrap_or(0.0));
+        // A counter that went down: the process restarted; no rate yet.
+        if seconds > 0.0 && b >= a { (b - a) / seconds } else { 0.0 }
+    };
+    let mut names = now.label_values("sluice_records_in_total", "partition");
+    for gauge in ["sluice_consumer_lag", "sluice_batches_in_flight", "sluice_source_behind"] {
+        names.extend(now.label_values(gauge, "partition"));
+    }
+    names.sort();
+    names.dedup();
+    let partitions: Vec<PartitionView> = names
+        .into_iter()
+        .map(|name| {
+            let p = [("partition", name.as_str())];
+            let out = |door: &str| rate("sluice_records_out_total", &[("partition", name.as_str()), ("door", door)]);
+            let flag = |gauge: &str| now.get(gauge, &p).is_some_and(|v| v > 0.0);
+            PartitionView {
+                in_rate: rate("sluice_records_in_total", &p),
+                delivered_rate: out("delivered"),
+                duplicate_rate: out("duplicate"),
+                quarantined_rate: out("quarantined"),
+                dropped_rate: out("dropped"),
+                lag: now.get("sluice_consumer_lag", &p),
+                behind: now.get("sluice_source_behind", &p),
+                oldest_age: now.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
+                in_flight: now.get("sluice_batches_in_flight", &p).unwrap_or(0.0),
+                backpressured: flag("sluice_partition_backpressured"),
+                stalled: flag("sluice_partition_stalled"),
+                late: flag("sluice_partition_late"),
+                name,
+            }
+        })
+        .collect();
+    let sum = |f: fn(&PartitionView) -> f64| partitions.iter().map(f).sum::<f64>();
+    let some_sum = |f: fn(&PartitionView) -> Option<f64>| {
+        let v: Vec<f64> = partitions.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum())
+    };
+    let total = PartitionView {
+        name: "total".into(),
+        in_rate: sum(|p| p.in_rate),
+        delivered_rate: sum(|p| p.delivered_rate),
+        duplicate_rate: sum(|p| p.duplicate_rate),
+        quarantined_rate: sum(|p| p.quarantined_rate),
+        dropped_rate: sum(|p| p.dropped_rate),
+        lag: some_sum(|p| p.lag),
+        behind: some_sum(|p| p.behind),
+        oldest_age: partitions.iter().map(|p| p.oldest_age).fold(0.0, f64::max),
+        in_flight: sum(|p| p.in_flight),
+        backpressured: partitions.iter().any(|p| p.backpressured),
+        stalled: partitions.iter().any(|p| p.stalled),
+        late: partitions.iter().any(|p| p.late),
+    };
+    let breakers = now
+        .label_values("sluice_breaker_state", "sink")
+        .into_iter()
+        .map(|sink| {
+            let state = match now.get("sluice_breaker_state", &[("sink", sink.as_str())]).unwrap_or(0.0) as i64 {
+                1 => "open",
+                2 => "probing",
+                _ => "closed",
+            };
+            (sink, state)
+        })
+        .collect();
+    View { partitions, total, breakers }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = r#"# TYPE sluice_records_in_total counter
+sluice_records_in_total{partition="/var/log/a,b.log"} 1000
+sluice_records_in_total{partition="t/0"} 50
+sluice_records_out_total{partition="/var/log/a,b.log",door="delivered"} 900
+sluice_records_out_total{partition="/var/log/a,b.log",door="quarantined"} 10
+sluice_breaker_state{sink="http://x/ingest"} 0
+"#;
+
+    const NOW: &str = r#"# TYPE sluice_records_in_total counter
+sluice_records_in_total{partition="/var/log/a,b.log"} 3000
+sluice_records_in_total{partition="t/0"} 50
+sluice_records_out_total{partition="/var/log/a,b.log",door="delivered"} 2700
+sluice_records_out_total{partition="/var/log/a,b.log",door="quarantined"} 30
+sluice_consumer_lag{partition="t/0"} 12345
+sluice_source_behind{partition="/var/log/a,b.log"} 4096
+sluice_batches_in_flight{partition="/var/log/a,b.log"} 2
+sluice_partition_backpressured{partition="/var/log/a,b.log"} 1
+sluice_partition_stalled{partition="t/0"} 1
+sluice_oldest_unfinished_age_seconds{partition="t/0"} 301.5
+sluice_breaker_state{sink="http://x/ingest"} 1
+sluice_commit_latency_seconds_bucket{partition="t/0",le="+Inf"} 7
+odd{label="with \"quotes\" and \\ backslash"} 1
+"#;
+
+    #[test]
+    fn readings_parse_with_commas_and_escapes_in_labels() {
+        let s = parse(NOW);
+        assert_eq!(s.get("sluice_records_in_total", &[("partition", "/var/log/a,b.log")]), Some(3000.0));
+        assert_eq!(s.get("sluice_records_in_total", &[]), Some(3050.0), "a sum over every partition");
+        assert_eq!(s.get("sluice_commit_latency_seconds_bucket", &[("le", "+Inf")]), Some(7.0));
+        assert_eq!(s.get("odd", &[("label", r#"with "quotes" and \ backslash"#)]), Some(1.0));
+        assert_eq!(s.get("absent", &[]), None);
+        assert!(parse("garbage without a value\n{broken 1\n").series.is_empty());
+    }
+
+    #[test]
+    fn two_readings_give_rates_lag_and_states_per_partition_and_in_total() {
+        let v = view(&parse(BEFORE), &parse(NOW), 2.0);
+        let names: Vec<&str> = v.partitions.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["/var/log/a,b.log", "t/0"]);
+        let file = &v.partitions[0];
+        assert_eq!((file.in_rate, file.delivered_rate, file.quarantined_rate), (1000.0, 900.0, 10.0));
+        assert_eq!((file.behind, file.in_flight, file.state()), (Some(4096.0), 2.0, "backpressured"));
+        let kafka = &v.partitions[1];
+        assert_eq!((kafka.in_rate, kafka.lag, kafka.oldest_age, kafka.state()), (0.0, Some(12345.0), 301.5, "STALLED"));
+        assert_eq!((v.total.in_rate, v.total.lag, v.total.state()), (1000.0, Some(12345.0), "STALLED"));
+        assert_eq!(v.breakers.get("http://x/ingest"), Some(&"open"));
+        // A restarted process: its counters start again, no negative rate.
+        let again = view(&parse(NOW), &parse(BEFORE), 1.0);
+        assert_eq!(again.partitions[0].in_rate, 0.0);
+    }
+}
