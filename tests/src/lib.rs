@@ -175,6 +175,28 @@ pub fn scrape(port: u16) -> String {
     get(port, "/metrics")
 }
 
+/// `<sluice> run -c sluice.toml` in `dir` (`sluice` is [`sluice_bin!`]'s
+/// path, which only a suite knows), quiet, once its metrics on `port` have
+/// counted a record (within a minute): a pipeline for the tools that watch
+/// one (`top`, `tap`).
+pub fn running_pipeline(sluice: &Path, dir: &Path, port: u16) -> std::process::Child {
+    let child = std::process::Command::new(sluice)
+        .args(["run", "-c", "sluice.toml"])
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let started = std::time::Instant::now();
+    while !scrape(port).contains("sluice_records_in_total") {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the pipeline never counted a record");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child
+}
+
 /// The whole HTTP/1.0 answer of `GET path` on loopback (empty when nothing
 /// listens).
 pub fn get(port: u16, path: &str) -> String {

@@ -4,11 +4,11 @@
 //! keeps growing, so the rates are not zero.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sluice_e2e::kafka::free_port;
-use sluice_e2e::{json_chain_toml, now_rfc3339, scrape, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, running_pipeline, sluice_bin};
 
 /// tmux on a socket of this test's own, so no other server is touched.
 fn tmux(socket: &str, args: &[&str]) -> std::process::Output {
@@ -30,20 +30,7 @@ fn top_shows_each_partition_live_and_quits_on_q() {
         json_chain_toml(true, None)
     );
     std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
-    let mut pipeline = Command::new(sluice_bin!())
-        .args(["run", "-c", "sluice.toml"])
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let started = Instant::now();
-    while !scrape(port).contains("sluice_records_in_total") {
-        assert!(started.elapsed() < Duration::from_secs(60), "the pipeline never counted a record");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut pipeline = running_pipeline(sluice_bin!(), dir.path(), port);
     // A writer keeps the file growing while top watches.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {

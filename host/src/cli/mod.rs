@@ -11,6 +11,7 @@ pub mod run;
 mod scaffold;
 mod shadow;
 pub mod summary;
+mod tap;
 mod top;
 
 use std::path::PathBuf;
@@ -57,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Shadow(args) => shadow::run(args),
         Command::Lag(args) => run::lag(args),
         Command::Top(args) => top::top(args),
+        Command::Tap(args) => tap::tap(args),
         Command::Replay(args) => run::replay(args),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
@@ -133,6 +135,12 @@ pub enum Command {
     /// each second: per partition the rates in and out, lag, batches in
     /// flight, back-pressure and stalls; the breakers. `q` quits.
     Top(top::TopArgs),
+    /// Print a sample of the events passing one point of a running
+    /// pipeline (after a plugin, before the sink, into the quarantine) as
+    /// NDJSON, rate-limited and masked, from its metrics listener. The
+    /// pipeline is not slowed: a reader that falls behind loses samples
+    /// and is told how many.
+    Tap(tap::TapArgs),
     /// Kafka: reset the group's committed offsets so the next run re-reads
     /// from a time, an offset, or the beginning. Refused while the group
     /// has live members. Inside dedup.window nothing is delivered twice.

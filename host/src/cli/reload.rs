@@ -186,6 +186,8 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
         {
             stop.request();
         }
+        // What `sluice tap --after` may name from now on.
+        crate::telemetry::tap::TAPS.set_stages(cfg.plugins.iter().map(|p| p.name.clone()).collect());
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {
             Err(e) => {

@@ -34,22 +34,28 @@ pub struct TopArgs {
     pub every: f64,
 }
 
-pub fn top(args: &TopArgs) -> Result<()> {
-    let addr = match (&args.url, &args.config) {
-        (Some(addr), _) => *addr,
+/// The metrics endpoint a command (`top`, `tap`) reads: `--url`, or the
+/// config's `[metrics] listen`.
+pub(super) fn endpoint(url: Option<SocketAddr>, config: Option<&std::path::Path>, command: &str) -> Result<SocketAddr> {
+    match (url, config) {
+        (Some(addr), _) => Ok(addr),
         (None, Some(file)) => {
             let cfg = Config::load(file)?;
             super::mask_output_as(&cfg);
             cfg.metrics.listen.with_context(|| {
                 format!(
-                    "config {}: metrics.listen is not set, and top reads the pipeline's /metrics: set it \
-                     ([metrics] listen = \"127.0.0.1:9898\") or pass --url",
+                    "config {}: metrics.listen is not set, and {command} reads the pipeline's metrics listener: \
+                     set it ([metrics] listen = \"127.0.0.1:9898\") or pass --url",
                     file.display()
                 )
-            })?
+            })
         }
         (None, None) => anyhow::bail!("name the pipeline's config (-c) or its metrics endpoint (--url)"),
-    };
+    }
+}
+
+pub fn top(args: &TopArgs) -> Result<()> {
+    let addr = endpoint(args.url, args.config.as_deref(), "top")?;
     anyhow::ensure!(args.every >= 0.1, "--every {}: at least 0.1 seconds", args.every);
     let every = Duration::from_secs_f64(args.every);
     let mut terminal = ratatui::init();

@@ -54,6 +54,7 @@ use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
 use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
+use crate::telemetry::tap::{Point, Sample, TAPS};
 
 /// A record as a source hands it over.
 pub struct Pulled {
@@ -577,6 +578,22 @@ impl<'a> Back<'a, '_> {
         // happen in `Guarded`.
         self.stage("sink");
         let fresh = plan.take_fresh();
+        if TAPS.any() {
+            let masking = crate::telemetry::redact::in_force();
+            TAPS.offer(
+                &Point::BeforeSink,
+                masking.as_deref(),
+                fresh.iter().map(|d| Sample {
+                    partition: self.name,
+                    position: None,
+                    id: Some(&d.id),
+                    timestamp: d.timestamp,
+                    body: d.event(),
+                    reason: None,
+                    masked: false,
+                }),
+            );
+        }
         let outcomes = if fresh.is_empty() {
             Vec::new()
         } else {
@@ -631,6 +648,23 @@ impl<'a> Back<'a, '_> {
                 if fates[*i].is_some() {
                     self.quarantine.write(&mut write, entry)?;
                 }
+            }
+            if TAPS.any() && !entries.is_empty() {
+                // Entries are masked already; their payloads as text.
+                let payloads: Vec<Vec<u8>> = entries.iter().map(|(_, e)| e.payload.to_vec()).collect();
+                TAPS.offer(
+                    &Point::Quarantined,
+                    None,
+                    entries.iter().zip(&payloads).map(|((_, e), body)| Sample {
+                        partition: self.name,
+                        position: Some(&e.position),
+                        id: None,
+                        timestamp: None,
+                        body,
+                        reason: Some(&e.reason),
+                        masked: true,
+                    }),
+                );
             }
         }
         // 5. Offsets: each record that passed a door is decided; one whose

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use super::isolate::Isolated;
 use super::types::{Event, Outcome, Record};
 use super::{PluginError, PluginId};
+use crate::telemetry::tap::{Point, Sample, TAPS};
 
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
@@ -198,6 +199,23 @@ impl<S: Stage> Chain<S> {
             }
             std::mem::swap(&mut live, &mut next);
             next.clear();
+            if TAPS.any() {
+                let point = Point::After(stage.id().name.clone());
+                let masking = crate::telemetry::redact::in_force();
+                TAPS.offer(
+                    &point,
+                    masking.as_deref(),
+                    live.iter().map(|(_, r)| Sample {
+                        partition: "",
+                        position: Some(&r.position),
+                        id: r.event_id.as_deref(),
+                        timestamp: r.timestamp,
+                        body: &r.payload,
+                        reason: None,
+                        masked: false,
+                    }),
+                );
+            }
         }
         let id = |stage: usize| self.stages[stage].id().clone();
         let mut judged = Vec::with_capacity(batch.len());

@@ -9,6 +9,8 @@
 //!   within a budget of lines per second.
 //! - `scrape`: the `/metrics` text read back, and the rates two readings
 //!   give (`sluice top`).
+//! - `tap`: samples of the events passing a point of the pipeline, for
+//!   `sluice tap` (one atomic load per batch when nobody taps).
 //! - `redact`: the log's writer, which masks every line as the config in
 //!   force says (`masking`).
 //!
@@ -20,6 +22,7 @@ pub mod redact;
 pub mod repeats;
 pub mod scrape;
 pub mod server;
+pub mod tap;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -24,6 +24,11 @@ pub fn install(masking: Masking) {
     *IN_FORCE.write().unwrap_or_else(|p| p.into_inner()) = masking;
 }
 
+/// The masking of the config in force, if it masks anything (`tap`).
+pub fn in_force() -> Option<Arc<Masking>> {
+    IN_FORCE.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// `text` as it may be written: masked by the config in force.
 pub fn line(text: &str) -> Cow<'_, str> {
     let masking = IN_FORCE.read().unwrap_or_else(|p| p.into_inner()).clone();

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use futures::StreamExt as _;
 
 use super::Health;
 
@@ -63,6 +64,7 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
                 (code, body)
             }),
         )
+        .route("/tap", get(tap))
         .route(
             "/ready",
             get(move || async move {
@@ -92,4 +94,78 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
         })
         .map_err(|source| ServerError::Bind { addr, source })?;
     Ok(bound)
+}
+
+/// `GET /tap?before_sink`, `?after=PLUGIN`, `?quarantined`, with `&rate=N`
+/// (samples a second, default 10): NDJSON until the reader goes away. The
+/// first line says what is tapped; a plugin the pipeline in force does not
+/// have is refused with the ones it has.
+async fn tap(uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+
+    use super::tap::{Point, QUEUE, TAPS};
+    let mut point = None;
+    let mut rate: u32 = 10;
+    for pair in uri.query().unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decoded(value);
+        match key {
+            "after" => point = Some(Point::After(value)),
+            "before_sink" => point = Some(Point::BeforeSink),
+            "quarantined" => point = Some(Point::Quarantined),
+            "rate" => match value.parse::<u32>() {
+                Ok(n) if (1..=10_000).contains(&n) => rate = n,
+                _ => {
+                    return (StatusCode::BAD_REQUEST, format!("rate {value:?}: a whole number, 1 to 10000\n"))
+                        .into_response();
+                }
+            },
+            other => return (StatusCode::BAD_REQUEST, format!("unknown parameter {other:?}\n")).into_response(),
+        }
+    }
+    let Some(point) = point else {
+        return (StatusCode::BAD_REQUEST, "name a point: ?after=PLUGIN, ?before_sink or ?quarantined\n")
+            .into_response();
+    };
+    if let Point::After(name) = &point {
+        let stages = TAPS.stages();
+        if !stages.contains(name) {
+            let why = format!("no plugin {name:?} in the running pipeline; its plugins: {}\n", stages.join(", "));
+            return (StatusCode::NOT_FOUND, why).into_response();
+        }
+    }
+    let hello = serde_json::json!({ "tapping": point.to_string(), "per_second": rate }).to_string();
+    let (attached, rx) = TAPS.attach(point, rate, QUEUE);
+    let lines = futures::stream::once(async move { Ok::<_, std::convert::Infallible>(hello + "\n") }).chain(
+        futures::stream::unfold((rx, attached), |(mut rx, attached)| async move {
+            rx.recv().await.map(|line| (Ok(line + "\n"), (rx, attached)))
+        }),
+    );
+    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], axum::body::Body::from_stream(lines)).into_response()
+}
+
+/// `%2F` → `/`, `+` → space: a plugin name as a query carries it.
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

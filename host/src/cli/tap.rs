@@ -1,0 +1,93 @@
+//! `sluice tap`: print a sample of the events passing one point of a
+//! running pipeline, as NDJSON on stdout (`telemetry::tap` says what is
+//! sampled and how it stays out of the pipeline's way). It reads the
+//! pipeline's metrics listener, like `sluice top`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("point").required(true))]
+pub struct TapArgs {
+    /// The pipeline's config: tap reads the endpoint of its `[metrics]
+    /// listen`.
+    #[arg(long, short = 'c', value_name = "FILE", required_unless_present = "url")]
+    pub config: Option<PathBuf>,
+    /// The metrics endpoint to read instead, `HOST:PORT`.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "config")]
+    pub url: Option<SocketAddr>,
+    /// The events the plugin of this name emits.
+    #[arg(long, value_name = "PLUGIN", group = "point")]
+    pub after: Option<String>,
+    /// The events handed to the sink (new to the dedup window).
+    #[arg(long, group = "point")]
+    pub before_sink: bool,
+    /// The records going to the quarantine, with their reasons.
+    #[arg(long, group = "point")]
+    pub quarantined: bool,
+    /// Samples a second at most.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub rate: u32,
+}
+
+pub fn tap(args: &TapArgs) -> Result<()> {
+    let addr = super::top::endpoint(args.url, args.config.as_deref(), "tap")?;
+    let mut query = match (&args.after, args.before_sink) {
+        (Some(plugin), _) => format!("after={}", encoded(plugin)),
+        (None, true) => "before_sink".to_string(),
+        (None, false) => "quarantined".to_string(),
+    };
+    query.push_str(&format!("&rate={}", args.rate));
+    let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("cannot reach http://{addr}"))?;
+    s.write_all(format!("GET /tap?{query} HTTP/1.0\r\nHost: sluice\r\n\r\n").as_bytes())?;
+    let mut from = BufReader::new(s);
+    let mut status = String::new();
+    from.read_line(&mut status)?;
+    // The head, to the empty line.
+    loop {
+        let mut h = String::new();
+        if from.read_line(&mut h)? == 0 || h.trim().is_empty() {
+            break;
+        }
+    }
+    if !status.contains(" 200") {
+        let mut why = String::new();
+        let _ = std::io::Read::read_to_string(&mut from, &mut why);
+        anyhow::bail!("http://{addr}/tap: {}", why.trim());
+    }
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for line in from.lines() {
+        let line = line.context("the tap's stream")?;
+        if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            // `sluice tap … | head`: the reader has what it wanted.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(());
+            }
+            return Err(e.into());
+        }
+    }
+    anyhow::bail!("http://{addr}/tap: the pipeline closed the stream (it stopped, or reloaded)")
+}
+
+/// A plugin name as a query value.
+fn encoded(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plugin_name_survives_the_query() {
+        assert_eq!(super::encoded("json"), "json");
+        assert_eq!(super::encoded("a b/é"), "a%20b%2F%C3%A9");
+    }
+}
