@@ -93,6 +93,7 @@ fn in_force(digest: &str, old: Option<&str>) {
         metrics::gauge!("sluice_config_info", "digest" => old.to_string()).set(0.0);
     }
     metrics::gauge!("sluice_config_info", "digest" => digest.to_string()).set(1.0);
+    crate::telemetry::history::HISTORY.set_config_digest(digest.to_string());
 }
 
 /// One reload request: validate, and either stage the new config (and stop
@@ -188,6 +189,10 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
         }
         // What `sluice tap --after` may name from now on.
         crate::telemetry::tap::TAPS.set_stages(cfg.plugins.iter().map(|p| p.name.clone()).collect());
+        crate::telemetry::history::HISTORY.set_about(crate::telemetry::history::About {
+            pipeline: cfg.pipeline.name.clone(),
+            plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
+        });
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {
             Err(e) => {

@@ -99,7 +99,7 @@ pub fn run_table(stats: &RunStats, pipeline: &str) -> String {
         let ms = |q: f64| stats.latency.quantile(q) * 1e3;
         let _ = writeln!(out, "\n  latency to commit: p50 {:.1} ms, p99 {:.1} ms", ms(0.5), ms(0.99));
     }
-    reasons(&mut out, &stats.reasons, t.quarantined);
+    reasons(&mut out, &stats.reasons.0, t.quarantined);
     out
 }
 
@@ -191,7 +191,7 @@ mod tests {
         stats.partitions.insert(long.clone(), counts(10_000, 9_600, 400));
         stats.partitions.insert("b.log#0".into(), counts(2_345, 2_225, 120));
         for i in 0..8u64 {
-            stats.reasons.insert(format!("plugin: reason {i}"), 100 - i * 10);
+            stats.reasons.0.insert(format!("plugin: reason {i}"), 100 - i * 10);
         }
         let table = run_table(&stats, "quickstart");
         assert!(table.contains("pipeline \"quickstart\": 12,345 records in 2.0 s (6,173 records/s)"), "{table}");

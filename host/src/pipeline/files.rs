@@ -115,6 +115,7 @@ fn run_file(
     stop: &Stop,
 ) -> Result<(), PipelineError> {
     let chain = build_chain(runtime, shared.cfg)?;
+    crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
     let checkpoint = shared.store.checkpoint(&file.display().to_string())?;
     let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
     let start = part.position();

@@ -110,7 +110,7 @@ pub fn replay(
     })?;
     bar.finish_and_clear();
     let mut summary = summary.into_inner().unwrap_or_default();
-    summary.reasons = stats.into_inner().map(|s| s.reasons).unwrap_or_default();
+    summary.reasons = stats.into_inner().map(|s| s.reasons.0).unwrap_or_default();
     Ok(summary)
 }
 

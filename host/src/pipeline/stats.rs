@@ -48,8 +48,8 @@ pub struct RunStats {
     pub partitions: BTreeMap<String, Counts>,
     pub seconds: f64,
     /// Quarantined records by `stage: reason` (masked), at most
-    /// [`MAX_REASONS`] of them; the rest under [`OTHER_REASONS`].
-    pub reasons: BTreeMap<String, u64>,
+    /// [`MAX_REASONS`] of them.
+    pub reasons: Reasons,
     /// From a record's arrival (its batch's first record's) to its durable
     /// commit, per record.
     #[serde(skip)]
@@ -63,7 +63,29 @@ pub struct RunStats {
 /// Reasons kept apart in a run's summary: a reason that names the value at
 /// fault would otherwise make one row per record.
 pub const MAX_REASONS: usize = 1_000;
-pub const OTHER_REASONS: &str = "(other reasons)";
+
+/// Quarantined records counted by `stage: reason`, at most a given number
+/// of reasons kept apart; the rest are counted under [`Reasons::OTHER`].
+#[derive(Debug, Default, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Reasons(pub BTreeMap<String, u64>);
+
+impl Reasons {
+    pub const OTHER: &'static str = "(other reasons)";
+
+    pub fn add<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>, max: usize) {
+        for (stage, reason) in reasons {
+            let key = format!("{stage}: {reason}");
+            if let Some(n) = self.0.get_mut(&key) {
+                *n += 1;
+            } else if self.0.len() < max {
+                self.0.insert(key, 1);
+            } else {
+                *self.0.entry(Self::OTHER.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+}
 
 /// A histogram of latencies with buckets a fourth of an octave wide
 /// (about 19% apart), from 1 µs to about 1,000 s: quantiles within 19%.
@@ -130,16 +152,7 @@ impl RunStats {
 
     /// A batch's quarantined records, `(stage, reason)` each.
     pub(super) fn quarantined<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
-        for (stage, reason) in reasons {
-            let key = format!("{stage}: {reason}");
-            if let Some(n) = self.reasons.get_mut(&key) {
-                *n += 1;
-            } else if self.reasons.len() < MAX_REASONS {
-                self.reasons.insert(key, 1);
-            } else {
-                *self.reasons.entry(OTHER_REASONS.to_string()).or_insert(0) += 1;
-            }
-        }
+        self.reasons.add(reasons, MAX_REASONS);
     }
 
     /// Records per second of `partition`, from its first batch's arrival

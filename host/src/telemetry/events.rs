@@ -73,6 +73,7 @@ impl RecordsQuarantined<'_> {
             counter!("sluice_quarantined_total", "partition" => self.partition.to_string(), "stage" => stage.to_string())
                 .increment(n);
         }
+        super::history::HISTORY.quarantined(self.records.iter().map(|(_, stage, reason)| (*stage, reason.as_str())));
         if !tracing::enabled!(tracing::Level::WARN) {
             return;
         }

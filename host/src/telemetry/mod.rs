@@ -9,6 +9,8 @@
 //!   within a budget of lines per second.
 //! - `scrape`: the `/metrics` text read back, and the rates two readings
 //!   give (`sluice top`).
+//! - `history`: a sample a second of the last 15 minutes, for the status
+//!   page (`GET /`, `status.html`) and `/status.json`.
 //! - `tap`: samples of the events passing a point of the pipeline, for
 //!   `sluice tap` (one atomic load per batch when nobody taps).
 //! - `redact`: the log's writer, which masks every line as the config in
@@ -18,6 +20,7 @@
 //! (the maintained exporter of that facade), installed once per process.
 
 pub mod events;
+pub mod history;
 pub mod redact;
 pub mod repeats;
 pub mod scrape;

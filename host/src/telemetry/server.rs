@@ -65,6 +65,14 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
             }),
         )
         .route("/tap", get(tap))
+        // The status page and the samples it draws (`history`).
+        .route("/", get(|| async { axum::response::Html(include_str!("status.html")) }))
+        .route(
+            "/status.json",
+            get(|| async {
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], super::history::HISTORY.json())
+            }),
+        )
         .route(
             "/ready",
             get(move || async move {
@@ -83,6 +91,18 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
                 Err(e) => return tracing::error!("metrics endpoint: {e}"),
             };
             rt.block_on(async move {
+                // A sample a second for the status page, read from the
+                // same text `/metrics` serves.
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                    loop {
+                        tick.tick().await;
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_secs());
+                        super::history::HISTORY.sampled(now, &super::scrape::parse(&handle.render()));
+                    }
+                });
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
                     Err(e) => return tracing::error!("metrics endpoint: {e}"),

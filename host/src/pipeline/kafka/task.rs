@@ -36,6 +36,7 @@ pub(super) fn run(
 ) -> Result<(), PipelineError> {
     let shared = &tasks.shared;
     let chain = build_chain(tasks.runtime, shared.cfg)?;
+    crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
     let stopping = || stop.load(Ordering::SeqCst);
     // The partition's ids, from its last owner's changelog, before its
     // first batch: not ready meanwhile. Records queued by librdkafka wait.

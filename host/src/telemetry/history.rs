@@ -1,0 +1,221 @@
+//! The last 15 minutes of a running pipeline, one sample a second, for the
+//! status page (`GET /`, `status.html`) and its JSON (`GET /status.json`).
+//!
+//! Each second the metrics endpoint's own thread reads the metrics text (as
+//! `sluice top` does, `telemetry::scrape`) and keeps per partition the
+//! counters by door, lag, what the source holds unread, the oldest age and
+//! whether it is stalled, and each sink's breaker state. Nothing is added to
+//! the hot path: the counters are the ones `/metrics` serves. The page
+//! derives rates, breaker episodes and stalls from consecutive samples.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use super::scrape::Scrape;
+use crate::pipeline::stats::Reasons;
+
+/// Samples kept: 15 minutes at one a second.
+pub const SAMPLES: usize = 900;
+/// Quarantine reasons kept apart; more are counted under one.
+const MAX_REASONS: usize = 100;
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PartSample {
+    /// Records taken in, and finished by each door, since the start.
+    pub read: f64,
+    pub delivered: f64,
+    pub duplicate: f64,
+    pub quarantined: f64,
+    pub dropped: f64,
+    pub lag: Option<f64>,
+    pub behind: Option<f64>,
+    pub oldest_age: f64,
+    pub stalled: bool,
+    pub backpressured: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Sample {
+    /// Unix seconds.
+    pub t: u64,
+    pub partitions: BTreeMap<String, PartSample>,
+    /// Per sink: 0 closed, 1 open, 2 probing.
+    pub breakers: BTreeMap<String, u8>,
+}
+
+impl Sample {
+    pub fn from_scrape(t: u64, s: &Scrape) -> Sample {
+        let mut names = s.label_values("sluice_records_in_total", "partition");
+        names.extend(s.label_values("sluice_batches_in_flight", "partition"));
+        names.sort();
+        names.dedup();
+        let partitions = names
+            .into_iter()
+            .map(|name| {
+                let p = [("partition", name.as_str())];
+                let door = |d: &str| s.get("sluice_records_out_total", &[("partition", name.as_str()), ("door", d)]);
+                let flag = |g: &str| s.get(g, &p).is_some_and(|v| v > 0.0);
+                let sample = PartSample {
+                    read: s.get("sluice_records_in_total", &p).unwrap_or(0.0),
+                    delivered: door("delivered").unwrap_or(0.0),
+                    duplicate: door("duplicate").unwrap_or(0.0),
+                    quarantined: door("quarantined").unwrap_or(0.0),
+                    dropped: door("dropped").unwrap_or(0.0),
+                    lag: s.get("sluice_consumer_lag", &p),
+                    behind: s.get("sluice_source_behind", &p),
+                    oldest_age: s.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
+                    stalled: flag("sluice_partition_stalled"),
+                    backpressured: flag("sluice_partition_backpressured"),
+                };
+                (name, sample)
+            })
+            .collect();
+        let breakers = s
+            .label_values("sluice_breaker_state", "sink")
+            .into_iter()
+            .map(|sink| {
+                let state = s.get("sluice_breaker_state", &[("sink", sink.as_str())]).unwrap_or(0.0) as u8;
+                (sink, state)
+            })
+            .collect();
+        Sample { t, partitions, breakers }
+    }
+}
+
+/// What the page shows beside the samples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct About {
+    pub pipeline: String,
+    /// `name@digest` of each plugin, in chain order.
+    pub plugins: Vec<String>,
+}
+
+#[derive(Default)]
+struct State {
+    samples: VecDeque<Sample>,
+    about: About,
+    /// Quarantined records of this process by `stage: reason` (masked).
+    reasons: Reasons,
+    config_digest: Option<String>,
+}
+
+/// The process's history: what `/status.json` serves.
+pub struct History {
+    state: Mutex<Option<State>>,
+}
+
+pub static HISTORY: History = History { state: Mutex::new(None) };
+
+/// `/status.json`.
+#[derive(Serialize)]
+pub struct Status<'a> {
+    pub about: &'a About,
+    /// The digest of the config in force (`sluice_config_info`).
+    pub config_digest: Option<String>,
+    pub reasons: &'a Reasons,
+    pub samples: &'a VecDeque<Sample>,
+}
+
+impl History {
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(st.get_or_insert_with(State::default))
+    }
+
+    /// A second's reading of the metrics text.
+    pub fn sampled(&self, t: u64, s: &Scrape) {
+        let sample = Sample::from_scrape(t, s);
+        if let Some(digest) = config_digest(s) {
+            self.set_config_digest(digest);
+        }
+        self.record(sample);
+    }
+
+    pub fn record(&self, sample: Sample) {
+        self.with(|st| {
+            if st.samples.len() == SAMPLES {
+                st.samples.pop_front();
+            }
+            st.samples.push_back(sample);
+        });
+    }
+
+    /// The pipeline now in force (a start, a reload).
+    pub fn set_about(&self, about: About) {
+        self.with(|st| st.about = about);
+    }
+
+    /// The digest of the config in force. Said here as well as in
+    /// `sluice_config_info`: the first one is set before the metrics
+    /// endpoint (and its recorder) exists.
+    pub fn set_config_digest(&self, digest: String) {
+        self.with(|st| st.config_digest = Some(digest));
+    }
+
+    pub fn set_plugins(&self, plugins: Vec<String>) {
+        self.with(|st| st.about.plugins = plugins);
+    }
+
+    /// A batch's quarantined records, `(stage, reason)` each: one lock per
+    /// batch, and only for batches that quarantined something.
+    pub fn quarantined<'r>(&self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
+        self.with(|st| st.reasons.add(reasons, MAX_REASONS));
+    }
+
+    /// `/status.json`'s body.
+    pub fn json(&self) -> String {
+        self.with(|st| {
+            let status = Status {
+                about: &st.about,
+                config_digest: st.config_digest.clone(),
+                reasons: &st.reasons,
+                samples: &st.samples,
+            };
+            serde_json::to_string(&status).unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
+        })
+    }
+}
+
+/// The digest of the config in force, as `sluice_config_info` says it.
+pub fn config_digest(s: &Scrape) -> Option<String> {
+    s.label_values("sluice_config_info", "digest")
+        .into_iter()
+        .find(|d| s.get("sluice_config_info", &[("digest", d.as_str())]).is_some_and(|v| v > 0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_reads_the_doors_and_gauges_and_the_ring_keeps_fifteen_minutes() {
+        let text = "sluice_records_in_total{partition=\"a.log\"} 10\n\
+                    sluice_records_out_total{partition=\"a.log\",door=\"delivered\"} 8\n\
+                    sluice_records_out_total{partition=\"a.log\",door=\"quarantined\"} 2\n\
+                    sluice_source_behind{partition=\"a.log\"} 512\n\
+                    sluice_partition_stalled{partition=\"a.log\"} 1\n\
+                    sluice_breaker_state{sink=\"http://x\"} 1\n\
+                    sluice_config_info{digest=\"old\"} 0\n\
+                    sluice_config_info{digest=\"new\"} 1\n";
+        let scrape = super::super::scrape::parse(text);
+        let s = Sample::from_scrape(7, &scrape);
+        let a = &s.partitions["a.log"];
+        assert_eq!((a.read, a.delivered, a.quarantined, a.behind, a.stalled), (10.0, 8.0, 2.0, Some(512.0), true));
+        assert_eq!(s.breakers["http://x"], 1);
+        assert_eq!(config_digest(&scrape).as_deref(), Some("new"));
+        let h = History { state: Mutex::new(None) };
+        for t in 0..(SAMPLES as u64 + 5) {
+            h.record(Sample { t, ..Sample::default() });
+        }
+        h.quarantined([("plugin", "bad"), ("plugin", "bad"), ("source", "too long")]);
+        h.sampled(SAMPLES as u64 + 5, &scrape);
+        let json: serde_json::Value = serde_json::from_str(&h.json()).unwrap_or_default();
+        let samples = json["samples"].as_array().map(Vec::len);
+        assert_eq!((samples, json["samples"][0]["t"].as_u64()), (Some(SAMPLES), Some(6)), "the oldest six are gone");
+        assert_eq!(json["samples"][SAMPLES - 1]["partitions"]["a.log"]["read"], 10.0);
+        assert_eq!(json["reasons"]["plugin: bad"], 2);
+        assert_eq!(json["config_digest"], "new");
+    }
+}
