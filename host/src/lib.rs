@@ -1,6 +1,8 @@
 //! sluice: a stream processor that never loses a record it was handed.
 //!
 //! Where things happen, by folder:
+//! - `batch/`: what the hot path carries, one buffer per batch with a
+//!   descriptor per record (start here, then `pipeline/driver.rs`);
 //! - `source/`: records are read (files: framing, partitions, rotation;
 //!   Kafka: the client, records, admin questions);
 //! - `plugin/`: WebAssembly plugins parse and validate them (sandboxed,
@@ -25,6 +27,7 @@
 //! The custody rule (`../shared/DESIGN.md`, README) governs every module
 //! that moves a record or an offset.
 
+pub mod batch;
 pub mod cli;
 pub mod config;
 pub mod custody;

@@ -87,11 +87,10 @@ pub fn main() -> ExitCode {
 /// A config was loaded: from now on, log lines and errors are masked as its
 /// `quarantine.mask_fields` and `mask_patterns` say. (A pattern that does
 /// not compile never gets here: loading the config refused it.)
-pub(crate) fn mask_output_as(cfg: &crate::config::Config) -> &crate::config::Config {
+pub(crate) fn mask_output_as(cfg: &crate::config::Config) {
     if let Ok(m) = crate::masking::Masking::new(&cfg.quarantine.mask_fields, &cfg.quarantine.mask_patterns) {
         crate::telemetry::redact::install(m);
     }
-    cfg
 }
 
 #[derive(Parser, Debug)]

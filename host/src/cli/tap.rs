@@ -70,7 +70,7 @@ pub fn tap(args: &TapArgs) -> Result<()> {
             return Err(e.into());
         }
     }
-    anyhow::bail!("http://{addr}/tap: the pipeline closed the stream (it stopped, or reloaded)")
+    anyhow::bail!("http://{addr}/tap: the pipeline closed the stream (its process stopped)")
 }
 
 /// A plugin name as a query value.

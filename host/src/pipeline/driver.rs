@@ -1,6 +1,7 @@
 //! The partition driver: the one piece of code that takes a record from
 //! its source to its commit, for every source (files, Kafka, quarantine
-//! replay). A source plugs in through [`Reader`] (records in batches) and
+//! replay). A source plugs in through [`Reader`] (records in batches, as
+//! `crate::batch` describes them) and
 //! [`Keeper`] (what a durable finished prefix means to it: a checkpoint in
 //! the store's write for files, a prefix published for the Kafka commit,
 //! entries marked replayed for a replay).
@@ -43,9 +44,10 @@ use super::kafka::quarantine_topic::QuarantineTopic;
 use super::stats::{Counts, RunStats};
 use super::watchdog::Watchdog;
 use super::{PipelineError, RaiseOnDrop, now_nanos};
+use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::claims::{Claimed, Claims};
-use crate::custody::ids::{DigestSet, IdDigest, Scope};
+use crate::custody::ids::{DigestSet, IdDigest};
 use crate::custody::{Fate, OffsetTracker, Plan};
 use crate::plugin::{Chain, Judged, Record, Verdicts};
 use crate::sink::guarded::Guarded;
@@ -55,30 +57,6 @@ use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
 use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
 use crate::telemetry::tap::{Point, Sample, TAPS};
-
-/// A record as a source hands it over.
-pub struct Pulled {
-    pub record: Record,
-    /// The record's span in the source's position space (a Kafka record is
-    /// `offset..offset + 1`; a line, its first byte to the byte after its end).
-    pub start: u64,
-    pub next: u64,
-    /// Refused before any plugin sees it (a line over `max_line_bytes`).
-    pub refused: Option<String>,
-}
-
-/// A batch as a source hands it over.
-pub struct Pull {
-    pub records: Vec<Pulled>,
-    /// The dedup scope of every record of the batch (per partition).
-    pub scope: Scope,
-    /// When the source received the batch's first record: the age of the
-    /// oldest unfinished record, and the latency to its commit.
-    pub received: Instant,
-    /// What the source still holds beyond this batch, when it knows (a
-    /// file's unread bytes): the watchdog's "records wait".
-    pub behind: Option<u64>,
-}
 
 /// Where a partition's records come from. Runs on the front thread.
 pub trait Reader: Send {

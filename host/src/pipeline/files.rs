@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
-use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
 use super::watchdog::with_watchdog;
 use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, now_nanos, open_sink, with_committer};
+use crate::batch::{Pull, Pulled};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
 use crate::custody::ids::PIPELINE_SCOPE;

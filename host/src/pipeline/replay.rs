@@ -15,9 +15,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;
 
-use super::driver::{self, Keeper, Partition, PartitionState, Pull, Pulled, Reader, Shared};
+use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
 use super::watchdog::with_watchdog;
 use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
+use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::scope_of;
 use crate::plugin::Runtime;

@@ -385,8 +385,9 @@ mod tests {
     fn a_source_that_blocks_while_holding_records_is_stalled_at_the_source() {
         use std::sync::atomic::{AtomicBool, Ordering};
 
+        use crate::batch::Pull;
         use crate::custody::ids::PIPELINE_SCOPE;
-        use crate::pipeline::driver::{self, Keeper, Partition, Pull, Reader, Shared};
+        use crate::pipeline::driver::{self, Keeper, Partition, Reader, Shared};
 
         struct Blocking<'a> {
             told: bool,

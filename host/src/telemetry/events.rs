@@ -137,6 +137,8 @@ impl Rebalanced<'_> {
                 "sluice_oldest_unfinished_age_seconds",
                 "sluice_commit_blocked_at",
                 "sluice_partition_prefetched_records",
+                "sluice_batches_in_flight",
+                "sluice_source_behind",
             ] {
                 gauge!(name, "partition" => self.partition.to_string()).set(0.0);
             }

@@ -17,6 +17,7 @@ use wasmtime::component::{InstancePre, Linker};
 
 use super::sandbox::StoreState;
 use super::types::{Outcome, Record};
+use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
 
 /// A contract version, as `sluice plugin inspect` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,8 +125,6 @@ impl Bound {
         }
     }
 }
-
-use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
 
 /// Severity of a plugin's log line, the same in every version.
 #[derive(Debug, Clone, Copy)]
