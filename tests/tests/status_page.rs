@@ -87,6 +87,10 @@ fn the_status_page_draws_the_running_pipeline_in_a_browser() {
     assert!(dom.contains("payload is not valid JSON"), "the quarantine reasons: {dom}");
     let config = dom.split("<code id=\"config\">").nth(1).and_then(|c| c.split('<').next()).unwrap_or_default();
     assert!(config.len() >= 12 && config.chars().all(|c| c.is_ascii_hexdigit()), "the config digest: {config:?}");
+    // The same digest on `/metrics`, from the start (it was set before the
+    // endpoint's recorder existed).
+    let metrics = sluice_e2e::scrape(port);
+    assert!(metrics.contains(&format!("sluice_config_info{{digest=\"{config}\"}} 1")), "{metrics}");
     assert!(dom.contains("json@"), "the plugin version: {dom}");
 
     // A screenshot, kept beside the build for a person to look at.

@@ -154,6 +154,10 @@ impl History {
         self.with(|st| st.config_digest = Some(digest));
     }
 
+    pub fn config_digest(&self) -> Option<String> {
+        self.with(|st| st.config_digest.clone())
+    }
+
     pub fn set_plugins(&self, plugins: Vec<String>) {
         self.with(|st| st.about.plugins = plugins);
     }

@@ -40,6 +40,11 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
         return Ok(*bound);
     }
     let handle = super::install().ok_or(ServerError::Recorder)?;
+    // The config in force was said before this recorder existed (the
+    // first one is, at start): say it again so `/metrics` has it.
+    if let Some(digest) = super::history::HISTORY.config_digest() {
+        metrics::gauge!("sluice_config_info", "digest" => digest).set(1.0);
+    }
     let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
     listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServerError::Bind { addr, source })?;
