@@ -80,7 +80,8 @@ impl Masking {
     }
 
     /// The bytes to keep, and what was masked: JSON paths as found
-    /// (`user.password`), and `pattern <p>` for a pattern that matched.
+    /// (`user.password`), `pattern <p>` for a pattern that matched, and
+    /// `<name> in text` for a masked name's value in text (`password=x`).
     pub fn apply(&self, payload: &[u8]) -> (Vec<u8>, Vec<String>) {
         if self.is_empty() {
             return (payload.to_vec(), Vec::new());
