@@ -761,11 +761,22 @@ fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
     let term = |child: &Child| {
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     };
-    // Start-up is done (and the signal handler installed) once the state
-    // store exists; the batch is stuck soon after.
-    let wait_stuck = || {
+    // Start-up is done once the process catches SIGTERM (its handler is
+    // installed: bit 15 of `SigCgt` in /proc), not merely once the state
+    // store exists: on a loaded machine the two can be seconds apart, and a
+    // signal in between ends the process the default way. The batch is
+    // stuck soon after.
+    let catches_term = |child: &Child| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+    };
+    let wait_stuck = |child: &Child| {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !f.path("state").join("CURRENT").exists() {
+        while !(f.path("state").join("CURRENT").exists() && catches_term(child)) {
             assert!(std::time::Instant::now() < deadline, "the run never started");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -787,7 +798,7 @@ fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
     // Second signal.
     write("60s");
     let mut child = f.spawn(&config);
-    wait_stuck();
+    wait_stuck(&child);
     term(&child);
     assert_eq!(wait_exit(&mut child, Duration::from_millis(800)), None, "the first signal waits for the batch");
     term(&child);
@@ -801,7 +812,7 @@ fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
     std::fs::remove_dir_all(f.path("state")).unwrap_or_else(|e| panic!("{e}"));
     write("1s");
     let mut child = f.spawn(&config);
-    wait_stuck();
+    wait_stuck(&child);
     term(&child);
     let code = wait_exit(&mut child, Duration::from_secs(5));
     if code.is_none() {

@@ -57,6 +57,14 @@ fn top_shows_each_partition_live_and_quits_on_q() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = tmux(&socket, &["kill-server"]);
+    // Without a terminal it says so, instead of drawing into a pipe.
+    let piped = Command::new(sluice_bin!())
+        .args(["top", "-c", "sluice.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&piped.stderr);
+    assert!(!piped.status.success() && said.contains("draws on a terminal"), "{said}");
     // The pipeline it watched runs on, untouched; SIGTERM ends it cleanly.
     assert!(watched.stop(), "the pipeline after top");
 }

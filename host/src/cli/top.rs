@@ -58,7 +58,12 @@ pub fn top(args: &TopArgs) -> Result<()> {
     let addr = endpoint(args.url, args.config.as_deref(), "top")?;
     anyhow::ensure!(args.every >= 0.1, "--every {}: at least 0.1 seconds", args.every);
     let every = Duration::from_secs_f64(args.every);
-    let mut terminal = ratatui::init();
+    anyhow::ensure!(
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        "sluice top draws on a terminal, and standard output is not one (a script can read http://{addr}/metrics, \
+         or sample events with sluice tap)"
+    );
+    let mut terminal = ratatui::try_init().context("set up the terminal")?;
     let result = watch(&mut terminal, addr, every);
     ratatui::restore();
     result
