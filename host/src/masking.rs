@@ -132,7 +132,8 @@ impl Masking {
                         });
                     }
                 }
-                strings(&value, &mut |s| self.matches(s.as_bytes(), &self.text_rules(), &mut out));
+                let rules = self.text_rules();
+                strings(&value, &mut |s| self.matches(s.as_bytes(), &rules, &mut out));
             }
             Err(_) => self.matches(payload, &self.text_rules(), &mut out),
         }

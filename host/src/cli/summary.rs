@@ -63,18 +63,12 @@ pub fn run_table(stats: &RunStats, pipeline: &str) -> String {
         .iter()
         .map(|(name, c)| {
             let per_second = stats.rate(name).map_or("-".to_string(), |r| thousands(r.round() as u64));
-            (
-                short(name),
-                [c.records, c.delivered, c.duplicate, c.quarantined, c.dropped].map(thousands).with(per_second),
-            )
+            (short(name), cells(c, per_second))
         })
         .collect();
     if rows.len() != 1 {
         let per_second = thousands(rate(t.records, stats.seconds));
-        rows.push((
-            "total".into(),
-            [t.records, t.delivered, t.duplicate, t.quarantined, t.dropped].map(thousands).with(per_second),
-        ));
+        rows.push(("total".into(), cells(t, per_second)));
     }
     let width = rows.iter().map(|(n, _)| n.chars().count()).chain(["partition".len()]).max().unwrap_or(9);
     let mut widths = header.map(str::len);
@@ -163,15 +157,10 @@ fn one_line(reason: &str) -> String {
     if flat.chars().count() <= 120 { flat } else { format!("{}…", flat.chars().take(119).collect::<String>()) }
 }
 
-trait With {
-    fn with(self, last: String) -> [String; 6];
-}
-
-impl With for [String; 5] {
-    fn with(self, last: String) -> [String; 6] {
-        let [a, b, c, d, e] = self;
-        [a, b, c, d, e, last]
-    }
+/// A row's figures: the doors, then the rate.
+fn cells(c: &crate::pipeline::stats::Counts, per_second: String) -> [String; 6] {
+    let n = thousands;
+    [n(c.records), n(c.delivered), n(c.duplicate), n(c.quarantined), n(c.dropped), per_second]
 }
 
 #[cfg(test)]

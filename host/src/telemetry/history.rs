@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use super::scrape::Scrape;
+use super::scrape::{Reading, Scrape};
 use crate::pipeline::stats::Reasons;
 
 /// Samples kept: 15 minutes at one a second.
@@ -22,65 +22,17 @@ pub const SAMPLES: usize = 900;
 const MAX_REASONS: usize = 100;
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct PartSample {
-    /// Records taken in, and finished by each door, since the start.
-    pub read: f64,
-    pub delivered: f64,
-    pub duplicate: f64,
-    pub quarantined: f64,
-    pub dropped: f64,
-    pub lag: Option<f64>,
-    pub behind: Option<f64>,
-    pub oldest_age: f64,
-    pub stalled: bool,
-    pub backpressured: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Sample {
     /// Unix seconds.
     pub t: u64,
-    pub partitions: BTreeMap<String, PartSample>,
+    pub partitions: BTreeMap<String, Reading>,
     /// Per sink: 0 closed, 1 open, 2 probing.
     pub breakers: BTreeMap<String, u8>,
 }
 
 impl Sample {
     pub fn from_scrape(t: u64, s: &Scrape) -> Sample {
-        let mut names = s.label_values("sluice_records_in_total", "partition");
-        names.extend(s.label_values("sluice_batches_in_flight", "partition"));
-        names.sort();
-        names.dedup();
-        let partitions = names
-            .into_iter()
-            .map(|name| {
-                let p = [("partition", name.as_str())];
-                let door = |d: &str| s.get("sluice_records_out_total", &[("partition", name.as_str()), ("door", d)]);
-                let flag = |g: &str| s.get(g, &p).is_some_and(|v| v > 0.0);
-                let sample = PartSample {
-                    read: s.get("sluice_records_in_total", &p).unwrap_or(0.0),
-                    delivered: door("delivered").unwrap_or(0.0),
-                    duplicate: door("duplicate").unwrap_or(0.0),
-                    quarantined: door("quarantined").unwrap_or(0.0),
-                    dropped: door("dropped").unwrap_or(0.0),
-                    lag: s.get("sluice_consumer_lag", &p),
-                    behind: s.get("sluice_source_behind", &p),
-                    oldest_age: s.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
-                    stalled: flag("sluice_partition_stalled"),
-                    backpressured: flag("sluice_partition_backpressured"),
-                };
-                (name, sample)
-            })
-            .collect();
-        let breakers = s
-            .label_values("sluice_breaker_state", "sink")
-            .into_iter()
-            .map(|sink| {
-                let state = s.get("sluice_breaker_state", &[("sink", sink.as_str())]).unwrap_or(0.0) as u8;
-                (sink, state)
-            })
-            .collect();
-        Sample { t, partitions, breakers }
+        Sample { t, partitions: super::scrape::readings(s), breakers: super::scrape::breaker_states(s) }
     }
 }
 

@@ -178,37 +178,93 @@ pub struct View {
     pub breakers: BTreeMap<String, &'static str>,
 }
 
-pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
-    let rate = |name: &str, with: &[(&str, &str)]| {
-        let (a, b) = (before.get(name, with).unwrap_or(0.0), now.get(name, with).unwrap_or(0.0));
-        // A counter that went down: the process restarted; no rate yet.
-        if seconds > 0.0 && b >= a { (b - a) / seconds } else { 0.0 }
-    };
-    let mut names = now.label_values("sluice_records_in_total", "partition");
+/// One partition in one reading: its counters since the start, and its
+/// gauges. What the status page keeps a second at a time, and what two
+/// readings make rates of.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Reading {
+    /// Records taken in, and finished by each door.
+    pub read: f64,
+    pub delivered: f64,
+    pub duplicate: f64,
+    pub quarantined: f64,
+    pub dropped: f64,
+    pub lag: Option<f64>,
+    pub behind: Option<f64>,
+    pub oldest_age: f64,
+    pub in_flight: f64,
+    pub backpressured: bool,
+    pub stalled: bool,
+    pub late: bool,
+}
+
+/// Every partition of a reading, by name.
+pub fn readings(s: &Scrape) -> BTreeMap<String, Reading> {
+    let mut names = s.label_values("sluice_records_in_total", "partition");
     for gauge in ["sluice_consumer_lag", "sluice_batches_in_flight", "sluice_source_behind"] {
-        names.extend(now.label_values(gauge, "partition"));
+        names.extend(s.label_values(gauge, "partition"));
     }
     names.sort();
     names.dedup();
-    let partitions: Vec<PartitionView> = names
+    names
         .into_iter()
         .map(|name| {
             let p = [("partition", name.as_str())];
-            let out = |door: &str| rate("sluice_records_out_total", &[("partition", name.as_str()), ("door", door)]);
-            let flag = |gauge: &str| now.get(gauge, &p).is_some_and(|v| v > 0.0);
-            PartitionView {
-                in_rate: rate("sluice_records_in_total", &p),
-                delivered_rate: out("delivered"),
-                duplicate_rate: out("duplicate"),
-                quarantined_rate: out("quarantined"),
-                dropped_rate: out("dropped"),
-                lag: now.get("sluice_consumer_lag", &p),
-                behind: now.get("sluice_source_behind", &p),
-                oldest_age: now.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
-                in_flight: now.get("sluice_batches_in_flight", &p).unwrap_or(0.0),
+            let door = |d: &str| {
+                s.get("sluice_records_out_total", &[("partition", name.as_str()), ("door", d)]).unwrap_or(0.0)
+            };
+            let flag = |gauge: &str| s.get(gauge, &p).is_some_and(|v| v > 0.0);
+            let reading = Reading {
+                read: s.get("sluice_records_in_total", &p).unwrap_or(0.0),
+                delivered: door("delivered"),
+                duplicate: door("duplicate"),
+                quarantined: door("quarantined"),
+                dropped: door("dropped"),
+                lag: s.get("sluice_consumer_lag", &p),
+                behind: s.get("sluice_source_behind", &p),
+                oldest_age: s.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
+                in_flight: s.get("sluice_batches_in_flight", &p).unwrap_or(0.0),
                 backpressured: flag("sluice_partition_backpressured"),
                 stalled: flag("sluice_partition_stalled"),
                 late: flag("sluice_partition_late"),
+            };
+            (name, reading)
+        })
+        .collect()
+}
+
+/// Each sink's breaker in a reading: 0 closed, 1 open, 2 probing.
+pub fn breaker_states(s: &Scrape) -> BTreeMap<String, u8> {
+    s.label_values("sluice_breaker_state", "sink")
+        .into_iter()
+        .map(|sink| {
+            let state = s.get("sluice_breaker_state", &[("sink", sink.as_str())]).unwrap_or(0.0) as u8;
+            (sink, state)
+        })
+        .collect()
+}
+
+pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
+    let earlier = readings(before);
+    let partitions: Vec<PartitionView> = readings(now)
+        .into_iter()
+        .map(|(name, r)| {
+            let was = earlier.get(&name).cloned().unwrap_or_default();
+            // A counter that went down: the process restarted; no rate yet.
+            let rate = |a: f64, b: f64| if seconds > 0.0 && b >= a { (b - a) / seconds } else { 0.0 };
+            PartitionView {
+                in_rate: rate(was.read, r.read),
+                delivered_rate: rate(was.delivered, r.delivered),
+                duplicate_rate: rate(was.duplicate, r.duplicate),
+                quarantined_rate: rate(was.quarantined, r.quarantined),
+                dropped_rate: rate(was.dropped, r.dropped),
+                lag: r.lag,
+                behind: r.behind,
+                oldest_age: r.oldest_age,
+                in_flight: r.in_flight,
+                backpressured: r.backpressured,
+                stalled: r.stalled,
+                late: r.late,
                 name,
             }
         })
@@ -233,17 +289,9 @@ pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
         stalled: partitions.iter().any(|p| p.stalled),
         late: partitions.iter().any(|p| p.late),
     };
-    let breakers = now
-        .label_values("sluice_breaker_state", "sink")
+    let breakers = breaker_states(now)
         .into_iter()
-        .map(|sink| {
-            let state = match now.get("sluice_breaker_state", &[("sink", sink.as_str())]).unwrap_or(0.0) as i64 {
-                1 => "open",
-                2 => "probing",
-                _ => "closed",
-            };
-            (sink, state)
-        })
+        .map(|(sink, state)| (sink, ["closed", "open", "probing"].get(usize::from(state)).copied().unwrap_or("closed")))
         .collect();
     View { partitions, total, breakers }
 }
