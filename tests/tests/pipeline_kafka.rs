@@ -129,6 +129,18 @@ impl Fixture {
         })
     }
 
+    /// Produce `n` records, and run instance "a" until it has delivered
+    /// them all and stopped (SIGTERM): its config.
+    fn run_to_the_end(&mut self, broker: &impl Cluster, n: usize) -> PathBuf {
+        self.produce(broker, n);
+        let config = self.config(broker, "a", "");
+        let mut child = self.spawn(&config, "a.log");
+        self.wait_complete(Duration::from_secs(120), &mut [&mut child]);
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(terminate(&mut child), 0, "{}", self.logs());
+        config
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -1318,12 +1330,7 @@ fn a_lost_changelog_stops_the_partition_or_with_accept_duplicates_runs_and_count
     // storage's fetch defect cannot skip records.
     let broker = Broker::start(Storage::Memory);
     let mut f = Fixture::new(&broker, "lost");
-    f.produce(&broker, 4_000);
-    let config = f.config(&broker, "a", "");
-    let mut child = f.spawn(&config, "a.log");
-    f.wait_complete(Duration::from_secs(120), &mut [&mut child]);
-    std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    let config = f.run_to_the_end(&broker, 4_000);
     let changelog = format!("{}-dedup-changelog", f.group);
     sluice_e2e::kafka::delete_topic(&broker.brokers(), &changelog);
     f.produce(&broker, 1_000);
@@ -1357,6 +1364,69 @@ fn a_lost_changelog_stops_the_partition_or_with_accept_duplicates_runs_and_count
     );
     assert!(unchecked >= 1_000.0 * 0.9, "the records read after the loss are counted unchecked: {unchecked}; {logs}");
     assert!(logs.contains("running anyway"), "{logs}");
+}
+
+/// A store lost with its machine is rebuilt from the changelog when the
+/// partitions are assigned: on a terminal (script(1) gives it one) each
+/// partition's restore draws a bar, the log lines written between its
+/// draws; with stderr in a file, nothing but the log.
+#[test]
+fn a_changelog_restore_shows_progress_on_a_terminal_and_nothing_in_a_pipe() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Memory);
+    let mut f = Fixture::new(&broker, "restorebar");
+    let config = f.run_to_the_end(&broker, 4_000);
+    let restores = |text: &str| text.matches("dedup state restored").count();
+    let wait_restored = |file: &str| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let text = String::from_utf8_lossy(&std::fs::read(f.path(file)).unwrap_or_default()).into_owned();
+            if restores(&text) >= PARTITIONS as usize {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no restore of every partition within 90 s: {text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The store is lost: the next start reads every partition's ids back.
+    std::fs::remove_dir_all(f.path("state-a")).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = f.spawn(&config, "piped.log");
+    wait_restored("piped.log");
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    let piped = std::fs::read_to_string(f.path("piped.log")).unwrap_or_default();
+    assert!(restored_ids(&f.path("piped.log")) > 0, "ids came back from the changelog: {piped}");
+    assert!(!piped.contains("changelog offsets (") && !piped.contains('\r'), "no bar in a file: {piped}");
+    // Again, on a terminal. script(1) runs sluice in the background to
+    // learn its pid, and writes what the terminal shows to tty.out.
+    std::fs::remove_dir_all(f.path("state-a")).unwrap_or_else(|e| panic!("{e}"));
+    let pid = f.path("tty.pid");
+    let line = format!("{} run -c {} & echo $! > {}; wait", sluice_bin!().display(), config.display(), pid.display());
+    let shown = std::fs::File::create(f.path("tty.out")).unwrap_or_else(|e| panic!("{e}"));
+    let mut tty = Proc(
+        Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .current_dir(f.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(shown)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    wait_restored("tty.out");
+    let pid: i32 = std::fs::read_to_string(&pid).unwrap_or_default().trim().parse().unwrap_or_else(|e| panic!("{e}"));
+    // SAFETY: kill(2) on the sluice process script(1) started for us.
+    unsafe { libc_kill(pid, 15) };
+    let status = tty.wait().unwrap_or_else(|e| panic!("{e}"));
+    let shown = String::from_utf8_lossy(&std::fs::read(f.path("tty.out")).unwrap_or_default()).into_owned();
+    assert!(status.success(), "{shown}");
+    assert!(
+        shown.contains("restoring ") && shown.contains("changelog offsets ("),
+        "a bar on the terminal while the ids are restored: {shown:?}"
+    );
+    assert!(restores(&shown) >= PARTITIONS as usize, "the log lines between the draws: {shown:?}");
+    let bar = shown.split(['\r', '\n']).rfind(|l| l.contains("changelog offsets (")).unwrap_or_default();
+    println!("a restore on a terminal: {bar:?}");
 }
 
 #[test]

@@ -33,6 +33,8 @@ pub fn main() -> ExitCode {
         // pipe or a file stay plain text for whoever greps them.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // A changelog restore draws its bars when stderr is a terminal.
+    crate::telemetry::progress::enable();
     let matches = Cli::command().get_matches();
     let parsed = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,

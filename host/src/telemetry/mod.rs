@@ -15,12 +15,15 @@
 //!   `sluice tap` (one atomic load per batch when nobody taps).
 //! - `redact`: the log's writer, which masks every line as the config in
 //!   force says (`masking`).
+//! - `progress`: a bar per partition on a terminal while its dedup ids are
+//!   restored from the changelog; the log writes between its draws.
 //!
 //! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`
 //! (the maintained exporter of that facade), installed once per process.
 
 pub mod events;
 pub mod history;
+pub mod progress;
 pub mod redact;
 pub mod repeats;
 pub mod scrape;

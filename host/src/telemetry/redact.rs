@@ -76,8 +76,7 @@ impl Drop for Line {
             return;
         }
         let text = String::from_utf8_lossy(&self.0);
-        // A log line that cannot be written has nowhere else to go.
-        let _ = std::io::stderr().lock().write_all(line(&text).as_bytes());
+        crate::telemetry::progress::write_log(line(&text).as_bytes());
     }
 }
 

@@ -22,6 +22,7 @@ use super::{Changelog, ChangelogError};
 use crate::pipeline::PipelineError;
 use crate::source::kafka::KafkaSourceError;
 use crate::telemetry::events::RestoreFinished;
+use crate::telemetry::progress::Restoring;
 
 /// The follower's positions (next offset per changelog partition), for
 /// the partitions that wait on it.
@@ -163,7 +164,14 @@ impl Changelog<'_> {
             targets.insert(cp, high);
         }
         let mut st = progress.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Offsets read on every changelog partition, up to where each ends.
+        let read = |positions: &HashMap<i32, i64>| -> i64 {
+            targets.iter().map(|(cp, high)| positions.get(cp).map_or(0, |at| (*at).min(*high))).sum()
+        };
+        let first = read(&st.positions);
+        let bar = Restoring::start(name, (targets.values().sum::<i64>() - first).max(0) as u64);
         loop {
+            bar.at((read(&st.positions) - first).max(0) as u64);
             if let Some(why) = &st.failed {
                 return self.missing(name, format!("the follower stopped: {why}"), None);
             }

@@ -13,6 +13,7 @@ use crate::config::{DedupScope, OnMissingState};
 use crate::pipeline::PipelineError;
 use crate::source::kafka::KafkaSourceError;
 use crate::telemetry::events::RestoreFinished;
+use crate::telemetry::progress::Restoring;
 
 pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 /// A read that makes no progress for this long cannot finish.
@@ -141,6 +142,7 @@ impl Changelog<'_> {
             let mut pending = 0usize;
             let mut progress_at = Instant::now();
             let mut last_error = String::new();
+            let bar = Restoring::start(name, (high - start) as u64);
             while next < high {
                 if stopping() {
                     return Ok(Restored::Stopped);
@@ -149,6 +151,7 @@ impl Changelog<'_> {
                     Some(Ok(m)) => {
                         progress_at = Instant::now();
                         next = next.max(m.offset() + 1);
+                        bar.at((next - start) as u64);
                         if m.key() != Some(name.as_bytes()) {
                             continue;
                         }
