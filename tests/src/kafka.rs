@@ -59,33 +59,59 @@ pub enum Storage {
 pub struct Broker {
     child: Option<Child>,
     pub port: u16,
+    /// The port clients are told to use: `port`, or a fault proxy's.
+    advertised: u16,
     storage: Storage,
     dir: tempfile::TempDir,
 }
 
 impl Broker {
     pub fn start(storage: Storage) -> Broker {
+        let port = free_port();
+        Broker::start_advertising(storage, port, port)
+    }
+
+    /// A broker every client reaches through a fault proxy: it advertises
+    /// the proxy's port, so the connections the metadata leads to cross
+    /// the proxy too.
+    pub fn start_behind_proxy(storage: Storage) -> (Broker, crate::proxy::FaultProxy) {
+        let (port, advertised) = (free_port(), free_port());
+        let proxy = crate::proxy::FaultProxy::start_on(advertised, ([127, 0, 0, 1], port).into());
+        (Broker::start_advertising(storage, port, advertised), proxy)
+    }
+
+    fn start_advertising(storage: Storage, port: u16, advertised: u16) -> Broker {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut b = Broker { child: None, port: free_port(), storage, dir };
+        let mut b = Broker { child: None, port, advertised, storage, dir };
         b.restart();
         b
     }
 
+    /// Where clients bootstrap: the advertised address.
     pub fn brokers(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.advertised)
     }
 
     /// Start (again) on the same port and folder.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "the broker is running");
         let url = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
         let storage = match self.storage {
             Storage::Memory => "memory://tansu/",
             Storage::Sqlite => "sqlite://tansu.db",
         };
         let log = std::fs::File::create(self.dir.path().join("broker.log")).unwrap_or_else(|e| panic!("{e}"));
         let child = Command::new(tansu_bin())
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", storage])
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &advertised,
+                "--storage-engine",
+                storage,
+            ])
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))

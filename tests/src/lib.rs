@@ -16,6 +16,7 @@ pub mod backend;
 pub mod clickhouse;
 pub mod kafka;
 pub mod languages;
+pub mod proxy;
 pub mod watched;
 
 pub const PLUGIN_PACKAGES: &[&str] = &[

@@ -120,6 +120,11 @@ pub struct PartitionState {
     /// the answer that makes the older batch's write finished, so the
     /// commit waits "in store" for what is really a hung delivery.
     pub busy: Option<&'static str>,
+    /// Its dedup ids are in the store (restored from the changelog, or
+    /// there is none): until every assigned partition's are, the member
+    /// is not ready. False from the assignment on, so no moment between
+    /// the assignment and the restore's start reads as ready.
+    pub restored: bool,
 }
 
 /// The stages a batch can wait in, for `sluice_commit_blocked_by`.

@@ -31,7 +31,7 @@ pub mod server;
 pub mod tap;
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -55,22 +55,11 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 #[derive(Debug, Default)]
 pub struct Health {
     ready: AtomicBool,
-    /// Partitions restoring their dedup state: not ready until none is.
-    restoring: AtomicUsize,
     /// Unix milliseconds of the consume loop's last turn.
     heartbeat: AtomicU64,
     /// The watchdog's word on each partition that is not simply flowing
     /// (stalled, late, back-pressured): `/health`'s detail.
     detail: std::sync::Mutex<Vec<String>>,
-}
-
-/// One partition restoring its dedup state (`Health::restoring`).
-pub struct Restoring<'a>(&'a Health);
-
-impl Drop for Restoring<'_> {
-    fn drop(&mut self) {
-        self.0.restoring.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// A consume loop that has not turned for this long is not healthy.
@@ -81,19 +70,14 @@ fn now_ms() -> u64 {
 }
 
 impl Health {
-    /// Ready: the source is set up (the consumer subscribed, the files
-    /// found), the pipeline is not stopping, and no partition is still
-    /// restoring its dedup state.
+    /// Ready: the source is set up (the files found; the consumer has
+    /// partitions, each with its dedup ids restored) and the pipeline is
+    /// not stopping.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) && self.restoring.load(Ordering::SeqCst) == 0
-    }
-    /// A partition restores until the guard is dropped.
-    pub fn restoring(&self) -> Restoring<'_> {
-        self.restoring.fetch_add(1, Ordering::SeqCst);
-        Restoring(self)
+        self.ready.load(Ordering::SeqCst)
     }
     pub fn beat(&self) {
         self.heartbeat.store(now_ms(), Ordering::Relaxed);

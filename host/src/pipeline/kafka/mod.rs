@@ -60,7 +60,6 @@ pub(crate) struct Tasks<'a> {
     pub linger: Duration,
     /// The dedup changelog, when on: a task restores from it first.
     pub changelog: Option<&'a changelog::Changelog<'a>>,
-    pub health: &'a Health,
 }
 
 /// The dedup window: the configured one, else the topics' retention (a
@@ -151,7 +150,6 @@ pub(super) fn run(
                     runtime,
                     linger: source.linger,
                     changelog: changelog.as_ref(),
-                    health: &health,
                 };
                 member(&tasks, source, stop, &health)
             })
@@ -299,10 +297,12 @@ fn consume(
     let mut last_error: Option<(String, Instant)> = None;
     while !stop.requested() {
         health.beat();
-        // Ready once the group has given this member partitions (and, in
-        // `Health`, none of them is still restoring its dedup state). The
-        // state store opened before the loop started.
-        health.set_ready(ctx.registry.lock().map(|r| !r.is_empty()).unwrap_or(false));
+        // Ready once the group has given this member partitions and each
+        // has its dedup ids (`PartitionState::restored`). The state store
+        // opened before the loop started.
+        health.set_ready(
+            ctx.registry.lock().map(|r| !r.is_empty() && r.values().all(rebalance::Handle::restored)).unwrap_or(false),
+        );
         match consumer.poll(Duration::from_millis(50)) {
             // Every assigned partition's queue is split off before its
             // assignment takes effect (`rebalance`), so no record should

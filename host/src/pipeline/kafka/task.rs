@@ -42,16 +42,14 @@ pub(super) fn run(
     // The partition's ids, from its last owner's changelog, before its
     // first batch: not ready meanwhile. Records queued by librdkafka wait.
     let unchecked = match tasks.changelog {
-        Some(changelog) => {
-            let _restoring = tasks.health.restoring();
-            match changelog.restore(name, number, &stopping)? {
-                Restored::Done => false,
-                Restored::Unchecked => true,
-                Restored::Stopped => return Ok(()),
-            }
-        }
+        Some(changelog) => match changelog.restore(name, number, &stopping)? {
+            Restored::Done => false,
+            Restored::Unchecked => true,
+            Restored::Stopped => return Ok(()),
+        },
         None => false,
     };
+    state.lock().unwrap_or_else(|p| p.into_inner()).restored = true;
     let scope = match shared.cfg.dedup.scope {
         DedupScope::Partition => scope(name),
         DedupScope::Topic => topic_scope(topic),

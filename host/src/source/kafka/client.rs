@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use rdkafka::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 
 use super::KafkaSourceError;
 use crate::config::KafkaSourceConfig;
@@ -89,6 +90,18 @@ fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
 /// the same group without joining it).
 pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
     let mut c = ClientConfig::new();
+    // librdkafka drops what is below its own level before sluice's log can
+    // filter it; rust-rdkafka guesses that level from the `log` crate's
+    // target "librdkafka", which no one names. Take it from sluice's
+    // filter for the target its lines are logged under (`SLUICE_LOG=
+    // info,rdkafka=debug`, with the `debug` property saying what to say).
+    c.set_log_level(if tracing::enabled!(target: "rdkafka", tracing::Level::DEBUG) {
+        RDKafkaLogLevel::Debug
+    } else if tracing::enabled!(target: "rdkafka", tracing::Level::INFO) {
+        RDKafkaLogLevel::Info
+    } else {
+        RDKafkaLogLevel::Warning
+    });
     for (key, value) in settings(k) {
         c.set(key, value);
     }
