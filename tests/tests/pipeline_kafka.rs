@@ -1568,6 +1568,63 @@ fn a_30_s_network_cut_under_load_loses_nothing_and_the_lag_drains() {
     assert_eq!(health, BTreeSet::from(["200".to_string()]), "a cut inside the session timeout is not a stall");
 }
 
+/// `quarantine replay` on Kafka puts the ids it delivers in the dedup
+/// changelog too: another instance that takes the partitions restores them
+/// and absorbs a re-sent copy of every replayed record, as the replaying
+/// store itself would.
+#[test]
+fn replayed_ids_reach_the_changelog_and_the_next_owner_absorbs_their_copies() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "replaylog");
+    // Three days old: the ts-window (max_age 1d) quarantines them.
+    let old = sluice_e2e::now_rfc3339(-3 * 86_400);
+    let late: Vec<(i32, String, String)> = (0..200)
+        .map(|i| {
+            let id = format!("late-{i:04}");
+            (i % PARTITIONS, id.clone(), format!("{{\"event_id\":\"{id}\",\"ts\":\"{old}\",\"n\":{i}}}"))
+        })
+        .collect();
+    produce(&broker.brokers(), &f.topic, &late);
+    f.run_to_the_end(&broker, 2_000);
+    // The repair: a window wide enough, for the replay and from now on.
+    let widened = |name: &str| {
+        let config = f.config(&broker, name, "");
+        let text =
+            std::fs::read_to_string(&config).unwrap_or_default().replace("max_age = \"1d\"", "max_age = \"30d\"");
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        config
+    };
+    let a = widened("a");
+    let (code, stdout, stderr) =
+        f.sluice(&["quarantine", "replay", "-c", &a.display().to_string(), "--summary", "json"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("\"delivered\":200") || stdout.contains("\"delivered\":200"), "{stdout}{stderr}");
+    let late_ids = |prefix: &str| f.delivered(prefix).into_iter().filter(|id| id.starts_with("late-")).count();
+    assert_eq!(late_ids("a"), 200, "the replay delivered each late record once");
+    // Another instance, its own store, takes every partition and is sent a
+    // copy of each late record.
+    produce(&broker.brokers(), &f.topic, &late);
+    let b = widened("b");
+    let mut child = f.spawn(&b, "b.log");
+    let started = Instant::now();
+    loop {
+        let high = high_watermarks(&broker.brokers(), &f.topic, PARTITIONS);
+        let done = committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS);
+        if done.iter().zip(&high).all(|(c, h)| *c == Some(*h)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "b never committed to {high:?}: {done:?}; {}", f.logs());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    let restored = restored_ids(&f.path("b.log"));
+    println!("replayed 200 late records; b restored {restored} ids and delivered {} of the 200 copies", late_ids("b"));
+    assert_eq!(late_ids("b"), 0, "b absorbed every copy of a replayed record: {}", f.logs());
+    assert!(restored >= 200, "b restored the replayed ids with the rest: {restored}");
+}
+
 #[test]
 fn a_reload_under_load_on_kafka_drains_commits_and_rejoins_losing_nothing() {
     let _serial = serial();

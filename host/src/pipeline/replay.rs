@@ -7,6 +7,12 @@
 //! either replayed with its events delivered, or not replayed (then a
 //! second replay delivers nothing twice: the dedup window holds what the
 //! first one delivered).
+//!
+//! On Kafka with the dedup changelog on, the ids a replay delivers go to
+//! the changelog as well, under the name of the partition each entry came
+//! from, so that the partition's owner, now or after a move, absorbs a
+//! later copy of them as the replaying store does. Each scope's entries
+//! run as a partition of that name.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,16 +21,22 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;
 
-use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
+use super::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, SentIds, Shared};
+use super::kafka::changelog::Changelog;
 use super::watchdog::with_watchdog;
 use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
-use crate::custody::ids::scope_of;
+use crate::custody::ids::{IdDigest, Scope, scope_of};
+use crate::plugin::Position;
 use crate::plugin::Runtime;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
+
+/// How long a replay on Kafka waits for the brokers to open the dedup
+/// changelog.
+const BROKER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Debug, Default, Serialize)]
 pub struct ReplaySummary {
@@ -51,6 +63,21 @@ pub fn replay(
         SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
     };
     let dedup = DedupWindow::new(&store, window)?;
+    let changelog = match &cfg.source {
+        SourceConfig::Kafka(k) => {
+            // An interactive command waits a while for brokers that are
+            // down, then says so (`run` waits for as long as it takes).
+            let give_up = super::Stop::default();
+            let timer = give_up.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(BROKER_WAIT);
+                timer.request();
+            });
+            Changelog::open(cfg, k, &store, &dedup, &give_up)?
+        }
+        SourceConfig::File(_) => None,
+    };
+    let replayed_ids = changelog.as_ref().map(ReplayedIds);
     let sink = open_sink(cfg)?;
     let chain = build_chain(runtime, cfg)?;
     let mut summary = ReplaySummary::default();
@@ -80,6 +107,7 @@ pub fn replay(
 
     let stats = Mutex::new(RunStats::default());
     let summary = Mutex::new(summary);
+    let mut chain = Some(chain);
     with_watchdog(&cfg.watchdog, &sink, None, |watchdog| {
         with_committer(&store, |committer| {
             let shared = Shared {
@@ -89,24 +117,35 @@ pub fn replay(
                 sink: &sink,
                 committer,
                 quarantine_topic: None,
-                changelog: None,
+                changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog),
                 claims: None,
                 stats: &stats,
                 watchdog,
             };
-            let mut reader = ReplayReader { entries: &entries, next: 0, topic_wide };
-            let mut keeper = ReplayKeeper { entries: &entries, store: &store, summary: &summary, bar: &bar };
-            // An interactive command: Ctrl-C ends it; an entry whose delivery
-            // did not finish stays in the quarantine as it was.
-            let never = || false;
-            let partition = Partition {
-                name: "replay",
-                start: Some(0),
-                chain,
-                stopping: &never,
-                state: Arc::new(Mutex::new(PartitionState::default())),
-            };
-            driver::drive(&shared, partition, &mut reader, &mut keeper)
+            for entries in
+                entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide))
+            {
+                let name = partition_of(&entries[0].position, topic_wide);
+                let chain = match chain.take() {
+                    Some(c) => c,
+                    None => build_chain(runtime, cfg)?,
+                };
+                let scope = scope_of(&entries[0].position, topic_wide);
+                let mut reader = ReplayReader { entries, next: 0, scope };
+                let mut keeper = ReplayKeeper { entries, store: &store, summary: &summary, bar: &bar };
+                // An interactive command: Ctrl-C ends it; an entry whose
+                // delivery did not finish stays in the quarantine as it was.
+                let never = || false;
+                let partition = Partition {
+                    name: &name,
+                    start: Some(0),
+                    chain,
+                    stopping: &never,
+                    state: Arc::new(Mutex::new(PartitionState::default())),
+                };
+                driver::drive(&shared, partition, &mut reader, &mut keeper)?;
+            }
+            Ok::<(), PipelineError>(())
         })
     })?;
     bar.finish_and_clear();
@@ -115,30 +154,53 @@ pub fn replay(
     Ok(summary)
 }
 
-/// Entries as records, in batches of one dedup scope. A record's position
-/// in the driver's sense is its entry's index.
+/// The partition a scope's entries run as: the source partition (or, for
+/// the topic scope, the topic) they came from, whose name keys their ids
+/// in the changelog; `replay` for files, which have no changelog.
+fn partition_of(position: &Position, topic_wide: bool) -> String {
+    match position {
+        Position::Kafka { topic, .. } if topic_wide => topic.to_string(),
+        Position::Kafka { topic, partition, .. } => crate::source::kafka::partition_name(topic, *partition),
+        Position::File { .. } => "replay".to_string(),
+    }
+}
+
+/// The changelog as a replay writes it: the ids, and never a position.
+/// The replaying store does not own the partition: its owners may have
+/// written the changelog since this store last read it, so where this
+/// store's next restore starts stays where its last one ended.
+struct ReplayedIds<'c>(&'c Changelog<'c>);
+
+impl IdLog for ReplayedIds<'_> {
+    fn send<'l>(&'l self, partition: &str, now_secs: u64, ids: &[IdDigest]) -> Box<dyn SentIds + 'l> {
+        self.0.send(partition, now_secs, ids)
+    }
+
+    fn remember(&self, _partition: &str, _acked: i64, _write: &mut WriteBatch) -> Result<(), PipelineError> {
+        Ok(())
+    }
+}
+
+/// One scope's entries as records, in batches. A record's position in the
+/// driver's sense is its entry's index.
 struct ReplayReader<'a> {
     entries: &'a [Entry],
     next: usize,
-    topic_wide: bool,
+    scope: Scope,
 }
 
 impl Reader for ReplayReader<'_> {
     fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
-        let Some(first) = self.entries.get(self.next) else { return Ok(None) };
-        let topic_wide = self.topic_wide;
-        let scope = scope_of(&first.position, topic_wide);
-        let mut records = Vec::new();
-        while let Some(e) = self.entries.get(self.next)
-            && records.len() < max
-            && scope_of(&e.position, topic_wide) == scope
-        {
-            let record = e.record();
-            records.push(Pulled { record, start: self.next as u64, next: self.next as u64 + 1, refused: None });
-            self.next += 1;
+        if self.next >= self.entries.len() {
+            return Ok(None);
         }
+        let end = (self.next + max).min(self.entries.len());
+        let records = (self.next..end)
+            .map(|i| Pulled { record: self.entries[i].record(), start: i as u64, next: i as u64 + 1, refused: None })
+            .collect();
+        self.next = end;
         let behind = Some((self.entries.len() - self.next) as u64);
-        Ok(Some(Pull { records, scope, received: Instant::now(), behind }))
+        Ok(Some(Pull { records, scope: self.scope, received: Instant::now(), behind }))
     }
 }
 
