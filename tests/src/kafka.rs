@@ -34,6 +34,33 @@ pub fn tansu_bin() -> PathBuf {
     })
 }
 
+/// What the suites' own clients need beyond the address to reach a
+/// broker that asks for credentials or TLS, by the address it advertises:
+/// the helpers below (`produce`, `committed`…) connect as its tests do.
+static CLIENT_PROPERTIES: std::sync::Mutex<Vec<(String, Properties)>> = std::sync::Mutex::new(Vec::new());
+
+/// librdkafka properties, in the order they are set.
+type Properties = Vec<(String, String)>;
+
+/// A client config for `brokers`, with what that broker asks of clients.
+pub fn client(brokers: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers);
+    let known = CLIENT_PROPERTIES.lock().unwrap_or_else(|p| p.into_inner());
+    for (_, props) in known.iter().filter(|(b, _)| b == brokers) {
+        for (k, v) in props {
+            c.set(k, v);
+        }
+    }
+    c
+}
+
+fn set_client_properties(brokers: &str, props: &[(&str, &str)]) {
+    let mut known = CLIENT_PROPERTIES.lock().unwrap_or_else(|p| p.into_inner());
+    known.retain(|(b, _)| b != brokers);
+    known.push((brokers.to_string(), props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()));
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -63,6 +90,10 @@ pub struct Broker {
     advertised: u16,
     storage: Storage,
     dir: tempfile::TempDir,
+    /// Clients must log in (SASL/SCRAM): `--authentication`.
+    authentication: bool,
+    /// The TLS front clients reach it through, if any.
+    tls: Option<crate::tls::TlsFront>,
 }
 
 impl Broker {
@@ -82,9 +113,62 @@ impl Broker {
 
     fn start_advertising(storage: Storage, port: u16, advertised: u16) -> Broker {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut b = Broker { child: None, port, advertised, storage, dir };
+        let mut b = Broker { child: None, port, advertised, storage, dir, authentication: false, tls: None };
         b.restart();
         b
+    }
+
+    /// A broker that requires SASL/SCRAM-SHA-256 logins (tansu 0.6 offers
+    /// SCRAM-SHA-256 and -512, not PLAIN). `users` (name, password) are
+    /// created on a first, open start; then it restarts on the same
+    /// storage with `--authentication`. The suites' own clients log in as
+    /// the first user.
+    pub fn start_with_users(users: &[(&str, &str)]) -> Broker {
+        let port = free_port();
+        let mut b = Broker::start_advertising(Storage::Sqlite, port, port);
+        for (name, password) in users {
+            let out = Command::new(tansu_bin())
+                .args(["user", "create", "--broker", &format!("tcp://127.0.0.1:{port}"), "--mechanism", "scram256"])
+                .args([name, password])
+                .output()
+                .unwrap_or_else(|e| panic!("tansu user create: {e}"));
+            assert!(out.status.success(), "tansu user create {name}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        b.kill();
+        let (name, password) = users.first().copied().unwrap_or_else(|| panic!("no user"));
+        set_client_properties(
+            &b.brokers(),
+            &[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanisms", "SCRAM-SHA-256"),
+                ("sasl.username", name),
+                ("sasl.password", password),
+            ],
+        );
+        b.authentication = true;
+        b.restart();
+        b
+    }
+
+    /// A broker clients reach over TLS only: it advertises the port of a
+    /// TLS front (`tls::TlsFront`) with a certificate made for 127.0.0.1.
+    pub fn start_with_tls(storage: Storage) -> Broker {
+        let (port, advertised) = (free_port(), free_port());
+        let front = crate::tls::TlsFront::start_on(advertised, ([127, 0, 0, 1], port).into());
+        let ca = front.ca().display().to_string();
+        set_client_properties(
+            &format!("127.0.0.1:{advertised}"),
+            &[("security.protocol", "SSL"), ("ssl.ca.location", &ca)],
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut b = Broker { child: None, port, advertised, storage, dir, authentication: false, tls: Some(front) };
+        b.restart();
+        b
+    }
+
+    /// The CA (PEM) that verifies the TLS front, if there is one.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(crate::tls::TlsFront::ca)
     }
 
     /// Where clients bootstrap: the advertised address.
@@ -112,6 +196,7 @@ impl Broker {
                 "--storage-engine",
                 storage,
             ])
+            .args(self.authentication.then_some("--authentication"))
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))
@@ -124,8 +209,7 @@ impl Broker {
 
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let consumer: BaseConsumer =
-            ClientConfig::new().set("bootstrap.servers", self.brokers()).create().unwrap_or_else(|e| panic!("{e}"));
+        let consumer: BaseConsumer = client(&self.brokers()).create().unwrap_or_else(|e| panic!("{e}"));
         loop {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("tansu exited at start ({status}): {}", self.log());
@@ -172,8 +256,7 @@ pub fn create_topic(brokers: &str, topic: &str, partitions: i32) {
 
 /// Create a topic with topic-level configs (`retention.ms`…).
 pub fn create_topic_with(brokers: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let admin: AdminClient<DefaultClientContext> = client(brokers).create().unwrap_or_else(|e| panic!("{e}"));
     let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     for (k, v) in configs {
         new = new.set(k, v);
@@ -188,16 +271,14 @@ pub fn create_topic_with(brokers: &str, topic: &str, partitions: i32, configs: &
 
 /// Delete a topic (and wait until the brokers no longer list it).
 pub fn delete_topic(brokers: &str, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let admin: AdminClient<DefaultClientContext> = client(brokers).create().unwrap_or_else(|e| panic!("{e}"));
     let results = rt()
         .block_on(admin.delete_topics(&[topic], &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))))
         .unwrap_or_else(|e| panic!("delete topic {topic}: {e}"));
     for r in results {
         r.unwrap_or_else(|(t, e)| panic!("delete topic {t}: {e}"));
     }
-    let consumer: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let consumer: BaseConsumer = client(brokers).create().unwrap_or_else(|e| panic!("{e}"));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let md = consumer.fetch_metadata(None, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
@@ -212,8 +293,7 @@ pub fn delete_topic(brokers: &str, topic: &str) {
 /// Produce `(partition, key, payload)` records with `acks=all`; every one
 /// is acknowledged before this returns, or it panics.
 pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let producer: ThreadedProducer<DefaultProducerContext> = client(brokers)
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
@@ -245,11 +325,7 @@ pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {
 
 /// The group's committed offsets for `topic`'s partitions `0..n`.
 pub fn committed(brokers: &str, group: &str, topic: &str, n: i32) -> Vec<Option<i64>> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .create()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let consumer: BaseConsumer = client(brokers).set("group.id", group).create().unwrap_or_else(|e| panic!("{e}"));
     let mut tpl = TopicPartitionList::new();
     for p in 0..n {
         tpl.add_partition(topic, p);
@@ -265,8 +341,7 @@ pub fn committed(brokers: &str, group: &str, topic: &str, n: i32) -> Vec<Option<
 
 /// The high watermarks of `topic`'s partitions `0..n`.
 pub fn high_watermarks(brokers: &str, topic: &str, n: i32) -> Vec<i64> {
-    let consumer: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().unwrap_or_else(|e| panic!("{e}"));
+    let consumer: BaseConsumer = client(brokers).create().unwrap_or_else(|e| panic!("{e}"));
     (0..n)
         .map(|p| {
             consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).map(|w| w.1).unwrap_or_else(|e| panic!("{e}"))
@@ -296,8 +371,7 @@ pub fn read_topic(brokers: &str, topic: &str, n: i32) -> Vec<Read> {
     use rdkafka::Message;
     use rdkafka::message::Headers;
     let highs = high_watermarks(brokers, topic, n);
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let consumer: BaseConsumer = client(brokers)
         .set("group.id", format!("reader-{}", free_port()))
         .set("enable.auto.commit", "false")
         .create()

@@ -17,6 +17,7 @@ pub mod clickhouse;
 pub mod kafka;
 pub mod languages;
 pub mod proxy;
+pub mod tls;
 pub mod watched;
 
 pub const PLUGIN_PACKAGES: &[&str] = &[

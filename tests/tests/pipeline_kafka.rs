@@ -1625,6 +1625,122 @@ fn replayed_ids_reach_the_changelog_and_the_next_owner_absorbs_their_copies() {
     assert!(restored >= 200, "b restored the replayed ids with the rest: {restored}");
 }
 
+/// Add `line` to the `[source]` table of the config at `path` (the
+/// fixture's config writes none of the security settings).
+fn with_source(path: &Path, line: &str) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (head, tail) = text.split_once("\n[source]\n").unwrap_or_else(|| panic!("no [source] in {text}"));
+    std::fs::write(path, format!("{head}\n[source]\n{line}\n{tail}")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `sluice check --connect` with `env` set: (exit code, stdout and stderr).
+fn check_connect(f: &Fixture, config: &Path, env: &[(&str, &str)]) -> (i32, String) {
+    let out = f
+        .command(&["check", "-c", &config.display().to_string(), "--connect"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Run instance `a` of `config` with `env` until every good id is in its
+/// sink: the metrics text as it was at the end, then SIGTERM.
+fn run_reconciled(f: &Fixture, config: &Path, port: u16, env: &[(&str, &str)]) -> String {
+    let log = std::fs::File::create(f.path("a.log")).unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Proc(
+        f.command(&["run", "-c", &config.display().to_string()])
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    f.wait_complete(Duration::from_secs(120), &mut [&mut child]);
+    std::thread::sleep(Duration::from_millis(600));
+    let metrics = scrape(port);
+    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    metrics
+}
+
+/// A broker that requires SCRAM-SHA-256 logins: `check --connect` passes
+/// with the right password and fails with exit 3 and a wrong one, naming
+/// the broker and the cause; a run reconciles by id; the password is in
+/// no log line, metric or `check` output.
+#[test]
+fn scram_logins_connect_run_and_never_show_the_password() {
+    let _serial = serial();
+    const PASSWORD: &str = "pw-Zq81-e2e-secret";
+    const WRONG: &str = "pw-not-it-7731";
+    let broker = Broker::start_with_users(&[("sluice-e2e", PASSWORD)]);
+    let mut f = Fixture::new(&broker, "scram");
+    f.produce(&broker, 2_000);
+    let port = free_port();
+    let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+    with_source(
+        &config,
+        r#"sasl = { mechanism = "SCRAM-SHA-256", username = "sluice-e2e", password_env = "SLUICE_E2E_KAFKA_PASSWORD" }"#,
+    );
+    let (code, right) = check_connect(&f, &config, &[("SLUICE_E2E_KAFKA_PASSWORD", PASSWORD)]);
+    assert_eq!(code, 0, "{right}");
+    assert!(right.contains(&format!("connect: source brokers {}: ok (", broker.brokers())), "{right}");
+    let (code, wrong) = check_connect(&f, &config, &[("SLUICE_E2E_KAFKA_PASSWORD", WRONG)]);
+    assert_eq!(code, 3, "a refused login cannot reach the brokers: {wrong}");
+    let failed = wrong.lines().find(|l| l.contains("connect: source brokers")).unwrap_or_default().to_string();
+    assert!(
+        failed.contains(&broker.brokers())
+            && failed.contains("FAILED")
+            && failed.contains("SASL SCRAM authentication failed"),
+        "the broker and the cause: {wrong}"
+    );
+    let metrics = run_reconciled(&f, &config, port, &[("SLUICE_E2E_KAFKA_PASSWORD", PASSWORD)]);
+    let logs = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    println!("SCRAM-SHA-256: a wrong password's check says\n  {}", failed.trim());
+    for (what, text) in [("check", &right), ("failed check", &wrong), ("log", &logs), ("metrics", &metrics)] {
+        assert!(!text.contains(PASSWORD) && !text.contains(WRONG), "a password in the {what}: {text}");
+    }
+    assert!(right.contains("sasl.password = ***"), "the check says the password is set, not what: {right}");
+}
+
+/// Brokers reached over TLS (a front with a certificate made for
+/// 127.0.0.1): with the CA that signed it, `check --connect` passes and a
+/// run reconciles by id; with another CA, the check fails with exit 3
+/// naming the broker and the failed verification.
+#[test]
+fn tls_brokers_are_verified_on_check_and_run() {
+    let _serial = serial();
+    let broker = Broker::start_with_tls(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "tls");
+    f.produce(&broker, 2_000);
+    let port = free_port();
+    let ca = broker.tls_ca().unwrap_or_else(|| panic!("no CA")).display().to_string();
+    let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+    with_source(&config, &format!("tls = {{ ca = \"{ca}\" }}"));
+    let (code, out) = check_connect(&f, &config, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("security.protocol = SSL"), "{out}");
+    // Another CA: the brokers' certificate does not verify.
+    let other = f.path("other-ca.pem");
+    std::fs::write(&other, sluice_e2e::tls::self_signed().0).unwrap_or_else(|e| panic!("{e}"));
+    let stranger = f.path("stranger.toml");
+    std::fs::write(
+        &stranger,
+        std::fs::read_to_string(&config).unwrap_or_default().replace(&ca, &other.display().to_string()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (code, wrong) = check_connect(&f, &stranger, &[]);
+    assert_eq!(code, 3, "{wrong}");
+    let failed = wrong.lines().find(|l| l.contains("connect: source brokers")).unwrap_or_default().to_string();
+    assert!(
+        failed.contains(&broker.brokers()) && failed.contains("FAILED") && failed.contains("certificate verify failed"),
+        "the broker and the cause: {wrong}"
+    );
+    println!("TLS: a CA that did not sign the brokers' certificate: check says\n  {}", failed.trim());
+    run_reconciled(&f, &config, port, &[]);
+    f.assert_fully_committed(&broker);
+}
+
 #[test]
 fn a_reload_under_load_on_kafka_drains_commits_and_rejoins_losing_nothing() {
     let _serial = serial();

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
+use rdkafka::ClientContext;
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use super::client::{client_config, matches};
+use super::client::{client_config, connection_config, matches};
 use super::{KafkaSourceError, partition_name};
 use crate::config::KafkaSourceConfig;
 
@@ -33,11 +34,63 @@ pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<
     Ok(out)
 }
 
+/// A client context that keeps librdkafka's last error. A refused login
+/// or a failed TLS handshake reaches the failed call only as "transport
+/// failure"; the cause comes through the error callback.
+#[derive(Default)]
+struct LastError(std::sync::Mutex<Option<String>>);
+
+impl LastError {
+    fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl ClientContext for LastError {
+    /// librdkafka's FAIL lines carry the most precise cause ("SASL SCRAM
+    /// authentication failed: broker responded with invalid-proof"); they
+    /// are logged as well.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel::*;
+        if matches!(level, Emerg | Alert | Critical | Error) {
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.to_string());
+            tracing::error!(target: "rdkafka", fac, "{message}");
+        } else {
+            tracing::debug!(target: "rdkafka", fac, "{message}");
+        }
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // "All brokers down" follows the cause and would hide it; a cause
+        // already known from the log is more precise than a bare code.
+        if error.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown) && last.is_none() {
+            *last = Some(if reason.is_empty() { error.to_string() } else { reason.to_string() });
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for LastError {}
+
 /// `sluice check --connect`: the brokers answer within a few seconds, take
 /// the credentials, and hold every named topic (a `^regex` at least one).
+/// A failure says the brokers' own reason when they gave one.
 pub fn probe(k: &KafkaSourceConfig) -> Result<String, KafkaSourceError> {
-    let c = consumer(k)?;
-    let md = c.fetch_metadata(None, Duration::from_secs(5)).map_err(KafkaSourceError::client("fetch metadata"))?;
+    let c: BaseConsumer<LastError> = client_config(k)?
+        .create_with_context(LastError::default())
+        .map_err(KafkaSourceError::client("create a consumer"))?;
+    let md = c.fetch_metadata(None, Duration::from_secs(5)).map_err(|e| {
+        // The errors wait on the client's queue until it is polled.
+        for _ in 0..5 {
+            if let Some(Err(e)) = c.poll(Duration::from_millis(20)) {
+                c.context().error(e, "");
+            }
+        }
+        match c.context().take() {
+            Some(cause) => KafkaSourceError::Other(format!("fetch metadata: {e}: {cause}")),
+            None => KafkaSourceError::Client { what: "fetch metadata".into(), source: e },
+        }
+    })?;
     let names: Vec<&str> = md.topics().iter().filter(|t| t.error().is_none()).map(|t| t.name()).collect();
     let mut found = Vec::new();
     for t in &k.topics {
@@ -78,13 +131,7 @@ pub fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceE
 
 /// An admin client with only the connection and security settings.
 fn admin(k: &KafkaSourceConfig) -> Result<AdminClient<DefaultClientContext>, KafkaSourceError> {
-    let mut admin_cfg = ClientConfig::new();
-    for (key, value) in client_config(k)?.config_map() {
-        if ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p)) {
-            admin_cfg.set(key, value);
-        }
-    }
-    admin_cfg.create().map_err(KafkaSourceError::client("create an admin client"))
+    connection_config(k)?.create().map_err(KafkaSourceError::client("create an admin client"))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, KafkaSourceError> {

@@ -89,6 +89,20 @@ fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
 /// The config of a group member (or of `sluice lag`/`replay`, which use
 /// the same group without joining it).
 pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
+    configured(k, settings(k))
+}
+
+/// Only what reaches and logs into the brokers (address, TLS, SASL): for
+/// an admin client, which warns of every consumer property it is given.
+/// Built from the settings, never copied out of a built config: librdkafka
+/// hands secrets back as "[sanitized for safety]", and an admin client
+/// that logs in with that password never gets an answer.
+pub fn connection_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
+    let keep = |key: &str| ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p));
+    configured(k, settings(k).into_iter().filter(|(key, _)| keep(key)).collect())
+}
+
+fn configured(k: &KafkaSourceConfig, settings: Vec<(String, String)>) -> Result<ClientConfig, KafkaSourceError> {
     let mut c = ClientConfig::new();
     // librdkafka drops what is below its own level before sluice's log can
     // filter it; rust-rdkafka guesses that level from the `log` crate's
@@ -102,7 +116,7 @@ pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceE
     } else {
         RDKafkaLogLevel::Warning
     });
-    for (key, value) in settings(k) {
+    for (key, value) in settings {
         c.set(key, value);
     }
     let from_env = |var: &str| {
