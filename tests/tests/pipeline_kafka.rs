@@ -719,6 +719,69 @@ fn two_members(name: &str, strategy: &str, changelog: bool) -> usize {
     again.len()
 }
 
+/// A zombie, as sluice meets one today (issue 23 builds the fencing):
+/// member a is stopped (SIGSTOP) past its session timeout while busy, b
+/// takes a's partitions and goes on, then a is continued. a finds its
+/// partitions lost, stops their tasks, and rejoins; nothing is lost. What
+/// a delivered after it lost them, b delivers too: the figure fencing by
+/// transactions is to bring to 0 for Kafka sinks.
+#[test]
+fn a_stopped_member_past_its_session_loses_nothing_and_rejoins() {
+    let _serial = serial();
+    let broker = rdkafka::mocking::MockCluster::new(1).unwrap_or_else(|e| panic!("{e}"));
+    let mut f = Fixture::new(&broker, "zombie");
+    f.produce(&broker, 40_000);
+    let (ca, cb) = (f.config(&broker, "a", ""), f.config(&broker, "b", ""));
+    let mut a = f.spawn(&ca, "a.log");
+    let mut b = f.spawn(&cb, "b.log");
+    f.wait_lines("a", 500, Duration::from_secs(60));
+    f.wait_lines("b", 500, Duration::from_secs(60));
+    // A settled group, then more records, and a stopped while it is busy.
+    std::thread::sleep(Duration::from_secs(7));
+    let load = f.produce_in_background(&broker, 20_000);
+    let busy = f.delivered("a").len() + 1_000;
+    f.wait_lines("a", busy, Duration::from_secs(60));
+    // SAFETY: kill(2) on a child we own.
+    unsafe { libc_kill(a.id() as i32, 19) };
+    let stopped = f.delivered("a").len();
+    // Past the session timeout (6 s), and long enough for b to take a's
+    // partitions and deliver from them.
+    std::thread::sleep(Duration::from_secs(15));
+    load.join().unwrap_or_else(|_| panic!("the producer failed"));
+    // SAFETY: as above.
+    unsafe { libc_kill(a.id() as i32, 18) };
+    // a finds its partitions lost, and rejoins: the group gives it some
+    // again.
+    let continued = Instant::now();
+    loop {
+        let a_log = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+        if a_log.find("kind=\"lost\"").is_some_and(|lost| a_log[lost..].contains("kind=\"assigned\"")) {
+            break;
+        }
+        assert!(continued.elapsed() < Duration::from_secs(60), "a did not rejoin within 60 s: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f.produce(&broker, 5_000);
+    f.wait_complete(Duration::from_secs(180), &mut [&mut a, &mut b]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a", "state-b"]);
+    f.assert_fully_committed(&broker);
+    let by_a = f.delivered("a");
+    let after_stop: BTreeSet<&str> = by_a[stopped..].iter().map(String::as_str).collect();
+    let by_b = f.delivered("b");
+    let twice = by_b.iter().filter(|id| after_stop.contains(id.as_str())).count();
+    let both = counts(&[by_a.clone(), by_b.clone()].concat()).values().filter(|n| **n > 1).count();
+    println!(
+        "a zombie (SIGSTOP 15 s, session 6 s): {} lines by a ({} after it was continued), {} by b; {both} ids \
+         delivered by both, {twice} of them delivered by a after it was stopped; 0 lost",
+        by_a.len(),
+        by_a.len() - stopped,
+        by_b.len()
+    );
+}
+
 #[test]
 fn sigkill_loop_loses_nothing_and_every_duplicate_is_explained() {
     let _serial = serial();
