@@ -235,6 +235,14 @@ mod tests {
         let shown = format!("{:?} {:?}", describe(&k), c);
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("*** (from $SLUICE_TEST_KAFKA_PASSWORD_UNIT)"), "{shown}");
+        // The admin clients' config carries the password itself (not the
+        // placeholder a built config's map shows) and no consumer setting.
+        let admin = connection_config(&k).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(admin.get("sasl.password"), Some("hunter2"));
+        assert_eq!(admin.get("sasl.username"), Some("svc"));
+        assert_eq!(admin.get("bootstrap.servers"), Some("127.0.0.1:9092"));
+        assert_eq!(admin.get("group.id"), None);
+        assert_eq!(admin.get("enable.auto.commit"), None);
     }
 
     #[test]
