@@ -336,6 +336,40 @@ fn an_answer_lost_after_the_backend_stored_is_retried_and_the_duplicate_is_expla
     assert!(stderr.contains("\"duplicate\":300"), "{stderr}");
 }
 
+/// An answer cut part-way by the network (a fault proxy between sluice and
+/// the backend passes 20 bytes of the first answer, then resets): sluice
+/// cannot tell whether the backend took the batch, retries it, and the
+/// only duplicates are that request's events.
+#[test]
+fn an_answer_cut_mid_way_by_the_network_is_retried_and_the_duplicate_is_explained() {
+    let s = Scenario::new(300, |_| false);
+    let backend = Backend::start(Reaction::ok);
+    let proxy = sluice_e2e::proxy::FaultProxy::start(backend.addr);
+    proxy.cut_next_response_after(20);
+    let cfg = format!(
+        "[sink]\ntype = \"http\"\nurl = \"http://{}/ingest\"\nresponse = \"status\"\n[sink.batch]\nmax_records = 50\n{FAST_RETRY}",
+        proxy.addr()
+    );
+    let stderr = s.run(&cfg, &[]);
+    assert_eq!(log_lines(&stderr, "sink delivery incomplete").len(), 1, "one retried call: {stderr}");
+    let seen = backend.seen();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &seen.stored {
+        *counts.entry(id).or_insert(0) += 1;
+    }
+    let twice: BTreeSet<&str> = counts.iter().filter(|(_, k)| **k > 1).map(|(id, _)| *id).collect();
+    // The cut answer's request: the one whose events are the duplicates.
+    let cut = seen
+        .requests
+        .iter()
+        .find(|r| r.ids.iter().map(String::as_str).collect::<BTreeSet<_>>() == twice)
+        .unwrap_or_else(|| panic!("no one request explains the duplicates {twice:?}"))
+        .n;
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| r.n == cut);
+    assert_eq!(dups, 50, "the 50 events of the request whose answer was cut were stored twice");
+    println!("an answer cut after 20 bytes: request {cut}'s 50 events stored twice, nothing lost");
+}
+
 #[test]
 fn a_response_that_never_comes_times_out_and_is_retried() {
     let s = Scenario::new(200, |_| false);
