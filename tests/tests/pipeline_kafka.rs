@@ -1582,11 +1582,17 @@ fn a_30_s_network_cut_under_load_loses_nothing_and_the_lag_drains() {
     f.produce(&broker, 20_000);
     let port = free_port();
     let config = f.config(&broker, "a", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
-    let text = std::fs::read_to_string(&config).unwrap_or_default();
-    std::fs::write(&config, text.replace("\"session.timeout.ms\" = 6000", "\"session.timeout.ms\" = 45000"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    // Small fetches over a slow link until the cut: the records arrive
+    // over seconds, so the cut finds most of them still in the topic (at
+    // full speed the whole topic can be in before the test can cut).
+    let text = std::fs::read_to_string(&config).unwrap_or_default().replace(
+        "\"session.timeout.ms\" = 6000",
+        "\"session.timeout.ms\" = 45000, \"max.partition.fetch.bytes\" = 16384",
+    );
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    proxy.set(Link::Delay(Duration::from_millis(50)));
     let mut child = f.spawn(&config, "a.log");
-    f.wait_lines("a", 2_000, Duration::from_secs(120));
+    f.wait_lines("a", 1_000, Duration::from_secs(120));
     // The metrics endpoint is local: it answers through the cut.
     let lag = || -> f64 {
         metric_lines(&scrape(port), &["sluice_consumer_lag{"])

@@ -12,7 +12,11 @@
 //! the changelog as well, under the name of the partition each entry came
 //! from, so that the partition's owner, now or after a move, absorbs a
 //! later copy of them as the replaying store does. Each scope's entries
-//! run as a partition of that name.
+//! run as a partition of that name. One window stays: an entry is marked
+//! replayed in its batch's write, which can be durable before the
+//! changelog has the batch's ids; a replay killed between the two leaves
+//! those ids (at most the batches in flight) out of the changelog, so the
+//! next owner of their partition would deliver a later copy once more.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
