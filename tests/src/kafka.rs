@@ -112,6 +112,9 @@ impl Broker {
     }
 
     fn start_advertising(storage: Storage, port: u16, advertised: u16) -> Broker {
+        // A port is reused in time: what an earlier broker on it asked of
+        // clients does not carry over.
+        set_client_properties(&format!("127.0.0.1:{advertised}"), &[]);
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut b = Broker { child: None, port, advertised, storage, dir, authentication: false, tls: None };
         b.restart();
