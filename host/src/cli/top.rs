@@ -204,10 +204,10 @@ fn row(p: &PartitionView, style: Style) -> Row<'static> {
         number(per_second(p.delivered_rate)),
         number(per_second(p.duplicate_rate)),
         number(per_second(p.quarantined_rate)),
-        number(count(p.lag)),
-        number(count(p.behind)),
-        number(if p.oldest_age > 0.0 { format!("{:.1} s", p.oldest_age) } else { "-".into() }),
-        number(format!("{}", p.in_flight as u64)),
+        number(count(p.gauges.lag)),
+        number(count(p.gauges.behind)),
+        number(if p.gauges.oldest_age > 0.0 { format!("{:.1} s", p.gauges.oldest_age) } else { "-".into() }),
+        number(format!("{}", p.gauges.in_flight as u64)),
         Cell::from(format!(" {}", p.state())).style(state_style),
     ])
     .style(style)

@@ -158,7 +158,10 @@ mod tests {
         let scrape = super::super::scrape::parse(text);
         let s = Sample::from_scrape(7, &scrape);
         let a = &s.partitions["a.log"];
-        assert_eq!((a.read, a.delivered, a.quarantined, a.behind, a.stalled), (10.0, 8.0, 2.0, Some(512.0), true));
+        assert_eq!(
+            (a.read, a.delivered, a.quarantined, a.gauges.behind, a.gauges.stalled),
+            (10.0, 8.0, 2.0, Some(512.0), true)
+        );
         assert_eq!(s.breakers["http://x"], 1);
         assert_eq!(config_digest(&scrape).as_deref(), Some("new"));
         let h = History { state: Mutex::new(None) };

@@ -139,29 +139,21 @@ pub struct PartitionView {
     pub duplicate_rate: f64,
     pub quarantined_rate: f64,
     pub dropped_rate: f64,
-    /// Kafka: the high watermark minus the committed offset.
-    pub lag: Option<f64>,
-    /// What the source holds unread (Kafka: librdkafka's lag in records;
-    /// a file: its unread bytes).
-    pub behind: Option<f64>,
-    /// Age of the oldest record not yet finished, seconds.
-    pub oldest_age: f64,
-    pub in_flight: f64,
-    pub backpressured: bool,
-    pub stalled: bool,
-    pub late: bool,
+    /// As the later reading has them.
+    pub gauges: Gauges,
 }
 
 impl PartitionView {
     /// The word for its state, the worst first.
     pub fn state(&self) -> &'static str {
-        if self.stalled {
+        let g = &self.gauges;
+        if g.stalled {
             "STALLED"
-        } else if self.late {
+        } else if g.late {
             "late"
-        } else if self.backpressured {
+        } else if g.backpressured {
             "backpressured"
-        } else if self.in_rate > 0.0 || self.in_flight > 0.0 {
+        } else if self.in_rate > 0.0 || g.in_flight > 0.0 {
             "flowing"
         } else {
             "idle"
@@ -189,13 +181,44 @@ pub struct Reading {
     pub duplicate: f64,
     pub quarantined: f64,
     pub dropped: f64,
+    /// Beside the counters in the status page's JSON.
+    #[serde(flatten)]
+    pub gauges: Gauges,
+}
+
+/// What a partition's gauges say at one reading.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Gauges {
+    /// Kafka: the high watermark minus the committed offset.
     pub lag: Option<f64>,
+    /// What the source holds unread (Kafka: librdkafka's lag in records;
+    /// a file: its unread bytes).
     pub behind: Option<f64>,
+    /// Age of the oldest record not yet finished, seconds.
     pub oldest_age: f64,
     pub in_flight: f64,
     pub backpressured: bool,
     pub stalled: bool,
     pub late: bool,
+}
+
+impl Gauges {
+    /// The whole pipeline's: sums, the oldest age, any flag.
+    fn total<'a>(all: impl Iterator<Item = &'a Gauges> + Clone) -> Gauges {
+        let some_sum = |f: fn(&Gauges) -> Option<f64>| {
+            let v: Vec<f64> = all.clone().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum())
+        };
+        Gauges {
+            lag: some_sum(|g| g.lag),
+            behind: some_sum(|g| g.behind),
+            oldest_age: all.clone().map(|g| g.oldest_age).fold(0.0, f64::max),
+            in_flight: all.clone().map(|g| g.in_flight).sum(),
+            backpressured: all.clone().any(|g| g.backpressured),
+            stalled: all.clone().any(|g| g.stalled),
+            late: all.clone().any(|g| g.late),
+        }
+    }
 }
 
 /// Every partition of a reading, by name.
@@ -220,13 +243,15 @@ pub fn readings(s: &Scrape) -> BTreeMap<String, Reading> {
                 duplicate: door("duplicate"),
                 quarantined: door("quarantined"),
                 dropped: door("dropped"),
-                lag: s.get("sluice_consumer_lag", &p),
-                behind: s.get("sluice_source_behind", &p),
-                oldest_age: s.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
-                in_flight: s.get("sluice_batches_in_flight", &p).unwrap_or(0.0),
-                backpressured: flag("sluice_partition_backpressured"),
-                stalled: flag("sluice_partition_stalled"),
-                late: flag("sluice_partition_late"),
+                gauges: Gauges {
+                    lag: s.get("sluice_consumer_lag", &p),
+                    behind: s.get("sluice_source_behind", &p),
+                    oldest_age: s.get("sluice_oldest_unfinished_age_seconds", &p).unwrap_or(0.0),
+                    in_flight: s.get("sluice_batches_in_flight", &p).unwrap_or(0.0),
+                    backpressured: flag("sluice_partition_backpressured"),
+                    stalled: flag("sluice_partition_stalled"),
+                    late: flag("sluice_partition_late"),
+                },
             };
             (name, reading)
         })
@@ -258,22 +283,12 @@ pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
                 duplicate_rate: rate(was.duplicate, r.duplicate),
                 quarantined_rate: rate(was.quarantined, r.quarantined),
                 dropped_rate: rate(was.dropped, r.dropped),
-                lag: r.lag,
-                behind: r.behind,
-                oldest_age: r.oldest_age,
-                in_flight: r.in_flight,
-                backpressured: r.backpressured,
-                stalled: r.stalled,
-                late: r.late,
+                gauges: r.gauges,
                 name,
             }
         })
         .collect();
     let sum = |f: fn(&PartitionView) -> f64| partitions.iter().map(f).sum::<f64>();
-    let some_sum = |f: fn(&PartitionView) -> Option<f64>| {
-        let v: Vec<f64> = partitions.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| v.iter().sum())
-    };
     let total = PartitionView {
         name: "total".into(),
         in_rate: sum(|p| p.in_rate),
@@ -281,13 +296,7 @@ pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
         duplicate_rate: sum(|p| p.duplicate_rate),
         quarantined_rate: sum(|p| p.quarantined_rate),
         dropped_rate: sum(|p| p.dropped_rate),
-        lag: some_sum(|p| p.lag),
-        behind: some_sum(|p| p.behind),
-        oldest_age: partitions.iter().map(|p| p.oldest_age).fold(0.0, f64::max),
-        in_flight: sum(|p| p.in_flight),
-        backpressured: partitions.iter().any(|p| p.backpressured),
-        stalled: partitions.iter().any(|p| p.stalled),
-        late: partitions.iter().any(|p| p.late),
+        gauges: Gauges::total(partitions.iter().map(|p| &p.gauges)),
     };
     let breakers = breaker_states(now)
         .into_iter()
@@ -342,10 +351,13 @@ odd{label="with \"quotes\" and \\ backslash"} 1
         assert_eq!(names, ["/var/log/a,b.log", "t/0"]);
         let file = &v.partitions[0];
         assert_eq!((file.in_rate, file.delivered_rate, file.quarantined_rate), (1000.0, 900.0, 10.0));
-        assert_eq!((file.behind, file.in_flight, file.state()), (Some(4096.0), 2.0, "backpressured"));
+        assert_eq!((file.gauges.behind, file.gauges.in_flight, file.state()), (Some(4096.0), 2.0, "backpressured"));
         let kafka = &v.partitions[1];
-        assert_eq!((kafka.in_rate, kafka.lag, kafka.oldest_age, kafka.state()), (0.0, Some(12345.0), 301.5, "STALLED"));
-        assert_eq!((v.total.in_rate, v.total.lag, v.total.state()), (1000.0, Some(12345.0), "STALLED"));
+        assert_eq!(
+            (kafka.in_rate, kafka.gauges.lag, kafka.gauges.oldest_age, kafka.state()),
+            (0.0, Some(12345.0), 301.5, "STALLED")
+        );
+        assert_eq!((v.total.in_rate, v.total.gauges.lag, v.total.state()), (1000.0, Some(12345.0), "STALLED"));
         assert_eq!(v.breakers.get("http://x/ingest"), Some(&"open"));
         // A restarted process: its counters start again, no negative rate.
         let again = view(&parse(NOW), &parse(BEFORE), 1.0);
