@@ -13,37 +13,18 @@
 
 use std::time::{Duration, Instant};
 
-use sluice::config::{Config, SourceConfig};
+use sluice::config::SourceConfig;
 use sluice::pipeline;
 use sluice::pipeline::kafka::changelog::Changelog;
 use sluice::pipeline::kafka::changelog::restore::Restored;
 use sluice::plugin::Runtime;
 use sluice::store::Store;
 use sluice::store::dedup::DedupWindow;
+use sluice_benches::kafka::Run;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
-use sluice_e2e::kafka::{Broker, Storage, create_topic, high_watermarks, produce};
+use sluice_e2e::kafka::{Broker, Storage, high_watermarks};
 
 const PARTITIONS: i32 = 4;
-
-struct Run {
-    cpu: f64,
-    wall: f64,
-    rss: f64,
-    p50: f64,
-    p99: f64,
-}
-
-fn run(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, n: usize) -> Run {
-    let m = sluice_benches::kafka::run_until_committed(cfg, runtime, brokers, topic, PARTITIONS);
-    assert_eq!(m.stats.total.delivered as usize, n, "every record delivered");
-    Run {
-        cpu: m.cpu,
-        wall: m.wall,
-        rss: peak_rss_mib(),
-        p50: m.stats.latency.quantile(0.5) * 1e3,
-        p99: m.stats.latency.quantile(0.99) * 1e3,
-    }
-}
 
 fn main() {
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 200_000);
@@ -51,34 +32,21 @@ fn main() {
     let brokers = broker.brokers();
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let topic = "bench-changelog";
-    create_topic(&brokers, topic, PARTITIONS);
-    let records = sluice_benches::kafka::records(n, PARTITIONS);
-    produce(&brokers, topic, &records);
-    drop(records);
+    sluice_benches::kafka::fill(&brokers, topic, n, PARTITIONS);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
 
     println!(
         "dedup_changelog: {n} records on {PARTITIONS} partitions, kafka (tansu, SQLite) → json → ts-window → dedup → file"
     );
-    println!(
-        "  {:<16}  {:>14}  {:>10}  {:>8}  {:>7}  {:>7}",
-        "changelog", "/s per core", "/s wall", "RSS MiB", "p50 ms", "p99 ms"
-    );
+    println!("{}", sluice_benches::kafka::head("changelog"));
     let config = |group: &str, on: bool| {
         sluice_benches::kafka::config(dir.path(), &brokers, topic, group, &format!("changelog.enabled = {on}"))
     };
     let (off_cfg, on_cfg) = (config("bench-off", false), config("bench-on", true));
-    let off = run(&off_cfg, &runtime, &brokers, topic, n);
-    let on = run(&on_cfg, &runtime, &brokers, topic, n);
+    let off = Run::measure(&off_cfg, &runtime, &brokers, topic, PARTITIONS, n);
+    let on = Run::measure(&on_cfg, &runtime, &brokers, topic, PARTITIONS, n);
     for (name, r) in [("off (baseline)", &off), ("on", &on)] {
-        println!(
-            "  {name:<16}  {:>14.0}  {:>10.0}  {:>8.0}  {:>7.1}  {:>7.1}",
-            n as f64 / r.cpu,
-            n as f64 / r.wall,
-            r.rss,
-            r.p50,
-            r.p99
-        );
+        println!("{}", r.row(name, n));
     }
     println!(
         "  changelog cost per delivered record: {:+.2} µs of CPU, {:+.2} µs of wall ({:.2}x the baseline's CPU)",

@@ -95,3 +95,54 @@ pub fn run_until_committed(cfg: &Config, runtime: &Runtime, brokers: &str, topic
     });
     Measured { stats, cpu: cpu_seconds() - cpu0, wall: t0.elapsed().as_secs_f64() }
 }
+
+/// A measured run as the Kafka benches report it: CPU and wall seconds,
+/// peak RSS, and the latency to commit.
+pub struct Run {
+    pub cpu: f64,
+    pub wall: f64,
+    pub rss: f64,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+impl Run {
+    /// `run_until_committed`, checked to have delivered all `n` records.
+    pub fn measure(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, partitions: i32, n: usize) -> Run {
+        let m = run_until_committed(cfg, runtime, brokers, topic, partitions);
+        assert_eq!(m.stats.total.delivered as usize, n, "every record delivered");
+        Run {
+            cpu: m.cpu,
+            wall: m.wall,
+            rss: crate::peak_rss_mib(),
+            p50: m.stats.latency.quantile(0.5) * 1e3,
+            p99: m.stats.latency.quantile(0.99) * 1e3,
+        }
+    }
+
+    /// One row of the benches' table, named `name`, for `n` records.
+    pub fn row(&self, name: &str, n: usize) -> String {
+        format!(
+            "  {name:<16}  {:>14.0}  {:>10.0}  {:>8.0}  {:>7.1}  {:>7.1}",
+            n as f64 / self.cpu,
+            n as f64 / self.wall,
+            self.rss,
+            self.p50,
+            self.p99
+        )
+    }
+}
+
+/// The table's head, its first column named `first`.
+pub fn head(first: &str) -> String {
+    format!(
+        "  {first:<16}  {:>14}  {:>10}  {:>8}  {:>7}  {:>7}",
+        "/s per core", "/s wall", "RSS MiB", "p50 ms", "p99 ms"
+    )
+}
+
+/// Create `topic` with `partitions` and fill it with `records(n, …)`.
+pub fn fill(brokers: &str, topic: &str, n: usize, partitions: i32) {
+    sluice_e2e::kafka::create_topic(brokers, topic, partitions);
+    sluice_e2e::kafka::produce(brokers, topic, &records(n, partitions));
+}

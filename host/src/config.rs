@@ -165,6 +165,14 @@ pub struct KafkaSourceConfig {
     pub properties: BTreeMap<String, PropertyValue>,
     pub tls: Option<TlsConfig>,
     pub sasl: Option<SaslConfig>,
+    /// Fence members that lost their partitions: each partition's batch
+    /// ends in one Kafka transaction holding its dedup changelog ids and
+    /// its offset commit, under a transactional id per partition
+    /// (`<group_id>-txn-<topic>-<partition>`), so the partition's next
+    /// owner fences the last one and a member whose session expired can
+    /// neither commit nor write ids again. Needs the dedup changelog.
+    #[serde(default)]
+    pub transactions: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -220,12 +228,13 @@ fn default_commit_interval() -> Duration {
 
 /// librdkafka properties sluice sets itself: the custody rule depends on
 /// them (offsets are committed by sluice, only for finished prefixes).
-const OWNED_PROPERTIES: [(&str, &str); 5] = [
+const OWNED_PROPERTIES: [(&str, &str); 6] = [
     ("bootstrap.servers", "source.brokers"),
     ("group.id", "source.group_id"),
     ("enable.auto.commit", "nothing: sluice commits finished prefixes itself"),
     ("enable.auto.offset.store", "nothing: sluice commits finished prefixes itself"),
     ("enable.partition.eof", "nothing"),
+    ("transactional.id", "source.transactions (one transactional id per partition)"),
 ];
 
 /// Property names that hold secrets; they come from the environment only.
@@ -496,6 +505,17 @@ impl DedupConfig {
         }
         if self.changelog.retention_factor == 0 {
             p.add("dedup.changelog.retention_factor", "must be at least 1".into());
+        }
+        if let SourceConfig::Kafka(k) = source
+            && k.transactions
+            && !self.changelog.enabled
+        {
+            p.add(
+                "source.transactions",
+                "needs the dedup changelog (dedup.changelog.enabled = true): a transaction commits a batch's \
+                 offsets together with its ids there"
+                    .into(),
+            );
         }
         if let (SourceConfig::Kafka(k), Some(t)) = (source, self.changelog_topic(source))
             && k.topics.iter().any(|s| *s == t || (s.starts_with('^') && crate::source::kafka::client::matches(k, &t)))
@@ -1287,6 +1307,18 @@ mod tests {
         let cfg = kafka_config("properties = { session_timeout_ms = 6000 }").unwrap_or_else(|e| panic!("{e}"));
         let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
         assert_eq!(k.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
+    }
+
+    #[test]
+    fn transactions_need_the_changelog_and_own_the_transactional_id() {
+        let cfg = kafka_config("transactions = true").unwrap_or_else(|e| panic!("{e}"));
+        let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
+        assert!(k.transactions);
+        let e = error_of(kafka_config("transactions = true\n[dedup]\nchangelog.enabled = false"));
+        assert!(e.contains("source.transactions") && e.contains("dedup.changelog.enabled"), "{e}");
+        assert!(kafka_config("transactions = false\n[dedup]\nchangelog.enabled = false").is_ok());
+        let e = error_of(kafka_config("properties = { \"transactional.id\" = \"mine\" }"));
+        assert!(e.contains("transactional.id") && e.contains("source.transactions"), "{e}");
     }
 
     #[test]

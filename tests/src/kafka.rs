@@ -18,7 +18,25 @@ use rdkafka::{Offset, TopicPartitionList};
 /// The tansu program: `$SLUICE_TANSU`, else `tansu` on PATH (or in
 /// ~/.cargo/bin).
 pub fn tansu_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLUICE_TANSU") {
+    program("SLUICE_TANSU", "tansu", "cargo install tansu --locked --features dynostore,libsql")
+}
+
+/// The nisshi program (tansu renamed, from 0.7): `$SLUICE_NISSHI`, else
+/// `nisshi` on PATH (or in ~/.cargo/bin). The suites that need Kafka
+/// transactions run on it: tansu 0.6 routes no EndTxn, so no transaction
+/// can end there.
+pub fn nisshi_bin() -> PathBuf {
+    program(
+        "SLUICE_NISSHI",
+        "nisshi",
+        "cargo install nisshi --version 0.7.0 --locked --ignore-rust-version --no-default-features --features \
+         dynostore,libsql",
+    )
+}
+
+/// A broker program: `$env`, else `name` on PATH or in ~/.cargo/bin.
+fn program(env: &str, name: &str, install: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
     }
     let mut dirs: Vec<PathBuf> =
@@ -26,12 +44,10 @@ pub fn tansu_bin() -> PathBuf {
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(Path::new(&home).join(".cargo/bin"));
     }
-    dirs.into_iter().map(|d| d.join("tansu")).find(|p| p.is_file()).unwrap_or_else(|| {
-        panic!(
-            "the tansu broker is not installed: run scripts/setup (cargo install tansu --locked --features \
-             dynostore,libsql), or set SLUICE_TANSU"
-        )
-    })
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("the {name} broker is not installed: run scripts/setup ({install}), or set {env}"))
 }
 
 /// What the suites' own clients need beyond the address to reach a
@@ -84,6 +100,8 @@ pub enum Storage {
 }
 
 pub struct Broker {
+    /// tansu, or nisshi (`start_nisshi`).
+    program: PathBuf,
     child: Option<Child>,
     pub port: u16,
     /// The port clients are told to use: `port`, or a fault proxy's.
@@ -102,6 +120,12 @@ impl Broker {
         Broker::start_advertising(storage, port, port)
     }
 
+    /// A nisshi broker: one that implements Kafka transactions to the end.
+    pub fn start_nisshi(storage: Storage) -> Broker {
+        let port = free_port();
+        Broker::launch(nisshi_bin(), storage, (port, port), None)
+    }
+
     /// A broker every client reaches through a fault proxy: it advertises
     /// the proxy's port, so the connections the metadata leads to cross
     /// the proxy too.
@@ -112,11 +136,23 @@ impl Broker {
     }
 
     fn start_advertising(storage: Storage, port: u16, advertised: u16) -> Broker {
+        Broker::launch(tansu_bin(), storage, (port, advertised), None)
+    }
+
+    /// Start `program` on `port`, telling clients to use `advertised`.
+    fn launch(
+        program: PathBuf,
+        storage: Storage,
+        (port, advertised): (u16, u16),
+        tls: Option<crate::tls::TlsFront>,
+    ) -> Broker {
         // A port is reused in time: what an earlier broker on it asked of
-        // clients does not carry over.
-        set_client_properties(&format!("127.0.0.1:{advertised}"), &[]);
+        // clients does not carry over (a TLS front sets its own after).
+        if tls.is_none() {
+            set_client_properties(&format!("127.0.0.1:{advertised}"), &[]);
+        }
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut b = Broker { child: None, port, advertised, storage, dir, authentication: false, tls: None };
+        let mut b = Broker { program, child: None, port, advertised, storage, dir, authentication: false, tls };
         b.restart();
         b
     }
@@ -163,10 +199,7 @@ impl Broker {
             &format!("127.0.0.1:{advertised}"),
             &[("security.protocol", "SSL"), ("ssl.ca.location", &ca)],
         );
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut b = Broker { child: None, port, advertised, storage, dir, authentication: false, tls: Some(front) };
-        b.restart();
-        b
+        Broker::launch(tansu_bin(), storage, (port, advertised), Some(front))
     }
 
     /// The CA (PEM) that verifies the TLS front, if there is one.
@@ -189,7 +222,7 @@ impl Broker {
             Storage::Sqlite => "sqlite://tansu.db",
         };
         let log = std::fs::File::create(self.dir.path().join("broker.log")).unwrap_or_else(|e| panic!("{e}"));
-        let child = Command::new(tansu_bin())
+        let child = Command::new(&self.program)
             .args([
                 "broker",
                 "--listener-url",
@@ -205,7 +238,7 @@ impl Broker {
             .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start tansu: {e}"));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
         self.child = Some(child);
         self.wait_ready();
     }

@@ -719,28 +719,59 @@ fn two_members(name: &str, strategy: &str, changelog: bool) -> usize {
     again.len()
 }
 
-/// A zombie, as sluice meets one today (issue 23 builds the fencing):
-/// member a is stopped (SIGSTOP) past its session timeout while busy, b
-/// takes a's partitions and goes on, then a is continued. a finds its
-/// partitions lost, stops their tasks, and rejoins; nothing is lost. What
-/// a delivered after it lost them, b delivers too: the figure fencing by
-/// transactions is to bring to 0 for Kafka sinks.
+/// A zombie without transactions: member a is stopped (SIGSTOP) past its
+/// session timeout while busy, b takes a's partitions and goes on, then a
+/// is continued. a finds its partitions lost, stops their tasks, and
+/// rejoins; nothing is lost. What a delivered after it lost them, b may
+/// deliver too.
 #[test]
 fn a_stopped_member_past_its_session_loses_nothing_and_rejoins() {
     let _serial = serial();
     let broker = rdkafka::mocking::MockCluster::new(1).unwrap_or_else(|e| panic!("{e}"));
-    let mut f = Fixture::new(&broker, "zombie");
-    f.produce(&broker, 40_000);
-    let (ca, cb) = (f.config(&broker, "a", ""), f.config(&broker, "b", ""));
+    zombie(&broker, "zombie", false);
+}
+
+/// The same zombie with `source.transactions`, on nisshi: b's tasks
+/// initialise the transactional ids of the partitions they take, so when a
+/// is continued its next produce or commit on them is refused as fenced:
+/// it says so, stops them, delivers nothing more from them, and rejoins.
+/// (librdkafka's mock cluster cannot show it: a second InitProducerId for
+/// a transactional id gets a new producer id there, and the first keeps
+/// its epoch. tansu 0.6 cannot end a transaction.)
+#[test]
+fn with_transactions_a_stopped_member_past_its_session_is_fenced_and_rejoins() {
+    let _serial = serial();
+    let broker = Broker::start_nisshi(Storage::Sqlite);
+    zombie(&broker, "zombiefence", true);
+}
+
+fn zombie(broker: &impl Cluster, name: &str, transactions: bool) {
+    let mut f = Fixture::new(broker, name);
+    f.produce(broker, 40_000);
+    let (ca, cb) = (f.config(broker, "a", ""), f.config(broker, "b", ""));
+    if transactions {
+        for c in [&ca, &cb] {
+            with_source(c, "transactions = true");
+        }
+    }
     let mut a = f.spawn(&ca, "a.log");
     let mut b = f.spawn(&cb, "b.log");
     f.wait_lines("a", 500, Duration::from_secs(60));
     f.wait_lines("b", 500, Duration::from_secs(60));
     // A settled group, then more records, and a stopped while it is busy.
     std::thread::sleep(Duration::from_secs(7));
-    let load = f.produce_in_background(&broker, 20_000);
+    let load = f.produce_in_background(broker, 20_000);
     let busy = f.delivered("a").len() + 1_000;
     f.wait_lines("a", busy, Duration::from_secs(60));
+    let owned = live_partitions(&f.path("a.log"));
+    // Stopped right after a write to its sink: that batch's ids and
+    // offsets are on their way, its transaction (if any) still open.
+    let sink = f.path("out/a.ndjson");
+    let size = || std::fs::metadata(&sink).map(|m| m.len()).unwrap_or(0);
+    let (before, waiting) = (size(), Instant::now());
+    while size() == before && waiting.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // SAFETY: kill(2) on a child we own.
     unsafe { libc_kill(a.id() as i32, 19) };
     let stopped = f.delivered("a").len();
@@ -761,25 +792,252 @@ fn a_stopped_member_past_its_session_loses_nothing_and_rejoins() {
         assert!(continued.elapsed() < Duration::from_secs(60), "a did not rejoin within 60 s: {}", f.logs());
         std::thread::sleep(Duration::from_millis(200));
     }
-    f.produce(&broker, 5_000);
+    f.produce(broker, 5_000);
     f.wait_complete(Duration::from_secs(180), &mut [&mut a, &mut b]);
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(terminate(&mut a), 0, "{}", f.logs());
     assert_eq!(terminate(&mut b), 0, "{}", f.logs());
     f.assert_reconciled(&["state-a", "state-b"]);
-    f.assert_fully_committed(&broker);
+    f.assert_fully_committed(broker);
     let by_a = f.delivered("a");
     let after_stop: BTreeSet<&str> = by_a[stopped..].iter().map(String::as_str).collect();
     let by_b = f.delivered("b");
     let twice = by_b.iter().filter(|id| after_stop.contains(id.as_str())).count();
     let both = counts(&[by_a.clone(), by_b.clone()].concat()).values().filter(|n| **n > 1).count();
+    let a_log = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    let fenced: BTreeSet<&str> = a_log
+        .lines()
+        .filter(|l| l.contains("fenced: another member"))
+        .filter_map(|l| log_field(l, "partition"))
+        .collect();
     println!(
-        "a zombie (SIGSTOP 15 s, session 6 s): {} lines by a ({} after it was continued), {} by b; {both} ids \
-         delivered by both, {twice} of them delivered by a after it was stopped; 0 lost",
+        "a zombie (SIGSTOP 15 s, session 6 s, transactions {}): {} lines by a ({} after it was continued), {} by b; \
+         {both} ids delivered by both, {twice} of them delivered by a after it was stopped; a owned {owned:?} and \
+         was fenced on {fenced:?}; 0 lost",
+        if transactions { "on" } else { "off" },
         by_a.len(),
         by_a.len() - stopped,
         by_b.len()
     );
+    if transactions {
+        assert!(!fenced.is_empty(), "a was fenced on none of its partitions: {}", f.logs());
+        assert!(fenced.iter().all(|p| owned.contains(*p)), "fenced on {fenced:?}, owned {owned:?}");
+        // What both delivered: at most the batch each of a's partitions
+        // had between its sink and its commit when a stopped.
+        assert!(both <= BATCH * owned.len(), "{both} ids delivered by both");
+    } else {
+        assert!(!a_log.contains("fenced: another member"), "fenced without transactions");
+    }
+}
+
+/// `source.transactions` on nisshi (tansu 0.6 cannot end a transaction).
+/// Member a is stopped (SIGSTOP) while busy, and each of its partitions'
+/// transactional ids is initialised by another producer: what the
+/// partition's next owner does first when the group moves it (the zombie
+/// test above lets the group do it). When a is
+/// continued it is fenced: it stops its partitions, commits nothing more
+/// and delivers at most the batch each had in its sink when it stopped.
+/// Then b, with a store of its own, takes the group over and finishes:
+/// every id, every offset committed by transactions alone. The control
+/// (no transactions) shows what a zombie does unfenced.
+#[test]
+fn with_transactions_a_fenced_member_stops_and_the_next_owner_loses_nothing() {
+    let _serial = serial();
+    let broker = Broker::start_nisshi(Storage::Sqlite);
+    let unfenced = fenced_run(&broker, "fenceoff", false);
+    let fenced = fenced_run(&broker, "fence", true);
+    println!(
+        "a member whose transactional ids were taken over while it was stopped delivered {fenced} lines after it \
+         was continued with transactions (bound: one batch per partition, {}), {unfenced} without",
+        BATCH * PARTITIONS as usize
+    );
+}
+
+/// Returns how many lines a delivered after it was continued.
+fn fenced_run(broker: &Broker, name: &str, transactions: bool) -> usize {
+    let mut f = Fixture::new(broker, name);
+    f.produce(broker, 12_000);
+    let ca = f.config(broker, "a", "");
+    let cb = f.config(broker, "b", "");
+    for c in [&ca, &cb] {
+        with_source(c, &format!("transactions = {transactions}"));
+    }
+    let mut a = spawn_saying_commits(&f, &ca, "a.log");
+    f.wait_lines("a", 1_500, Duration::from_secs(90));
+    // Every partition has committed once: its task holds its
+    // transactional id, so the takeover below comes after it (a task
+    // still starting would take the id back, as a newer owner does).
+    let a_log = f.path("a.log");
+    let waiting = Instant::now();
+    while !(0..PARTITIONS).all(|p| {
+        let name = format!("(\"{}/{p}\"", f.topic);
+        std::fs::read_to_string(&a_log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("offsets committed") && l.contains(&name))
+    }) {
+        assert!(waiting.elapsed() < Duration::from_secs(60), "a has not committed on every partition: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on a child we own.
+    unsafe { libc_kill(a.id() as i32, 19) };
+    let stopped = f.delivered("a").len();
+    // What a sent before it stopped (a commit on its way) is the
+    // brokers' to answer first.
+    std::thread::sleep(Duration::from_secs(2));
+    let before_stop = std::fs::read_to_string(&a_log).unwrap_or_default().lines().count();
+    // The next owner's first step, for every partition.
+    for p in 0..PARTITIONS {
+        let id = format!("{}-txn-{}-{p}", f.group, f.topic);
+        let next: rdkafka::producer::BaseProducer = sluice_e2e::kafka::client(&broker.brokers())
+            .set("transactional.id", &id)
+            .create()
+            .unwrap_or_else(|e| panic!("{e}"));
+        rdkafka::producer::Producer::init_transactions(&next, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("init {id}: {e}"));
+    }
+    let at_fence = committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS);
+    // SAFETY: as above.
+    unsafe { libc_kill(a.id() as i32, 18) };
+    let fenced_lines = || {
+        std::fs::read_to_string(&a_log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("fenced: another member"))
+            .count()
+    };
+    // Fresh records on every partition: each has a batch to deliver and
+    // commit, and so meets the fence (an idle partition would not know
+    // until it had work).
+    f.produce(broker, 6_000);
+    let continued = Instant::now();
+    if transactions {
+        while fenced_lines() < PARTITIONS as usize {
+            assert!(continued.elapsed() < Duration::from_secs(60), "a was not fenced on every partition: {}", f.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // What a does now, fenced or not.
+    std::thread::sleep(Duration::from_secs(8));
+    let after = f.delivered("a").len() - stopped;
+    let committed_by_a = committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS);
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    if transactions {
+        assert!(
+            after <= BATCH * PARTITIONS as usize,
+            "a delivered {after} lines after it was fenced: more than the batch each partition had in its sink"
+        );
+        // What a committed once continued, per partition: at most the
+        // transaction it had begun before the fence (nisshi 0.7 lets an
+        // EndTxn of an old epoch end it; Kafka refuses that too), and
+        // nothing after the partition's fence.
+        let text = std::fs::read_to_string(&a_log).unwrap_or_default();
+        let after_continue: Vec<&str> = text.lines().skip(before_stop).collect();
+        for p in 0..PARTITIONS {
+            let name = format!("{}/{p}", f.topic);
+            let fence = after_continue
+                .iter()
+                .position(|l| l.contains("fenced: another member") && log_field(l, "partition") == Some(name.as_str()))
+                .unwrap_or_else(|| panic!("{name} was not fenced"));
+            let commits: Vec<usize> = after_continue
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.contains("offsets committed") && l.contains(&format!("(\"{name}\"")))
+                .map(|(i, _)| i)
+                .collect();
+            assert!(
+                commits.len() <= 1 && commits.iter().all(|i| *i < fence),
+                "{name}: commits after SIGCONT {commits:?}, fenced at {fence}"
+            );
+        }
+        for (p, (now, then)) in committed_by_a.iter().zip(&at_fence).enumerate() {
+            let moved = now.unwrap_or(0) - then.unwrap_or(0);
+            assert!((0..=BATCH as i64).contains(&moved), "partition {p}: a's commit moved {moved} after the fence");
+        }
+    } else {
+        assert_eq!(fenced_lines(), 0, "without transactions nothing is fenced");
+        assert!(after > BATCH * PARTITIONS as usize, "unfenced, a went on delivering: {after} lines");
+    }
+    // b says how each of its commits was made.
+    let mut b = spawn_saying_commits(&f, &cb, "b.log");
+    f.wait_complete(Duration::from_secs(120), &mut [&mut b]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a", "state-b"]);
+    f.assert_fully_committed(broker);
+    let commits: Vec<String> = std::fs::read_to_string(f.path("b.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("offsets committed"))
+        .filter_map(|l| log_field(l, "reason").map(str::to_string))
+        .collect();
+    if transactions {
+        assert!(!commits.is_empty() && commits.iter().all(|r| r == "transaction"), "b's commits: {commits:?}");
+    } else {
+        assert!(commits.iter().all(|r| r != "transaction"), "b's commits: {commits:?}");
+    }
+    let twice = delivered_twice(&f);
+    println!(
+        "{name}: a delivered {stopped} lines before SIGSTOP and {after} after SIGCONT; b {}; {} ids delivered twice; \
+         0 lost; every offset committed{}",
+        f.delivered("b").len(),
+        twice.len(),
+        if transactions { " in transactions" } else { "" }
+    );
+    if transactions {
+        assert!(twice.len() <= BATCH * PARTITIONS as usize, "{} ids delivered twice", twice.len());
+    }
+    after
+}
+
+/// A sluice run whose log has a line per offset commit (`offsets
+/// committed`, with its reason).
+fn spawn_saying_commits(f: &Fixture, config: &Path, log: &str) -> Proc {
+    let log = std::fs::File::create(f.path(log)).unwrap_or_else(|e| panic!("{e}"));
+    Proc(
+        f.command(&["run", "-c", &config.display().to_string()])
+            .env("SLUICE_LOG", "info,sluice::telemetry::events=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+/// tansu 0.6 takes InitProducerId and the rest, but routes no EndTxn: no
+/// transaction can end. A run with `source.transactions` stops at its first
+/// commit and says what to do, commits nothing, and loses nothing: the run
+/// after it, without transactions, delivers and commits every record.
+#[test]
+fn on_brokers_that_cannot_end_a_transaction_the_run_stops_and_says_so() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "noendtxn");
+    f.produce(&broker, 2_000);
+    let config = f.config(&broker, "a", "");
+    with_source(&config, "transactions = true");
+    let mut a = f.spawn(&config, "a.log");
+    let started = Instant::now();
+    let status = loop {
+        if let Ok(Some(status)) = a.try_wait() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "still running after 90 s: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let log = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("set source.transactions = false") && log.contains("EndTxn"), "{log}");
+    assert_eq!(committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS), vec![None; PARTITIONS as usize]);
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(&config, text.replace("transactions = true", "transactions = false"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut a = f.spawn(&config, "a.log");
+    f.wait_complete(Duration::from_secs(120), &mut [&mut a]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    f.assert_fully_committed(&broker);
 }
 
 #[test]

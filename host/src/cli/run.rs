@@ -214,6 +214,19 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
         );
         return;
     };
+    if k.transactions {
+        println!(
+            "  fence:  source.transactions: each batch's changelog ids and offsets commit in one Kafka transaction \
+             (transactional id {}); a member that lost a partition is fenced by its next owner and delivers nothing \
+             more from it (a sink that is not Kafka may still get the one batch it was delivering)",
+            crate::pipeline::kafka::changelog::transaction::transactional_id(&k.group_id, "<topic>", "<partition>")
+        );
+    } else {
+        println!(
+            "  fence:  none (source.transactions = false): a member whose session expired while it ran on can \
+             deliver and commit once more before it learns its partitions moved"
+        );
+    }
     let on_missing = match cfg.dedup.on_missing_state {
         crate::config::OnMissingState::Fail => "a partition whose changelog is lost refuses to start",
         crate::config::OnMissingState::AcceptDuplicates => {

@@ -149,6 +149,36 @@ pub trait IdLog: Sync {
     /// through `acked` (an answer of an earlier batch, whose own write is
     /// durable): where a restart of this store starts restoring.
     fn remember(&self, partition: &str, acked: i64, write: &mut WriteBatch) -> Result<(), PipelineError>;
+    /// A batch's write is durable and the log has its ids: its position
+    /// may leave the process. The source commits it (the consume loop),
+    /// unless the log commits it itself, in a transaction that a newer
+    /// owner of the partition fences (`source.transactions`).
+    fn commit(
+        &self,
+        _partition: &str,
+        _position: u64,
+        _stopping: &dyn Fn() -> bool,
+    ) -> Result<Position, PipelineError> {
+        Ok(Position::ForTheSource)
+    }
+    /// Whether every write out must be durable and committed before the
+    /// next batch reaches the sink: then a member whose commit is fenced
+    /// has delivered no batch beyond the one that commit was for.
+    fn one_batch_at_a_time(&self) -> bool {
+        false
+    }
+}
+
+/// What became of a durable batch's position (`IdLog::commit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// Published for the source to commit.
+    ForTheSource,
+    /// Committed already, by the log.
+    Committed,
+    /// Not committed, and no later position of this partition may be:
+    /// the partition was let go (stopping) or taken over (fenced).
+    LetGo,
 }
 
 /// A batch's ids on their way into the log.
@@ -160,6 +190,7 @@ pub trait SentIds: Send {
 }
 
 /// What every partition of a run shares.
+#[derive(Clone)]
 pub struct Shared<'a> {
     pub cfg: &'a Config,
     pub store: &'a Store,
@@ -512,22 +543,51 @@ impl<'a> Back<'a, '_> {
         let mut recent: VecDeque<(u64, DigestSet)> = VecDeque::new();
         let mut seq = 0u64;
         let mut ended = false;
+        let one_at_a_time = self.shared.changelog.is_some_and(|l| l.one_batch_at_a_time());
+        // What arrived while the back waited for a write to be durable.
+        let mut later: VecDeque<ToBack> = VecDeque::new();
         while !(ended && self.writing.is_empty()) {
-            let Ok(msg) = rx.recv() else { break };
+            let Some(msg) = later.pop_front().or_else(|| rx.recv().ok()) else { break };
             match msg {
                 ToBack::End => ended = true,
                 ToBack::Batch(prepared) => {
+                    if one_at_a_time {
+                        self.settle_writes(&rx, &mut later, keeper)?;
+                    }
                     let w = self.deliver(*prepared, seq, &mut recent, keeper)?;
                     self.writing.push_back(w);
                     seq += 1;
                 }
-                ToBack::Durable(done, result) => {
-                    let w = self.writing.pop_front().filter(|w| w.seq == done).ok_or_else(|| {
-                        PipelineError::Panicked(format!("{}: writes acknowledged out of order", self.name))
-                    })?;
-                    result.map_err(|e| PipelineError::Store(self.shared.store.failed(e)))?;
-                    self.finished(w, keeper)?;
-                }
+                ToBack::Durable(done, result) => self.durable(done, result, keeper)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The write numbered `done` is with the store (or failed).
+    fn durable(&mut self, done: u64, result: Result<(), String>, keeper: &mut dyn Keeper) -> Result<(), PipelineError> {
+        let w = self
+            .writing
+            .pop_front()
+            .filter(|w| w.seq == done)
+            .ok_or_else(|| PipelineError::Panicked(format!("{}: writes acknowledged out of order", self.name)))?;
+        result.map_err(|e| PipelineError::Store(self.shared.store.failed(e)))?;
+        self.finished(w, keeper)
+    }
+
+    /// Wait until every write out is durable and finished (its position
+    /// committed), keeping the front's messages that come meanwhile.
+    fn settle_writes(
+        &mut self,
+        rx: &Receiver<ToBack>,
+        later: &mut VecDeque<ToBack>,
+        keeper: &mut dyn Keeper,
+    ) -> Result<(), PipelineError> {
+        while !self.writing.is_empty() {
+            match rx.recv() {
+                Ok(ToBack::Durable(done, result)) => self.durable(done, result, keeper)?,
+                Ok(other) => later.push_back(other),
+                Err(_) => return Err(PipelineError::Panicked(format!("{}: the committer went away", self.name))),
             }
         }
         Ok(())
@@ -761,6 +821,14 @@ impl<'a> Back<'a, '_> {
                 None => self.unlogged = true,
             }
         }
+        let mut committed = false;
+        if let Some(log) = self.shared.changelog.filter(|_| !self.unlogged) {
+            match log.commit(self.name, w.position, self.stopping)? {
+                Position::ForTheSource => {}
+                Position::Committed => committed = true,
+                Position::LetGo => self.unlogged = true,
+            }
+        }
         if !self.unlogged {
             keeper.durable(w.position);
         }
@@ -779,6 +847,9 @@ impl<'a> Back<'a, '_> {
             let mut st = lock(self.state);
             if !self.unlogged {
                 st.committable = Some(w.position as i64);
+            }
+            if committed {
+                st.committed = Some(w.position as i64);
             }
             st.progress = Some(Instant::now());
             st.busy = None;

@@ -13,6 +13,8 @@
 
 pub mod cases;
 pub mod driver;
+#[cfg(test)]
+mod driver_tests;
 pub mod durable;
 mod files;
 pub mod kafka;

@@ -93,7 +93,8 @@ pub struct OffsetsCommitted<'a> {
     pub partitions: &'a [(String, i64)],
     pub seconds: f64,
     pub error: Option<String>,
-    /// `periodic`, `revoke` or `shutdown`.
+    /// `periodic`, `revoke` or `shutdown` (the consume loop's), or
+    /// `transaction` (a batch's own, with its ids: `source.transactions`).
     pub reason: &'static str,
 }
 
@@ -431,6 +432,28 @@ impl ChangelogRefused<'_> {
                 self.error
             );
         }
+    }
+}
+
+/// A partition's transaction was fenced (`source.transactions`): another
+/// member owns the partition now and initialised its transactional id, so
+/// this one stops the partition without delivering or committing again.
+pub struct PartitionFenced<'a> {
+    pub partition: &'a str,
+    pub transactional_id: &'a str,
+    pub error: &'a str,
+}
+
+impl PartitionFenced<'_> {
+    pub fn emit(&self) {
+        counter!("sluice_partitions_fenced_total", "partition" => self.partition.to_string()).increment(1);
+        tracing::warn!(
+            partition = self.partition,
+            transactional_id = self.transactional_id,
+            "fenced: another member took this partition over ({}); its open transaction is aborted, and this member \
+             stops the partition without delivering or committing again until the group assigns it anew",
+            self.error
+        );
     }
 }
 

@@ -17,7 +17,10 @@
 //! every `source.commit_interval` (so also when idle), on revoke
 //! (`rebalance`) and on shutdown, all from the consume loop's thread; never across a gap (the tracker
 //! does not offer one), never backwards (only a prefix beyond the last
-//! acknowledged commit is sent).
+//! acknowledged commit is sent). With `source.transactions` each task
+//! commits its own batches instead, each in a transaction that fences the
+//! partition's last owner (`changelog::transaction`); the loop then finds
+//! nothing left to commit.
 //!
 //! Memory is bounded (README, "Back-pressure"): per partition,
 //! `pipeline.in_flight` batches between the queue and the commit, plus
@@ -60,6 +63,9 @@ pub(crate) struct Tasks<'a> {
     pub linger: Duration,
     /// The dedup changelog, when on: a task restores from it first.
     pub changelog: Option<&'a changelog::Changelog<'a>>,
+    /// `source.transactions`: each task commits through its partition's
+    /// transactions (`changelog::transaction`).
+    pub transactions: bool,
 }
 
 /// The dedup window: the configured one, else the topics' retention (a
@@ -150,6 +156,7 @@ pub(super) fn run(
                     runtime,
                     linger: source.linger,
                     changelog: changelog.as_ref(),
+                    transactions: source.transactions,
                 };
                 member(&tasks, source, stop, &health)
             })
@@ -237,7 +244,7 @@ fn supervise<'scope, 'env>(
     };
     while let Ok(cmd) = commands.recv() {
         match cmd {
-            Command::Start { tp, queue, stop: task_stop, state } => {
+            Command::Start { tp, queue, stop: task_stop, state, consumer } => {
                 // A task of an earlier assignment of the partition ends
                 // first: two tasks must never poll one queue.
                 if let Some(old) = tasks.remove(&tp) {
@@ -247,7 +254,8 @@ fn supervise<'scope, 'env>(
                 let (topic, number) = (tp.0.clone(), tp.1);
                 let spawned =
                     std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(scope, move || {
-                        if let Err(e) = task::run(shared, (&topic, number, &name), queue, &task_stop, &state) {
+                        let handed = task::Handed { queue, stop: &task_stop, state: &state, consumer };
+                        if let Err(e) = task::run(shared, (&topic, number, &name), handed) {
                             fail(e);
                         }
                     });

@@ -64,6 +64,8 @@ pub(crate) enum Command {
         queue: PartitionQueue<Context>,
         stop: Arc<AtomicBool>,
         state: Arc<Mutex<PartitionState>>,
+        /// The member's consumer, for a transaction's group metadata.
+        consumer: Weak<BaseConsumer<Context>>,
     },
     /// Join these partitions' tasks, then answer.
     Stop {
@@ -241,7 +243,13 @@ impl Context {
             };
             let stop = Arc::new(AtomicBool::new(false));
             let state = Arc::new(Mutex::new(PartitionState::default()));
-            let start = Command::Start { tp: tp.clone(), queue, stop: stop.clone(), state: state.clone() };
+            let start = Command::Start {
+                tp: tp.clone(),
+                queue,
+                stop: stop.clone(),
+                state: state.clone(),
+                consumer: Arc::downgrade(&consumer),
+            };
             if self.commands.lock().map(|c| c.send(start).is_err()).unwrap_or(true) {
                 continue;
             }

@@ -12,33 +12,61 @@
 //! until it drains. Nothing is paused, dropped or fetched twice.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 
 use super::Tasks;
 use super::changelog::restore::Restored;
+use super::changelog::transaction::PartitionTransactions;
 use super::rebalance::Context;
 use crate::batch::{Pull, Pulled};
 use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
-use crate::pipeline::driver::{self, Keeper, Partition, PartitionState, Reader};
+use crate::pipeline::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, Shared};
 use crate::pipeline::{PipelineError, build_chain};
 use crate::source::kafka::record::MessageBatch;
 use crate::telemetry::events::UncheckedRecords;
 
+/// What the consume loop hands a partition's task.
+pub(super) struct Handed<'s> {
+    pub queue: PartitionQueue<Context>,
+    /// Raised on revoke and shutdown.
+    pub stop: &'s AtomicBool,
+    pub state: &'s Arc<Mutex<PartitionState>>,
+    pub consumer: Weak<BaseConsumer<Context>>,
+}
+
 pub(super) fn run(
     tasks: &Tasks<'_>,
     (topic, number, name): (&str, i32, &str),
-    queue: PartitionQueue<Context>,
-    stop: &AtomicBool,
-    state: &Arc<Mutex<PartitionState>>,
+    handed: Handed<'_>,
 ) -> Result<(), PipelineError> {
-    let shared = &tasks.shared;
-    let chain = build_chain(tasks.runtime, shared.cfg)?;
+    let Handed { queue, stop, state, consumer } = handed;
+    let chain = build_chain(tasks.runtime, tasks.shared.cfg)?;
     crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
-    let stopping = || stop.load(Ordering::SeqCst);
+    // Raised when the partition's transactions are fenced: it has a new
+    // owner, and this task must stop as on a revoke.
+    let fenced = AtomicBool::new(false);
+    let stopping = || stop.load(Ordering::SeqCst) || fenced.load(Ordering::SeqCst);
+    // Before the restore: initialising the partition's transactional id
+    // fences its last owner and ends what it left open, so what is
+    // restored is settled.
+    let transactions = match tasks.changelog.filter(|_| tasks.transactions) {
+        Some(changelog) => {
+            match PartitionTransactions::start(changelog, (topic, number), consumer, &fenced, &stopping)? {
+                Some(t) => Some(t),
+                None => return Ok(()),
+            }
+        }
+        None => None,
+    };
+    let shared = match &transactions {
+        Some(t) => Shared { changelog: Some(t as &dyn IdLog), ..tasks.shared.clone() },
+        None => tasks.shared.clone(),
+    };
     // The partition's ids, from its last owner's changelog, before its
     // first batch: not ready meanwhile. Records queued by librdkafka wait.
     let unchecked = match tasks.changelog {
@@ -67,7 +95,7 @@ pub(super) fn run(
     // Starts at the first record received: the group's committed offset,
     // or past a compaction hole.
     let partition = Partition { name, start: None, chain, stopping: &stopping, state: state.clone() };
-    driver::drive(shared, partition, &mut reader, &mut PublishedByTheDriver)
+    driver::drive(&shared, partition, &mut reader, &mut PublishedByTheDriver)
 }
 
 /// How long one wait for the first record of a batch lasts: the bound on

@@ -176,6 +176,7 @@ pub fn producer_config(
         properties: BTreeMap::new(),
         tls: tls.cloned(),
         sasl: sasl.cloned(),
+        transactions: false,
     };
     let consumer_only = ["group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof"];
     let mut c = client_config(&k)?;
@@ -218,6 +219,7 @@ mod tests {
                 username: "svc".into(),
                 password_env: "SLUICE_TEST_KAFKA_PASSWORD_UNIT".into(),
             }),
+            transactions: false,
         }
     }
 

@@ -26,14 +26,17 @@
 //! the partition (`dedup.on_missing_state = "fail"`), or runs it and
 //! counts its records as unchecked (`"accept-duplicates"`).
 //!
-//! What this cannot stop: a member whose session expired but that still
-//! runs (a zombie) writing ids after the next owner restored. Kafka Streams
-//! fences those with transactions; sluice's bound is that member's last
-//! batch per partition.
+//! A member whose session expired but that still runs (a zombie) could
+//! deliver and commit after the next owner restored. With
+//! `source.transactions` (`transaction`) each batch's offsets commit in a
+//! transaction under a transactional id per partition, which the next
+//! owner initialises before it restores: the zombie's next commit is
+//! refused, and it stops after the batch it was in.
 
 pub mod follow;
 pub mod message;
 pub mod restore;
+pub mod transaction;
 
 use std::time::{Duration, Instant};
 
@@ -234,11 +237,22 @@ impl<'s> Changelog<'s> {
 
     /// Hand the messages to the producer; their delivery reports come later.
     fn send_all(&self, key: &str, partition: i32, values: &[Vec<u8>]) -> Vec<Result<DeliveryFuture, String>> {
+        self.send_with(&self.producer, key, partition, values)
+    }
+
+    /// The same, by `producer` (a partition's transactional one).
+    fn send_with(
+        &self,
+        producer: &FutureProducer,
+        key: &str,
+        partition: i32,
+        values: &[Vec<u8>],
+    ) -> Vec<Result<DeliveryFuture, String>> {
         values
             .iter()
             .map(|v| {
                 let record = FutureRecord::<str, [u8]>::to(&self.topic).key(key).payload(v).partition(partition);
-                self.producer.send_result(record).map_err(|(e, _)| e.to_string())
+                producer.send_result(record).map_err(|(e, _)| e.to_string())
             })
             .collect()
     }

@@ -56,6 +56,9 @@ impl Changelog<'_> {
         c.set("group.id", format!("{}-changelog-reader", self.source.group_id));
         c.set("enable.partition.eof", "true");
         c.set("auto.offset.reset", "earliest");
+        // Only what was committed: librdkafka's default, pinned so that no
+        // `source.properties` makes a restore read an aborted transaction.
+        c.set("isolation.level", "read_committed");
         Ok(c.create().map_err(KafkaSourceError::client("create the dedup changelog's reader"))?)
     }
 

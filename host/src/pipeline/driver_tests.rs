@@ -1,0 +1,165 @@
+//! The driver with a log that carries the commit itself (a partition's
+//! Kafka transactions), over fakes: a file of records, a file sink, and a
+//! log that records what the sink held at each commit and can be fenced.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocksdb::WriteBatch;
+
+use super::PipelineError;
+use super::driver::{self, IdLog, Keeper, Partition, PartitionState, Position, Reader, SentIds, Shared};
+use crate::batch::{Pull, Pulled};
+use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
+use crate::plugin::Record;
+
+const RECORDS: u64 = 100;
+const BATCH: u64 = 10;
+
+/// Batches of `BATCH` records at positions 0.., then the end.
+struct Records {
+    next: u64,
+}
+
+impl Reader for Records {
+    fn pull(&mut self, _max: usize) -> Result<Option<Pull>, PipelineError> {
+        if self.next >= RECORDS {
+            return Ok(None);
+        }
+        let records = (self.next..(self.next + BATCH).min(RECORDS))
+            .map(|i| {
+                let payload = format!("{{\"n\":{i}}}").into_bytes();
+                let mut record = Record::line(payload, "records", 0, i);
+                record.event_id = Some(format!("ev-{i}"));
+                Pulled { record, start: i, next: i + 1, refused: None }
+            })
+            .collect::<Vec<_>>();
+        self.next += records.len() as u64;
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received: Instant::now(), behind: None }))
+    }
+}
+
+struct Nothing;
+impl Keeper for Nothing {}
+
+/// A log whose commits take each position with the batch's ids.
+struct Transactions<'a> {
+    sink: PathBuf,
+    /// (position, lines in the sink then), per commit made.
+    commits: Mutex<Vec<(u64, usize)>>,
+    /// The commit (by number) the brokers refuse as fenced.
+    fence_at: Option<usize>,
+    fenced: &'a AtomicBool,
+    one_at_a_time: bool,
+}
+
+struct Acked;
+impl SentIds for Acked {
+    fn wait(self: Box<Self>, _stopping: &dyn Fn() -> bool) -> Result<Option<i64>, PipelineError> {
+        Ok(Some(0))
+    }
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+impl IdLog for Transactions<'_> {
+    fn send<'l>(&'l self, _partition: &str, _now_secs: u64, _ids: &[IdDigest]) -> Box<dyn SentIds + 'l> {
+        Box::new(Acked)
+    }
+    fn remember(&self, _partition: &str, _acked: i64, _write: &mut WriteBatch) -> Result<(), PipelineError> {
+        Ok(())
+    }
+    fn commit(&self, _partition: &str, position: u64, _stopping: &dyn Fn() -> bool) -> Result<Position, PipelineError> {
+        let mut commits = self.commits.lock().unwrap_or_else(|p| p.into_inner());
+        if self.fence_at == Some(commits.len()) {
+            self.fenced.store(true, Ordering::SeqCst);
+            return Ok(Position::LetGo);
+        }
+        commits.push((position, lines(&self.sink)));
+        Ok(Position::Committed)
+    }
+    fn one_batch_at_a_time(&self) -> bool {
+        self.one_at_a_time
+    }
+}
+
+/// Run the records through the driver with `log`'s settings: the commits,
+/// the partition's state at the end, and the sink's lines.
+fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, PartitionState, usize) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sink = dir.path().join("out.ndjson");
+    let path = dir.path().join("t.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nin_flight = 4\nbatch_size = {BATCH}\n[source]\ntype = \
+             \"file\"\npaths = [\"x.log\"]\n[sink]\ntype = \"file\"\npath = {:?}\n",
+            sink.display().to_string()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cfg = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let store =
+        crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
+    let dedup =
+        crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+    let guarded = super::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    let stats = Mutex::new(super::RunStats::default());
+    let fenced = AtomicBool::new(false);
+    let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
+    let state = Arc::new(Mutex::new(PartitionState::default()));
+    super::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
+        super::with_committer(&store, |committer| {
+            let shared = Shared {
+                cfg: &cfg,
+                store: &store,
+                dedup: &dedup,
+                sink: &guarded,
+                committer,
+                quarantine_topic: None,
+                changelog: Some(&log as &dyn IdLog),
+                claims: None,
+                stats: &stats,
+                watchdog: dog,
+            };
+            let stopping = || fenced.load(Ordering::SeqCst);
+            let part = Partition {
+                name: "records",
+                start: Some(0),
+                chain: crate::plugin::Chain::new(Vec::new()),
+                stopping: &stopping,
+                state: state.clone(),
+            };
+            driver::drive(&shared, part, &mut Records { next: 0 }, &mut Nothing)
+        })
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let commits = log.commits.into_inner().unwrap_or_else(|p| p.into_inner());
+    let state = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
+    (commits, state, lines(&sink))
+}
+
+#[test]
+fn a_transaction_commits_each_batch_before_the_next_reaches_the_sink() {
+    let (commits, state, delivered) = run(None, true);
+    let expected: Vec<(u64, usize)> = (1..=RECORDS / BATCH).map(|k| (k * BATCH, (k * BATCH) as usize)).collect();
+    // At each commit the sink held exactly the records below its position:
+    // no later batch was delivered while the transaction was open.
+    assert_eq!(commits, expected);
+    assert_eq!(delivered, RECORDS as usize);
+    assert_eq!((state.committable, state.committed), (Some(RECORDS as i64), Some(RECORDS as i64)));
+}
+
+#[test]
+fn a_fenced_partition_delivers_nothing_after_the_batch_in_its_sink_and_commits_nothing_more() {
+    let (commits, state, delivered) = run(Some(3), true);
+    assert_eq!(commits, vec![(10, 10), (20, 20), (30, 30)]);
+    // The fourth batch was in the sink when its commit was fenced; no
+    // fifth was delivered, and nothing past 30 is published or committed.
+    assert_eq!(delivered, 40);
+    assert_eq!((state.committable, state.committed), (Some(30), Some(30)));
+}
