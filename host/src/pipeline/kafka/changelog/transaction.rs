@@ -213,7 +213,15 @@ impl IdLog for PartitionTransactions<'_> {
         loop {
             match self.producer.commit_transaction(CALL_TIMEOUT) {
                 Ok(()) => break,
-                Err(e) if is_retriable(&e) && !stopping() => {
+                // Let go unanswered (a revoke, a shutdown): not committed,
+                // so the next owner reads the batch again, and its ids,
+                // already in the changelog, absorb it.
+                Err(e) if is_retriable(&e) && stopping() => {
+                    tracing::warn!(transactional_id = self.id, "commit not answered before letting go: {e}");
+                    let _ = self.producer.abort_transaction(CALL_TIMEOUT);
+                    return Ok(Position::LetGo);
+                }
+                Err(e) if is_retriable(&e) => {
                     tracing::warn!(transactional_id = self.id, "commit not answered yet, asking again: {e}");
                     sleep_unless(backoff, stopping);
                     backoff = (backoff * 2).min(Duration::from_secs(5));
