@@ -165,12 +165,12 @@ pub struct KafkaSourceConfig {
     pub properties: BTreeMap<String, PropertyValue>,
     pub tls: Option<TlsConfig>,
     pub sasl: Option<SaslConfig>,
-    /// Fence members that lost their partitions: each partition's batch
-    /// ends in one Kafka transaction holding its dedup changelog ids and
-    /// its offset commit, under a transactional id per partition
-    /// (`<group_id>-txn-<topic>-<partition>`), so the partition's next
-    /// owner fences the last one and a member whose session expired can
-    /// neither commit nor write ids again. Needs the dedup changelog.
+    /// Fence members that lost their partitions: each batch's offsets
+    /// commit in a Kafka transaction under a transactional id of its
+    /// partition's own (`<group_id>-txn-<topic>-<partition>`), which the
+    /// partition's next owner initialises first, so a member whose session
+    /// expired commits nothing more and stops after the batch it was in.
+    /// Needs the dedup changelog.
     #[serde(default)]
     pub transactions: bool,
 }
@@ -512,8 +512,8 @@ impl DedupConfig {
         {
             p.add(
                 "source.transactions",
-                "needs the dedup changelog (dedup.changelog.enabled = true): a transaction commits a batch's \
-                 offsets together with its ids there"
+                "needs the dedup changelog (dedup.changelog.enabled = true): without it the partition's next \
+                 owner knows nothing of what the fenced member delivered"
                     .into(),
             );
         }

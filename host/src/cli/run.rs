@@ -216,9 +216,9 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
     };
     if k.transactions {
         println!(
-            "  fence:  source.transactions: each batch's changelog ids and offsets commit in one Kafka transaction \
-             (transactional id {}); a member that lost a partition is fenced by its next owner and delivers nothing \
-             more from it (a sink that is not Kafka may still get the one batch it was delivering)",
+            "  fence:  source.transactions: each batch's offsets commit in a Kafka transaction of its partition's \
+             own (transactional id {}); a member that lost a partition is fenced by its next owner, commits nothing \
+             more and stops after the batch it was in (which a sink that is not Kafka still gets)",
             crate::pipeline::kafka::changelog::transaction::transactional_id(&k.group_id, "<topic>", "<partition>")
         );
     } else {
