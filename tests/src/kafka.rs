@@ -123,7 +123,7 @@ impl Broker {
     /// A nisshi broker: one that implements Kafka transactions to the end.
     pub fn start_nisshi(storage: Storage) -> Broker {
         let port = free_port();
-        Broker::launch(nisshi_bin(), storage, (port, port), None)
+        Broker::launch(nisshi_bin(), storage, (port, port), None, &[])
     }
 
     /// A broker every client reaches through a fault proxy: it advertises
@@ -136,21 +136,20 @@ impl Broker {
     }
 
     fn start_advertising(storage: Storage, port: u16, advertised: u16) -> Broker {
-        Broker::launch(tansu_bin(), storage, (port, advertised), None)
+        Broker::launch(tansu_bin(), storage, (port, advertised), None, &[])
     }
 
-    /// Start `program` on `port`, telling clients to use `advertised`.
+    /// Start `program` on `port`, telling clients to use `advertised` and
+    /// to set `client` (all it asks of them: a port is reused in time, and
+    /// what an earlier broker on it asked does not carry over).
     fn launch(
         program: PathBuf,
         storage: Storage,
         (port, advertised): (u16, u16),
         tls: Option<crate::tls::TlsFront>,
+        client: &[(&str, &str)],
     ) -> Broker {
-        // A port is reused in time: what an earlier broker on it asked of
-        // clients does not carry over (a TLS front sets its own after).
-        if tls.is_none() {
-            set_client_properties(&format!("127.0.0.1:{advertised}"), &[]);
-        }
+        set_client_properties(&format!("127.0.0.1:{advertised}"), client);
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut b = Broker { program, child: None, port, advertised, storage, dir, authentication: false, tls };
         b.restart();
@@ -195,11 +194,8 @@ impl Broker {
         let (port, advertised) = (free_port(), free_port());
         let front = crate::tls::TlsFront::start_on(advertised, ([127, 0, 0, 1], port).into());
         let ca = front.ca().display().to_string();
-        set_client_properties(
-            &format!("127.0.0.1:{advertised}"),
-            &[("security.protocol", "SSL"), ("ssl.ca.location", &ca)],
-        );
-        Broker::launch(tansu_bin(), storage, (port, advertised), Some(front))
+        let client = [("security.protocol", "SSL"), ("ssl.ca.location", ca.as_str())];
+        Broker::launch(tansu_bin(), storage, (port, advertised), Some(front), &client)
     }
 
     /// The CA (PEM) that verifies the TLS front, if there is one.

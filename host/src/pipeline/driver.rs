@@ -153,13 +153,8 @@ pub trait IdLog: Sync {
     /// may leave the process. The source commits it (the consume loop),
     /// unless the log commits it itself, in a transaction that a newer
     /// owner of the partition fences (`source.transactions`).
-    fn commit(
-        &self,
-        _partition: &str,
-        _position: u64,
-        _stopping: &dyn Fn() -> bool,
-    ) -> Result<Position, PipelineError> {
-        Ok(Position::ForTheSource)
+    fn commit(&self, _partition: &str, _position: u64, _stopping: &dyn Fn() -> bool) -> Result<Commit, PipelineError> {
+        Ok(Commit::BySource)
     }
     /// Whether every write out must be durable and committed before the
     /// next batch reaches the sink: then a member whose commit is fenced
@@ -171,11 +166,11 @@ pub trait IdLog: Sync {
 
 /// What became of a durable batch's position (`IdLog::commit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Position {
+pub enum Commit {
     /// Published for the source to commit.
-    ForTheSource,
+    BySource,
     /// Committed already, by the log.
-    Committed,
+    Done,
     /// Not committed, and no later position of this partition may be:
     /// the partition was let go (stopping) or taken over (fenced).
     LetGo,
@@ -824,9 +819,9 @@ impl<'a> Back<'a, '_> {
         let mut committed = false;
         if let Some(log) = self.shared.changelog.filter(|_| !self.unlogged) {
             match log.commit(self.name, w.position, self.stopping)? {
-                Position::ForTheSource => {}
-                Position::Committed => committed = true,
-                Position::LetGo => self.unlogged = true,
+                Commit::BySource => {}
+                Commit::Done => committed = true,
+                Commit::LetGo => self.unlogged = true,
             }
         }
         if !self.unlogged {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rocksdb::WriteBatch;
 
 use super::PipelineError;
-use super::driver::{self, IdLog, Keeper, Partition, PartitionState, Position, Reader, SentIds, Shared};
+use super::driver::{self, Commit, IdLog, Keeper, Partition, PartitionState, Reader, SentIds, Shared};
 use crate::batch::{Pull, Pulled};
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
 use crate::plugin::Record;
@@ -73,14 +73,14 @@ impl IdLog for Transactions<'_> {
     fn remember(&self, _partition: &str, _acked: i64, _write: &mut WriteBatch) -> Result<(), PipelineError> {
         Ok(())
     }
-    fn commit(&self, _partition: &str, position: u64, _stopping: &dyn Fn() -> bool) -> Result<Position, PipelineError> {
+    fn commit(&self, _partition: &str, position: u64, _stopping: &dyn Fn() -> bool) -> Result<Commit, PipelineError> {
         let mut commits = self.commits.lock().unwrap_or_else(|p| p.into_inner());
         if self.fence_at == Some(commits.len()) {
             self.fenced.store(true, Ordering::SeqCst);
-            return Ok(Position::LetGo);
+            return Ok(Commit::LetGo);
         }
         commits.push((position, lines(&self.sink)));
-        Ok(Position::Committed)
+        Ok(Commit::Done)
     }
     fn one_batch_at_a_time(&self) -> bool {
         self.one_at_a_time

@@ -38,7 +38,7 @@ use rocksdb::WriteBatch;
 use super::{Changelog, ChangelogError};
 use crate::custody::ids::IdDigest;
 use crate::pipeline::PipelineError;
-use crate::pipeline::driver::{IdLog, Position, SentIds};
+use crate::pipeline::driver::{Commit, IdLog, SentIds};
 use crate::pipeline::kafka::rebalance::Context;
 use crate::source::kafka::KafkaSourceError;
 use crate::telemetry::events::{OffsetsCommitted, PartitionFenced};
@@ -53,15 +53,13 @@ pub fn transactional_id(group_id: &str, topic: &str, partition: impl std::fmt::D
 
 /// Whether the brokers refused because another producer holds the
 /// transactional id now.
-fn is_fenced(e: &KafkaError) -> bool {
+fn is_fence(code: RDKafkaErrorCode) -> bool {
     matches!(
-        e.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::Fenced
-                | RDKafkaErrorCode::ProducerFenced
-                | RDKafkaErrorCode::InvalidProducerEpoch
-                | RDKafkaErrorCode::TransactionCoordinatorFenced
-        )
+        code,
+        RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+            | RDKafkaErrorCode::TransactionCoordinatorFenced
     )
 }
 
@@ -137,13 +135,13 @@ impl<'c> PartitionTransactions<'c> {
     /// error that stops the run (librdkafka retried what could be retried;
     /// the offsets were not committed, so a restart reads their records
     /// again and the dedup window absorbs them).
-    fn refused(&self, what: &str, e: KafkaError, open: bool) -> Result<Position, PipelineError> {
+    fn refused(&self, what: &str, e: KafkaError, open: bool) -> Result<Commit, PipelineError> {
         // A message queued behind the fenced one reports its purge, not
         // the fence: the producer's fatal error says what happened.
         let fatal = self.producer.client().fatal_error();
-        if is_fenced(&e) || fatal.as_ref().is_some_and(|(code, _)| is_fenced(&KafkaError::MessageProduction(*code))) {
+        if e.rdkafka_error_code().is_some_and(is_fence) || fatal.as_ref().is_some_and(|(code, _)| is_fence(*code)) {
             self.fence(&fatal.map_or_else(|| e.to_string(), |(_, text)| text));
-            return Ok(Position::LetGo);
+            return Ok(Commit::LetGo);
         }
         if open {
             let _ = self.producer.abort_transaction(CALL_TIMEOUT);
@@ -191,12 +189,12 @@ impl IdLog for PartitionTransactions<'_> {
     /// The batch's offset, in a transaction of its own. A commit the
     /// brokers could not answer in time is asked again: librdkafka makes a
     /// repeated commit idempotent.
-    fn commit(&self, partition: &str, position: u64, stopping: &dyn Fn() -> bool) -> Result<Position, PipelineError> {
+    fn commit(&self, partition: &str, position: u64, stopping: &dyn Fn() -> bool) -> Result<Commit, PipelineError> {
         if self.fenced.load(Ordering::SeqCst) {
-            return Ok(Position::LetGo);
+            return Ok(Commit::LetGo);
         }
         let Some(group) = self.group.upgrade().and_then(|c| c.group_metadata()) else {
-            return Ok(Position::LetGo);
+            return Ok(Commit::LetGo);
         };
         let mut offsets = TopicPartitionList::new();
         offsets
@@ -219,7 +217,7 @@ impl IdLog for PartitionTransactions<'_> {
                 Err(e) if is_retriable(&e) && stopping() => {
                     tracing::warn!(transactional_id = self.id, "commit not answered before letting go: {e}");
                     let _ = self.producer.abort_transaction(CALL_TIMEOUT);
-                    return Ok(Position::LetGo);
+                    return Ok(Commit::LetGo);
                 }
                 Err(e) if is_retriable(&e) => {
                     tracing::warn!(transactional_id = self.id, "commit not answered yet, asking again: {e}");
@@ -236,7 +234,7 @@ impl IdLog for PartitionTransactions<'_> {
             reason: "transaction",
         }
         .emit();
-        Ok(Position::Committed)
+        Ok(Commit::Done)
     }
 
     fn one_batch_at_a_time(&self) -> bool {
@@ -263,12 +261,12 @@ mod tests {
             RDKafkaErrorCode::InvalidProducerEpoch,
             RDKafkaErrorCode::TransactionCoordinatorFenced,
         ] {
-            assert!(is_fenced(&KafkaError::MessageProduction(code)), "{code:?}");
+            assert!(is_fence(code), "{code:?}");
         }
         for code in
             [RDKafkaErrorCode::MessageTimedOut, RDKafkaErrorCode::NotCoordinator, RDKafkaErrorCode::UnknownMemberId]
         {
-            assert!(!is_fenced(&KafkaError::MessageProduction(code)), "{code:?}");
+            assert!(!is_fence(code), "{code:?}");
         }
     }
 }
