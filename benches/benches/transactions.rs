@@ -14,16 +14,11 @@
 use sluice::config::SourceConfig;
 use sluice::plugin::Runtime;
 use sluice_benches::kafka::Run;
+use sluice_benches::median;
 use sluice_e2e::kafka::{Broker, Storage};
 
 const PARTITIONS: i32 = 4;
 const BATCH: f64 = 1000.0;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len().is_multiple_of(2) { (v[m - 1] + v[m]) / 2.0 } else { v[m] }
-}
 
 fn main() {
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 100_000);

@@ -74,18 +74,30 @@ pub struct Measured {
 }
 
 /// Run `cfg` until the group's committed offsets reach the topic's high
-/// watermarks, then stop it. The plugins are compiled before the clock
+/// watermarks (and its back's, repartitioned), then stop it. The plugins are compiled before the clock
 /// starts (the runtime keeps them), and the peak RSS is reset.
 pub fn run_until_committed(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, partitions: i32) -> Measured {
     pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
     let sluice::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
-    let high: Vec<Option<i64>> = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();
+    // With `dedup.repartition` the records are through once the back's
+    // group has committed the internal topic too.
+    let mut waits = vec![(k.group_id.clone(), topic.to_string())];
+    if cfg.dedup.repartition {
+        let internal = sluice::pipeline::kafka::repartition::topic(&k.group_id);
+        waits.push((internal.clone(), internal));
+    }
+    let done = || {
+        waits.iter().all(|(group, topic)| {
+            let high: Vec<Option<i64>> = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();
+            committed(brokers, group, topic, partitions) == high
+        })
+    };
     let stop = Stop::default();
     reset_peak_rss();
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
     let stats = std::thread::scope(|s| {
         let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
-        while committed(brokers, &k.group_id, topic, partitions) != high {
+        while !done() {
             assert!(!run.is_finished(), "sluice ended early: {:?}", run.join().ok());
             assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
             std::thread::sleep(Duration::from_millis(200));
@@ -110,7 +122,10 @@ impl Run {
     /// `run_until_committed`, checked to have delivered all `n` records.
     pub fn measure(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, partitions: i32, n: usize) -> Run {
         let m = run_until_committed(cfg, runtime, brokers, topic, partitions);
-        assert_eq!(m.stats.total.delivered as usize, n, "every record delivered");
+        // Repartitioned, each record is delivered twice: by the front to
+        // the internal topic, by the back to the sink.
+        let ways = if cfg.dedup.repartition { 2 } else { 1 };
+        assert_eq!(m.stats.total.delivered as usize, n * ways, "every record delivered");
         Run {
             cpu: m.cpu,
             wall: m.wall,

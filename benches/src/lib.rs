@@ -100,6 +100,17 @@ pub fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+/// The median of `v` (of its two middle values when even); runs of one
+/// kind interleaved with another's are compared by theirs.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    if v.len().is_multiple_of(2) { (v[m - 1] + v[m]) / 2.0 } else { v[m] }
+}
+
 /// A count from the environment (`SLUICE_BENCH_RECORDS=200000`), or `default`.
 pub fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -360,6 +360,15 @@ pub struct DedupConfig {
     /// lands on another partition is caught too.
     #[serde(default)]
     pub scope: DedupScope,
+    /// Exact topic-wide dedup across instances (Kafka, with `scope =
+    /// "topic"`): each event is produced, keyed by its id, to the internal
+    /// topic `<group_id>-by-id`, so that every copy of an id lands on one
+    /// partition there, owned by one member, whose partition-scoped window
+    /// and changelog decide it (`pipeline::kafka::repartition`). Costs a
+    /// produce and a consume per event; without it the topic scope is
+    /// only as exact across instances as the changelog follower's lag.
+    #[serde(default)]
+    pub repartition: bool,
     /// The dedup changelog (Kafka): every recorded id is also produced to
     /// a topic of the source's cluster before its batch's offsets may be
     /// committed, and a partition's next owner restores them from there.
@@ -383,6 +392,7 @@ impl Default for DedupConfig {
         DedupConfig {
             window: None,
             scope: DedupScope::default(),
+            repartition: false,
             changelog: ChangelogConfig::default(),
             on_missing_state: OnMissingState::default(),
             audit: default_audit(),
@@ -494,6 +504,27 @@ impl DedupConfig {
         let kafka = matches!(source, SourceConfig::Kafka(_));
         if !kafka && self.scope == DedupScope::Topic {
             p.add("dedup.scope", "only for a kafka source (a file pipeline's files already share one scope)".into());
+        }
+        if self.repartition && self.scope != DedupScope::Topic {
+            p.add(
+                "dedup.repartition",
+                "repartitions ids for the topic scope: set dedup.scope = \"topic\" as well (the partition scope \
+                 needs no repartitioning)"
+                    .into(),
+            );
+        }
+        if let SourceConfig::Kafka(k) = source
+            && self.repartition
+        {
+            let internal = crate::pipeline::kafka::repartition::topic(&k.group_id);
+            if crate::source::kafka::client::matches(k, &internal) {
+                p.add(
+                    "source.topics",
+                    format!(
+                        "{internal:?} is dedup.repartition's internal topic: the front would consume its own output"
+                    ),
+                );
+            }
         }
         if !kafka && self.changelog.topic.is_some() {
             p.add("dedup.changelog.topic", "only for a kafka source (files never move)".into());
@@ -1307,6 +1338,17 @@ mod tests {
         let cfg = kafka_config("properties = { session_timeout_ms = 6000 }").unwrap_or_else(|e| panic!("{e}"));
         let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
         assert_eq!(k.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
+    }
+
+    #[test]
+    fn repartition_is_for_the_topic_scope_and_never_consumes_its_own_topic() {
+        let cfg = kafka_config("[dedup]\nscope = \"topic\"\nrepartition = true").unwrap_or_else(|e| panic!("{e}"));
+        assert!(cfg.dedup.repartition);
+        let e = error_of(kafka_config("[dedup]\nrepartition = true"));
+        assert!(e.contains("dedup.repartition") && e.contains("scope = \"topic\""), "{e}");
+        let e = error_of(kafka_config("topics = [\"^g-by.*\"]\n[dedup]\nscope = \"topic\"\nrepartition = true"));
+        assert!(e.contains("source.topics") && e.contains("g-by-id"), "{e}");
+        assert!(kafka_config("topics = [\"^g-by.*\"]\n[dedup]\nscope = \"topic\"").is_ok());
     }
 
     #[test]

@@ -1040,6 +1040,32 @@ fn on_brokers_that_cannot_end_a_transaction_the_run_stops_and_says_so() {
     f.assert_fully_committed(&broker);
 }
 
+/// Run `config` `cycles` times, each SIGKILLed once it delivered 300 more
+/// lines (or all that is left: a kill after the last record still tests
+/// the restart at the end of the topic) and a while more, `step` ms apart
+/// from one cycle to the next (somewhere inside a batch, a commit, or
+/// between them); then once to the end, reconciled and fully committed.
+/// The sink's line counts at the kills.
+fn kill_loop(broker: &Broker, f: &Fixture, config: &Path, cycles: usize, step: u64) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    for k in 0..cycles {
+        let before = f.delivered("a").len();
+        let mut child = f.spawn(config, "a.log");
+        f.wait_lines("a", (before + 300).min(f.good.len()), Duration::from_secs(90));
+        std::thread::sleep(Duration::from_millis(50 + (k as u64 * step) % 700));
+        child.kill().unwrap_or_else(|e| panic!("{e}"));
+        let _ = child.wait();
+        cuts.push(f.delivered("a").len());
+    }
+    let mut last = f.spawn(config, "a.log");
+    f.wait_complete(Duration::from_secs(180), &mut [&mut last]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut last), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a"]);
+    f.assert_fully_committed(broker);
+    cuts
+}
+
 #[test]
 fn sigkill_loop_loses_nothing_and_every_duplicate_is_explained() {
     let _serial = serial();
@@ -1047,26 +1073,8 @@ fn sigkill_loop_loses_nothing_and_every_duplicate_is_explained() {
     let mut f = Fixture::new(&broker, "kill");
     f.produce(&broker, 40_000);
     let config = f.config(&broker, "a", "");
-    let mut cuts = Vec::new();
     let cycles = 8;
-    for k in 0..cycles {
-        let before = f.delivered("a").len();
-        let mut child = f.spawn(&config, "a.log");
-        // 300 more lines, or all that is left: a kill after the last
-        // record still tests the restart at the end of the topic.
-        f.wait_lines("a", (before + 300).min(f.good.len()), Duration::from_secs(60));
-        // Somewhere inside a batch, a commit, or between them.
-        std::thread::sleep(Duration::from_millis(50 + (k as u64 * 137) % 700));
-        child.kill().unwrap_or_else(|e| panic!("{e}"));
-        let _ = child.wait();
-        cuts.push(f.delivered("a").len());
-    }
-    let mut last = f.spawn(&config, "a.log");
-    f.wait_complete(Duration::from_secs(180), &mut [&mut last]);
-    std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(terminate(&mut last), 0, "{}", f.logs());
-    f.assert_reconciled(&["state-a"]);
-    f.assert_fully_committed(&broker);
+    let cuts = kill_loop(&broker, &f, &config, cycles, 137);
     let ids = f.delivered("a");
     let explained = assert_duplicates_explained(&ids, &cuts);
     println!(
@@ -1642,6 +1650,216 @@ fn with_the_topic_scope_an_id_resent_on_another_partition_is_delivered_once() {
     assert!(late.is_empty(), "two instances, topic scope: {} late re-sends delivered twice: {late:?}", late.len());
 }
 
+/// `dedup.repartition`: the scenario above where the topic scope is only
+/// as exact as the follower's lag (copies produced together with their
+/// originals on other partitions, read by two instances at once). Every
+/// event goes through `<group>-by-id`, keyed by its id, so the copies of
+/// an id meet on one partition there, decided by one member: none passes.
+/// The control, the plain topic scope, lets some through.
+#[test]
+fn with_repartitioning_copies_read_on_two_instances_at_once_are_delivered_once() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let (followed, followed_late) = two_instances_at_once(&broker, "followed", "scope = \"topic\"");
+    assert!(followed > 0, "the control: under the plain topic scope some copies read together pass");
+    let (together, late) = two_instances_at_once(&broker, "byid", "scope = \"topic\"\nrepartition = true");
+    assert_eq!((together, late), (0, 0), "repartitioned: no copy passes");
+    println!(
+        "two instances reading copies together with their originals: ids delivered twice under the topic scope \
+         {followed} of 1,200 (and {followed_late} of 1,000 late copies); repartitioned 0 (and 0)"
+    );
+}
+
+/// Copies of 1,200 ids produced together with their originals (on other
+/// partitions) and 1,000 late copies, read by two instances started at
+/// once; reconciled by id. The ids delivered twice: those produced
+/// together, and the late ones.
+fn two_instances_at_once(broker: &Broker, name: &str, dedup: &str) -> (usize, usize) {
+    let ts = rfc3339_now();
+    let mut f = Fixture::new(broker, name);
+    let records = resent(&mut f, 0, 10_000, &ts);
+    produce(&broker.brokers(), &f.topic, &records);
+    let (ca, cb) = (f.config(broker, "a", ""), f.config(broker, "b", ""));
+    for c in [&ca, &cb] {
+        with_dedup(c, dedup);
+    }
+    // Both at once: each front reads some partitions from the start, so an
+    // original and its copy are read on different instances together.
+    let mut a = f.spawn(&ca, "a.log");
+    let mut b = f.spawn(&cb, "b.log");
+    f.wait_complete(Duration::from_secs(120), &mut [&mut a, &mut b]);
+    // Then copies of ids delivered by then, and new ids with their own.
+    let mut again = Vec::new();
+    for i in (0..10_000).filter(|i| i % 10 == 7) {
+        let id = format!("ev-{i:07}");
+        let p = ((i * 7 + 1) % PARTITIONS as usize) as i32;
+        again.push((p, format!("late-{i}"), format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i}}}")));
+    }
+    again.extend(resent(&mut f, 10_000, 2_000, &ts));
+    produce(&broker.brokers(), &f.topic, &again);
+    f.wait_complete(Duration::from_secs(120), &mut [&mut a, &mut b]);
+    let repartitioned = dedup.contains("repartition");
+    wait_all_committed(broker, &f, repartitioned);
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    f.assert_reconciled(&["state-a", "state-b"]);
+    f.assert_fully_committed(broker);
+    let twice = delivered_twice(&f);
+    let (by_a, by_b) = (f.delivered("a").len(), f.delivered("b").len());
+    let together = twice.iter().filter(|id| id[3..].parse::<usize>().is_ok_and(|i| i % 10 == 3)).count();
+    println!(
+        "{name} ({dedup:?}), two instances: {together} of 1,200 copies produced together with their originals and \
+         {} of 1,000 late copies delivered twice; a delivered {by_a} lines, b {by_b}; 0 lost",
+        twice.len() - together
+    );
+    assert!(by_a > 0 && by_b > 0, "both instances delivered (a {by_a}, b {by_b}): {}", f.logs());
+    if repartitioned {
+        assert!(twice.is_empty(), "{} ids delivered twice: {:?}", twice.len(), &twice[..twice.len().min(5)]);
+    }
+    (together, twice.len() - together)
+}
+
+/// Wait until the source's group has committed every record, and the
+/// back's group (`repartitioned`) every record of the internal topic.
+fn wait_all_committed(broker: &Broker, f: &Fixture, repartitioned: bool) {
+    let internal = format!("{}-by-id", f.group);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let source: i64 = high_watermarks(&broker.brokers(), &f.topic, PARTITIONS).iter().sum();
+        let front: i64 = committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS).iter().flatten().sum();
+        let (high, back) = if repartitioned {
+            (
+                high_watermarks(&broker.brokers(), &internal, PARTITIONS).iter().sum(),
+                committed(&broker.brokers(), &internal, &internal, PARTITIONS).iter().flatten().sum(),
+            )
+        } else {
+            (0, 0)
+        };
+        if back == high && front == source {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all committed: back {back}/{high}, front {front}/{source}: {}",
+            f.logs()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// 200 records three days old (the ts-window's max_age 1d quarantines
+/// them), produced to the fixture's topic; ids `late-0000`…
+fn produce_late(broker: &Broker, f: &Fixture) -> Vec<(i32, String, String)> {
+    let old = sluice_e2e::now_rfc3339(-3 * 86_400);
+    let late: Vec<(i32, String, String)> = (0..200)
+        .map(|i| {
+            let id = format!("late-{i:04}");
+            (i % PARTITIONS, id.clone(), format!("{{\"event_id\":\"{id}\",\"ts\":\"{old}\",\"n\":{i}}}"))
+        })
+        .collect();
+    produce(&broker.brokers(), &f.topic, &late);
+    late
+}
+
+/// `quarantine replay` of a repartitioned pipeline: what its front
+/// quarantined (here records the ts-window found too old) replays through
+/// the front again, into the internal topic, so the back decides those
+/// ids like any other: another instance's back delivers each replayed
+/// record once and absorbs a copy of it sent later.
+#[test]
+fn a_repartitioned_replay_goes_through_the_back_and_absorbs_later_copies() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "byidreplay");
+    let late = produce_late(&broker, &f);
+    f.produce(&broker, 2_000);
+    let config = |name: &str, max_age: &str| {
+        let config = f.config(&broker, name, "");
+        with_dedup(&config, "scope = \"topic\"\nrepartition = true");
+        let text = std::fs::read_to_string(&config)
+            .unwrap_or_default()
+            .replace("max_age = \"1d\"", &format!("max_age = \"{max_age}\""));
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        config
+    };
+    let mut a = f.spawn(&config("a", "1d"), "a.log");
+    f.wait_complete(Duration::from_secs(120), &mut [&mut a]);
+    wait_all_committed(&broker, &f, true);
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    let late_ids = |prefix: &str| f.delivered(prefix).into_iter().filter(|id| id.starts_with("late-")).count();
+    assert_eq!(late_ids(""), 0, "the ts-window quarantined the late records");
+    // The repair: a window wide enough, for the replay and from now on.
+    let wide = config("a", "30d");
+    let (code, stdout, stderr) =
+        f.sluice(&["quarantine", "replay", "-c", &wide.display().to_string(), "--summary", "json"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("\"delivered\":200") || stdout.contains("\"delivered\":200"), "{stdout}{stderr}");
+    assert_eq!(late_ids(""), 0, "the replay produced to the internal topic, not to the sink");
+    // Another instance, its own store, takes every partition of both
+    // groups; a copy of each late record is sent after the replay.
+    produce(&broker.brokers(), &f.topic, &late);
+    let mut b = f.spawn(&config("b", "30d"), "b.log");
+    wait_all_committed(&broker, &f, true);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut b), 0, "{}", f.logs());
+    let twice: Vec<String> = delivered_twice(&f).into_iter().filter(|id| id.starts_with("late-")).collect();
+    println!(
+        "repartitioned replay: 200 entries into the internal topic; b's back delivered {} late records and {} twice",
+        late_ids("b"),
+        twice.len()
+    );
+    assert_eq!(late_ids("b"), 200, "b's back delivered each replayed record: {}", f.logs());
+    assert!(twice.is_empty(), "copies of replayed records delivered again: {twice:?}");
+}
+
+/// A repartitioned run SIGKILLed again and again, anywhere (in its front's
+/// batch or produce, its back's delivery, a commit of either): nothing is
+/// lost, and every id delivered twice was delivered on both sides of a
+/// kill.
+#[test]
+fn a_repartitioned_run_killed_anywhere_loses_nothing() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "byidkill");
+    f.produce(&broker, 20_000);
+    let config = f.config(&broker, "a", "");
+    with_dedup(&config, "scope = \"topic\"\nrepartition = true");
+    let cycles = 4;
+    let cuts = kill_loop(&broker, &f, &config, cycles, 211);
+    let ids = f.delivered("a");
+    let explained = assert_duplicates_explained(&ids, &cuts);
+    // The audit finds each id's delivery to the sink, by the back.
+    let sample: Vec<String> = f.good.iter().step_by(997).cloned().collect();
+    let out = f
+        .command(&["audit", "-c", &config.display().to_string(), "--json"])
+        .args(&sample)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "audit: {}", String::from_utf8_lossy(&out.stderr));
+    let internal = format!("{}-by-id/", f.group);
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(answers.len(), sample.len(), "one answer per id");
+    // An id the restart restored from the changelog keeps no trail.
+    let mut trails = 0;
+    for a in &answers {
+        assert_eq!(a["verdict"], "delivered", "{a}");
+        if let Some(sink) = a["delivered"]["sink"].as_str() {
+            assert!(sink.contains("a.ndjson"), "the delivery is the back's, to the sink: {a}");
+            assert!(a["delivered"]["source"]["name"].as_str().is_some_and(|s| s.starts_with(&internal)), "{a}");
+            trails += 1;
+        }
+    }
+    assert!(trails > 0, "some deliveries keep their trail: {answers:?}");
+    println!(
+        "repartitioned SIGKILL loop: {cycles} kills at sink lines {cuts:?}; {} lines, {explained} duplicates, each \
+         across a kill; 0 lost",
+        ids.len()
+    );
+}
+
 #[test]
 fn a_lost_changelog_stops_the_partition_or_with_accept_duplicates_runs_and_counts() {
     let _serial = serial();
@@ -1904,15 +2122,7 @@ fn replayed_ids_reach_the_changelog_and_the_next_owner_absorbs_their_copies() {
     let _serial = serial();
     let broker = Broker::start(Storage::Sqlite);
     let mut f = Fixture::new(&broker, "replaylog");
-    // Three days old: the ts-window (max_age 1d) quarantines them.
-    let old = sluice_e2e::now_rfc3339(-3 * 86_400);
-    let late: Vec<(i32, String, String)> = (0..200)
-        .map(|i| {
-            let id = format!("late-{i:04}");
-            (i % PARTITIONS, id.clone(), format!("{{\"event_id\":\"{id}\",\"ts\":\"{old}\",\"n\":{i}}}"))
-        })
-        .collect();
-    produce(&broker.brokers(), &f.topic, &late);
+    let late = produce_late(&broker, &f);
     f.run_to_the_end(&broker, 2_000);
     // The repair: a window wide enough, for the replay and from now on.
     let widened = |name: &str| {

@@ -122,17 +122,24 @@ pub fn run(args: &AuditArgs) -> Result<()> {
 }
 
 /// The scopes an id may have been recorded under: the pipeline's (files),
-/// or each partition's (or topic's) the store has seen.
-fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<Scope> {
+/// or each partition's (or topic's) the store has seen; each with its
+/// rank: a repartitioned pipeline's back (its sink is the pipeline's)
+/// outranks its front (whose sink is the internal topic), so an id's
+/// delivery is the back's when there is one, whatever the times.
+fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<(Scope, u8)> {
     match &cfg.source {
-        SourceConfig::File(_) => vec![PIPELINE_SCOPE],
-        SourceConfig::Kafka(_) => {
-            let mut out: Vec<Scope> = origins
+        SourceConfig::File(_) => vec![(PIPELINE_SCOPE, 0)],
+        SourceConfig::Kafka(k) => {
+            let internal = format!("{}/", crate::pipeline::kafka::repartition::topic(&k.group_id));
+            let mut out: Vec<(Scope, u8)> = origins
                 .values()
                 .filter(|o| o.kind == "kafka")
+                // Repartitioned, both sides decide per partition.
                 .map(|o| match cfg.dedup.scope {
-                    DedupScope::Topic => topic_scope(o.name.rsplit_once('/').map_or(o.name.as_str(), |(t, _)| t)),
-                    _ => scope(&o.name),
+                    DedupScope::Topic if !cfg.dedup.repartition => {
+                        (topic_scope(o.name.rsplit_once('/').map_or(o.name.as_str(), |(t, _)| t)), 0)
+                    }
+                    _ => (scope(&o.name), u8::from(cfg.dedup.repartition && o.name.starts_with(&internal))),
                 })
                 .collect();
             out.sort();
@@ -160,7 +167,7 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     for chunk in ids.chunks(LOOKUP_CHUNK) {
         let mut keys: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * scopes.len() * 2);
         for id in chunk {
-            for s in &scopes {
+            for (s, _) in &scopes {
                 let d: IdDigest = digest(s, id);
                 keys.push(d.to_vec());
                 keys.push([&d[..], &[ABSORBED]].concat());
@@ -194,13 +201,16 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     let mut answers = Vec::with_capacity(ids.len());
     for (k, id) in ids.iter().enumerate() {
         let mine = &values[k * per_id..(k + 1) * per_id];
-        // The newest trail among the scopes, for each of the two keys.
+        // The newest trail among the scopes of the highest rank that has
+        // one, for each of the two keys.
         let newest = |odd: usize| {
             mine.iter()
                 .skip(odd)
                 .step_by(2)
-                .flatten()
-                .max_by_key(|v| Trail::decode(v).map(|t| t.at_nanos).unwrap_or(i64::MIN))
+                .zip(&scopes)
+                .filter_map(|(v, (_, rank))| Some((v.as_ref()?, *rank)))
+                .max_by_key(|(v, rank)| (*rank, Trail::decode(v).map(|t| t.at_nanos).unwrap_or(i64::MIN)))
+                .map(|(v, _)| v)
         };
         let delivered = newest(0).map(|v| passage(v));
         let absorbed = newest(1).map(|v| passage(v));

@@ -202,9 +202,18 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
              passes again (dedup.scope = \"topic\" catches it, at the cost of every instance keeping the whole \
              topic's ids)"
         ),
+        DedupScope::Topic if cfg.dedup.repartition => println!(
+            "  dedup:  scope topic, repartitioned: each event is produced, keyed by its id, to {:?}, whose \
+             partition-scoped back decides every copy of an id in one place, across instances too (a produce and a \
+             consume more per event; the back reads it as the group {:?})",
+            crate::pipeline::kafka::repartition::topic(&k.group_id),
+            crate::pipeline::kafka::repartition::topic(&k.group_id)
+        ),
         DedupScope::Topic => println!(
             "  dedup:  scope topic: an id delivered on any partition of a topic is a duplicate on all of them; \
-             every instance follows the whole changelog (its memory and restore time grow with the topic)"
+             every instance follows the whole changelog (its memory and restore time grow with the topic); across \
+             instances a copy read within the follower's lag of its original passes (dedup.repartition = true \
+             makes it exact)"
         ),
     }
     let Some(topic) = cfg.dedup.changelog_topic(&cfg.source) else {

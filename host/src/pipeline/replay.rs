@@ -32,8 +32,8 @@ use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, ope
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, Scope, scope_of};
-use crate::plugin::Position;
 use crate::plugin::Runtime;
+use crate::plugin::{Chain, Position};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
@@ -67,6 +67,10 @@ pub fn replay(
         SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
     };
     let dedup = DedupWindow::new(&store, window)?;
+    // Repartitioned: each entry replays through the side that quarantined
+    // it; only the back keeps a changelog.
+    let sides = super::kafka::repartition::Sides::of(cfg)?;
+    let changelog_cfg = sides.as_ref().map_or(cfg, |s| &s.back);
     let changelog = match &cfg.source {
         SourceConfig::Kafka(k) => {
             // An interactive command waits a while for brokers that are
@@ -77,7 +81,7 @@ pub fn replay(
                 std::thread::sleep(BROKER_WAIT);
                 timer.request();
             });
-            Changelog::open(cfg, k, &store, &dedup, &give_up)?
+            Changelog::open(changelog_cfg, k, &store, &dedup, &give_up)?
         }
         SourceConfig::File(_) => None,
     };
@@ -100,8 +104,9 @@ pub fn replay(
         }
     }
     // A batch shares one dedup scope: entries of one partition (or topic,
-    // under `dedup.scope = "topic"`) together.
-    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic;
+    // under `dedup.scope = "topic"`) together. A repartitioned pipeline's
+    // sides decide each partition's ids apart.
+    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic && sides.is_none();
     entries.sort_by_key(|e| scope_of(&e.position, topic_wide));
     let bar = ProgressBar::new(entries.len() as u64);
     bar.set_style(
@@ -126,16 +131,33 @@ pub fn replay(
                 stats: &stats,
                 watchdog,
             };
+            let front = sides.as_ref().map(|s| Shared {
+                cfg: &s.front,
+                sink: &s.front_sink,
+                changelog: None,
+                ..shared.clone()
+            });
+            let back = sides.as_ref().map(|s| Shared { cfg: &s.back, ..shared.clone() });
             for entries in
                 entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide))
             {
                 let name = partition_of(&entries[0].position, topic_wide);
-                let chain = match chain.take() {
-                    Some(c) => c,
-                    None => build_chain(runtime, cfg)?,
+                let events = sides.as_ref().is_some_and(|s| s.is_back(&entries[0].position));
+                let shared = match (&front, &back) {
+                    (_, Some(back)) if events => back,
+                    (Some(front), _) => front,
+                    _ => &shared,
+                };
+                let chain = if events {
+                    Chain::checked_passthrough()
+                } else {
+                    match chain.take() {
+                        Some(c) => c,
+                        None => build_chain(runtime, cfg)?,
+                    }
                 };
                 let scope = scope_of(&entries[0].position, topic_wide);
-                let mut reader = ReplayReader { entries, next: 0, scope };
+                let mut reader = ReplayReader { entries, next: 0, scope, events };
                 let mut keeper = ReplayKeeper { entries, store: &store, summary: &summary, bar: &bar };
                 // An interactive command: Ctrl-C ends it; an entry whose
                 // delivery did not finish stays in the quarantine as it was.
@@ -147,7 +169,7 @@ pub fn replay(
                     stopping: &never,
                     state: Arc::new(Mutex::new(PartitionState::default())),
                 };
-                driver::drive(&shared, partition, &mut reader, &mut keeper)?;
+                driver::drive(shared, partition, &mut reader, &mut keeper)?;
             }
             Ok::<(), PipelineError>(())
         })
@@ -191,6 +213,9 @@ struct ReplayReader<'a> {
     entries: &'a [Entry],
     next: usize,
     scope: Scope,
+    /// The entries are events a repartitioned back quarantined
+    /// (`repartition::decode`).
+    events: bool,
 }
 
 impl Reader for ReplayReader<'_> {
@@ -200,7 +225,11 @@ impl Reader for ReplayReader<'_> {
         }
         let end = (self.next + max).min(self.entries.len());
         let records = (self.next..end)
-            .map(|i| Pulled { record: self.entries[i].record(), start: i as u64, next: i as u64 + 1, refused: None })
+            .map(|i| {
+                let mut record = self.entries[i].record();
+                let refused = if self.events { super::kafka::repartition::decode(&mut record).err() } else { None };
+                Pulled { record, start: i as u64, next: i as u64 + 1, refused }
+            })
             .collect();
         self.next = end;
         let behind = Some((self.entries.len() - self.next) as u64);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
@@ -92,6 +92,42 @@ pub fn answer_for(e: &KafkaError) -> Answer {
     }
 }
 
+/// The answers of a batch's records once each is reported (or was refused
+/// before it was sent): a record is accepted on its delivery report, never
+/// when queued. The batch counts as one failed request when nothing got
+/// through.
+pub fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
+    let answers: Vec<Answer> =
+        futures::executor::block_on(futures::future::join_all(pending.into_iter().map(|p| async move {
+            match p {
+                Err(answer) => answer,
+                Ok(report) => match report.await {
+                    Ok(Ok(_)) => Answer::Accepted,
+                    Ok(Err((e, _))) => answer_for(&e),
+                    Err(_) => Answer::Unavailable("kafka: producer closed before the delivery report".into()),
+                },
+            }
+        })));
+    let failed = answers.iter().all(|a| matches!(a, Answer::Unavailable(_)));
+    Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed) }
+}
+
+/// `topic`'s metadata through `producer`: the brokers answer, take the
+/// credentials, and know the topic.
+pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, String> {
+    use rdkafka::producer::Producer;
+    let md = producer
+        .client()
+        .fetch_metadata(Some(topic), std::time::Duration::from_secs(5))
+        .map_err(|e| format!("brokers: {e}"))?;
+    match md.topics().iter().find(|t| t.name() == topic) {
+        Some(t) if t.error().is_none() => {
+            Ok(format!("{} broker(s); topic {topic:?} has {} partitions", md.brokers().len(), t.partitions().len()))
+        }
+        _ => Err(format!("topic {topic:?} does not exist on the brokers")),
+    }
+}
+
 impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         let framing = Framing {
@@ -108,42 +144,14 @@ impl Sink for KafkaSink {
             // Queue full or a local refusal: nothing was sent.
             pending.push(self.producer.send_result(record).map_err(|(e, _)| answer_for(&e)));
         }
-        let answers: Vec<Answer> =
-            futures::executor::block_on(futures::future::join_all(pending.into_iter().map(|p| async move {
-                match p {
-                    Err(answer) => answer,
-                    Ok(report) => match report.await {
-                        Ok(Ok(_)) => Answer::Accepted,
-                        Ok(Err((e, _))) => answer_for(&e),
-                        Err(_) => Answer::Unavailable("kafka: producer closed before the delivery report".into()),
-                    },
-                }
-            })));
-        let failed = answers.iter().all(|a| matches!(a, Answer::Unavailable(_)));
-        Ok(Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed) })
+        Ok(reported(pending))
     }
 
     fn describe(&self) -> String {
         self.name.clone()
     }
 
-    /// The topic's metadata: the brokers answer, take the credentials, and
-    /// know the topic.
     fn probe(&self) -> Result<String, String> {
-        use rdkafka::producer::Producer;
-        let md = self
-            .producer
-            .client()
-            .fetch_metadata(Some(&self.topic), std::time::Duration::from_secs(5))
-            .map_err(|e| format!("brokers: {e}"))?;
-        match md.topics().iter().find(|t| t.name() == self.topic) {
-            Some(t) if t.error().is_none() => Ok(format!(
-                "{} broker(s); topic {:?} has {} partitions",
-                md.brokers().len(),
-                self.topic,
-                t.partitions().len()
-            )),
-            _ => Err(format!("topic {:?} does not exist on the brokers", self.topic)),
-        }
+        probe_topic(&self.producer, &self.topic)
     }
 }

@@ -33,6 +33,7 @@
 pub mod changelog;
 pub mod quarantine_topic;
 mod rebalance;
+pub mod repartition;
 mod task;
 
 use std::collections::HashMap;
@@ -50,6 +51,7 @@ use super::watchdog::with_watchdog;
 use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
+use crate::sink::guarded::Guarded;
 use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -66,6 +68,9 @@ pub(crate) struct Tasks<'a> {
     /// `source.transactions`: each task commits through its partition's
     /// transactions (`changelog::transaction`).
     pub transactions: bool,
+    /// The partitions are `dedup.repartition`'s internal topic's: each
+    /// record is an event (`repartition::decode`), with no plugin to run.
+    pub reads_events: bool,
 }
 
 /// The dedup window: the configured one, else the topics' retention (a
@@ -93,7 +98,19 @@ pub fn window(cfg: &Config, source: &KafkaSourceConfig) -> Duration {
     }
 }
 
-/// Run as a member of the group until `stop`.
+/// What the group members of one run share: one process, one store, one
+/// window, one health.
+pub(super) struct Common<'a> {
+    pub runtime: &'a Runtime,
+    pub stop: &'a Stop,
+    pub store: &'a Store,
+    pub dedup: &'a DedupWindow<'a>,
+    pub health: &'a Health,
+    pub stats: &'a Mutex<RunStats>,
+}
+
+/// Run as a member of the group until `stop` (two members with
+/// `dedup.repartition`: `repartition`).
 pub(super) fn run(
     cfg: &Config,
     source: &KafkaSourceConfig,
@@ -110,18 +127,50 @@ pub(super) fn run(
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     let dedup = DedupWindow::new(&store, window(cfg, source))?;
     dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
-    let sink = open_sink(cfg)?;
+    let stats = Mutex::new(RunStats::default());
+    let started = Instant::now();
+    let common = Common { runtime, stop, store: &store, dedup: &dedup, health: &health, stats: &stats };
+    if cfg.dedup.repartition {
+        repartition::run(&common, cfg, source)?;
+    } else {
+        let sink = open_sink(cfg)?;
+        let ready = |ready| health.set_ready(ready);
+        let serving = Serving { cfg, source, sink: &sink, ready: &ready, watched: Some(&health), reads_events: false };
+        serve(&common, &serving)?;
+    }
+    let mut stats = stats.into_inner().unwrap_or_default();
+    stats.seconds = started.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// One group member of a run.
+pub(super) struct Serving<'a> {
+    pub cfg: &'a Config,
+    pub source: &'a KafkaSourceConfig,
+    pub sink: &'a Guarded,
+    /// Told whether the member is ready.
+    pub ready: &'a (dyn Fn(bool) + Sync),
+    /// Where its watchdog reports, when its stalls are the run's health.
+    pub watched: Option<&'a Health>,
+    /// It reads `dedup.repartition`'s internal topic: events a front
+    /// checked, not records for plugins.
+    pub reads_events: bool,
+}
+
+/// Serve `member` with what it needs beside it (its quarantine topic,
+/// changelog and follower, watchdog and group committer) until `stop`.
+pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), PipelineError> {
+    let Common { runtime, stop, store, dedup, health, stats } = *common;
+    let Serving { cfg, source, sink, ready, watched, reads_events } = *member_of;
     let quarantine_topic =
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
-    let changelog = match changelog::Changelog::open(cfg, source, &store, &dedup, stop) {
+    let changelog = match changelog::Changelog::open(cfg, source, store, dedup, stop) {
         Ok(c) => c.map(changelog::Changelog::with_follower),
         // Stopped while waiting for the brokers: nothing was read, so
         // nothing is owed; a clean stop.
-        Err(_) if stop.requested() => return Ok(RunStats::default()),
+        Err(_) if stop.requested() => return Ok(()),
         Err(e) => return Err(e),
     };
-    let stats = Mutex::new(RunStats::default());
-    let started = Instant::now();
     std::thread::scope(|scope| {
         // The topic scope's follower runs beside the member, until the
         // run stops.
@@ -136,43 +185,48 @@ pub(super) fn run(
                 result
             })
         });
-        let result = with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
-            with_committer(&store, |committer| {
+        let result = with_watchdog(&cfg.watchdog, sink, watched, |watchdog| {
+            with_committer(store, |committer| {
                 let tasks = Tasks {
                     shared: Shared {
                         cfg,
-                        store: &store,
-                        dedup: &dedup,
-                        sink: &sink,
+                        store,
+                        dedup,
+                        sink,
                         committer,
                         quarantine_topic: quarantine_topic.as_ref(),
                         changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
                         // A topic's partitions share one scope: their batches
                         // in flight claim their ids.
                         claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
-                        stats: &stats,
+                        stats,
                         watchdog,
                     },
                     runtime,
                     linger: source.linger,
                     changelog: changelog.as_ref(),
                     transactions: source.transactions,
+                    reads_events,
                 };
-                member(&tasks, source, stop, &health)
+                member(&tasks, source, stop, health, ready)
             })
         });
+        // Every member of the run stops with this one.
         stop.request();
         let followed = follower
             .map(|f| f.join().unwrap_or_else(|_| Err(PipelineError::Panicked("the dedup changelog follower".into()))));
         result.and(followed.unwrap_or(Ok(())))
-    })?;
-    let mut stats = stats.into_inner().unwrap_or_default();
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok(stats)
+    })
 }
 
 /// Join the group, run until `stop`, leave the group.
-fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &Health) -> Result<(), PipelineError> {
+fn member(
+    tasks: &Tasks<'_>,
+    source: &KafkaSourceConfig,
+    stop: &Stop,
+    health: &Health,
+    ready: &(dyn Fn(bool) + Sync),
+) -> Result<(), PipelineError> {
     let cfg = tasks.shared.cfg;
 
     let (commands, command_rx) = std::sync::mpsc::channel();
@@ -197,7 +251,7 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
         let failure = &failure;
         scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
         let consumer = &*consumer;
-        let consumed = consume(consumer, source, stop, health);
+        let consumed = consume(consumer, source, stop, health, ready);
         let commit_on_exit = !matches!(consumed, Err(KafkaSourceError::NotSplit { .. }));
         if let Err(e) = consumed
             && let Ok(mut f) = failure.lock()
@@ -205,7 +259,7 @@ fn member(tasks: &Tasks<'_>, source: &KafkaSourceConfig, stop: &Stop, health: &H
             f.get_or_insert(e.into());
         }
         // Shutdown: stop every task after its batch, commit, leave the group.
-        health.set_ready(false);
+        ready(false);
         let ctx = consumer.context();
         let all: Vec<Tp> = ctx.registry.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
         let handles = ctx.stop_tasks(&all);
@@ -299,6 +353,7 @@ fn consume(
     source: &KafkaSourceConfig,
     stop: &Stop,
     health: &Health,
+    ready: &(dyn Fn(bool) + Sync),
 ) -> Result<(), KafkaSourceError> {
     let ctx = consumer.context();
     let mut last_commit = Instant::now();
@@ -308,7 +363,7 @@ fn consume(
         // Ready once the group has given this member partitions and each
         // has its dedup ids (`PartitionState::restored`). The state store
         // opened before the loop started.
-        health.set_ready(
+        ready(
             ctx.registry.lock().map(|r| !r.is_empty() && r.values().all(rebalance::Handle::restored)).unwrap_or(false),
         );
         match consumer.poll(Duration::from_millis(50)) {

@@ -27,6 +27,7 @@ use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
 use crate::pipeline::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, Shared};
 use crate::pipeline::{PipelineError, build_chain};
+use crate::plugin::Chain;
 use crate::source::kafka::record::MessageBatch;
 use crate::telemetry::events::UncheckedRecords;
 
@@ -45,8 +46,13 @@ pub(super) fn run(
     handed: Handed<'_>,
 ) -> Result<(), PipelineError> {
     let Handed { queue, stop, state, consumer } = handed;
-    let chain = build_chain(tasks.runtime, tasks.shared.cfg)?;
-    crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
+    let chain = if tasks.reads_events {
+        Chain::checked_passthrough()
+    } else {
+        let chain = build_chain(tasks.runtime, tasks.shared.cfg)?;
+        crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
+        chain
+    };
     // Raised when the partition's transactions are fenced: it has a new
     // owner, and this task must stop as on a revoke.
     let fenced = AtomicBool::new(false);
@@ -90,6 +96,7 @@ pub(super) fn run(
         topic: Arc::from(topic),
         name,
         unchecked,
+        events: tasks.reads_events,
         batch_bytes: 0,
     };
     // Starts at the first record received: the group's committed offset,
@@ -114,6 +121,8 @@ struct KafkaReader<'a> {
     /// The partition's ids could not be restored (accept-duplicates): its
     /// records are counted as looked up against an incomplete window.
     unchecked: bool,
+    /// Its records are events a front wrote (`repartition::decode`).
+    events: bool,
     /// The last batch's bytes: the next batch's buffer starts this large.
     batch_bytes: usize,
 }
@@ -176,9 +185,15 @@ impl Reader for KafkaReader<'_> {
             }
         }
         self.batch_bytes = batch.bytes().min(4 << 20);
+        let events = self.events;
         let records: Vec<Pulled> = batch
             .finish(&self.topic)
-            .map(|r| Pulled { start: r.offset as u64, next: r.offset as u64 + 1, record: r.record, refused: None })
+            .map(|r| {
+                let mut record = r.record;
+                // Refused (and quarantined) when no front wrote it.
+                let refused = if events { super::repartition::decode(&mut record).err() } else { None };
+                Pulled { start: r.offset as u64, next: r.offset as u64 + 1, record, refused }
+            })
             .collect();
         if self.unchecked {
             UncheckedRecords { partition: self.name, records: records.len() }.emit();
