@@ -293,7 +293,11 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
                 watched: None,
                 reads_events: false,
             };
-            serve(common, &serving)
+            let result = serve(common, &serving);
+            // However the front ended (a failure before its member even
+            // started), the back does not run on without it.
+            common.stop.request();
+            result
         });
         let front = match front {
             Ok(f) => f,
