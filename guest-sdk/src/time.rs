@@ -6,8 +6,8 @@
 //!
 //! | name | example | pattern |
 //! |---|---|---|
-//! | `rfc3339` | `2024-05-01T12:00:00.123Z`, `…+02:00` | (built in; also accepts a space for `T`) |
-//! | `epoch_s`, `epoch_ms`, `epoch_us`, `epoch_ns` | `1714564800` | (integer, or a JSON number) |
+//! | `rfc3339` (alias `iso8601`) | `2024-05-01T12:00:00.123Z`, `…+02:00` | (built in; also accepts a space for `T`) |
+//! | `epoch_s`, `epoch_ms`, `epoch_us`, `epoch_ns` | `1714564800` | (integer or decimal, or a JSON number) |
 //! | `syslog` | `Dec 10 06:55:46` | `%b %e %H:%M:%S` (no year: see below) |
 //! | `hdfs` | `081109 203615` | `%y%m%d %H%M%S` |
 //! | `apache` | `Sun Dec 04 04:47:44 2005` | `%a %b %d %H:%M:%S %Y` |
@@ -19,26 +19,40 @@
 //! |---|---|
 //! | `%Y` | a 4-digit year |
 //! | `%y` | a 2-digit year: 69–99 → 19xx, 00–68 → 20xx (POSIX) |
-//! | `%m`, `%d` | month, day: 1 or 2 digits |
+//! | `%m`, `%d` | month, day: 1 or 2 digits (exactly 2 directly before another number) |
 //! | `%e` | day, space-padded |
 //! | `%j` | day of the year, 3 digits (001–366); not with `%m`, `%d` |
-//! | `%b` | month name, 3 letters or more (`Dec`, `December`) |
-//! | `%a` | day name (checked to be a word, then skipped) |
-//! | `%H` | hour, 0–23, 1 or 2 digits |
+//! | `%b`, `%B` | a month's 3-letter abbreviation or full name, any case (`Dec`, `december`; not `Decem`) |
+//! | `%a`, `%A` | a day's 3-letter abbreviation or full name, any case (checked, then skipped) |
+//! | `%H` | hour, 0–23, 1 or 2 digits (exactly 2 directly before another number) |
 //! | `%I`, `%p` | hour 1–12 and `AM`/`PM` (either case); each needs the other |
 //! | `%M`, `%S` | minutes, seconds: exactly 2 digits |
-//! | `%-M`, `%-S`, `%-m`, `%-d`, `%-H` | the same, unpadded: 1 or 2 digits (`22:16:0:119`) |
+//! | `%-M`, `%-S`, `%-m`, `%-d`, `%-H`, `%-I` | the same, unpadded: 1 or 2 digits (`22:16:0:119`) |
 //! | `%T` | `%H:%M:%S` |
 //! | `%3f`, `%6f`, `%9f` | exactly 3, 6, 9 digits: milliseconds, microseconds, nanoseconds |
+//! | `%-3f`, `%-6f`, `%-9f` | 1 to 3, 6, 9 digits of the same units (`22:15:35:11` with `%H:%M:%S:%-3f` is 11 ms) |
 //! | `%f` | a decimal fraction of any length (`.5` is half a second); only after `.` or `,` |
 //! | `%z` | `Z`, `+hh:mm`, `+hhmm` or `+hh` |
 //! | `%%` | a `%` |
 //! | a space | one or more spaces |
+//! | any other character | itself, exactly (`-`, `:`, `/`, `T`, `,`, `[`…) |
 //!
 //! Without `%z` the time is UTC. `%f` elsewhere (after `:`, say) is refused
 //! when the pattern is compiled: `…:35:11` may mean 11 ms or 0.11 s, so the
-//! pattern must say which with `%3f` (or `%6f`, `%9f`). A fixed-width item
-//! refuses a field of the wrong width rather than misreading it.
+//! pattern must say which with `%3f` or `%-3f` (or the µs and ns forms). A
+//! fixed-width item refuses a field of the wrong width rather than
+//! misreading it. Two numbers with nothing between them (`%Y%m%d`) are
+//! read at fixed widths: `%m`, `%d`, `%H`, `%I` read exactly two digits
+//! there (`2017123` is refused, not read as 2017-12-03), and an item that
+//! may read one digit (`%-m`, `%e`, `%-3f`) is refused there when the
+//! pattern is compiled.
+//!
+//! Refused rather than guessed: a leap second (`23:59:60`, which Unix time
+//! cannot hold; it is not moved to `:59` or to the next second); an
+//! `epoch_ms`, `epoch_us` or `epoch_ns` whose whole part has the digits of
+//! a coarser unit of the years 2001–2286 (10 for seconds, 13 for
+//! milliseconds, 16 for microseconds), which would otherwise read as a
+//! time in 1970.
 //!
 //! A format without a year (syslog) takes the year of `now` and steps back
 //! one year when that would put the time more than a day in the future: a
@@ -51,7 +65,7 @@ use std::fmt;
 /// The named formats, with an example: what `sluice plugin inspect
 /// --formats` prints (the module docs above say the same).
 pub const NAMED: &[(&str, &str)] = &[
-    ("rfc3339", "2024-05-01T12:00:00.123Z, …+02:00 (a space for T too)"),
+    ("rfc3339 (iso8601)", "2024-05-01T12:00:00.123Z, …+02:00 (a space for T too)"),
     ("epoch_s, epoch_ms, epoch_us, epoch_ns", "1714564800 (text or a JSON number)"),
     ("syslog", "Dec 10 06:55:46 (%b %e %H:%M:%S; no year)"),
     ("hdfs", "081109 203615 (%y%m%d %H%M%S)"),
@@ -63,25 +77,41 @@ pub const NAMED: &[(&str, &str)] = &[
 pub const ITEMS: &[(&str, &str)] = &[
     ("%Y", "a 4-digit year"),
     ("%y", "a 2-digit year: 69–99 → 19xx, 00–68 → 20xx"),
-    ("%m, %d", "month, day: 1 or 2 digits"),
+    ("%m, %d", "month, day: 1 or 2 digits (2 directly before another number)"),
     ("%e", "day, space-padded"),
     ("%j", "day of the year, 3 digits (not with %m, %d)"),
-    ("%b", "month name (Dec, December)"),
-    ("%a", "day name (skipped)"),
-    ("%H", "hour 0–23, 1 or 2 digits"),
+    ("%b, %B", "month: Dec or December, any case (not Decem)"),
+    ("%a, %A", "day name: Sun or Sunday (checked, skipped)"),
+    ("%H", "hour 0–23, 1 or 2 digits (2 directly before another number)"),
     ("%I, %p", "hour 1–12 and AM/PM; each needs the other"),
     ("%M, %S", "minutes, seconds: exactly 2 digits"),
-    ("%-M, %-S, %-m, %-d, %-H", "unpadded: 1 or 2 digits"),
+    ("%-M, %-S, %-m, %-d, %-H, %-I", "unpadded: 1 or 2 digits"),
     ("%T", "%H:%M:%S"),
     ("%3f, %6f, %9f", "exactly 3, 6, 9 digits: ms, µs, ns"),
+    ("%-3f, %-6f, %-9f", "1 to 3, 6, 9 digits: ms, µs, ns (:11 is 11 ms)"),
     ("%f", "a decimal fraction, only after . or ,"),
     ("%z", "Z, +hh:mm, +hhmm, +hh"),
     ("%%", "a %"),
     ("a space", "one or more spaces"),
+    ("any other character", "itself, exactly"),
 ];
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
-const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+const DAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
 
 /// Why a timestamp could not be read; `Display` names the format and input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,32 +129,70 @@ impl fmt::Display for TimeError {
 
 impl std::error::Error for TimeError {}
 
+/// How many digits a number item reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    /// Exactly 2 (`%M`, `%S`; and `%m`, `%d`, `%H`, `%I` directly before
+    /// another number, where 1 or 2 would be ambiguous).
+    Two,
+    /// 1 or 2 (`%m`, `%d`, `%H`, `%I` elsewhere).
+    OneOrTwo,
+    /// 1 or 2, asked for with `-` (`%-M`); refused directly before another
+    /// number.
+    Unpadded,
+}
+
+impl Width {
+    fn min(self) -> usize {
+        if self == Width::Two { 2 } else { 1 }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Item {
     Literal(u8),
     Spaces,
     Year4,
     Year2,
-    Month,
+    Month(Width),
     MonthName,
-    Day,
+    Day(Width),
     DaySpacePadded,
     DayName,
     DayOfYear,
-    Hour,
-    Hour12,
+    Hour(Width),
+    Hour12(Width),
     AmPm,
-    /// `padded`: exactly 2 digits; else 1 or 2.
-    Minute {
-        padded: bool,
-    },
-    Second {
-        padded: bool,
-    },
+    Minute(Width),
+    Second(Width),
     Fraction,
     /// Exactly this many digits: 3, 6 or 9.
     FixedFraction(usize),
+    /// 1 to this many digits of the unit this many digits give (`%-3f`:
+    /// `11` is 11 ms).
+    UnpaddedFraction(usize),
     Zone,
+}
+
+impl Item {
+    /// Whether the item starts by reading a digit: a number item directly
+    /// before one must know where it ends.
+    fn starts_with_digit(self) -> bool {
+        matches!(
+            self,
+            Item::Year4
+                | Item::Year2
+                | Item::Month(_)
+                | Item::Day(_)
+                | Item::DayOfYear
+                | Item::Hour(_)
+                | Item::Hour12(_)
+                | Item::Minute(_)
+                | Item::Second(_)
+                | Item::FixedFraction(_)
+                | Item::UnpaddedFraction(_)
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,29 +302,41 @@ impl Format {
 }
 
 /// A format in a config: its name or pattern, or a table naming the year
-/// too (`{ format = "syslog", year = 2016 }`).
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum FormatSpec {
-    Name(String),
-    WithYear(FormatWithYear),
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FormatWithYear {
-    format: String,
-    year: i64,
-}
-
+/// too (`{ format = "syslog", year = 2016 }`). Read through a JSON value,
+/// whatever the config's language, so that a table's mistake is named by
+/// its key.
 impl<'de> serde::Deserialize<'de> for Format {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let format = match FormatSpec::deserialize(d) {
-            Ok(FormatSpec::Name(spec)) => Format::new(&spec),
-            Ok(FormatSpec::WithYear(f)) => Format::new(&f.format).and_then(|fmt| fmt.with_year(f.year)),
-            Err(_) => Err("a timestamp format is a name or pattern, or { format = \"…\", year = 2016 }".into()),
-        };
-        format.map_err(serde::de::Error::custom)
+        let value = serde_json::Value::deserialize(d)?;
+        format_of(&value).map_err(serde::de::Error::custom)
+    }
+}
+
+fn format_of(value: &serde_json::Value) -> Result<Format, String> {
+    use serde_json::Value;
+    const TABLE: &str = "{ format = \"…\", year = 2016 }";
+    let table = match value {
+        Value::String(spec) => return Format::new(spec),
+        Value::Object(table) => table,
+        other => {
+            return Err(format!(
+                "a timestamp format is a name or pattern, or {TABLE}: found {}",
+                crate::json::kind(other)
+            ));
+        }
+    };
+    if let Some(key) = table.keys().find(|k| !matches!(k.as_str(), "format" | "year")) {
+        return Err(format!("{key}: not a key of a timestamp format table {TABLE} (its keys: format, year)"));
+    }
+    let format = match table.get("format") {
+        Some(Value::String(spec)) => Format::new(spec)?,
+        Some(other) => return Err(format!("format: a name or pattern, found {}", crate::json::kind(other))),
+        None => return Err(format!("format: missing from the timestamp format table {TABLE}")),
+    };
+    match table.get("year") {
+        None => Ok(format),
+        Some(Value::Number(n)) if n.as_i64().is_some() => format.with_year(n.as_i64().unwrap_or_default()),
+        Some(other) => Err(format!("year: a whole number such as 2016, found {}", crate::json::kind(other))),
     }
 }
 
@@ -275,55 +355,117 @@ fn compile(pattern: &str) -> Result<Vec<Item>, String> {
         }
         let unpadded = bytes.next_if_eq(&b'-').is_some();
         let width = bytes.next_if(|c| matches!(c, b'3' | b'6' | b'9')).map(|c| usize::from(c - b'0'));
+        let number = |padded: Width| if unpadded { Width::Unpadded } else { padded };
         let item = match (bytes.next(), unpadded, width) {
             (Some(b'f'), false, Some(w)) => Item::FixedFraction(w),
+            (Some(b'f'), true, Some(w)) => Item::UnpaddedFraction(w),
+            (Some(b'f'), true, None) => {
+                return Err(bad("%-f needs its unit: %-3f (1–3 digits of milliseconds), %-6f or %-9f".into()));
+            }
             (Some(b'f'), false, None) => {
                 if !matches!(items.last(), Some(Item::Literal(b'.' | b','))) {
                     return Err(bad("%f (a decimal fraction) is ambiguous unless it follows '.' or ',': \
-                         write %3f for milliseconds, %6f for microseconds or %9f for nanoseconds"
+                         write %3f for milliseconds, %6f for microseconds or %9f for nanoseconds \
+                         (%-3f for 1–3 digits of milliseconds)"
                         .into()));
                 }
                 Item::Fraction
             }
-            (Some(c), _, Some(_)) => return Err(bad(format!("a width is allowed only before f, not %{}", c as char))),
-            (Some(b'm'), _, None) => Item::Month,
-            (Some(b'd'), _, None) => Item::Day,
-            (Some(b'H'), _, None) => Item::Hour,
-            (Some(b'M'), u, None) => Item::Minute { padded: !u },
-            (Some(b'S'), u, None) => Item::Second { padded: !u },
+            (Some(c), _, Some(w)) => {
+                return Err(bad(format!(
+                    "a width ({w}) is allowed only before f (%{w}f, %-{w}f), not before %{}",
+                    c as char
+                )));
+            }
+            (Some(b'm'), _, None) => Item::Month(number(Width::OneOrTwo)),
+            (Some(b'd'), _, None) => Item::Day(number(Width::OneOrTwo)),
+            (Some(b'H'), _, None) => Item::Hour(number(Width::OneOrTwo)),
+            (Some(b'I'), _, None) => Item::Hour12(number(Width::OneOrTwo)),
+            (Some(b'M'), _, None) => Item::Minute(number(Width::Two)),
+            (Some(b'S'), _, None) => Item::Second(number(Width::Two)),
             (Some(c), true, None) => return Err(bad(format!("%-{} has no unpadded form", c as char))),
             (Some(b'Y'), false, None) => Item::Year4,
             (Some(b'y'), false, None) => Item::Year2,
-            (Some(b'b'), false, None) => Item::MonthName,
+            (Some(b'b' | b'B'), false, None) => Item::MonthName,
             (Some(b'e'), false, None) => Item::DaySpacePadded,
-            (Some(b'a'), false, None) => Item::DayName,
+            (Some(b'a' | b'A'), false, None) => Item::DayName,
             (Some(b'j'), false, None) => Item::DayOfYear,
-            (Some(b'I'), false, None) => Item::Hour12,
             (Some(b'p'), false, None) => Item::AmPm,
             (Some(b'z'), false, None) => Item::Zone,
             (Some(b'%'), false, None) => Item::Literal(b'%'),
             (Some(b'T'), false, None) => {
-                items.extend([Item::Hour, Item::Literal(b':'), Item::Minute { padded: true }, Item::Literal(b':')]);
-                Item::Second { padded: true }
+                items.extend([
+                    Item::Hour(Width::OneOrTwo),
+                    Item::Literal(b':'),
+                    Item::Minute(Width::Two),
+                    Item::Literal(b':'),
+                ]);
+                Item::Second(Width::Two)
             }
             (Some(other), _, None) => return Err(bad(format!("unknown item %{}", other as char))),
             (None, _, _) => return Err(bad("ends with a lone %".into())),
         };
         items.push(item);
     }
+    // Numbers side by side have no separator to end them: a 1-or-2-digit
+    // item next to another number reads exactly two digits (`%Y%m%d`
+    // reads `20171203`, and refuses `2017123` rather than take it for
+    // 2017-12-03), and one the pattern asked to read unpadded, directly
+    // before another number, is ambiguous.
+    let two = |item: Item| match item {
+        Item::Month(Width::OneOrTwo) => Item::Month(Width::Two),
+        Item::Day(Width::OneOrTwo) => Item::Day(Width::Two),
+        Item::Hour(Width::OneOrTwo) => Item::Hour(Width::Two),
+        Item::Hour12(Width::OneOrTwo) => Item::Hour12(Width::Two),
+        other => other,
+    };
+    for i in 1..items.len() {
+        if !(items[i].starts_with_digit() && (items[i - 1].starts_with_digit() || items[i - 1] == Item::DaySpacePadded))
+        {
+            continue;
+        }
+        if matches!(
+            items[i - 1],
+            Item::Month(Width::Unpadded)
+                | Item::Day(Width::Unpadded)
+                | Item::Hour(Width::Unpadded)
+                | Item::Hour12(Width::Unpadded)
+                | Item::Minute(Width::Unpadded)
+                | Item::Second(Width::Unpadded)
+                | Item::UnpaddedFraction(_)
+                | Item::DaySpacePadded
+        ) {
+            return Err(bad(
+                "an item of 1 or more digits (%-…, %e) directly before another number is ambiguous: put a \
+                 separator between them, or use the padded item"
+                    .into(),
+            ));
+        }
+        items[i - 1] = two(items[i - 1]);
+        items[i] = two(items[i]);
+    }
     let has = |f: fn(&Item) -> bool| items.iter().any(f);
-    if has(|i| matches!(i, Item::Hour12)) != has(|i| matches!(i, Item::AmPm)) {
+    if has(|i| matches!(i, Item::Hour12(_))) != has(|i| matches!(i, Item::AmPm)) {
         return Err(bad("%I (hour 1–12) and %p (AM/PM) go together".into()));
     }
-    if has(|i| matches!(i, Item::Hour12)) && has(|i| matches!(i, Item::Hour)) {
+    if has(|i| matches!(i, Item::Hour12(_))) && has(|i| matches!(i, Item::Hour(_))) {
         return Err(bad("%I and %H both give the hour".into()));
     }
     if has(|i| matches!(i, Item::DayOfYear))
-        && has(|i| matches!(i, Item::Month | Item::MonthName | Item::Day | Item::DaySpacePadded))
+        && has(|i| matches!(i, Item::Month(_) | Item::MonthName | Item::Day(_) | Item::DaySpacePadded))
     {
         return Err(bad("%j (day of the year) and a month or day both give the date".into()));
     }
     Ok(items)
+}
+
+/// The unit `width` digits of a second give.
+fn unit_of(width: usize) -> &'static str {
+    match width {
+        3 => "milliseconds",
+        6 => "microseconds",
+        _ => "nanoseconds",
+    }
 }
 
 struct Cursor<'a> {
@@ -392,14 +534,22 @@ impl Cursor<'_> {
     /// nanoseconds; a field of another width is refused, not misread.
     fn fixed_fraction(&mut self, width: usize) -> Result<i64, String> {
         let start = self.i;
-        let unit = match width {
-            3 => "milliseconds",
-            6 => "microseconds",
-            _ => "nanoseconds",
-        };
+        let unit = unit_of(width);
         let v = self.digits(width, width, &format!("{width} digits of {unit}"))?;
         if self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
             return Err(format!("expected {width} digits of {unit} at byte {start}, found more"));
+        }
+        Ok(v * 10i64.pow(9 - width as u32))
+    }
+
+    /// 1 to `width` digits of the unit `width` digits give (3: ms), as
+    /// nanoseconds: `%-3f` reads `11` as 11 ms, and refuses a fourth digit.
+    fn unpadded_fraction(&mut self, width: usize) -> Result<i64, String> {
+        let start = self.i;
+        let unit = unit_of(width);
+        let v = self.digits(1, width, &format!("1 to {width} digits of {unit}"))?;
+        if self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+            return Err(format!("expected at most {width} digits of {unit} at byte {start}, found more"));
         }
         Ok(v * 10i64.pow(9 - width as u32))
     }
@@ -461,27 +611,34 @@ fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, no
                 let y = c.digits(2, 2, "a 2-digit year")?;
                 p.year = Some(if y >= 69 { 1900 + y } else { 2000 + y });
             }
-            Item::Month => p.month = c.digits(1, 2, "a month")?,
+            Item::Month(w) => p.month = c.digits(w.min(), 2, "a month")?,
             Item::MonthName => {
                 let at = c.i;
                 let w = c.word();
-                p.month = month_from_name(w).ok_or_else(|| format!("expected a month name at byte {at}"))?;
+                p.month = name_index(&MONTHS, w).ok_or_else(|| {
+                    format!("expected a month's name or its 3-letter abbreviation at byte {at}, found {:?}", lossy(w))
+                })? as i64
+                    + 1;
             }
-            Item::Day => p.day = c.digits(1, 2, "a day")?,
+            Item::Day(w) => p.day = c.digits(w.min(), 2, "a day")?,
             Item::DaySpacePadded => {
                 c.spaces(0)?;
                 p.day = c.digits(1, 2, "a day")?;
             }
             Item::DayName => {
                 let at = c.i;
-                if c.word().len() < 3 {
-                    return Err(format!("expected a day name at byte {at}"));
+                let w = c.word();
+                if name_index(&DAYS, w).is_none() {
+                    return Err(format!(
+                        "expected a day's name or its 3-letter abbreviation at byte {at}, found {:?}",
+                        lossy(w)
+                    ));
                 }
             }
-            Item::Hour => p.hour = c.digits(1, 2, "an hour")?,
-            Item::Hour12 => {
+            Item::Hour(w) => p.hour = c.digits(w.min(), 2, "an hour")?,
+            Item::Hour12(w) => {
                 let at = c.i;
-                p.hour = c.digits(1, 2, "an hour (1–12)")?;
+                p.hour = c.digits(w.min(), 2, "an hour (1–12)")?;
                 if !(1..=12).contains(&p.hour) {
                     return Err(format!("hour {} at byte {at} is not 1–12 (%I)", p.hour));
                 }
@@ -495,10 +652,11 @@ fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, no
                 };
             }
             Item::DayOfYear => p.yday = Some(c.digits(3, 3, "a 3-digit day of the year")?),
-            Item::Minute { padded } => p.minute = c.digits(if padded { 2 } else { 1 }, 2, "minutes")?,
-            Item::Second { padded } => p.second = c.digits(if padded { 2 } else { 1 }, 2, "seconds")?,
+            Item::Minute(w) => p.minute = c.digits(w.min(), 2, "minutes")?,
+            Item::Second(w) => p.second = c.digits(w.min(), 2, "seconds")?,
             Item::Fraction => p.nanos = c.fraction()?,
             Item::FixedFraction(width) => p.nanos = c.fixed_fraction(width)?,
+            Item::UnpaddedFraction(width) => p.nanos = c.unpadded_fraction(width)?,
             Item::Zone => p.offset = c.zone()?,
         }
     }
@@ -526,12 +684,18 @@ fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, no
     }
 }
 
-fn month_from_name(w: &[u8]) -> Option<i64> {
-    if w.len() < 3 {
-        return None;
-    }
-    let lower = [w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase(), w[2].to_ascii_lowercase()];
-    MONTHS.iter().position(|m| m.as_bytes() == lower).map(|i| i as i64 + 1)
+/// The index of `w` among `names` (lower case, full names), matching a
+/// whole name or its first three letters, in any case: `Dec`, `december`;
+/// not `Decem`.
+fn name_index(names: &[&str], w: &[u8]) -> Option<usize> {
+    names.iter().position(|n| {
+        let n = n.as_bytes();
+        (w.len() == 3 || w.len() == n.len()) && n.len() >= w.len() && n[..w.len()].eq_ignore_ascii_case(w)
+    })
+}
+
+fn lossy(w: &[u8]) -> String {
+    String::from_utf8_lossy(w).into_owned()
 }
 
 fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
@@ -600,6 +764,7 @@ fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
     let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let whole_digits = whole.trim_start_matches('0').len();
     let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
     if whole.is_empty() && frac.is_empty() || !all_digits(whole) || !all_digits(frac) {
         return Err("not a number".into());
@@ -614,7 +779,24 @@ fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
         nanos += value * i128::from(nanos_per_unit) / scale;
     }
     let nanos = if negative { -nanos } else { nanos };
-    i64::try_from(nanos).map_err(|_| "out of range".to_string())
+    let nanos = i64::try_from(nanos).map_err(|_| "out of range".to_string())?;
+    // A count of a coarser unit read as a finer one lands in the first
+    // months of 1970, silently: the number of its digits gives it away
+    // (10 for seconds, 13 for milliseconds, 16 for microseconds of the
+    // years 2001–2286).
+    let coarser: &[(usize, &str)] = match nanos_per_unit {
+        1_000_000 => &[(10, "seconds (epoch_s)")],
+        1_000 => &[(10, "seconds (epoch_s)"), (13, "milliseconds (epoch_ms)")],
+        1 => &[(10, "seconds (epoch_s)"), (13, "milliseconds (epoch_ms)"), (16, "microseconds (epoch_us)")],
+        _ => &[],
+    };
+    if let Some((digits, name)) = coarser.iter().find(|(d, _)| *d == whole_digits) {
+        return Err(format!(
+            "{digits} digits read in this unit fall in 1970 ({}): the number looks like a count of {name}",
+            format_rfc3339(nanos)
+        ));
+    }
+    Ok(nanos)
 }
 
 fn assemble(p: &Parts) -> Result<i64, String> {
@@ -633,11 +815,20 @@ fn assemble(p: &Parts) -> Result<i64, String> {
     if p.day < 1 || p.day > days_in_month(year, p.month) {
         return Err(format!("day {} out of range for {year}-{:02}", p.day, p.month));
     }
-    if p.hour > 23 || p.minute > 59 || p.second > 60 {
+    if p.second == 60 && p.hour <= 23 && p.minute <= 59 {
+        // Unix time has no place for it: moving it to :59 or to the next
+        // second would say something the log did not.
+        return Err(format!(
+            "{:02}:{:02}:60 is a leap second, which a count of seconds since 1970 (Unix time) cannot hold: \
+             refused rather than moved to :59 or to the next second",
+            p.hour, p.minute
+        ));
+    }
+    if p.hour > 23 || p.minute > 59 || p.second > 59 {
         return Err(format!("time {:02}:{:02}:{:02} out of range", p.hour, p.minute, p.second));
     }
     let days = days_from_civil(year, p.month, p.day);
-    let secs = days * 86_400 + p.hour * 3600 + p.minute * 60 + p.second.min(59) - p.offset;
+    let secs = days * 86_400 + p.hour * 3600 + p.minute * 60 + p.second - p.offset;
     secs.checked_mul(NANOS_PER_SEC)
         .and_then(|n| n.checked_add(p.nanos))
         .ok_or_else(|| format!("year {year} out of range"))
@@ -799,7 +990,54 @@ mod tests {
         let err = Format::new("%H:%M:%S:%f").err().unwrap_or_default();
         assert!(err.contains("%f (a decimal fraction) is ambiguous") && err.contains("%3f"), "{err}");
         assert!(Format::new("%H:%M:%S.%f").is_ok() && Format::new("%H:%M:%S,%f").is_ok());
-        assert!(Format::new("%3d").err().unwrap_or_default().contains("a width is allowed only before f"));
+        assert!(Format::new("%3d").err().unwrap_or_default().contains("a width (3) is allowed only before f"));
+    }
+
+    /// Issue 24's findings: each of these was read wrong without a word.
+    #[test]
+    fn strict_items_refuse_what_they_would_have_misread() {
+        // Unpadded milliseconds: `:11` is 11 ms, `:119` 119 ms; a fourth
+        // digit is refused.
+        assert_eq!(ts("%H:%M:%S:%-3f", "22:15:35:11").as_deref(), Ok("2026-01-01T22:15:35.011Z"));
+        assert_eq!(ts("%H:%M:%S:%-3f", "22:15:35:119").as_deref(), Ok("2026-01-01T22:15:35.119Z"));
+        assert_eq!(ts("%H:%M:%S.%-6f", "22:15:35.5").as_deref(), Ok("2026-01-01T22:15:35.000005Z"));
+        assert!(ts("%H:%M:%S:%-3f", "22:15:35:1190").err().unwrap_or_default().contains("at most 3 digits"));
+        assert!(Format::new("%H:%M:%S:%-f").err().unwrap_or_default().contains("%-3f"));
+        // A month is its abbreviation or its name, not a word that begins
+        // with one; the same for a day.
+        assert_eq!(ts("%b %d %Y", "December 04 2005").as_deref(), Ok("2005-12-04T00:00:00Z"));
+        assert_eq!(ts("%B %d %Y", "dec 04 2005").as_deref(), Ok("2005-12-04T00:00:00Z"));
+        let e = ts("%b %d %Y", "Decem 04 2005").err().unwrap_or_default();
+        assert!(e.contains("month's name") && e.contains("\"Decem\""), "{e}");
+        assert!(ts("%b %d %Y", "Decembers 04 2005").is_err());
+        assert!(ts("%a %b %d %Y", "Sunday Dec 04 2005").is_ok());
+        assert!(ts("%a %b %d %Y", "Sunny Dec 04 2005").err().unwrap_or_default().contains("day's name"));
+        // A leap second is refused, not moved.
+        for (spec, input) in [("rfc3339", "2016-12-31T23:59:60Z"), ("%Y-%m-%d %H:%M:%S", "2016-12-31 23:59:60")] {
+            let e = ts(spec, input).err().unwrap_or_default();
+            assert!(e.contains("23:59:60 is a leap second") && e.contains("refused"), "{spec}: {e}");
+        }
+        assert!(ts("rfc3339", "2016-12-31T23:59:61Z").err().unwrap_or_default().contains("out of range"));
+        // Numbers with nothing between them read fixed widths.
+        assert_eq!(ts("%Y%m%d", "20171203").as_deref(), Ok("2017-12-03T00:00:00Z"));
+        assert!(ts("%Y%m%d", "2017123").is_err(), "not 2017-12-03");
+        assert_eq!(ts("%Y%m%d%H%M%S", "20171203070809").as_deref(), Ok("2017-12-03T07:08:09Z"));
+        assert_eq!(
+            ts("%Y-%m-%d %H:%M", "2017-1-3 7:08").as_deref(),
+            Ok("2017-01-03T07:08:00Z"),
+            "with separators 1 digit still reads"
+        );
+        assert!(Format::new("%Y%-m%d").err().unwrap_or_default().contains("ambiguous"));
+        assert!(Format::new("%-S%-3f").err().unwrap_or_default().contains("ambiguous"));
+        assert_eq!(ts("%H%M%S%-3f", "22153511").as_deref(), Ok("2026-01-01T22:15:35.011Z"));
+        // A count of seconds given to epoch_ms would read as 1970.
+        let e = ts("epoch_ms", "1714564800").err().unwrap_or_default();
+        assert!(e.contains("1970-01-20") && e.contains("seconds (epoch_s)"), "{e}");
+        assert!(ts("epoch_us", "1714564800123").err().unwrap_or_default().contains("milliseconds (epoch_ms)"));
+        assert!(ts("epoch_ns", "1714564800123456").err().unwrap_or_default().contains("microseconds (epoch_us)"));
+        assert_eq!(ts("epoch_ns", "1714564800123456789").as_deref(), Ok("2024-05-01T12:00:00.123456789Z"));
+        assert_eq!(ts("epoch_us", "1714564800123456").as_deref(), Ok("2024-05-01T12:00:00.123456Z"));
+        assert_eq!(ts("iso8601", "2024-05-01T12:00:00Z").as_deref(), Ok("2024-05-01T12:00:00Z"));
     }
 
     #[test]
@@ -826,8 +1064,15 @@ mod tests {
         assert_eq!(plain.parse("Dec 10 06:55:46", now).map(format_rfc3339).as_deref(), Ok("2025-12-10T06:55:46Z"));
         let err = serde_json::from_str::<Format>(r#"{"format":"rfc3339","year":2016}"#).err().map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("reads the year from the input"));
-        let err = serde_json::from_str::<Format>(r#"{"format":"syslog","yeer":2016}"#).err().map(|e| e.to_string());
-        assert!(err.unwrap_or_default().contains("{ format ="), "a misspelt key is refused");
+        // A table's mistake is named by its key.
+        let err = |text: &str| serde_json::from_str::<Format>(text).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = err(r#"{"format":"syslog","yeer":2016}"#);
+        assert!(e.starts_with("yeer: not a key") && e.contains("format, year"), "{e}");
+        assert!(err(r#"{"year":2016}"#).starts_with("format: missing"));
+        assert!(err(r#"{"format":"syslog","year":"2016"}"#).starts_with("year: a whole number"));
+        assert!(err(r#"{"format":7}"#).starts_with("format: a name or pattern, found a number"));
+        assert!(err(r#"{"format":"%Q"}"#).contains("unknown item %Q"));
+        assert!(err("[1]").contains("found an array"));
     }
 
     #[test]

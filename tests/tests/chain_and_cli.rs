@@ -250,6 +250,20 @@ fn a_plugin_that_cannot_start_is_named_by_its_config_key_with_what_to_change() {
     assert!(err.contains("its config is the plugins[0].config table") && !err.contains("line 1 column"), "{err}");
 }
 
+/// `plugin run` prints each event's body as the plugin wrote it, as the
+/// sinks write it: keys in their order, a number beyond 64 bits as
+/// written (it was re-serialised: keys sorted, `2**70` as a float).
+#[test]
+fn plugin_run_prints_each_body_as_the_plugin_wrote_it() {
+    let body = r#"{"zeta":1,"alpha":{"b":2,"a":1},"big":1180591620717411303424,"f":1.50}"#;
+    let (code, stdout, stderr) =
+        sluice(&["plugin", "run", "--plugin", &plugin("json").display().to_string()], &format!("{body}\n"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(&format!("\"body\":{body}")), "the body byte for byte: {stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{stdout}: {e}"));
+    assert_eq!((v["line"].as_u64(), v["outcome"].as_str()), (Some(1), Some("emit")), "{v}");
+}
+
 #[test]
 fn plugin_inspect_shows_identity_version_and_imports() {
     let path = plugin("json");

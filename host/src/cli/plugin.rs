@@ -89,7 +89,7 @@ pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
             line_no += 1;
             counts.add(&verdict);
             if !args.quiet {
-                serde_json::to_writer(&mut out, &verdict_json(line_no, offset, &verdict))?;
+                write_verdict(&mut out, line_no, offset, &verdict)?;
                 out.write_all(b"\n")?;
             }
         }
@@ -140,24 +140,55 @@ impl Counts {
 }
 
 /// One output line of `plugin run`. Stable field names: scripts and the
-/// test suite read them.
-pub fn verdict_json(line: u64, offset: u64, v: &Verdict) -> serde_json::Value {
-    match v {
-        Verdict::Emit(events) => json!({
-            "line": line, "offset": offset, "outcome": "emit",
-            "events": events.iter().map(|e| json!({
-                "id": e.id,
-                "timestamp": e.timestamp.map(sluice_guest::time::format_rfc3339),
-                "body": e.body_json(),
-            })).collect::<Vec<_>>(),
-        }),
-        Verdict::Drop { plugin, reason } => {
-            json!({ "line": line, "offset": offset, "outcome": "drop", "plugin": plugin.to_string(), "reason": reason })
-        }
-        Verdict::Reject { plugin, reason } => {
-            json!({ "line": line, "offset": offset, "outcome": "reject", "plugin": plugin.to_string(), "reason": reason })
-        }
+/// test suite read them. An event's body is written as the plugin wrote
+/// it, byte for byte (its keys in its order, its numbers as written), as
+/// the sinks write it: never parsed and printed again. A body that is not
+/// JSON (a plugin breaking the contract) shows as a string.
+pub fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Verdict) -> Result<()> {
+    #[derive(serde::Serialize)]
+    struct Emit<'a> {
+        line: u64,
+        offset: u64,
+        outcome: &'static str,
+        events: Vec<EventLine<'a>>,
     }
+    #[derive(serde::Serialize)]
+    struct EventLine<'a> {
+        id: &'a Option<String>,
+        timestamp: Option<String>,
+        body: Body<'a>,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Body<'a> {
+        AsWritten(&'a serde_json::value::RawValue),
+        NotJson(String),
+    }
+    match v {
+        Verdict::Emit(events) => {
+            let events = events
+                .iter()
+                .map(|e| EventLine {
+                    id: &e.id,
+                    timestamp: e.timestamp.map(sluice_guest::time::format_rfc3339),
+                    body: match serde_json::from_slice::<&serde_json::value::RawValue>(&e.body) {
+                        Ok(raw) => Body::AsWritten(raw),
+                        Err(_) => Body::NotJson(String::from_utf8_lossy(&e.body).into_owned()),
+                    },
+                })
+                .collect();
+            serde_json::to_writer(out, &Emit { line, offset, outcome: "emit", events })?;
+        }
+        Verdict::Drop { plugin, reason } => serde_json::to_writer(
+            out,
+            &json!({ "line": line, "offset": offset, "outcome": "drop", "plugin": plugin.to_string(), "reason": reason }),
+        )?,
+        Verdict::Reject { plugin, reason } => serde_json::to_writer(
+            out,
+            &json!({ "line": line, "offset": offset, "outcome": "reject", "plugin": plugin.to_string(), "reason": reason }),
+        )?,
+    }
+    Ok(())
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<()> {
