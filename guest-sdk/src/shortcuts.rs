@@ -14,6 +14,12 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("DATA", r".*?"),
     ("GREEDYDATA", r".*"),
     ("LEVEL", r"(?i:trace|debug|info|notice|warn|warning|error|err|crit|critical|alert|emerg|fatal|severe)"),
+    // LEVEL's words, `verbose`, and the single capital letters of Android's
+    // logcat (V, D, I, W, E, F, A), under grok's name.
+    (
+        "LOGLEVEL",
+        r"(?:(?i:trace|debug|verbose|info|notice|warn|warning|error|err|crit|critical|alert|emerg|fatal|severe)|[VDIWEFA])",
+    ),
     ("IPV4", r"(?:\d{1,3}\.){3}\d{1,3}"),
     ("IPV6", r"[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+"),
     ("IP", r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)"),

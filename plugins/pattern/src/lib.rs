@@ -18,8 +18,15 @@
 //! `%{SHORTCUT}` matches it without capturing; `(?P<name>...)` works too. The
 //! body is a JSON object of the captured fields, as strings, or as numbers
 //! for a typed capture: `%{INT:bytes:int}`, `%{NUMBER:ms:float}` (a value
-//! that does not fit is a rejection naming the field). The shortcuts are
-//! listed in `plugins/pattern/README.md`.
+//! that does not fit is a rejection naming the field). A field whose name
+//! starts with `_` (`%{INT:_ms}`) is captured for the timestamp or the id
+//! and kept out of the body. The shortcuts are listed in
+//! `plugins/pattern/README.md`.
+//!
+//! The top-level `[timestamp]` rule applies to every pattern without its
+//! own; each such pattern must capture every field the rule names (the
+//! config is refused at setup otherwise, naming the pattern), or opt out
+//! with `timestamp = false` (its events carry no time).
 
 use std::collections::BTreeMap;
 
@@ -66,7 +73,31 @@ enum PatternSpec {
 struct FullPattern {
     regex: String,
     #[serde(default)]
-    timestamp: Option<TimestampConfig>,
+    timestamp: Option<OwnTimestamp>,
+}
+
+/// A pattern's own timestamp: a rule of its own, or `false` to take none
+/// (not even the top-level one).
+enum OwnTimestamp {
+    Rule(TimestampConfig),
+    None,
+}
+
+impl<'de> Deserialize<'de> for OwnTimestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(false) => Ok(OwnTimestamp::None),
+            v @ serde_json::Value::Object(_) => {
+                serde_json::from_value(v).map(OwnTimestamp::Rule).map_err(D::Error::custom)
+            }
+            other => Err(D::Error::custom(format!(
+                "a pattern's timestamp is a table {{ fields, format }} or false (none, not even the top-level \
+                 one), not {}",
+                if other == serde_json::Value::Bool(true) { "true" } else { sluice_guest::json::kind(&other) }
+            ))),
+        }
+    }
 }
 
 /// By hand rather than `untagged`, so that a mistake in a table names its
@@ -111,10 +142,19 @@ pub struct Pattern {
 
 struct Compiled {
     regex: Regex,
-    /// (capture group index, field name, type), in pattern order.
-    fields: Vec<(usize, String, FieldType)>,
-    /// This pattern's own timestamp rule, else the top-level one.
-    timestamp: Option<TimestampConfig>,
+    /// (capture group index, field name, type, whether it goes in the
+    /// body), in pattern order.
+    fields: Vec<(usize, String, FieldType, bool)>,
+    /// Which timestamp rule the pattern's events take.
+    timestamp: Rule,
+}
+
+enum Rule {
+    Own(TimestampConfig),
+    /// The top-level `[timestamp]`, if there is one.
+    Shared,
+    /// `timestamp = false`.
+    None,
 }
 
 /// Expand `%{SHORTCUT:name}`, `%{SHORTCUT:name:type}` and `%{SHORTCUT}`
@@ -186,26 +226,38 @@ impl Plugin for Pattern {
             let (expanded, typed) = expand(spec.regex()).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let regex = Regex::new(&expanded).map_err(|e| format!("patterns[{i}]: {e}"))?;
             let type_of = |n: &str| typed.iter().find(|(f, _)| f == n).map_or(FieldType::Text, |(_, t)| *t);
-            let fields: Vec<(usize, String, FieldType)> = regex
+            let fields: Vec<(usize, String, FieldType, bool)> = regex
                 .capture_names()
                 .enumerate()
-                .filter_map(|(idx, n)| n.map(|n| (idx, n.to_string(), type_of(n))))
+                .filter_map(|(idx, n)| n.map(|n| (idx, n.to_string(), type_of(n), !n.starts_with('_'))))
                 .collect();
             if fields.is_empty() {
                 return Err(format!("patterns[{i}] captures no field: use %{{SHORTCUT:name}} or (?P<name>...)"));
             }
+            let captured = |f: &str| fields.iter().any(|(_, n, _, _)| n == f);
             let timestamp = match spec {
-                PatternSpec::Full(FullPattern { timestamp: Some(ts), .. }) => {
-                    if let Some(f) = ts.fields.iter().find(|f| !fields.iter().any(|(_, n, _)| n == *f)) {
+                PatternSpec::Full(FullPattern { timestamp: Some(OwnTimestamp::Rule(ts)), .. }) => {
+                    if let Some(f) = ts.fields.iter().find(|f| !captured(f)) {
                         return Err(format!("patterns[{i}].timestamp.fields: {f:?} is not captured by this pattern"));
                     }
-                    Some(ts)
+                    Rule::Own(ts)
                 }
-                _ => None,
+                PatternSpec::Full(FullPattern { timestamp: Some(OwnTimestamp::None), .. }) => Rule::None,
+                _ => {
+                    // Refused here, not line by line at run time: every
+                    // line through this pattern would be rejected.
+                    if let Some(f) = self.timestamp.iter().flat_map(|t| &t.fields).find(|f| !captured(f)) {
+                        return Err(format!(
+                            "patterns[{i}] does not capture {f:?}, which the top-level timestamp.fields names: \
+                             capture it, give the pattern a timestamp of its own, or set its timestamp = false"
+                        ));
+                    }
+                    Rule::Shared
+                }
             };
             self.compiled.push(Compiled { regex, fields, timestamp });
         }
-        let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n, _)| n == f));
+        let named = |f: &str| self.compiled.iter().any(|c| c.fields.iter().any(|(_, n, _, _)| n == f));
         if let Some(id) = &self.id_field
             && !named(id)
         {
@@ -215,8 +267,10 @@ impl Plugin for Pattern {
             if ts.fields.is_empty() {
                 return Err("timestamp.fields: name at least one captured field".into());
             }
-            if let Some(f) = ts.fields.iter().find(|f| !named(f)) {
-                return Err(format!("timestamp.fields: {f:?} is not captured by any pattern"));
+            if !self.compiled.iter().any(|c| matches!(c.timestamp, Rule::Shared)) {
+                return Err("timestamp: every pattern has a timestamp of its own (or none): the top-level rule \
+                            applies to no pattern"
+                    .into());
             }
         }
         Ok(())
@@ -236,9 +290,12 @@ impl Plugin for Pattern {
         };
         let mut fields = BTreeMap::new();
         let mut body = serde_json::Map::with_capacity(compiled.fields.len());
-        for (idx, name, ty) in &compiled.fields {
+        for (idx, name, ty, in_body) in &compiled.fields {
             if let Some(m) = caps.get(*idx) {
                 fields.insert(name.as_str(), m.as_str());
+                if !in_body {
+                    continue;
+                }
                 match typed_value(name, m.as_str(), *ty) {
                     Ok(v) => body.insert(name.clone(), v),
                     Err(why) => return Outcome::reject(why),
@@ -249,12 +306,19 @@ impl Plugin for Pattern {
         if let Some(id) = &self.id_field {
             event.id = fields.get(id.as_str()).map(|s| s.to_string());
         }
-        if let Some(ts) = compiled.timestamp.as_ref().or(self.timestamp.as_ref()) {
+        let rule = match &compiled.timestamp {
+            Rule::Own(ts) => Some(ts),
+            Rule::Shared => self.timestamp.as_ref(),
+            Rule::None => None,
+        };
+        if let Some(ts) = rule {
             let mut parts = Vec::with_capacity(ts.fields.len());
             for f in &ts.fields {
                 match fields.get(f.as_str()) {
                     Some(v) => parts.push(*v),
-                    None => return Outcome::reject(format!("timestamp field {f:?} did not match")),
+                    // Captured by the pattern (setup checked), but in a
+                    // part of it this line did not take.
+                    None => return Outcome::reject(format!("timestamp field {f:?}: this line has no value for it")),
                 }
             }
             let text = parts.join(" ");
@@ -310,6 +374,41 @@ mod tests {
         let bad = r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":{"fields":["t"],"format":"hdfs"}}]}"#;
         let e = configure::<Pattern>(bad).err().unwrap_or_default();
         assert!(e.contains("patterns[0].timestamp.fields") && e.contains("\"t\""), "{e}");
+    }
+
+    /// Issue 24's findings: a capture only for the time landed in the
+    /// event; a pattern without the shared rule's fields was accepted and
+    /// then rejected every line; `timestamp = false` was refused.
+    #[test]
+    fn a_hidden_capture_feeds_the_time_and_each_pattern_takes_the_shared_rule_or_none() {
+        let cfg = r#"{"patterns":[
+            "^%{HDFSDATE:Date} %{HDFSTIME:Time}:(?P<_ms>\\d{1,3}) %{LOGLEVEL:Level} %{GREEDYDATA:Content}$",
+            {"regex":"^-- %{GREEDYDATA:Content}$","timestamp":false}],
+            "timestamp":{"fields":["Date","Time","_ms"],"format":"%y%m%d %H%M%S %-3f"}}"#;
+        let mut p = configure::<Pattern>(cfg).unwrap_or_else(|e| panic!("{e}"));
+        let Outcome::Emit(ev) = p.process(&Record::from_line("081109 203615:7 W started")) else { panic!("no match") };
+        let body: serde_json::Value = serde_json::from_slice(&ev[0].body).unwrap_or_default();
+        assert_eq!(body, serde_json::json!({"Date": "081109", "Time": "203615", "Level": "W", "Content": "started"}));
+        assert_eq!(ev[0].timestamp, Some(1_226_262_975_007_000_000), "7 ms, from a capture kept out of the body");
+        let Outcome::Emit(ev) = p.process(&Record::from_line("-- a marker line")) else { panic!("no match") };
+        assert_eq!(ev[0].timestamp, None, "timestamp = false: no time, and no rejection");
+        // The shared rule on a pattern that cannot give it: refused at
+        // setup, naming the pattern and the field.
+        let cfg = r#"{"patterns":["^%{HDFSDATE:Date} %{HDFSTIME:Time} %{GREEDYDATA:m}$","^-- %{GREEDYDATA:m}$"],
+            "timestamp":{"fields":["Date","Time"],"format":"hdfs"}}"#;
+        let e = configure::<Pattern>(cfg).err().unwrap_or_default();
+        assert!(e.contains("patterns[1] does not capture \"Date\"") && e.contains("timestamp = false"), "{e}");
+        let e = configure::<Pattern>(r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":true}]}"#).err();
+        assert!(e.unwrap_or_default().contains("or false"), "true is not a rule");
+        // LOGLEVEL takes logcat's single letters, LEVEL does not.
+        for (level, ok) in [("V", true), ("D", true), ("F", true), ("Warning", true), ("X", false)] {
+            let mut p = configure::<Pattern>(r#"{"patterns":["^%{LOGLEVEL:l}/x$"]}"#).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                matches!(p.process(&Record::from_line(format!("{level}/x").as_str())), Outcome::Emit(_)),
+                ok,
+                "{level}"
+            );
+        }
     }
 
     #[test]
