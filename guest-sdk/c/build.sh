@@ -15,6 +15,16 @@ wit=${3:-$here/../../wit}
 wit_bindgen=${WIT_BINDGEN:-wit-bindgen}
 wasm_tools=${WASM_TOOLS:-wasm-tools}
 clang=${CLANG:-clang}
+# Each tool, or what to do to get it (the build needs all three).
+need() {
+    if ! command -v "$1" >/dev/null 2>&1; then
+        echo "build.sh: $1 not found. $2" >&2
+        exit 127
+    fi
+}
+need "$clang" "Install Debian's clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32), or set CLANG."
+need "$wit_bindgen" "Install it with: cargo install wit-bindgen-cli --version 0.63.0 --locked (with wasm-tools, about 12 minutes of 2 cores), or set WIT_BINDGEN to the program."
+need "$wasm_tools" "Install it with: cargo install wasm-tools --version 1.263.0 --locked (with wit-bindgen, about 12 minutes of 2 cores), or set WASM_TOOLS to the program."
 gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 

@@ -14,6 +14,16 @@ and componentize-py builds it against sluice's WIT world:
 An exception raised by `process` rejects that record only, with the
 exception as the reason; the rest of the batch goes on.
 
+A plugin that lists its config keys (`config_keys = {"field", ...}` on the
+class) has any other key refused before `setup`, naming it: a misspelt key
+stops the start instead of being ignored.
+
+The module imports in plain Python too, without the component's bindings:
+a plugin's unit tests call `run_natively(MyPlugin, config, payloads)` (or
+`MyPlugin().process(Record(b"..."))`) and look at each outcome's
+`verdict`, `events` and `reason`; `now_nanos()` is then the system clock
+and `info`/`warn` print to stderr.
+
 This SDK speaks `sluice:plugin@0.2.0`: a batch arrives as a few byte
 buffers (the layout is in `wit/plugin.wit`). Each record handed to
 `process` reads its fields from them when asked (a plugin pays only for the
@@ -23,12 +33,26 @@ never sees the buffers. `Record(...)` builds a plain record, for tests.
 
 import json
 import struct
+import sys
+import time
 import traceback
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
-from componentize_py_types import Err
-from wit_world import WitWorld
-from wit_world.imports import clock, log, types
+try:
+    from componentize_py_types import Err
+    from wit_world import WitWorld
+    from wit_world.imports import clock, log, types
+
+    NATIVE = False
+except ImportError:
+    # Plain Python, outside the component: a plugin's unit test. Only the
+    # host's imports are missing; everything a plugin calls works.
+    NATIVE = True
+    WitWorld = object
+    clock = log = types = None
+
+    class Err(Exception):
+        pass
 
 # The 0.2 layout (wit/plugin.wit): little-endian, fixed-width descriptors.
 _RECORD = struct.Struct("<IIIIIIIIqqqII")  # 64 bytes
@@ -81,6 +105,14 @@ class Event:
         self.timestamp = timestamp
         self.body = body
 
+    def json(self):
+        """The body parsed, for tests (a kept body is its record's payload,
+        which only the host holds: None)."""
+        return None if self.body is _KEPT else json.loads(self.body)
+
+    def __repr__(self) -> str:
+        return f"event(id={self.id!r}, timestamp={self.timestamp!r}, body={bytes(self.body)!r})"
+
 
 class Outcome:
     """What became of one record: made by `emit`, `emit_many`, `drop`, `reject`."""
@@ -91,6 +123,22 @@ class Outcome:
         self.kind = kind
         self.value = value
 
+    @property
+    def verdict(self) -> str:
+        """`"emit"`, `"drop"` or `"reject"`."""
+        return ("emit", "drop", "reject")[self.kind]
+
+    @property
+    def events(self) -> List["Event"]:
+        return list(self.value) if self.kind == _EMIT else []
+
+    @property
+    def reason(self) -> Optional[str]:
+        return None if self.kind == _EMIT else self.value
+
+    def __repr__(self) -> str:
+        return f"{self.verdict}({self.value!r})"
+
 
 def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Event:
     """One event. `body` is a dict (serialized to JSON) or JSON text/bytes;
@@ -99,8 +147,13 @@ def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, tim
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     elif isinstance(body, str):
         raw = body.encode()
-    else:
+    elif isinstance(body, (bytes, bytearray, memoryview)):
         raw = bytes(body)
+    else:
+        # bytes([1, 2]) would make two bytes of a list: say what it was.
+        raise TypeError(
+            f"an event body is a dict (a JSON object), or JSON text as str or bytes, not {_a(type(body).__name__)}"
+        )
     return Event(raw, id, timestamp)
 
 
@@ -142,20 +195,37 @@ def reject(reason: str) -> Outcome:
 
 
 def now_nanos() -> int:
-    """The host's clock (the plugin has no other)."""
-    return clock.now()
+    """The host's clock (the plugin has no other); natively, the system's."""
+    return time.time_ns() if NATIVE else clock.now()
 
 
 def info(message: str) -> None:
-    log.log(types.Level.INFO, message)
+    """A line in the host's log at level info: shown when the host logs at
+    info (`SLUICE_LOG=info`; its default shows warnings only)."""
+    if NATIVE:
+        print(f"info: {message}", file=sys.stderr)
+    else:
+        log.log(types.Level.INFO, message)
 
 
 def warn(message: str) -> None:
-    log.log(types.Level.WARN, message)
+    """A line in the host's log at level warn: shown by default."""
+    if NATIVE:
+        print(f"warn: {message}", file=sys.stderr)
+    else:
+        log.log(types.Level.WARN, message)
+
+
+def _a(noun: str) -> str:
+    """`noun` with its article: "an int", "a str"."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
 class Plugin:
-    """Override `process`; override `setup` to read or refuse the config."""
+    """Override `process`; override `setup` to read or refuse the config.
+    List the config's keys in `config_keys` to have any other refused."""
+
+    config_keys: Optional[Iterable[str]] = None
 
     def setup(self, config: Dict[str, Any]) -> None:
         self.config = config
@@ -322,19 +392,53 @@ def _fault(o) -> str:
         return "a drop or reject reason must be a str"
     for k, e in enumerate(o.value):
         if not isinstance(e, Event):
-            return f"event {k} is a {type(e).__name__}, not an event(...)"
+            return f"event {k} is {_a(type(e).__name__)}, not an event(...)"
         if not isinstance(e.body, (bytes, bytearray)):
-            return f"event {k}: body is a {type(e.body).__name__}, not bytes"
+            return f"event {k}: body is {_a(type(e.body).__name__)}, not bytes"
         if e.id is not None and not isinstance(e.id, str):
-            return f"event {k}: id is a {type(e.id).__name__}, not a str"
+            return f"event {k}: id is {_a(type(e.id).__name__)}, not a str"
         if e.timestamp is not None and not isinstance(e.timestamp, int):
-            return f"event {k}: timestamp is a {type(e.timestamp).__name__}, not an int (nanoseconds)"
+            return f"event {k}: timestamp is {_a(type(e.timestamp).__name__)}, not an int (nanoseconds)"
     return "process returned an outcome that cannot be packed"
 
 
 def _reason(e: Exception) -> str:
-    where = traceback.extract_tb(e.__traceback__)[-1]
-    return f"{type(e).__name__}: {e} (line {where.lineno})"
+    # The line in the plugin's code, not in this SDK's (an emit(...) of
+    # the wrong type raises in here).
+    frames = traceback.extract_tb(e.__traceback__)
+    here = globals().get("__file__")
+    mine = [f for f in frames if f.filename != here] or frames
+    return f"{type(e).__name__}: {e} (line {mine[-1].lineno})"
+
+
+def _configured(plugin_class, config: Dict[str, Any]):
+    """A plugin set up with `config`, its keys checked first when it lists
+    them."""
+    plugin = plugin_class()
+    known = plugin_class.config_keys
+    if known is not None:
+        unknown = sorted(set(config) - set(known))
+        if unknown:
+            raise ValueError(
+                f"unknown config key {unknown[0]!r} (this plugin reads: {', '.join(sorted(known)) or 'none'})"
+            )
+    plugin.setup(config)
+    return plugin
+
+
+def run_natively(plugin_class, config: Dict[str, Any], payloads: Iterable[Union[bytes, str]]) -> List[Outcome]:
+    """Each payload through the plugin in plain Python, as the host runs it
+    (config keys checked, then `setup`; an exception in `process` rejects
+    its record, naming it): for a plugin's unit tests."""
+    plugin = _configured(plugin_class, config)
+    out = []
+    for p in payloads:
+        try:
+            o = plugin.process(Record(p.encode() if isinstance(p, str) else p))
+        except Exception as e:
+            o = reject(_reason(e))
+        out.append(o)
+    return out
 
 
 def export(plugin_class):
@@ -345,8 +449,7 @@ def export(plugin_class):
 
         def init(self, config: str) -> None:
             try:
-                plugin = plugin_class()
-                plugin.setup(json.loads(config))
+                plugin = _configured(plugin_class, json.loads(config))
             except Exception as e:  # the operator sees this message
                 raise Err(str(e) or type(e).__name__)
             Export.instance = plugin

@@ -175,8 +175,26 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
         // 1. new
         let (ok, text) = sluice(&["plugin", "new", "--lang", lang, &name], work.path());
         assert!(ok, "{text}");
+        // The steps it prints work in order: after the cd, the project's
+        // own paths.
+        assert!(text.contains(&format!("  cd {name}\n  ./build.sh\n")), "{text}");
+        let wasm_name = wasm.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let wasm_in_project =
+            if lang == "rust" { format!("target/wasm32-wasip2/release/{wasm_name}") } else { wasm_name };
+        assert!(text.contains(&format!("  sluice plugin test {wasm_in_project} --cases cases")), "{text}");
         // 2. build
         let project = work.path().join(&name);
+        if lang == "c" {
+            // Without its tools, the build names each and how to get it.
+            let out = Command::new(project.join("build.sh"))
+                .current_dir(&project)
+                .env("WIT_BINDGEN", work.path().join("no-such-wit-bindgen"))
+                .env("WASM_TOOLS", c_tools().1)
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && said.contains("cargo install wit-bindgen-cli --version"), "{said}");
+        }
         let out = Command::new(project.join("build.sh"))
             .current_dir(&project)
             .env("CARGO_TARGET_DIR", &target)
@@ -189,5 +207,17 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
         assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
         // 3. test
         passes(&wasm, &project.join("cases"));
+        // A Python project's unit tests run in plain Python, without the
+        // component's bindings.
+        if lang == "python" {
+            let python = componentize_py().with_file_name("python3");
+            let out = Command::new(&python)
+                .args(["-m", "unittest", "-v", "test_demo_python"])
+                .current_dir(&project)
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success() && said.contains("Ran 3 tests"), "python unit tests:\n{said}");
+        }
     }
 }

@@ -119,6 +119,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
         Lang::Python => {
             write("sluice_plugin.py", PY_SDK)?;
             write(&format!("{snake}.py"), PY_PLUGIN)?;
+            write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake))?;
             write("build.sh", &PY_BUILD.replace("{module}", &snake).replace("{version}", COMPONENTIZE_PY))?;
             format!("{snake}.wasm")
         }
@@ -142,9 +143,16 @@ pub fn new(args: &NewArgs) -> Result<()> {
     };
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
-    println!("created {}", root.display());
-    println!("  cd {} && ./build.sh", root.display());
-    println!("  sluice plugin test {}/{wasm} --cases {}/cases", root.display(), root.display());
+    // Each line works after the one before it: the paths are the
+    // project's own once inside it.
+    let shown = if args.dir == Path::new(".") { Path::new(&args.name) } else { root.as_path() };
+    println!("created {}", shown.display());
+    println!("  cd {}", shown.display());
+    println!("  ./build.sh");
+    if args.lang == Lang::Python {
+        println!("  python3 -m unittest test_{snake}   # its unit tests, in plain Python");
+    }
+    println!("  sluice plugin test {wasm} --cases cases");
     Ok(())
 }
 
@@ -281,6 +289,9 @@ from sluice_plugin import Plugin, drop, emit, export, reject
 
 
 class KeyValues(Plugin):
+    # The config keys it reads: any other is refused at start, by name.
+    config_keys = set()
+
     def process(self, record):
         line = bytes(record.payload).decode("utf-8", "replace")
         if not line.strip():
@@ -296,6 +307,35 @@ class KeyValues(Plugin):
 
 
 WitWorld = export(KeyValues)
+"#;
+
+const PY_TEST: &str = r#""""The plugin's unit tests, in plain Python (no build, no host):
+python3 -m unittest test_{module}"""
+
+import unittest
+
+from sluice_plugin import run_natively
+from {module} import KeyValues
+
+
+class KeyValuesTest(unittest.TestCase):
+    def test_pairs_become_one_object(self):
+        [out] = run_natively(KeyValues, {}, ['a=1 b="two words"'])
+        self.assertEqual(out.verdict, "emit")
+        self.assertEqual(out.events[0].json(), {"a": "1", "b": "two words"})
+
+    def test_blank_lines_drop_and_others_reject(self):
+        blank, plain = run_natively(KeyValues, {}, ["   ", "no pairs here"])
+        self.assertEqual((blank.verdict, blank.reason), ("drop", "blank line"))
+        self.assertEqual(plain.verdict, "reject")
+
+    def test_an_unknown_config_key_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "unknown config key 'field'"):
+            run_natively(KeyValues, {"field": "x"}, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
 "#;
 
 const PY_BUILD: &str = r#"#!/usr/bin/env bash
