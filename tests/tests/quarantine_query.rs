@@ -139,7 +139,15 @@ fn ten_thousand_entries_query_and_export_one_by_one_with_secrets_masked_everywhe
     assert_eq!(stats["entries"].as_u64(), Some(quarantined as u64));
     assert_eq!(stats["masked"].as_u64(), Some(quarantined as u64));
     assert_eq!(stats["by_plugin"]["json"].as_u64(), Some(quarantined as u64));
+    // Reasons counted by their templates (values taken out): no more rows
+    // than the reasons, and every entry counted once.
+    let rows =
+        |key: &str| stats[key].as_object().map(|m| (m.len(), m.values().filter_map(|v| v.as_u64()).sum::<u64>()));
+    let (templates, counted) = rows("by_reason_template").unwrap_or_default();
+    assert!(templates <= rows("by_reason").unwrap_or_default().0, "{stats}");
+    assert_eq!(counted, quarantined as u64, "{stats}");
     let (_, table, _) = sluice(dir, &["quarantine", "stats", "-c", "sluice.toml"]);
+    assert!(table.contains("by reason (values shown as …):"), "{table}");
     println!("{table}");
 
     // The baseline the export replaces: one `show` per entry, each opening

@@ -260,6 +260,66 @@ pub struct Stats {
     pub by_stage: std::collections::BTreeMap<String, u64>,
     pub by_plugin: std::collections::BTreeMap<String, u64>,
     pub by_reason: std::collections::BTreeMap<String, u64>,
+    /// The reasons with their values taken out (`reason_template`): a
+    /// reason that names the value at fault, as the guides advise, is one
+    /// row per kind of fault here, not one per record.
+    pub by_reason_template: std::collections::BTreeMap<String, u64>,
+}
+
+/// `reason` with the values in it replaced by `…`: what is quoted, and
+/// every word with a digit in it (times, numbers, offsets, digests), so
+/// that `field n: "999" is not an int` and `field n: "x1" is not an int`
+/// count as one kind of fault.
+pub fn reason_template(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut chars = reason.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c == '"' || c == '\'' {
+            // A quoted value, to its closing quote (escapes skipped).
+            let mut closed = false;
+            while let Some((_, d)) = chars.next() {
+                if d == '\\' {
+                    chars.next();
+                } else if d == c {
+                    closed = true;
+                    break;
+                }
+            }
+            if closed {
+                out.push(c);
+                out.push('…');
+                out.push(c);
+            } else {
+                out.push_str(&reason[at..]);
+            }
+            continue;
+        }
+        if c.is_whitespace() {
+            out.push(c);
+            continue;
+        }
+        // A word: up to white space or a quote.
+        let mut end = at + c.len_utf8();
+        while let Some(&(i, d)) = chars.peek() {
+            if d.is_whitespace() || d == '"' || d == '\'' {
+                break;
+            }
+            end = i + d.len_utf8();
+            chars.next();
+        }
+        let word = &reason[at..end];
+        if word.chars().any(|d| d.is_ascii_digit()) {
+            // Punctuation around the value stays: `(tried 3)` → `(tried …)`.
+            let core = word.trim_matches(|d: char| matches!(d, '(' | ')' | '[' | ']' | ',' | ';' | ':' | '.'));
+            let lead = word.find(core).unwrap_or(0);
+            out.push_str(&word[..lead]);
+            out.push('…');
+            out.push_str(&word[lead + core.len()..]);
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
 }
 
 impl Stats {
@@ -271,6 +331,7 @@ impl Stats {
         let plugin = e.plugin.as_ref().map_or_else(|| "-".to_string(), |p| p.name.clone());
         *self.by_plugin.entry(plugin).or_default() += 1;
         *self.by_reason.entry(e.reason.clone()).or_default() += 1;
+        *self.by_reason_template.entry(reason_template(&e.reason)).or_default() += 1;
     }
 }
 
@@ -326,6 +387,30 @@ impl Store {
         let raw = serde_json::to_vec(&updated).map_err(|e| self.corrupt("quarantine entry", e))?;
         batch.put_cf(&cf, entry.id.as_bytes(), raw);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod template_tests {
+    use super::reason_template;
+
+    #[test]
+    fn reasons_that_name_their_values_share_a_template() {
+        let cases = [
+            (r#"field n: "99999999999999999999" is not an int"#, r#"field n: "…" is not an int"#),
+            (r#"field n: "x1" is not an int"#, r#"field n: "…" is not an int"#),
+            (
+                "timestamp 2026-11-30T15:55:11Z is older than max_age 1d (oldest accepted 2026-12-02T15:55:13.9Z)",
+                "timestamp … is older than max_age … (oldest accepted …)",
+            ),
+            ("no pattern matched (tried 3)", "no pattern matched (tried …)"),
+            ("a comment is not an event", "a comment is not an event"),
+            (r#"unclosed "quote and 42"#, r#"unclosed "quote and 42"#),
+            (r#"escaped "a \" b" here"#, r#"escaped "…" here"#),
+        ];
+        for (reason, template) in cases {
+            assert_eq!(reason_template(reason), template, "{reason}");
+        }
     }
 }
 
