@@ -97,6 +97,13 @@ export function warn(message) {
 }
 
 export class Plugin {
+  /**
+   * The config keys `setup` reads, when the plugin lists them (`static
+   * configKeys = ["field"]`): any other key is refused at start, by name.
+   * Without it every key is accepted.
+   */
+  static configKeys = null;
+
   setup(config) {
     this.config = config;
   }
@@ -331,7 +338,17 @@ export function exportPlugin(PluginClass) {
     init(config) {
       try {
         const plugin = new PluginClass();
-        plugin.setup(JSON.parse(config));
+        const parsed = JSON.parse(config);
+        const known = PluginClass.configKeys;
+        if (known != null && parsed !== null && typeof parsed === "object") {
+          const unknown = Object.keys(parsed).filter((k) => !known.includes(k)).sort();
+          if (unknown.length > 0) {
+            throw new Error(
+              `unknown config key '${unknown[0]}' (this plugin reads: ${[...known].sort().join(", ") || "none"})`,
+            );
+          }
+        }
+        plugin.setup(parsed);
         instance = plugin;
       } catch (e) {
         // result<_, string>: a thrown value is the error.

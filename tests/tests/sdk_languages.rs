@@ -207,6 +207,21 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
         assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
         // 3. test
         passes(&wasm, &project.join("cases"));
+        // A key the plugin does not read stops the start, named (Python
+        // and JavaScript list theirs in the template, as Rust's serde does).
+        if lang == "python" || lang == "js" {
+            let config = work.path().join(format!("{name}-typo.toml"));
+            std::fs::write(&config, "feild = \"x\"\n").unwrap_or_else(|e| panic!("{e}"));
+            let out = Command::new(sluice_bin!())
+                .args(["plugin", "run", "--plugin", &wasm.display().to_string(), "--config"])
+                .arg(&config)
+                .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && said.contains("unknown config key 'feild'"), "{lang}: {said}");
+        }
         // A Python project's unit tests run in plain Python, without the
         // component's bindings.
         if lang == "python" {

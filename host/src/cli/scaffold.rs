@@ -355,6 +355,9 @@ const JS_PLUGIN: &str = r#"// key=value lines in, one JSON object out.
 import { Plugin, drop, emit, exportPlugin, reject, text } from "./sluice-plugin.js";
 
 class KeyValues extends Plugin {
+  // The config keys it reads: any other is refused at start, by name.
+  static configKeys = [];
+
   process(record) {
     const line = text(record.payload);
     if (line.trim() === "") return drop("blank line");
