@@ -70,6 +70,41 @@ fn the_conformance_plugin_passes_the_kit_in_rust_python_javascript_and_c() {
     }
 }
 
+/// A Python build's first load compiles for seconds: it is said (in the
+/// log when stderr is not a terminal), with where the result is kept, and
+/// a second load from the cache says nothing. `plugin cache` shows the
+/// cache and prunes it.
+#[test]
+fn a_slow_first_compile_is_said_and_the_cache_can_be_shown_and_pruned() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let py = out.path().join("conformance-py.wasm");
+    build_python(&[], "conformance", &py);
+    let cache = out.path().join("cache");
+    let sluice_here = |args: &[&str]| {
+        let o = Command::new(sluice_bin!())
+            .args(args)
+            .env("SLUICE_PLUGIN_CACHE", &cache)
+            .env("SLUICE_LOG", "info")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let inspect = ["plugin", "run", "--quiet", "--plugin", py.to_str().unwrap_or_default(), "--input", "/dev/null"];
+    let (_, first) = sluice_here(&inspect);
+    assert!(first.contains("compiling plugin") && first.contains(&format!("cached in {}", cache.display())), "{first}");
+    assert!(first.contains("compiled plugin") && first.contains(" s"), "{first}");
+    let (_, second) = sluice_here(&inspect);
+    assert!(!second.contains("compiling plugin"), "from the cache, silently: {second}");
+    let (shown, _) = sluice_here(&["plugin", "cache"]);
+    assert!(shown.contains("1 compiled plugins"), "{shown}");
+    let (pruned, _) = sluice_here(&["plugin", "cache", "prune"]);
+    assert!(pruned.contains("removed 1 compiled plugins") && pruned.contains("0 kept"), "{pruned}");
+    let (shown, _) = sluice_here(&["plugin", "cache"]);
+    assert!(shown.contains("0 compiled plugins"), "{shown}");
+}
+
 #[test]
 fn a_python_or_javascript_value_that_is_not_an_outcome_rejects_only_its_record() {
     let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

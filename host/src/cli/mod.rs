@@ -76,6 +76,7 @@ pub fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Plugin(PluginCommand::New(args)) => scaffold::new(args),
+        Command::Plugin(PluginCommand::Cache(args)) => plugin::cache(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -371,6 +372,32 @@ pub enum PluginCommand {
     Test(TestArgs),
     /// Create a plugin project that builds and passes its own cases.
     New(NewArgs),
+    /// The compiled-plugin cache: what it holds, or prune it.
+    ///
+    /// Every command compiles a plugin once per digest and keeps the result
+    /// here (the 64 most recently used, 1 GiB at most); `prune` removes all
+    /// but the `--keep` most recently used now.
+    Cache(CacheArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CacheArgs {
+    /// `show` (the default) or `prune`.
+    #[arg(value_enum, default_value = "show")]
+    pub action: CacheAction,
+    /// With `prune`: how many of the most recently used to keep.
+    #[arg(long, default_value_t = 0)]
+    pub keep: usize,
+    /// The cache directory (default: $SLUICE_PLUGIN_CACHE, else the user
+    /// cache directory).
+    #[arg(long, env = "SLUICE_PLUGIN_CACHE", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheAction {
+    Show,
+    Prune,
 }
 
 #[derive(Args, Debug)]

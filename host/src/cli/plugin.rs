@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{InspectArgs, RunArgs, TestArgs};
+use super::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
 use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
 use crate::source::framing::LineReader;
 
@@ -307,4 +307,58 @@ pub fn test(args: &TestArgs) -> Result<bool> {
 
 fn describe(d: &str) -> String {
     if d.is_empty() { String::new() } else { format!(" — {d}") }
+}
+
+/// `sluice plugin cache [show|prune]`.
+pub fn cache(args: &CacheArgs) -> Result<()> {
+    let dir = args
+        .cache_dir
+        .clone()
+        .or_else(Runtime::default_cache_dir)
+        .context("no cache directory: set SLUICE_PLUGIN_CACHE or --cache-dir")?;
+    let listed = |dir: &Path| -> Result<(usize, u64)> {
+        let mut n = 0;
+        let mut bytes = 0;
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                for e in entries.flatten() {
+                    if e.path().extension().is_some_and(|x| x == "cwasm") {
+                        n += 1;
+                        bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+        }
+        Ok((n, bytes))
+    };
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    match args.action {
+        CacheAction::Show => {
+            let (n, bytes) = listed(&dir)?;
+            println!(
+                "{}: {n} compiled plugins, {:.1} MiB (kept: the {} most recently used, {} MiB at most)",
+                dir.display(),
+                mib(bytes),
+                plugin::cache::DISK_ENTRIES,
+                plugin::cache::DISK_BYTES >> 20
+            );
+        }
+        CacheAction::Prune => {
+            let (before, bytes_before) = listed(&dir)?;
+            if before > 0 {
+                plugin::cache::prune_to(&dir, args.keep).with_context(|| format!("cannot prune {}", dir.display()))?;
+            }
+            let (after, bytes_after) = listed(&dir)?;
+            println!(
+                "{}: removed {} compiled plugins ({:.1} MiB); {after} kept ({:.1} MiB)",
+                dir.display(),
+                before - after,
+                mib(bytes_before - bytes_after),
+                mib(bytes_after)
+            );
+        }
+    }
+    Ok(())
 }

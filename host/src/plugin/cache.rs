@@ -123,6 +123,13 @@ pub fn prune(dir: &Path, keep: &Path, max_entries: usize, max_bytes: u64) -> std
     Ok(removed)
 }
 
+/// Keep only the `keep` most recently used `.cwasm` files of `dir`
+/// (`sluice plugin cache prune`).
+pub fn prune_to(dir: &Path, keep: usize) -> std::io::Result<Vec<PathBuf>> {
+    // `prune` counts a file it must keep ahead of the rest: none here.
+    prune(dir, &dir.join(".none"), keep + 1, u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -190,7 +190,7 @@ impl Runtime {
             }
             None => {
                 self.counters.compiled.fetch_add(1, Ordering::Relaxed);
-                let c = Component::new(&self.engine, bytes)
+                let c = compile_saying_so(path, self.disk_cache.as_deref(), || Component::new(&self.engine, bytes))
                     .map_err(|e| PluginError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })?;
                 if let Some(file) = &cached_file
                     && let Err(e) = c
@@ -233,4 +233,52 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// How long a compile may run before it is said: a Rust plugin compiles
+/// in well under it; a Python or JavaScript build (30–40 MiB of wasm, an
+/// interpreter inside) takes about 20 s the first time, silent otherwise.
+const SAY_COMPILING_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Run `compile`, and say once that it is running if it takes longer than
+/// `SAY_COMPILING_AFTER`: on the terminal when there is one (`check`,
+/// `plugin test`), in the log otherwise; and how long it took.
+fn compile_saying_so<T>(path: &Path, cache: Option<&Path>, compile: impl FnOnce() -> T) -> T {
+    use std::io::IsTerminal;
+    let done = std::sync::Mutex::new(false);
+    let wake = std::sync::Condvar::new();
+    let started = std::time::Instant::now();
+    let said = std::sync::atomic::AtomicBool::new(false);
+    let name = path.display().to_string();
+    let cached =
+        cache.map_or_else(|| "not cached: no cache directory".to_string(), |d| format!("cached in {}", d.display()));
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let guard = done.lock().unwrap_or_else(|p| p.into_inner());
+            let (guard, _) =
+                wake.wait_timeout_while(guard, SAY_COMPILING_AFTER, |d| !*d).unwrap_or_else(|p| p.into_inner());
+            if !*guard {
+                said.store(true, std::sync::atomic::Ordering::SeqCst);
+                let line = format!("compiling plugin {name} for this machine, once ({cached} afterwards)…");
+                if std::io::stderr().is_terminal() {
+                    eprintln!("{line}");
+                } else {
+                    tracing::info!("{line}");
+                }
+            }
+        });
+        let result = compile();
+        *done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        wake.notify_all();
+        result
+    });
+    if said.load(std::sync::atomic::Ordering::SeqCst) {
+        let line = format!("compiled plugin {name} in {:.1} s", started.elapsed().as_secs_f64());
+        if std::io::stderr().is_terminal() {
+            eprintln!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+    }
+    result
 }

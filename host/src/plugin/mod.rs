@@ -11,7 +11,7 @@
 //!   at load, and the generated bindings, private to this module;
 //! - `output_rules`: what an event must be, whichever the version.
 
-mod cache;
+pub mod cache;
 mod chain;
 pub mod conformance;
 mod contract;
