@@ -23,8 +23,8 @@ need() {
     fi
 }
 need "$clang" "Install Debian's clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32), or set CLANG."
-need "$wit_bindgen" "Install it with: cargo install wit-bindgen-cli --version 0.63.0 --locked (with wasm-tools, about 12 minutes of 2 cores), or set WIT_BINDGEN to the program."
-need "$wasm_tools" "Install it with: cargo install wasm-tools --version 1.263.0 --locked (with wit-bindgen, about 12 minutes of 2 cores), or set WASM_TOOLS to the program."
+need "$wit_bindgen" "Install it with: cargo install --locked wit-bindgen-cli@0.63.0 --no-default-features --features c (with wasm-tools, about 12 minutes of 2 cores; guest-sdk/c/README.md), or set WIT_BINDGEN to the program."
+need "$wasm_tools" "Install it with: cargo install --locked wasm-tools@1.263.0 --no-default-features --features component,parse,print (with wit-bindgen, about 12 minutes of 2 cores), or set WASM_TOOLS to the program."
 gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 
