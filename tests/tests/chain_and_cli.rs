@@ -208,6 +208,28 @@ fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
         (vec!["--plugin", "/no/such/plugin.wasm"], "/no/such/plugin.wasm"),
         (vec!["--config", bad_toml.to_str().unwrap_or(""), "--plugin", window.as_str()], "comes before any --plugin"),
     ];
+    // The same config as JSON works as the TOML does; a file that is not
+    // one table is refused, naming it.
+    let as_json = dir.path().join("window.json");
+    std::fs::write(&as_json, r#"{"max_age": "forever"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let listed = dir.path().join("list.json");
+    std::fs::write(&listed, "[1, 2]").unwrap_or_else(|e| panic!("{e}"));
+    let bad_json = dir.path().join("bad.json");
+    std::fs::write(&bad_json, "{\"max_age\": ").unwrap_or_else(|e| panic!("{e}"));
+    let cases: Vec<(Vec<&str>, &str)> = cases
+        .into_iter()
+        .chain([
+            (
+                vec!["--plugin", window.as_str(), "--config", as_json.to_str().unwrap_or("")],
+                "invalid duration \"forever\"",
+            ),
+            (
+                vec!["--plugin", window.as_str(), "--config", listed.to_str().unwrap_or("")],
+                "list.json must hold one table",
+            ),
+            (vec!["--plugin", window.as_str(), "--config", bad_json.to_str().unwrap_or("")], "invalid JSON in"),
+        ])
+        .collect();
     for (args, expect) in cases {
         let mut full = vec!["plugin", "run"];
         full.extend(args.iter().copied());
@@ -216,6 +238,11 @@ fn plugin_run_refuses_bad_configs_with_exit_code_2_naming_the_fault() {
         assert!(stderr.contains(expect), "{args:?}: expected {expect:?} in {stderr}");
         assert!(stdout.is_empty(), "{args:?}: nothing may be processed: {stdout}");
     }
+    let good_json = dir.path().join("good.json");
+    std::fs::write(&good_json, r#"{"max_age": "30d"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let (code, _, stderr) =
+        sluice(&["plugin", "run", "--plugin", &window, "--config", good_json.to_str().unwrap_or("")], "");
+    assert_eq!(code, 0, "a JSON config: {stderr}");
 }
 
 #[test]

@@ -443,7 +443,8 @@ pub struct RunArgs {
     /// A plugin component (.wasm); repeat for a chain, in order.
     #[arg(long = "plugin", short = 'p', required = true, value_name = "PATH")]
     pub plugins: Vec<PathBuf>,
-    /// A TOML file holding the config table of the `--plugin` before it.
+    /// A file holding the config table of the `--plugin` before it: TOML,
+    /// or JSON when named `*.json`.
     #[arg(long = "config", short = 'c', value_name = "FILE")]
     pub configs: Vec<PathBuf>,
     /// Read lines from this file instead of stdin.

@@ -11,12 +11,28 @@ use super::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
 use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
 use crate::source::framing::LineReader;
 
-/// Read a plugin's config table from a TOML file, as JSON for `init`.
+/// A plugin's config table from a file, as JSON for `init`: JSON when
+/// the file is named `*.json`, TOML otherwise (what a `[[plugins]]`
+/// `config` table holds). One reader for `plugin run --config` and
+/// `shadow --plugin-config`.
 pub fn read_config_file(path: &Path) -> Result<serde_json::Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read plugin config {}", path.display()))?;
-    let table: toml::Table = toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
-    serde_json::to_value(table).with_context(|| format!("cannot convert {} to JSON", path.display()))
+    let value = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str::<serde_json::Value>(&text)
+            .with_context(|| format!("invalid JSON in {}", path.display()))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
+        serde_json::to_value(table).with_context(|| format!("cannot convert {} to JSON", path.display()))?
+    };
+    anyhow::ensure!(
+        value.is_object(),
+        "{} must hold one table (an object): the plugin's config, not {}",
+        path.display(),
+        sluice_guest::json::kind(&value)
+    );
+    Ok(value)
 }
 
 /// Pair each `--config` with the `--plugin` given before it on the command

@@ -7,7 +7,7 @@
 //! committed; the state store is only read.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
@@ -47,23 +47,11 @@ fn candidate(cfg: &Config, args: &ShadowArgs) -> Result<(Config, Vec<String>)> {
     }
     for spec in &args.plugin_configs {
         let (i, file) = index(&out, spec, "plugin-config")?;
-        out.plugins[i].config = read_table(&file).with_context(|| format!("--plugin-config {spec:?}"))?;
+        out.plugins[i].config =
+            super::plugin::read_config_file(&file).with_context(|| format!("--plugin-config {spec:?}"))?;
         changed.push(format!("{} with the config of {}", out.plugins[i].name, file.display()));
     }
     Ok((out, changed))
-}
-
-/// A plugin config as a JSON value, from a JSON or TOML file.
-fn read_table(file: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
-    let value: serde_json::Value = if file.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?
-    } else {
-        let table: toml::Table = text.parse().with_context(|| format!("{} is not TOML", file.display()))?;
-        serde_json::to_value(table)?
-    };
-    anyhow::ensure!(value.is_object(), "{} must hold a table (the plugin's config)", file.display());
-    Ok(value)
 }
 
 /// The records to compare, up to `limit`, with the quarantine entry each
