@@ -22,7 +22,8 @@
 //!   log line masked (`redact`);
 //! - `masking.rs`: what is replaced by `***` wherever record content
 //!   leaves the process (quarantine entries, logs, errors);
-//! - `config.rs`: the typed config; `cli/`: the `sluice` command line.
+//! - `config/`: the typed config (and where a key is written, for errors);
+//!   `cli/`: the `sluice` command line.
 //!
 //! The custody rule (`../shared/DESIGN.md`, README) governs every module
 //! that moves a record or an offset.

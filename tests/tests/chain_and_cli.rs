@@ -468,8 +468,11 @@ fn check_names_every_problem_in_one_pass() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has 3 problems"), "{err}");
-    for key in ["batch_sise", "folow", "paht"] {
+    for (key, line) in [("batch_sise", 4), ("folow", 8), ("paht", 11)] {
         assert!(err.contains(key), "{key} not named: {err}");
+        // Where the file writes it, not only its key path.
+        let named = err.lines().find(|l| l.contains(key)).unwrap_or_default();
+        assert!(named.ends_with(&format!("(line {line}, column 1)")), "{key} not placed at line {line}: {err}");
     }
     // A file that parses, with two plugins that refuse their configs and
     // a source that matches nothing: all three named.

@@ -5,6 +5,7 @@
 //! stops the start with one message naming the key or file at fault.
 //! `examples/quickstart/sluice.toml` is the annotated example.
 
+mod located;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,6 +67,29 @@ impl Problems {
 }
 
 impl ConfigError {
+    /// The same error with each problem's place in the file the operator
+    /// wrote, `(line 12, column 1)`, where `text` (the file) writes its key.
+    fn located(self, text: &str) -> ConfigError {
+        let place = |key: &str, message: String| match located::locate_problem(text, key, &message) {
+            Some((line, column)) => format!("{message} (line {line}, column {column})"),
+            None => message,
+        };
+        match self {
+            ConfigError::Invalid { path, key, message } => {
+                let message = place(&key, message);
+                ConfigError::Invalid { path, key, message }
+            }
+            ConfigError::Many { path, problems } => ConfigError::Many {
+                path,
+                problems: problems
+                    .into_iter()
+                    .map(|Problem { key, message }| Problem { message: place(&key, message), key })
+                    .collect(),
+            },
+            other => other,
+        }
+    }
+
     /// Each problem on its own, for a caller that adds its own (`check`).
     pub fn problems(&self) -> Vec<Problem> {
         match self {
@@ -705,8 +729,14 @@ impl Config {
         if !path.is_file() {
             return Err(load_err("no such file".into()));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| load_err(e.to_string()))?;
-        let text = interpolate_file(&text, &|name| std::env::var(name).ok()).map_err(|list| {
+        let written = std::fs::read_to_string(path).map_err(|e| load_err(e.to_string()))?;
+        Config::load_text(path, &written).map_err(|e| e.located(&written))
+    }
+
+    /// `load` of `written`, the text of the file at `path`.
+    fn load_text(path: &Path, written: &str) -> Result<Config, ConfigError> {
+        let load_err = |message: String| ConfigError::Load { path: path.to_path_buf(), message };
+        let text = interpolate_file(written, &|name| std::env::var(name).ok()).map_err(|list| {
             let mut p = Problems::new(path);
             for (key, message) in list {
                 p.add(&key, message);
