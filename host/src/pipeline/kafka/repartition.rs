@@ -159,9 +159,8 @@ impl Sink for ByIdSink {
 }
 
 /// The front's config (and its source's, which it holds too): the
-/// pipeline's, deciding each partition's ids
-/// locally (no changelog, no follower, no transactions: what it does
-/// twice, the back absorbs).
+/// pipeline's, deciding each partition's ids locally (no changelog, no
+/// follower, no transactions: what it does twice, the back absorbs).
 fn front(cfg: &Config, source: &KafkaSourceConfig) -> (Config, KafkaSourceConfig) {
     let mut cfg = cfg.clone();
     cfg.dedup.scope = DedupScope::Partition;
@@ -173,8 +172,8 @@ fn front(cfg: &Config, source: &KafkaSourceConfig) -> (Config, KafkaSourceConfig
 }
 
 /// The back's config (and its source's, which it holds too): the internal
-/// topic in a group of its own, no
-/// plugins, the partition scope with the pipeline's changelog.
+/// topic in a group of its own, no plugins, the partition scope with the
+/// pipeline's changelog.
 fn back(cfg: &Config, source: &KafkaSourceConfig, topic: &str) -> (Config, KafkaSourceConfig) {
     let mut back = cfg.clone();
     back.plugins = Vec::new();
