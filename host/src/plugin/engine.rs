@@ -245,40 +245,40 @@ const SAY_COMPILING_AFTER: std::time::Duration = std::time::Duration::from_secs(
 /// `plugin test`), in the log otherwise; and how long it took.
 fn compile_saying_so<T>(path: &Path, cache: Option<&Path>, compile: impl FnOnce() -> T) -> T {
     use std::io::IsTerminal;
-    let done = std::sync::Mutex::new(false);
-    let wake = std::sync::Condvar::new();
-    let started = std::time::Instant::now();
-    let said = std::sync::atomic::AtomicBool::new(false);
-    let name = path.display().to_string();
-    let cached =
-        cache.map_or_else(|| "not cached: no cache directory".to_string(), |d| format!("cached in {}", d.display()));
-    let result = std::thread::scope(|s| {
-        s.spawn(|| {
-            let guard = done.lock().unwrap_or_else(|p| p.into_inner());
-            let (guard, _) =
-                wake.wait_timeout_while(guard, SAY_COMPILING_AFTER, |d| !*d).unwrap_or_else(|p| p.into_inner());
-            if !*guard {
-                said.store(true, std::sync::atomic::Ordering::SeqCst);
-                let line = format!("compiling plugin {name} for this machine, once ({cached} afterwards)…");
-                if std::io::stderr().is_terminal() {
-                    eprintln!("{line}");
-                } else {
-                    tracing::info!("{line}");
-                }
-            }
-        });
-        let result = compile();
-        *done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        wake.notify_all();
-        result
-    });
-    if said.load(std::sync::atomic::Ordering::SeqCst) {
-        let line = format!("compiled plugin {name} in {:.1} s", started.elapsed().as_secs_f64());
+    let say = |line: String| {
         if std::io::stderr().is_terminal() {
             eprintln!("{line}");
         } else {
             tracing::info!("{line}");
         }
+    };
+    let done = std::sync::Mutex::new(false);
+    let wake = std::sync::Condvar::new();
+    let started = std::time::Instant::now();
+    let (result, said) = std::thread::scope(|s| {
+        // Waits for the compile or the delay, whichever ends first; says
+        // so when the delay did.
+        let watcher = s.spawn(|| {
+            let guard = done.lock().unwrap_or_else(|p| p.into_inner());
+            let (guard, _) =
+                wake.wait_timeout_while(guard, SAY_COMPILING_AFTER, |d| !*d).unwrap_or_else(|p| p.into_inner());
+            let slow = !*guard;
+            if slow {
+                let cached = cache.map_or_else(
+                    || "not cached: no cache directory".to_string(),
+                    |d| format!("cached in {}", d.display()),
+                );
+                say(format!("compiling plugin {} for this machine, once ({cached} afterwards)…", path.display()));
+            }
+            slow
+        });
+        let result = compile();
+        *done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        wake.notify_all();
+        (result, watcher.join().unwrap_or(false))
+    });
+    if said {
+        say(format!("compiled plugin {} in {:.1} s", path.display(), started.elapsed().as_secs_f64()));
     }
     result
 }

@@ -195,7 +195,9 @@ fn back(cfg: &Config, source: &KafkaSourceConfig, topic: &str) -> (Config, Kafka
 /// back, as the event it was.
 pub struct Sides {
     pub front: Config,
+    front_source: KafkaSourceConfig,
     pub back: Config,
+    back_source: KafkaSourceConfig,
     /// The front's sink: the internal topic.
     pub front_sink: Guarded,
     topic: String,
@@ -204,16 +206,21 @@ pub struct Sides {
 impl Sides {
     /// `None` unless `cfg` is repartitioned.
     pub fn of(cfg: &Config) -> Result<Option<Sides>, PipelineError> {
-        let crate::config::SourceConfig::Kafka(source) = &cfg.source else { return Ok(None) };
-        if !cfg.dedup.repartition {
-            return Ok(None);
+        match &cfg.source {
+            crate::config::SourceConfig::Kafka(source) if cfg.dedup.repartition => Sides::new(cfg, source).map(Some),
+            _ => Ok(None),
         }
+    }
+
+    /// The two sides of `cfg`, whose source is `source`; the front's sink
+    /// connected.
+    fn new(cfg: &Config, source: &KafkaSourceConfig) -> Result<Sides, PipelineError> {
         let topic = topic(&source.group_id);
-        let (front_cfg, _) = front(cfg, source);
-        let (back_cfg, _) = back(cfg, source, &topic);
+        let (front, front_source) = front(cfg, source);
+        let (back, back_source) = back(cfg, source, &topic);
         let front_sink =
             Guarded::new(Box::new(ByIdSink::new(source, &topic)?), RetryConfig::default(), BreakerConfig::default());
-        Ok(Some(Sides { front: front_cfg, back: back_cfg, front_sink, topic }))
+        Ok(Sides { front, front_source, back, back_source, front_sink, topic })
     }
 
     /// Whether the back quarantined the record at `position`.
@@ -266,12 +273,8 @@ fn ensure_topic(
 /// Run the front and the back of `cfg` until `stop`; either one's end
 /// stops the other. Ready when both are.
 pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig) -> Result<(), PipelineError> {
-    let topic = topic(&source.group_id);
-    ensure_topic(common, source, &topic, cfg.dedup.changelog.retention_factor)?;
-    let (front_cfg, front_source) = front(cfg, source);
-    let (back_cfg, back_source) = back(cfg, source, &topic);
-    let front_sink =
-        Guarded::new(Box::new(ByIdSink::new(source, &topic)?), RetryConfig::default(), BreakerConfig::default());
+    ensure_topic(common, source, &topic(&source.group_id), cfg.dedup.changelog.retention_factor)?;
+    let sides = Sides::new(cfg, source)?;
     let back_sink = open_sink(cfg)?;
     let ready = [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
     let set = |i: usize, r: bool| {
@@ -285,9 +288,9 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
             // The run's health is the back's watchdog's: the back is
             // where the sink is.
             let serving = Serving {
-                cfg: &front_cfg,
-                source: &front_source,
-                sink: &front_sink,
+                cfg: &sides.front,
+                source: &sides.front_source,
+                sink: &sides.front_sink,
                 ready: &front_ready,
                 watched: None,
                 reads_events: false,
@@ -303,8 +306,8 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
             Err(e) => return Err(PipelineError::Panicked(format!("cannot start the front: {e}"))),
         };
         let serving = Serving {
-            cfg: &back_cfg,
-            source: &back_source,
+            cfg: &sides.back,
+            source: &sides.back_source,
             sink: &back_sink,
             ready: &back_ready,
             watched: Some(common.health),
