@@ -325,13 +325,22 @@ pub fn delete_topic(brokers: &str, topic: &str) {
 /// Produce `(partition, key, payload)` records with `acks=all`; every one
 /// is acknowledged before this returns, or it panics.
 pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {
-    let producer: ThreadedProducer<DefaultProducerContext> = client(brokers)
+    produce_with(brokers, topic, records, &[]);
+}
+
+/// [`produce`] with producer properties of the caller's (a test that
+/// depends on how records are batched in the log sets `batch.size`).
+pub fn produce_with(brokers: &str, topic: &str, records: &[(i32, String, String)], properties: &[(&str, &str)]) {
+    let mut config = client(brokers);
+    config
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .set("message.timeout.ms", "60000")
-        .create()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .set("message.timeout.ms", "60000");
+    for (key, value) in properties {
+        config.set(*key, *value);
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> = config.create().unwrap_or_else(|e| panic!("{e}"));
     for (p, key, payload) in records {
         let mut rec = BaseRecord::to(topic).partition(*p).key(key.as_str()).payload(payload.as_str());
         loop {

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice::store::Store;
-use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, free_port, high_watermarks, produce};
+use sluice_e2e::kafka::{Broker, Storage, committed, create_topic, free_port, high_watermarks, produce, produce_with};
 use sluice_e2e::proxy::Link;
 use sluice_e2e::{plugin, scrape, sluice_bin};
 
@@ -1323,7 +1323,9 @@ fn a_slow_stage_stops_fetching_at_the_queue_bound_and_memory_stays_bounded() {
     let pad = "p".repeat(2048);
     let records: Vec<(i32, String, String)> =
         (0..20_000).map(|i| (i % PARTITIONS, format!("k{i}"), format!("POISON {i} {pad}"))).collect();
-    produce(&broker.brokers(), &f.topic, &records);
+    // Batches of 64 KiB (about 31 records), so one fetch response is as
+    // large as the broker makes it, not one producer batch of 1 MB.
+    produce_with(&broker.brokers(), &f.topic, &records, &[("batch.size", "65536")]);
     let port = free_port();
     let cfg = format!(
         r#"
@@ -1364,8 +1366,17 @@ listen = "127.0.0.1:{port}"
     let started = Instant::now();
     // librdkafka's queue of each partition, from its statistics.
     let mut max_prefetched = 0f64;
-    let mut rss = Vec::new();
+    // RSS once records flow (the plugin compiled, the consumer fetching):
+    // the baseline the queue bound is measured against.
+    let mut first = None;
+    let mut peak = 0;
     let mut last = String::new();
+    let records_in = |text: &str| -> f64 {
+        metric_lines(text, &["sluice_records_in_total{"])
+            .iter()
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
     while started.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(500));
         if let Ok(Some(status)) = child.try_wait() {
@@ -1375,24 +1386,28 @@ listen = "127.0.0.1:{port}"
         for l in metric_lines(&text, &["sluice_partition_prefetched_records{"]) {
             max_prefetched = max_prefetched.max(l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0));
         }
-        rss.push(rss_kib(child.id()));
+        let rss = rss_kib(child.id());
+        if first.is_none() && records_in(&text) > 0.0 {
+            first = Some(rss);
+        }
+        peak = peak.max(rss);
         last = text;
     }
-    let done: f64 = metric_lines(&last, &["sluice_records_in_total{"])
-        .iter()
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert_eq!(terminate(&mut child), 0, "{}", f.logs());
-    let (first, peak) = (rss[2], rss.iter().copied().max().unwrap_or(0));
+    let done = records_in(&last);
+    let code = terminate(&mut child);
+    let first = first.unwrap_or_else(|| panic!("no record processed in 15 s; {}", f.logs()));
     println!(
         "slow stage: {done} of 20000 records processed in 15 s; at most {max_prefetched} records in a partition's \
-         librdkafka queue (queue_records 50); RSS {first} KiB at 1.5 s, peak {peak} KiB"
+         librdkafka queue (queue_records 50); RSS {first} KiB once records flowed, peak {peak} KiB; exit {code}"
     );
+    assert_eq!(code, 0, "{}", f.logs());
     assert!(done < 10_000.0, "the stage was slow: most records still in Kafka ({done} processed)");
     // The queue fills to its bound (fetching stops there, not earlier) and
     // overshoots it by at most one fetch response: tansu answers with about
     // 1 MiB (some 490 of these records) whatever max.partition.fetch.bytes
-    // asks, so the bound is queue_records + 1 MiB, not + 64 KiB.
+    // asks, in whole producer batches (so one more batch at most, which
+    // the 64 KiB batches above keep to some 31 records), so the bound is
+    // queue_records + 1 MiB, not + 64 KiB.
     assert!(max_prefetched >= 50.0, "a partition's queue reached queue_records: {max_prefetched}");
     assert!(max_prefetched <= 50.0 + 512.0, "prefetch bounded by queue_records + one fetch: {max_prefetched}");
     assert!(peak < first + 48 * 1024, "memory stays bounded while 40 MiB wait in Kafka: {first} -> {peak} KiB");
