@@ -37,9 +37,16 @@
 //! | a space | one or more spaces |
 //! | any other character | itself, exactly (`-`, `:`, `/`, `T`, `,`, `[`…) |
 //!
-//! Without `%z` the time is UTC. `%f` elsewhere (after `:`, say) is refused
-//! when the pattern is compiled: `…:35:11` may mean 11 ms or 0.11 s, so the
-//! pattern must say which with `%3f` or `%-3f` (or the µs and ns forms). A
+//! Without `%z` a time is read in the format's zone (`with_zone`: `UTC`,
+//! `-07:00`, or an IANA name such as `America/Los_Angeles`, with the tz
+//! database compiled in), else as UTC, which [`Format::zone_notice`] lets
+//! a plugin say at setup. In an IANA zone a local time the clocks skipped
+//! or repeated is refused, naming it, unless [`Ambiguous`] picks the
+//! earliest or latest instant it can mean.
+//!
+//! `%f` elsewhere (after `:`, say) is refused when the pattern is
+//! compiled: `…:35:11` may mean 11 ms or 0.11 s, so the pattern must say
+//! which with `%3f` or `%-3f` (or the µs and ns forms). A
 //! fixed-width item refuses a field of the wrong width rather than
 //! misreading it. Two numbers with nothing between them (`%Y%m%d`) are
 //! read at fixed widths: `%m`, `%d`, `%H`, `%I` read exactly two digits
@@ -58,7 +65,8 @@
 //! one year when that would put the time more than a day in the future: a
 //! December line read in January belongs to last year. A config that knows
 //! better names the year: `{ format = "syslog", year = 2016 }` wherever a
-//! format is read (`timestamp_format` of the json and pattern plugins).
+//! format is read (`timestamp_format` of the json and pattern plugins); the
+//! same table takes `zone` and `ambiguous`.
 
 use std::fmt;
 
@@ -210,6 +218,40 @@ pub struct Format {
     has_year: bool,
     /// The year to take when the input has none; none: infer it from now.
     year: Option<i64>,
+    /// The zone of a time written without one; none: UTC.
+    zone: Option<ZoneRule>,
+}
+
+/// What a time means that its text leaves without a zone: a fixed offset
+/// or an IANA zone, whose daylight-saving changes make some local times
+/// skipped (a gap) or twice (a fold).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ZoneRule {
+    /// As the config wrote it, for messages.
+    name: String,
+    zone: Zone,
+    ambiguous: Ambiguous,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Zone {
+    /// Seconds east of UTC.
+    Fixed(i64),
+    Named(jiff::tz::TimeZone),
+}
+
+/// What a local time that a daylight-saving change skipped or repeated
+/// becomes: refused by default, since either answer may be an hour wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ambiguous {
+    /// The record is rejected, its reason naming the time and the zone.
+    #[default]
+    Reject,
+    /// The earliest instant the local time can mean.
+    Earliest,
+    /// The latest instant the local time can mean.
+    Latest,
 }
 
 impl Format {
@@ -237,7 +279,7 @@ impl Format {
             Kind::Pattern(items) => items.iter().any(|i| matches!(i, Item::Year4 | Item::Year2)),
             _ => true,
         };
-        Ok(Format { name: spec.to_string(), kind, has_year, year: None })
+        Ok(Format { name: spec.to_string(), kind, has_year, year: None, zone: None })
     }
 
     /// The same format, taking `year` when the input has none (instead of
@@ -253,9 +295,62 @@ impl Format {
         Ok(self)
     }
 
+    /// The same format, reading a time written without a zone in `zone`:
+    /// `UTC`, a fixed offset (`-07:00`, `+0530`) or an IANA name
+    /// (`America/Los_Angeles`, daylight saving applied). A format whose
+    /// input carries its zone (rfc3339, epochs, a pattern with `%z`) is
+    /// refused one: the two could disagree.
+    pub fn with_zone(mut self, zone: &str, ambiguous: Ambiguous) -> Result<Format, String> {
+        let carried = match &self.kind {
+            Kind::Rfc3339 => Some("rfc3339 times carry their own offset"),
+            Kind::Epoch { .. } => Some("an epoch count is UTC by definition"),
+            Kind::Pattern(items) if items.contains(&Item::Zone) => Some("the pattern reads the zone itself (%z)"),
+            Kind::Pattern(_) => None,
+        };
+        if let Some(why) = carried {
+            return Err(format!(
+                "zone: the timestamp format {:?} needs none ({why}); zone is for a pattern without %z",
+                self.name
+            ));
+        }
+        let parsed = match fixed_offset(zone) {
+            Some(secs) => Zone::Fixed(secs),
+            None => Zone::Named(jiff::tz::TimeZone::get(zone).map_err(|_| {
+                format!(
+                    "zone: unknown time zone {zone:?}: an IANA name such as \"America/Los_Angeles\" or \
+                     \"Europe/Berlin\", an offset such as \"-07:00\", or \"UTC\""
+                )
+            })?),
+        };
+        if ambiguous != Ambiguous::Reject && matches!(parsed, Zone::Fixed(_)) {
+            return Err(format!(
+                "ambiguous: {zone:?} is a fixed offset, where no local time is skipped or repeated; \
+                 ambiguous is for an IANA zone"
+            ));
+        }
+        self.zone = Some(ZoneRule { name: zone.to_string(), zone: parsed, ambiguous });
+        Ok(self)
+    }
+
+    /// What an operator should know about this format's zone: a pattern
+    /// without `%z` and without a configured zone reads its times as UTC,
+    /// which is an hour or more wrong for a log written in local time and
+    /// would go unnoticed. None when the input or the config says the zone.
+    pub fn zone_notice(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Pattern(items) if self.zone.is_none() && !items.contains(&Item::Zone) => Some(format!(
+                "the timestamp format {:?} writes no zone: its times are read as UTC. If the log writes \
+                 local time, name its zone (zone = \"America/Los_Angeles\" or \"-07:00\"); \
+                 zone = \"UTC\" says they are UTC and silences this",
+                self.name
+            )),
+            _ => None,
+        }
+    }
+
     /// RFC 3339, the default wherever a format is optional.
     pub fn rfc3339() -> Format {
-        Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true, year: None }
+        Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true, year: None, zone: None }
     }
 
     pub fn name(&self) -> &str {
@@ -274,7 +369,9 @@ impl Format {
         let result = match &self.kind {
             Kind::Rfc3339 => parse_rfc3339(s.as_bytes()),
             Kind::Epoch { nanos_per_unit } => parse_epoch(s, *nanos_per_unit),
-            Kind::Pattern(items) => parse_pattern(items, s.as_bytes(), self.has_year, self.year, now),
+            Kind::Pattern(items) => {
+                parse_pattern(items, s.as_bytes(), self.has_year, self.year, self.zone.as_ref(), now)
+            }
         };
         result.map_err(|why| TimeError { input: input.to_string(), format: self.name.clone(), why })
     }
@@ -314,7 +411,7 @@ impl<'de> serde::Deserialize<'de> for Format {
 
 fn format_of(value: &serde_json::Value) -> Result<Format, String> {
     use serde_json::Value;
-    const TABLE: &str = "{ format = \"…\", year = 2016 }";
+    const TABLE: &str = "{ format = \"…\", year = 2016, zone = \"…\", ambiguous = \"reject\" }";
     let table = match value {
         Value::String(spec) => return Format::new(spec),
         Value::Object(table) => table,
@@ -325,19 +422,60 @@ fn format_of(value: &serde_json::Value) -> Result<Format, String> {
             ));
         }
     };
-    if let Some(key) = table.keys().find(|k| !matches!(k.as_str(), "format" | "year")) {
-        return Err(format!("{key}: not a key of a timestamp format table {TABLE} (its keys: format, year)"));
+    if let Some(key) = table.keys().find(|k| !matches!(k.as_str(), "format" | "year" | "zone" | "ambiguous")) {
+        return Err(format!(
+            "{key}: not a key of a timestamp format table {TABLE} (its keys: format, year, zone, ambiguous)"
+        ));
     }
     let format = match table.get("format") {
         Some(Value::String(spec)) => Format::new(spec)?,
         Some(other) => return Err(format!("format: a name or pattern, found {}", crate::json::kind(other))),
         None => return Err(format!("format: missing from the timestamp format table {TABLE}")),
     };
-    match table.get("year") {
-        None => Ok(format),
-        Some(Value::Number(n)) if n.as_i64().is_some() => format.with_year(n.as_i64().unwrap_or_default()),
-        Some(other) => Err(format!("year: a whole number such as 2016, found {}", crate::json::kind(other))),
+    let format = match table.get("year") {
+        None => format,
+        Some(Value::Number(n)) if n.as_i64().is_some() => format.with_year(n.as_i64().unwrap_or_default())?,
+        Some(other) => {
+            return Err(format!("year: a whole number such as 2016, found {}", crate::json::kind(other)));
+        }
+    };
+    let ambiguous = match table.get("ambiguous") {
+        None => None,
+        Some(value) => Some(ambiguous_of(value)?),
+    };
+    match (table.get("zone"), ambiguous) {
+        (None, None) => Ok(format),
+        (None, Some(_)) => Err("ambiguous: needs a zone (an IANA name) to apply to".into()),
+        (Some(Value::String(zone)), ambiguous) => format.with_zone(zone, ambiguous.unwrap_or_default()),
+        (Some(other), _) => Err(format!(
+            "zone: an IANA name such as \"America/Los_Angeles\" or an offset such as \"-07:00\", found {}",
+            crate::json::kind(other)
+        )),
     }
+}
+
+/// `ambiguous = "reject" | "earliest" | "latest"`, its mistake named.
+fn ambiguous_of(value: &serde_json::Value) -> Result<Ambiguous, String> {
+    match value.as_str() {
+        Some("reject") => Ok(Ambiguous::Reject),
+        Some("earliest") => Ok(Ambiguous::Earliest),
+        Some("latest") => Ok(Ambiguous::Latest),
+        _ => Err(format!("ambiguous: \"reject\", \"earliest\" or \"latest\", found {value}")),
+    }
+}
+
+/// `UTC`, `Z`, `+hh:mm`, `+hhmm` or `+hh` as seconds east of UTC; none for
+/// anything else (an IANA name, or a mistake the zone database names).
+fn fixed_offset(zone: &str) -> Option<i64> {
+    if zone.eq_ignore_ascii_case("utc") || zone == "Z" {
+        return Some(0);
+    }
+    if !zone.starts_with(['+', '-']) {
+        return None;
+    }
+    let mut c = Cursor { s: zone.as_bytes(), i: 0 };
+    let secs = c.zone().ok()?;
+    (c.i == zone.len()).then_some(secs)
 }
 
 fn compile(pattern: &str) -> Result<Vec<Item>, String> {
@@ -599,7 +737,14 @@ struct Parts {
     pm: Option<bool>,
 }
 
-fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, now: i64) -> Result<i64, String> {
+fn parse_pattern(
+    items: &[Item],
+    s: &[u8],
+    has_year: bool,
+    year: Option<i64>,
+    zone: Option<&ZoneRule>,
+    now: i64,
+) -> Result<i64, String> {
     let mut c = Cursor { s, i: 0 };
     let mut p = Parts { month: 1, day: 1, ..Parts::default() };
     for item in items {
@@ -668,16 +813,16 @@ fn parse_pattern(items: &[Item], s: &[u8], has_year: bool, year: Option<i64>, no
         p.hour = p.hour % 12 + if pm { 12 } else { 0 };
     }
     if has_year {
-        assemble(&p)
+        assemble(&p, zone)
     } else if let Some(year) = year {
-        assemble(&Parts { year: Some(year), ..p })
+        assemble(&Parts { year: Some(year), ..p }, zone)
     } else {
         // No year in the input: take now's, and last year's when that puts
         // the time more than a day ahead of now.
         let year_now = civil_from_days(now.div_euclid(NANOS_PER_SEC * 86_400)).0;
-        let this_year = assemble(&Parts { year: Some(year_now), ..p })?;
+        let this_year = assemble(&Parts { year: Some(year_now), ..p }, zone)?;
         if this_year > now.saturating_add(86_400 * NANOS_PER_SEC) {
-            assemble(&Parts { year: Some(year_now - 1), ..p })
+            assemble(&Parts { year: Some(year_now - 1), ..p }, zone)
         } else {
             Ok(this_year)
         }
@@ -711,7 +856,7 @@ fn parse_rfc3339(s: &[u8]) -> Result<i64, String> {
     if c.i != s.len() {
         return Err(format!("unexpected text at byte {}", c.i));
     }
-    assemble(&p)
+    assemble(&p, None)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` read at fixed places, the shape nearly every
@@ -799,7 +944,9 @@ fn parse_epoch(s: &str, nanos_per_unit: i64) -> Result<i64, String> {
     Ok(nanos)
 }
 
-fn assemble(p: &Parts) -> Result<i64, String> {
+/// The instant the parts name: their own offset (`%z`, RFC 3339), else
+/// the configured zone's at that local time, else UTC.
+fn assemble(p: &Parts, zone: Option<&ZoneRule>) -> Result<i64, String> {
     let year = p.year.unwrap_or(1970);
     if let Some(yday) = p.yday {
         let days = if is_leap(year) { 366 } else { 365 };
@@ -807,7 +954,7 @@ fn assemble(p: &Parts) -> Result<i64, String> {
             return Err(format!("day of the year {yday} out of range for {year}"));
         }
         let (_, month, day) = civil_from_days(days_from_civil(year, 1, 1) + yday - 1);
-        return assemble(&Parts { yday: None, month, day, ..*p });
+        return assemble(&Parts { yday: None, month, day, ..*p }, zone);
     }
     if !(1..=12).contains(&p.month) {
         return Err(format!("month {} out of range", p.month));
@@ -827,11 +974,69 @@ fn assemble(p: &Parts) -> Result<i64, String> {
     if p.hour > 23 || p.minute > 59 || p.second > 59 {
         return Err(format!("time {:02}:{:02}:{:02} out of range", p.hour, p.minute, p.second));
     }
+    let offset = match zone {
+        None => p.offset,
+        Some(rule) => offset_in(rule, year, p)?,
+    };
     let days = days_from_civil(year, p.month, p.day);
-    let secs = days * 86_400 + p.hour * 3600 + p.minute * 60 + p.second - p.offset;
+    let secs = days * 86_400 + p.hour * 3600 + p.minute * 60 + p.second - offset;
     secs.checked_mul(NANOS_PER_SEC)
         .and_then(|n| n.checked_add(p.nanos))
         .ok_or_else(|| format!("year {year} out of range"))
+}
+
+/// The zone's offset (seconds east of UTC) at the local time of `p`, a
+/// valid date and time. A local time that a change of offset skipped or
+/// repeated has two candidates; the rule's `ambiguous` picks the earlier
+/// or later instant, or refuses, naming both offsets.
+fn offset_in(rule: &ZoneRule, year: i64, p: &Parts) -> Result<i64, String> {
+    use jiff::tz::AmbiguousOffset;
+    let tz = match &rule.zone {
+        Zone::Fixed(secs) => return Ok(*secs),
+        Zone::Named(tz) => tz,
+    };
+    let local = || format!("{year:04}-{:02}-{:02} {:02}:{:02}:{:02}", p.month, p.day, p.hour, p.minute, p.second);
+    let small = |v: i64| i8::try_from(v).map_err(|_| format!("{} is out of range", local()));
+    let year16 = i16::try_from(year).map_err(|_| format!("year {year} is out of range"))?;
+    let dt = jiff::civil::DateTime::new(
+        year16,
+        small(p.month)?,
+        small(p.day)?,
+        small(p.hour)?,
+        small(p.minute)?,
+        small(p.second)?,
+        0,
+    )
+    .map_err(|e| format!("{}: {e}", local()))?;
+    let (before, after, gap) = match tz.to_ambiguous_timestamp(dt).offset() {
+        AmbiguousOffset::Unambiguous { offset } => return Ok(i64::from(offset.seconds())),
+        AmbiguousOffset::Gap { before, after } => (before, after, true),
+        AmbiguousOffset::Fold { before, after } => (before, after, false),
+    };
+    let (before, after) = (i64::from(before.seconds()), i64::from(after.seconds()));
+    // The instant is local − offset: the larger offset gives the earlier.
+    match rule.ambiguous {
+        Ambiguous::Earliest => Ok(before.max(after)),
+        Ambiguous::Latest => Ok(before.min(after)),
+        Ambiguous::Reject => {
+            let (from, to) = (offset_text(before), offset_text(after));
+            let what = if gap {
+                format!("does not exist in {}: the clocks skipped it, going from {from} to {to}", rule.name)
+            } else {
+                format!("happened twice in {}: at {from}, then again at {to}", rule.name)
+            };
+            Err(format!(
+                "{} {what}; refused rather than guessed (ambiguous = \"earliest\" or \"latest\" picks one)",
+                local()
+            ))
+        }
+    }
+}
+
+fn offset_text(secs: i64) -> String {
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.abs();
+    format!("{sign}{:02}:{:02}", a / 3600, a % 3600 / 60)
 }
 
 fn is_leap(y: i64) -> bool {
@@ -938,6 +1143,103 @@ mod tests {
         // 2026-11-29T12:00:00Z
         let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC + 12 * 3600 * NANOS_PER_SEC;
         Format::new(spec)?.parse(input, now).map(format_rfc3339).map_err(|e| e.to_string())
+    }
+
+    /// `input` read with `spec` in `zone` (and `ambiguous`), as RFC 3339 UTC.
+    fn zoned(spec: &str, zone: &str, ambiguous: Ambiguous, input: &str) -> Result<String, String> {
+        let now = days_from_civil(2026, 11, 29) * 86_400 * NANOS_PER_SEC;
+        let format = Format::new(spec)?.with_zone(zone, ambiguous)?;
+        format.parse(input, now).map(format_rfc3339).map_err(|e| e.to_string())
+    }
+
+    const LOCAL: &str = "%Y-%m-%d %H:%M:%S";
+    const LA: &str = "America/Los_Angeles";
+
+    #[test]
+    fn a_fixed_offset_zone_reads_local_times() {
+        assert_eq!(zoned(LOCAL, "-07:00", Ambiguous::Reject, "2024-05-01 12:00:00").unwrap(), "2024-05-01T19:00:00Z");
+        assert_eq!(zoned(LOCAL, "+0530", Ambiguous::Reject, "2024-05-01 12:00:00").unwrap(), "2024-05-01T06:30:00Z");
+        assert_eq!(zoned(LOCAL, "UTC", Ambiguous::Reject, "2024-05-01 12:00:00").unwrap(), "2024-05-01T12:00:00Z");
+        // The 7 hours the issue's set was off by, without the zone.
+        assert_eq!(ts(LOCAL, "2024-05-01 12:00:00").unwrap(), "2024-05-01T12:00:00Z");
+    }
+
+    #[test]
+    fn an_iana_zone_applies_daylight_saving() {
+        let r = Ambiguous::Reject;
+        assert_eq!(zoned(LOCAL, LA, r, "2024-07-01 12:00:00").unwrap(), "2024-07-01T19:00:00Z");
+        assert_eq!(zoned(LOCAL, LA, r, "2024-01-15 12:00:00").unwrap(), "2024-01-15T20:00:00Z");
+        // A yearless syslog time in the zone, its year from now.
+        assert_eq!(zoned("syslog", LA, r, "Jul  1 12:00:00").unwrap(), "2026-07-01T19:00:00Z");
+    }
+
+    #[test]
+    fn a_local_time_the_clocks_skipped_is_refused_unless_the_rule_picks() {
+        // 2024-03-10: Los Angeles went from 02:00 PST straight to 03:00 PDT.
+        let e = zoned(LOCAL, LA, Ambiguous::Reject, "2024-03-10 02:30:00").unwrap_err();
+        assert!(e.contains("2024-03-10 02:30:00 does not exist"), "{e}");
+        assert!(e.contains("America/Los_Angeles") && e.contains("going from -08:00 to -07:00"), "{e}");
+        assert!(e.contains("ambiguous = \"earliest\""), "{e}");
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Earliest, "2024-03-10 02:30:00").unwrap(), "2024-03-10T09:30:00Z");
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Latest, "2024-03-10 02:30:00").unwrap(), "2024-03-10T10:30:00Z");
+        // Either side of the gap is one time only.
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Reject, "2024-03-10 01:59:59").unwrap(), "2024-03-10T09:59:59Z");
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Reject, "2024-03-10 03:00:00").unwrap(), "2024-03-10T10:00:00Z");
+    }
+
+    #[test]
+    fn a_local_time_that_happened_twice_is_refused_unless_the_rule_picks() {
+        // 2024-11-03: 01:00–02:00 happened at -07:00, then again at -08:00.
+        let e = zoned(LOCAL, LA, Ambiguous::Reject, "2024-11-03 01:30:00").unwrap_err();
+        assert!(e.contains("2024-11-03 01:30:00 happened twice"), "{e}");
+        assert!(e.contains("in America/Los_Angeles: at -07:00, then again at -08:00"), "{e}");
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Earliest, "2024-11-03 01:30:00").unwrap(), "2024-11-03T08:30:00Z");
+        assert_eq!(zoned(LOCAL, LA, Ambiguous::Latest, "2024-11-03 01:30:00").unwrap(), "2024-11-03T09:30:00Z");
+    }
+
+    #[test]
+    fn a_zone_where_the_input_carries_one_or_a_zone_unknown_is_refused() {
+        let r = Ambiguous::Reject;
+        let e = zoned("rfc3339", LA, r, "").unwrap_err();
+        assert!(e.starts_with("zone:") && e.contains("carry their own offset"), "{e}");
+        let e = zoned("epoch_ms", "-07:00", r, "").unwrap_err();
+        assert!(e.contains("UTC by definition"), "{e}");
+        let e = zoned("%Y-%m-%d %H:%M:%S%z", LA, r, "").unwrap_err();
+        assert!(e.contains("reads the zone itself (%z)"), "{e}");
+        let e = zoned(LOCAL, "America/Los_Angles", r, "").unwrap_err();
+        assert!(e.contains("unknown time zone \"America/Los_Angles\""), "{e}");
+        let e = zoned(LOCAL, "-7:00", r, "").unwrap_err();
+        assert!(e.contains("unknown time zone \"-7:00\""), "{e}");
+        let e = zoned(LOCAL, "-07:00", Ambiguous::Earliest, "").unwrap_err();
+        assert!(e.starts_with("ambiguous:") && e.contains("fixed offset"), "{e}");
+    }
+
+    #[test]
+    fn a_format_table_names_the_zone_and_its_mistakes() {
+        let f = |v: serde_json::Value| format_of(&v);
+        let format = f(serde_json::json!({"format": LOCAL, "zone": LA, "ambiguous": "latest"})).unwrap();
+        assert_eq!(format_rfc3339(format.parse("2024-11-03 01:30:00", 0).unwrap()), "2024-11-03T09:30:00Z");
+        assert!(format.zone_notice().is_none());
+        let e = f(serde_json::json!({"format": LOCAL, "ambiguous": "latest"})).unwrap_err();
+        assert!(e.starts_with("ambiguous: needs a zone"), "{e}");
+        let e = f(serde_json::json!({"format": LOCAL, "zone": LA, "ambiguous": "first"})).unwrap_err();
+        assert!(e.starts_with("ambiguous:") && e.contains("\"first\""), "{e}");
+        let e = f(serde_json::json!({"format": LOCAL, "zone": 7})).unwrap_err();
+        assert!(e.starts_with("zone:"), "{e}");
+        let e = f(serde_json::json!({"format": LOCAL, "tz": LA})).unwrap_err();
+        assert!(e.starts_with("tz: not a key") && e.contains("zone, ambiguous"), "{e}");
+    }
+
+    #[test]
+    fn a_zoneless_pattern_without_a_zone_says_it_reads_utc() {
+        let notice = Format::new(LOCAL).unwrap().zone_notice().unwrap_or_default();
+        assert!(notice.contains("read as UTC") && notice.contains("zone = \"UTC\""), "{notice}");
+        assert!(Format::new("syslog").unwrap().zone_notice().is_some());
+        for quiet in ["rfc3339", "epoch_ms", "%Y-%m-%dT%H:%M:%S%z"] {
+            assert!(Format::new(quiet).unwrap().zone_notice().is_none(), "{quiet}");
+        }
+        let utc = Format::new(LOCAL).unwrap().with_zone("UTC", Ambiguous::Reject).unwrap();
+        assert!(utc.zone_notice().is_none());
     }
 
     /// The old `format!` form, kept as the reference the writer must match.

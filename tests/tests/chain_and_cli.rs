@@ -492,6 +492,15 @@ fn check_names_every_problem_in_one_pass() {
     assert!(err.contains("has 3 problems"), "{err}");
     assert!(err.contains("\n  plugins[0] (json)") && err.contains("id_field"), "{err}");
     assert!(err.contains("\n  plugins[1] (ts-window)") && err.contains("max_agee"), "{err}");
+    // A plugin's refusal names its key by the plugin's own path; the host
+    // places it in the file: `config = { id_field = 7 }` of line 13,
+    // `config = { max_agee = "1h" }` of line 17.
+    for (plugin, place) in
+        [("plugins[0] (json)", "(line 13, column 12)"), ("plugins[1] (ts-window)", "(line 17, column 12)")]
+    {
+        let said = err.lines().find(|l| l.contains(plugin)).unwrap_or_default();
+        assert!(said.ends_with(place), "{plugin} not placed at {place}: {err}");
+    }
     assert!(err.contains("\n  source.paths") && err.contains("match no file"), "{err}");
 }
 
@@ -524,4 +533,82 @@ fn check_connect_reaches_the_sink_and_exits_3_when_it_cannot() {
     assert!(out.contains("FAILED (cannot connect"), "{out}");
     let (code, out, err) = check_in(dir.path(), &cfg(&closed), &[]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Issue 24, item 2, through the built plugin: a rule that reads zone-less
+/// times as UTC is named by `check` (each such rule, by its place), a rule
+/// with a zone is not; in `plugin run` an IANA zone applies daylight
+/// saving, and a local time the clocks skipped or repeated is a rejection
+/// naming it, unless the rule picks one.
+#[test]
+fn timestamp_rules_name_their_zone_and_check_says_which_read_utc() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "2024-01-15 12:00:00 x\n").unwrap_or_else(|e| panic!("{e}"));
+    let config = |top_zone: &str, own_zone: &str| {
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n\
+             [[plugins]]\nname = \"pattern\"\npath = \"{}\"\n[plugins.config]\n\
+             patterns = ['^%{{TIMESTAMP_ISO8601:t}} %{{GREEDYDATA:m}}$', \
+             {{ regex = '^@(?P<u>\\S+ \\S+) %{{GREEDYDATA:m}}$', timestamp = {{ fields = [\"u\"], \
+             format = \"%Y-%m-%d %H:%M:%S\"{own_zone} }} }}]\n\
+             timestamp = {{ fields = [\"t\"], format = \"%Y-%m-%d %H:%M:%S\"{top_zone} }}\n",
+            plugin("pattern").display()
+        )
+    };
+    let (code, out, err) = check_in(dir.path(), &config("", ""), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("writes no zone: its times are read as UTC")).collect();
+    assert_eq!(said.len(), 2, "one warning per zone-less rule: {err}");
+    assert!(said.iter().any(|l| l.contains("timestamp: the timestamp format")), "{err}");
+    assert!(said.iter().any(|l| l.contains("patterns[1].timestamp: the timestamp format")), "{err}");
+    let (code, out, err) = check_in(dir.path(), &config(", zone = \"UTC\"", ", zone = \"-07:00\""), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("read as UTC"), "a rule with a zone says nothing: {err}");
+    let (code, _, err) = check_in(dir.path(), &config(", zone = \"America/Los_Angles\"", ""), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("timestamp.zone: unknown time zone \"America/Los_Angles\""), "{err}");
+
+    let cfg = dir.path().join("la.toml");
+    let run = |rule: &str, input: &str| -> Vec<serde_json::Value> {
+        std::fs::write(
+            &cfg,
+            format!(
+                "patterns = ['^%{{TIMESTAMP_ISO8601:t}} %{{GREEDYDATA:m}}$']\n\
+                 timestamp = {{ fields = [\"t\"], format = \"%Y-%m-%d %H:%M:%S\", zone = \"America/Los_Angeles\"{rule} }}\n"
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (code, stdout, stderr) = sluice(
+            &[
+                "plugin",
+                "run",
+                "--plugin",
+                &plugin("pattern").display().to_string(),
+                "--config",
+                &cfg.display().to_string(),
+            ],
+            input,
+        );
+        assert_eq!(code, 0, "{stderr}");
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_default()).collect()
+    };
+    let lines = "2024-01-15 12:00:00 winter\n2024-07-01 12:00:00 summer\n2024-03-10 02:30:00 skipped\n\
+                 2024-11-03 01:30:00 twice\n";
+    let out = run("", lines);
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert_eq!(out[0]["events"][0]["timestamp"], "2024-01-15T20:00:00Z", "{}", out[0]);
+    assert_eq!(out[1]["events"][0]["timestamp"], "2024-07-01T19:00:00Z", "{}", out[1]);
+    for (i, said) in
+        [(2, "2024-03-10 02:30:00 does not exist in America/Los_Angeles"), (3, "2024-11-03 01:30:00 happened twice")]
+    {
+        assert_eq!(out[i]["outcome"], "reject", "{}", out[i]);
+        assert!(out[i]["reason"].as_str().unwrap_or("").contains(said), "{}", out[i]);
+    }
+    let out = run(", ambiguous = \"earliest\"", lines);
+    assert_eq!(out[2]["events"][0]["timestamp"], "2024-03-10T09:30:00Z", "{}", out[2]);
+    assert_eq!(out[3]["events"][0]["timestamp"], "2024-11-03T08:30:00Z", "{}", out[3]);
+    let out = run(", ambiguous = \"latest\"", lines);
+    assert_eq!(out[2]["events"][0]["timestamp"], "2024-03-10T10:30:00Z", "{}", out[2]);
+    assert_eq!(out[3]["events"][0]["timestamp"], "2024-11-03T09:30:00Z", "{}", out[3]);
 }

@@ -37,7 +37,10 @@ pub(super) fn validate(
     for i in 0..cfg.plugins.len() {
         match pipeline::build_stage(runtime, &cfg, i, None) {
             Ok(stage) => stages.push(stage),
-            Err(e) => say(&format_args!("{:#}", anyhow::Error::new(e))),
+            Err(e) => {
+                let place = refusal_place(&args.config, i, &e);
+                say(&format_args!("{:#}{place}", anyhow::Error::new(e)))
+            }
         }
     }
     // Sources that can be read and a sink that can be written, or nothing starts.
@@ -81,6 +84,19 @@ pub(super) fn validate(
             many.len(),
             many.iter().map(|p| format!("\n  {p}")).collect::<String>()
         ))),
+    }
+}
+
+/// ` (line L, column C)` of the key a plugin's refusal of its config
+/// names, in the file the operator wrote; empty for another failure, or
+/// when the file does not write it (an environment override).
+fn refusal_place(config: &std::path::Path, i: usize, e: &pipeline::PipelineError) -> String {
+    let pipeline::PipelineError::PluginAt { error, .. } = e else { return String::new() };
+    let crate::plugin::PluginError::Config { message, .. } = error.as_ref() else { return String::new() };
+    let Ok(text) = std::fs::read_to_string(config) else { return String::new() };
+    match crate::config::locate_plugin_problem(&text, i, message) {
+        Some((line, column)) => format!(" (line {line}, column {column})"),
+        None => String::new(),
     }
 }
 

@@ -192,6 +192,7 @@ wit-bindgen = { version = "0.61", default-features = false, features = ["macros"
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["raw_value"] }
 serde_path_to_error = "0.1"
+jiff = { version = "0.2", default-features = false, features = ["std", "tzdb-bundle-always"] }
 sluice-abi = { path = "../sluice-abi" }
 
 [features]

@@ -110,6 +110,27 @@ pub fn locate_problem(text: &str, key: &str, message: &str) -> Option<(usize, us
     named.and_then(|k| locate(text, &k)).or_else(|| locate(text, key))
 }
 
+/// Where a plugin's refusal of its config points in the file: the key its
+/// message starts with (`timestamp.zone: …`, the SDKs' `invalid plugin
+/// config: id_field: …`, `patterns[1] does not capture …`) under
+/// `plugins[plugin].config`, else that table. A plugin names its keys by
+/// its own path; the host knows where its table is written.
+pub fn locate_plugin_problem(text: &str, plugin: usize, message: &str) -> Option<(usize, usize)> {
+    let table = format!("plugins[{plugin}].config");
+    let message = message.strip_prefix("invalid plugin config: ").unwrap_or(message);
+    if message.starts_with("unknown field `") {
+        return locate_problem(text, &table, message);
+    }
+    let lead: String =
+        message.chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '[' | ']')).collect();
+    let lead = lead.trim_end_matches('.');
+    if lead.is_empty() {
+        return locate(text, &table);
+    }
+    let rest = message[lead.len()..].trim_start_matches(':').trim_start();
+    locate_problem(text, &format!("{table}.{lead}"), rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +149,21 @@ mod tests {
         assert_eq!(locate(TEXT, "source.brokers"), Some((4, 2)));
         assert_eq!(locate(TEXT, "sink.path"), None);
         assert_eq!(locate("not = [toml", "not"), None, "a file that does not parse places nothing");
+    }
+
+    #[test]
+    fn a_plugins_refusal_is_placed_at_the_key_it_names() {
+        let text = "[[plugins]]\nname = \"p\"\n[plugins.config]\npatterns = ['a']\nid_field = 7\n\
+                    timestamp = { fields = [\"t\"], format = \"%Y\", zone = \"Mars\" }\n";
+        let at = |m: &str| locate_plugin_problem(text, 0, m);
+        assert_eq!(at("invalid plugin config: id_field: invalid type: integer `7`"), Some((5, 1)));
+        assert_eq!(at("timestamp.zone: unknown time zone \"Mars\""), Some((6, 46)));
+        assert_eq!(at("invalid plugin config: timestamp: unknown field `zon`, expected …"), Some((6, 1)));
+        assert_eq!(at("invalid plugin config: unknown field `id_feld`, expected …"), Some((3, 10)));
+        assert_eq!(at("patterns[0] captures no field: use %{SHORTCUT:name}"), Some((4, 13)));
+        // A message that names no key: the plugin's config table.
+        assert_eq!(at("give at least one pattern"), Some((3, 10)));
+        assert_eq!(at("(no key)"), Some((3, 10)));
     }
 
     #[test]

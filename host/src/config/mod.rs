@@ -6,6 +6,7 @@
 //! `examples/quickstart/sluice.toml` is the annotated example.
 
 mod located;
+pub use located::locate_plugin_problem;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -22,6 +22,7 @@ use super::{PipelineError, build_stage};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, scope_of};
 use crate::custody::{Fate, Plan};
+use crate::plugin::expect::show_time;
 use crate::plugin::{Chain, Position, Record, Runtime};
 use crate::sink::Delivery;
 use crate::sink::guarded::Outcome;
@@ -74,23 +75,8 @@ pub enum Expect {
     Drop(String),
 }
 
-/// An event; what is left out is not checked.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectEvent {
-    pub id: Option<String>,
-    /// RFC 3339 as the sink receives it; `null`: the event has no time.
-    #[serde(default, deserialize_with = "present")]
-    pub timestamp: Option<Option<String>>,
-    /// Fields the body must hold with these values (others may be there).
-    #[serde(default)]
-    pub fields: serde_json::Map<String, serde_json::Value>,
-}
-
-/// `"timestamp": null` is `Some(None)`, an absent key `None`.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
-}
+/// An event: the shape plugin cases use too (`plugin::expect`).
+pub use crate::plugin::expect::ExpectEvent;
 
 /// What became of one input record.
 #[derive(Debug)]
@@ -250,30 +236,9 @@ fn judge_events(want: &[ExpectEvent], got: &[Delivery]) -> Result<(), String> {
     }
     for (k, (w, d)) in want.iter().zip(got).enumerate() {
         let at = if want.len() == 1 { String::new() } else { format!("event {k}: ") };
-        if let Some(id) = &w.id
-            && *id != d.id
-        {
-            return Err(format!("{at}id {:?}, expected {id:?}", d.id));
-        }
-        if let Some(ts) = &w.timestamp
-            && *ts != d.timestamp_text()
-        {
-            return Err(format!("{at}timestamp {}, expected {}", show_time(&d.timestamp_text()), show_time(ts)));
-        }
-        let body: serde_json::Value = serde_json::from_slice(d.event()).unwrap_or(serde_json::Value::Null);
-        for (field, value) in &w.fields {
-            match body.get(field) {
-                Some(v) if v == value => {}
-                Some(v) => return Err(format!("{at}field {field:?} is {v}, expected {value}")),
-                None => return Err(format!("{at}no field {field:?} in {}", String::from_utf8_lossy(d.event()))),
-            }
-        }
+        w.check(Some(&d.id), d.timestamp, d.event()).map_err(|why| format!("{at}{why}"))?;
     }
     Ok(())
-}
-
-fn show_time(t: &Option<String>) -> String {
-    t.as_deref().map_or("none".into(), |t| format!("{t:?}"))
 }
 
 fn show_expect(e: &Expect) -> String {
@@ -290,7 +255,7 @@ fn show_events(events: &[Delivery]) -> String {
     events
         .iter()
         .map(|d| {
-            let (time, body) = (show_time(&d.timestamp_text()), String::from_utf8_lossy(d.event()));
+            let (time, body) = (show_time(d.timestamp), String::from_utf8_lossy(d.event()));
             format!("{{id {:?}, timestamp {time}, body {body}}}", d.id)
         })
         .collect::<Vec<_>>()

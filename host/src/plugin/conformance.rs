@@ -8,9 +8,11 @@
 //! `conformance/cases/`; and every plugin keeps cases of its own behaviour
 //! beside it (`plugins/json/cases/`).
 //!
-//! Outcomes are compared on what a plugin decides: event bodies as JSON
-//! values (so key order and spacing do not matter), ids and timestamps
-//! exactly, reasons exactly or by a substring the case names.
+//! Outcomes are compared on what a plugin decides: events as
+//! `plugin::expect` says (the shape config cases share: a body as a JSON
+//! value, or a subset of its fields; an id; a time as RFC 3339 or
+//! nanoseconds; what a case leaves out is not checked), reasons exactly or
+//! by a substring the case names.
 
 use std::path::{Path, PathBuf};
 
@@ -104,16 +106,8 @@ pub enum ExpectOutcome {
     RejectContains(String),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectEvent {
-    #[serde(default)]
-    pub id: Option<String>,
-    #[serde(default)]
-    pub timestamp: Option<i64>,
-    /// Compared as JSON.
-    pub body: serde_json::Value,
-}
+/// The event shape config cases use too (`plugin::expect`).
+pub use super::expect::ExpectEvent;
 
 /// Every `*.json` of `dir`, sorted by name, as `T` (a conformance case
 /// here; a config case for `sluice test`).
@@ -211,17 +205,7 @@ pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
                     Some(format!("{} events, expected {}", events.len(), want.len()))
                 } else {
                     want.iter().zip(events).enumerate().find_map(|(k, (w, ev))| {
-                        if w.id != ev.id {
-                            Some(format!("event {k}: id {:?}, expected {:?}", ev.id, w.id))
-                        } else if w.timestamp != ev.timestamp {
-                            Some(format!("event {k}: timestamp {:?}, expected {:?}", ev.timestamp, w.timestamp))
-                        } else {
-                            match serde_json::from_slice::<serde_json::Value>(&ev.body) {
-                                Ok(body) if body == w.body => None,
-                                Ok(body) => Some(format!("event {k}: body {body}, expected {}", w.body)),
-                                Err(e) => Some(format!("event {k}: body is not JSON ({e})")),
-                            }
-                        }
+                        w.check(ev.id.as_deref(), ev.timestamp, &ev.body).err().map(|why| format!("event {k}: {why}"))
                     })
                 }
             }

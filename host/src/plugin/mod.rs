@@ -16,6 +16,7 @@ mod chain;
 pub mod conformance;
 mod contract;
 mod engine;
+pub mod expect;
 pub mod inspect;
 mod instance;
 mod isolate;

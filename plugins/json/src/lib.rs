@@ -5,6 +5,8 @@
 //! id_field = "event_id"            # optional: dotted path of the producer's id
 //! timestamp_field = "ts"           # optional: dotted path of the event time
 //! timestamp_format = "rfc3339"     # see sluice_guest::time (default rfc3339)
+//! # a local time written without a zone names it in a table:
+//! # timestamp_format = { format = "%Y-%m-%d %H:%M:%S", zone = "America/Los_Angeles" }
 //! require_id = false               # reject records without an id (default false)
 //! ```
 //!
@@ -31,6 +33,9 @@ impl Plugin for Json {
     fn setup(&mut self) -> Result<(), String> {
         if self.require_id && self.id_field.is_none() {
             return Err("require_id = true needs id_field".into());
+        }
+        if let (Some(_), Some(notice)) = (&self.timestamp_field, self.timestamp_format.zone_notice()) {
+            sluice_guest::log(sluice_guest::Level::Warn, &format!("timestamp_format: {notice}"));
         }
         Ok(())
     }

@@ -11,6 +11,8 @@
 //! [timestamp]                      # optional: captures joined by one space, then parsed
 //! fields = ["Date", "Time"]
 //! format = "hdfs"                  # see sluice_guest::time
+//! zone = "UTC"                     # of times written without one: "-07:00", "America/Los_Angeles"
+//! # ambiguous = "earliest"         # a local time DST skipped or repeated (default: reject it)
 //! ```
 //!
 //! A pattern is a regular expression (Rust `regex` syntax) where
@@ -32,7 +34,7 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
-use sluice_guest::time::Format;
+use sluice_guest::time::{Ambiguous, Format};
 use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 
 /// The shortcuts live in the SDK, so that `sluice plugin inspect --formats`
@@ -60,6 +62,35 @@ enum OnNoMatch {
 struct TimestampConfig {
     fields: Vec<String>,
     format: Format,
+    /// The zone of a time written without one (see `sluice_guest::time`).
+    #[serde(default)]
+    zone: Option<String>,
+    /// A local time a daylight-saving change skipped or repeated: refused
+    /// unless this says `earliest` or `latest`.
+    #[serde(default)]
+    ambiguous: Option<Ambiguous>,
+}
+
+impl TimestampConfig {
+    /// Applies `zone` to the format, and says (once, at setup) when the
+    /// rule reads zone-less times as UTC: `at` names the rule.
+    fn resolve(&mut self, at: &str) -> Result<(), String> {
+        match (&self.zone, self.ambiguous) {
+            (Some(zone), ambiguous) => {
+                self.format = self
+                    .format
+                    .clone()
+                    .with_zone(zone, ambiguous.unwrap_or_default())
+                    .map_err(|e| format!("{at}.{e}"))?;
+            }
+            (None, Some(_)) => return Err(format!("{at}.ambiguous: needs a zone (an IANA name) to apply to")),
+            (None, None) => {}
+        }
+        if let Some(notice) = self.format.zone_notice() {
+            sluice_guest::log(sluice_guest::Level::Warn, &format!("{at}: {notice}"));
+        }
+        Ok(())
+    }
 }
 
 /// A pattern: a string, or a table with its own timestamp rule.
@@ -236,10 +267,11 @@ impl Plugin for Pattern {
             }
             let captured = |f: &str| fields.iter().any(|(_, n, _, _)| n == f);
             let timestamp = match spec {
-                PatternSpec::Full(FullPattern { timestamp: Some(OwnTimestamp::Rule(ts)), .. }) => {
+                PatternSpec::Full(FullPattern { timestamp: Some(OwnTimestamp::Rule(mut ts)), .. }) => {
                     if let Some(f) = ts.fields.iter().find(|f| !captured(f)) {
                         return Err(format!("patterns[{i}].timestamp.fields: {f:?} is not captured by this pattern"));
                     }
+                    ts.resolve(&format!("patterns[{i}].timestamp"))?;
                     Rule::Own(ts)
                 }
                 PatternSpec::Full(FullPattern { timestamp: Some(OwnTimestamp::None), .. }) => Rule::None,
@@ -263,7 +295,8 @@ impl Plugin for Pattern {
         {
             return Err(format!("id_field {id:?} is not captured by any pattern"));
         }
-        if let Some(ts) = &self.timestamp {
+        if let Some(ts) = &mut self.timestamp {
+            ts.resolve("timestamp")?;
             if ts.fields.is_empty() {
                 return Err("timestamp.fields: name at least one captured field".into());
             }
@@ -374,6 +407,41 @@ mod tests {
         let bad = r#"{"patterns":[{"regex":"^%{WORD:w}$","timestamp":{"fields":["t"],"format":"hdfs"}}]}"#;
         let e = configure::<Pattern>(bad).err().unwrap_or_default();
         assert!(e.contains("patterns[0].timestamp.fields") && e.contains("\"t\""), "{e}");
+    }
+
+    /// A rule names the zone of times written without one; a local time
+    /// the clocks skipped is a rejection naming it; each rule's mistake is
+    /// named by its place.
+    #[test]
+    fn a_timestamp_rule_names_its_zone() {
+        let cfg = r#"{"patterns":[
+            "^%{TIMESTAMP_ISO8601:t} %{GREEDYDATA:m}$",
+            {"regex":"^@(?P<u>\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d) %{GREEDYDATA:m}$",
+             "timestamp":{"fields":["u"],"format":"%Y-%m-%d %H:%M:%S","zone":"-07:00"}}],
+            "timestamp":{"fields":["t"],"format":"%Y-%m-%d %H:%M:%S","zone":"America/Los_Angeles"}}"#;
+        let mut p = configure::<Pattern>(cfg).unwrap_or_else(|e| panic!("{e}"));
+        let mut ts = |line: &str| match p.process(&Record::from_line(line)) {
+            Outcome::Emit(ev) => Ok(sluice_guest::time::format_rfc3339(ev[0].timestamp.unwrap_or_default())),
+            Outcome::Reject(why) => Err(why),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(ts("2024-01-15 12:00:00 winter").as_deref(), Ok("2024-01-15T20:00:00Z"));
+        assert_eq!(ts("2024-07-01 12:00:00 summer").as_deref(), Ok("2024-07-01T19:00:00Z"));
+        assert_eq!(ts("@2024-01-15 12:00:00 fixed").as_deref(), Ok("2024-01-15T19:00:00Z"));
+        let why = ts("2024-03-10 02:30:00 skipped").unwrap_err();
+        assert!(why.contains("2024-03-10 02:30:00 does not exist in America/Los_Angeles"), "{why}");
+        let bad = |rule: &str| {
+            let cfg = format!(r#"{{"patterns":["^%{{GREEDYDATA:t}}$"],"timestamp":{{"fields":["t"],{rule}}}}}"#);
+            configure::<Pattern>(&cfg).err().unwrap_or_default()
+        };
+        let e = bad(r#""format":"%Y-%m-%d %H:%M:%S","zone":"Mars/Olympus""#);
+        assert!(e.contains("timestamp.zone: unknown time zone \"Mars/Olympus\""), "{e}");
+        let e = bad(r#""format":"%Y-%m-%d %H:%M:%S","ambiguous":"latest""#);
+        assert!(e.contains("timestamp.ambiguous: needs a zone"), "{e}");
+        let e = bad(r#""format":"rfc3339","zone":"UTC""#);
+        assert!(e.contains("timestamp.zone:") && e.contains("carry their own offset"), "{e}");
+        let e = bad(r#""format":"%Y","zone":"UTC","ambiguous":"sometimes""#);
+        assert!(e.contains("unknown variant `sometimes`") && e.contains("earliest"), "{e}");
     }
 
     /// Issue 24's findings: a capture only for the time landed in the
