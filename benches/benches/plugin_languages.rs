@@ -1,5 +1,6 @@
 //! The same plugin (examples/plugins/logfmt) written in Rust, Python,
-//! JavaScript and C, run through the host on the same input in one run:
+//! JavaScript and C, and in Python and JavaScript again on the host's
+//! native helpers, run through the host on the same input in one run:
 //! per-record cost, records per second per core, and component size. The
 //! baseline is the Rust parser called natively. Then where the time of
 //! Python and JavaScript goes: a plugin that does nothing (benches/plugins)
@@ -82,6 +83,12 @@ fn main() {
     sluice_e2e::languages::build_js(&dir.join("js/logfmt.js"), &js);
     let c = out.path().join("logfmt-c.wasm");
     sluice_e2e::languages::build_c(&dir.join("c/logfmt.c"), &c);
+    // The same plugin written the idiomatic way on the host's native
+    // helpers (`logfmt` of the SDK): one call per record, no loop.
+    let py_helpers = out.path().join("logfmt-helpers-py.wasm");
+    sluice_e2e::languages::build_python(&[&dir.join("python")], "logfmt_helpers", &py_helpers);
+    let js_helpers = out.path().join("logfmt-helpers-js.wasm");
+    sluice_e2e::languages::build_js(&dir.join("js/logfmt_helpers.js"), &js_helpers);
     let noop_dir = root.join("benches/plugins");
     let noop_py = out.path().join("noop-py.wasm");
     sluice_e2e::languages::build_python(&[&noop_dir], "noop", &noop_py);
@@ -138,7 +145,14 @@ fn main() {
     };
     let mut rust_wall = None;
     let mut logfmt_ns = std::collections::HashMap::new();
-    let mut langs = vec![("Rust", rust.clone()), ("C", c.clone()), ("Python", py.clone()), ("JavaScript", js.clone())];
+    let mut langs = vec![
+        ("Rust", rust.clone()),
+        ("C", c.clone()),
+        ("Python", py.clone()),
+        ("Python on the helpers", py_helpers.clone()),
+        ("JavaScript", js.clone()),
+        ("JavaScript on the helpers", js_helpers.clone()),
+    ];
     let mut noops = vec![("Python", noop_py.clone()), ("JavaScript", noop_js.clone())];
     if let Some((js, noop)) = &aot {
         langs.push(("JavaScript, ahead of time", js.clone()));

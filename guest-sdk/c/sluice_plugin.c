@@ -449,3 +449,118 @@ int sluice_config_string(const char *config, const char *key, char **value) {
     }
     return found < 0 ? -1 : 0;
 }
+
+/* ---- Native helpers: thin wrappers over wit-bindgen's imports, owning
+ * nothing past the call (each result the host lowers is freed here). */
+
+static plugin_string_t borrowed(const char *s, size_t len) { return (plugin_string_t){(uint8_t *)s, len}; }
+
+static void take_error(plugin_string_t *err, sluice_buf *error) {
+    if (error) sluice_buf_push(error, err->ptr, err->len);
+    plugin_string_free(err);
+}
+
+bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sluice_buf *error) {
+    plugin_string_t text = borrowed(spec, strlen(spec)), err;
+    sluice_plugin_helpers_own_time_format_t own;
+    if (!sluice_plugin_helpers_static_time_format_compile(&text, &own, &err)) {
+        take_error(&err, error);
+        return false;
+    }
+    format->handle_ = own.__handle;
+    return true;
+}
+
+bool sluice_time_parse(sluice_time_format format, const char *text, size_t len, int64_t *nanos, sluice_buf *error) {
+    plugin_string_t input = borrowed(text, len), err;
+    sluice_plugin_helpers_borrow_time_format_t self = {format.handle_};
+    if (!sluice_plugin_helpers_method_time_format_parse(self, &input, sluice_now(), nanos, &err)) {
+        take_error(&err, error);
+        return false;
+    }
+    return true;
+}
+
+void sluice_time_format_free(sluice_time_format format) {
+    sluice_plugin_helpers_time_format_drop_own((sluice_plugin_helpers_own_time_format_t){format.handle_});
+}
+
+void sluice_format_rfc3339(int64_t nanos, sluice_buf *out) {
+    plugin_string_t text;
+    sluice_plugin_helpers_format_rfc3339(nanos, &text);
+    sluice_buf_push(out, text.ptr, text.len);
+    plugin_string_free(&text);
+}
+
+size_t sluice_logfmt(sluice_bytes line, sluice_pair_fn each, void *ctx) {
+    plugin_list_u8_t bytes = {(uint8_t *)line.ptr, line.len};
+    plugin_list_tuple2_string_option_string_t pairs;
+    sluice_plugin_helpers_logfmt(&bytes, &pairs);
+    for (size_t i = 0; i < pairs.len; i++) {
+        plugin_tuple2_string_option_string_t *p = &pairs.ptr[i];
+        sluice_bytes name = {p->f0.ptr, p->f0.len}, value = {p->f1.val.ptr, p->f1.val.len};
+        each(ctx, name, p->f1.is_some ? &value : NULL);
+    }
+    size_t n = pairs.len;
+    plugin_list_tuple2_string_option_string_free(&pairs);
+    return n;
+}
+
+bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error) {
+    plugin_list_u8_t bytes = {(uint8_t *)payload.ptr, payload.len};
+    plugin_string_t why;
+    if (!sluice_plugin_helpers_json_object_check(&bytes, &why)) return true;
+    take_error(&why, error);
+    return false;
+}
+
+bool sluice_json_get(sluice_bytes payload, const char *path, sluice_buf *value, bool *found, sluice_buf *error) {
+    plugin_list_u8_t bytes = {(uint8_t *)payload.ptr, payload.len};
+    plugin_string_t one = borrowed(path, strlen(path)), err;
+    plugin_list_string_t paths = {&one, 1};
+    plugin_list_option_string_t got;
+    if (!sluice_plugin_helpers_json_get(&bytes, &paths, &got, &err)) {
+        take_error(&err, error);
+        return false;
+    }
+    *found = got.len == 1 && got.ptr[0].is_some;
+    if (*found) sluice_buf_push(value, got.ptr[0].val.ptr, got.ptr[0].val.len);
+    plugin_list_option_string_free(&got);
+    return true;
+}
+
+bool sluice_patterns_compile(const char *const *patterns, size_t count, sluice_patterns *set, sluice_buf *error) {
+    plugin_string_t *items = calloc(count ? count : 1, sizeof *items);
+    if (!items) abort();
+    for (size_t i = 0; i < count; i++) items[i] = borrowed(patterns[i], strlen(patterns[i]));
+    plugin_list_string_t list = {items, count};
+    sluice_plugin_helpers_own_patterns_t own;
+    plugin_string_t err;
+    bool ok = sluice_plugin_helpers_static_patterns_compile(&list, &own, &err);
+    free(items);
+    if (!ok) {
+        take_error(&err, error);
+        return false;
+    }
+    set->handle_ = own.__handle;
+    return true;
+}
+
+void sluice_patterns_free(sluice_patterns set) {
+    sluice_plugin_helpers_patterns_drop_own((sluice_plugin_helpers_own_patterns_t){set.handle_});
+}
+
+int sluice_patterns_match(sluice_patterns set, const char *line, size_t len, sluice_pair_fn each, void *ctx) {
+    plugin_string_t text = borrowed(line, len);
+    sluice_plugin_helpers_borrow_patterns_t self = {set.handle_};
+    sluice_plugin_helpers_pattern_match_t m;
+    if (!sluice_plugin_helpers_method_patterns_first_match(self, &text, &m)) return -1;
+    for (size_t i = 0; i < m.captures.len; i++) {
+        plugin_tuple2_string_string_t *c = &m.captures.ptr[i];
+        sluice_bytes name = {c->f0.ptr, c->f0.len}, value = {c->f1.ptr, c->f1.len};
+        each(ctx, name, &value);
+    }
+    int index = (int)m.pattern;
+    sluice_plugin_helpers_pattern_match_free(&m);
+    return index;
+}

@@ -136,6 +136,56 @@ int sluice_config_next_key(const char *config, size_t *pos, sluice_bytes *key);
  * malloc'd string: 1 found, 0 absent, -1 present but not a string. */
 int sluice_config_string(const char *config, const char *key, char **value);
 
+/* Native helpers (`sluice:plugin/helpers` in wit/plugin.wit, where their
+ * limits are documented): work a parser repeats per record, run by the
+ * host over the code sluice's own plugins use, so a format, a zone or a
+ * pattern means the same in every language. A plugin that calls none does
+ * not import them. Where a call can fail it returns false and, when
+ * `error` is not NULL, appends the host's message to it. */
+
+/* A timestamp format compiled once (in setup): `spec` is a name or
+ * pattern ("rfc3339", "%Y-%m-%d %H:%M:%S") or a JSON table with its rule,
+ * {"format": "%Y-%m-%d %H:%M:%S", "zone": "Europe/Berlin"} (the main
+ * README's "Timestamps"). Keep it for the plugin's life. */
+typedef struct {
+    int32_t handle_;
+} sluice_time_format;
+bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sluice_buf *error);
+/* `text` as ns since the epoch; the error names the input, the format and
+ * why (a good reject reason as it is). */
+bool sluice_time_parse(sluice_time_format format, const char *text, size_t len, int64_t *nanos, sluice_buf *error);
+/* Let the host drop a format (at most 64 live per instance). */
+void sluice_time_format_free(sluice_time_format format);
+/* RFC 3339 in UTC, as sinks write it, appended to `out`. */
+void sluice_format_rfc3339(int64_t nanos, sluice_buf *out);
+
+/* A pair of a logfmt line, or a named capture: `value` NULL for a bare
+ * key. Both are valid during the call only. */
+typedef void (*sluice_pair_fn)(void *ctx, sluice_bytes name, const sluice_bytes *value);
+/* The `key=value` pairs of a logfmt line, in order, each handed to `each`;
+ * returns how many. */
+size_t sluice_logfmt(sluice_bytes line, sluice_pair_fn each, void *ctx);
+
+/* True when `payload` is one JSON object in UTF-8 (the rule every body
+ * meets); else false, with why in `error`. */
+bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error);
+/* The JSON text of the value at dotted `path` ("user.id", "tags.0") of the
+ * object `payload`, appended to `value`; `*found` false where it holds
+ * nothing. False (and why) when `payload` is not one JSON object. */
+bool sluice_json_get(sluice_bytes payload, const char *path, sluice_buf *value, bool *found, sluice_buf *error);
+
+/* `%{SHORTCUT:name}` patterns (the pattern plugin's engine and shortcut
+ * table), compiled once, tried in order. */
+typedef struct {
+    int32_t handle_;
+} sluice_patterns;
+bool sluice_patterns_compile(const char *const *patterns, size_t count, sluice_patterns *set, sluice_buf *error);
+/* Let the host drop a set (at most 16 live per instance). */
+void sluice_patterns_free(sluice_patterns set);
+/* The index of the first pattern that matches `line`, its named captures
+ * handed to `each` (value never NULL); -1 when none matches. */
+int sluice_patterns_match(sluice_patterns set, const char *line, size_t len, sluice_pair_fn each, void *ctx);
+
 /* The plugin. `setup` (may be NULL) gets the config as JSON text and
  * returns NULL to accept it, or a message naming the key at fault to
  * refuse it (the host then refuses to start). `process` is called once per

@@ -36,6 +36,7 @@ extern crate self as sluice_guest;
 mod bytes;
 pub mod duration;
 pub mod json;
+pub mod logfmt;
 pub mod shortcuts;
 pub mod time;
 

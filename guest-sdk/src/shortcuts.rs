@@ -1,6 +1,8 @@
 //! The grok-style shortcuts of pattern plugins: named regex pieces for the
 //! fields logs share (numbers, hosts, times), so that a pattern reads
-//! `%{IPORHOST:client} %{INT:bytes:int}` instead of the regex itself.
+//! `%{IPORHOST:client} %{INT:bytes:int}` instead of the regex itself. The
+//! pattern plugin and the host's `patterns` helper both expand them here, so
+//! a pattern means the same in every language.
 
 /// `%{NAME}` → regex, as the pattern plugin expands them (its README lists
 /// them; `sluice plugin inspect --formats` prints them). Kept to pieces that
@@ -50,3 +52,53 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
         r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?)",
     ),
 ];
+
+/// What a typed capture becomes in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Text,
+    Int,
+    Float,
+}
+
+/// Expand `%{SHORTCUT:name}`, `%{SHORTCUT:name:type}` and `%{SHORTCUT}`
+/// into regex syntax; returns the regex and the typed fields.
+pub fn expand(pattern: &str) -> Result<(String, Vec<(String, FieldType)>), String> {
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut typed = Vec::new();
+    let mut rest = pattern;
+    while let Some(start) = rest.find("%{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| format!("unclosed %{{ in pattern {pattern:?}"))?;
+        let spec = &after[..end];
+        let mut parts = spec.splitn(3, ':');
+        let name = parts.next().unwrap_or_default();
+        let field = parts.next();
+        let ty = match parts.next() {
+            None => FieldType::Text,
+            Some("int") => FieldType::Int,
+            Some("float") => FieldType::Float,
+            Some(other) => {
+                return Err(format!("%{{{spec}}} in pattern {pattern:?}: unknown type {other:?} (int or float)"));
+            }
+        };
+        let body = SHORTCUTS.iter().find(|(n, _)| *n == name).map(|(_, re)| *re).ok_or_else(|| {
+            let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
+            format!("unknown shortcut %{{{name}}} in pattern {pattern:?}; known: {}", known.join(", "))
+        })?;
+        match field {
+            Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                out.push_str(&format!("(?P<{f}>{body})"));
+                if ty != FieldType::Text {
+                    typed.push((f.to_string(), ty));
+                }
+            }
+            Some(f) => return Err(format!("field name {f:?} in pattern {pattern:?}: use letters, digits and _")),
+            None => out.push_str(&format!("(?:{body})")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok((out, typed))
+}

@@ -372,3 +372,43 @@ fn a_file_that_is_not_a_component_is_refused_with_its_path() {
     let err = build_chain(&runtime, &[PluginSpec::from_path(&path)]).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("garbage.wasm") && err.contains("not a valid WebAssembly component"), "{err}");
 }
+
+/// Issue 24, item 1: the host's native helpers under attack, each bounded
+/// with no fault and no rebuild, through the C build of the helpers kit's
+/// plugin (`conformance/helpers`) in a small sandbox (128 MiB, the default
+/// 5 s): a
+/// pattern that sends a backtracking engine exponential, a path of 10,000
+/// segments, a flood of compiled formats, and a 64 MiB payload. Each
+/// record's answer is the host's, and the whole batch stays within its
+/// time limit, measured here.
+#[test]
+fn attacks_on_the_native_helpers_are_bounded_without_a_fault() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wasm = out.path().join("helpers-c.wasm");
+    sluice_e2e::languages::build_c(&sluice_e2e::workspace_root().join("conformance/helpers/helpers_demo.c"), &wasm);
+    let limits =
+        PluginLimits { memory_bytes: 128 << 20, time_per_batch: Duration::from_secs(5), ..PluginLimits::default() };
+    let spec = PluginSpec { limits, ..PluginSpec::from_path(&wasm) };
+    let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let mut chain = build_chain(&runtime, &[spec]).unwrap_or_else(|e| panic!("{e}"));
+    for (attack, want) in [
+        ("attack=pattern", "emit {\"matched\":false}"),
+        ("attack=path", "reject path 0 has 10001 segments, over the limit of 32"),
+        ("attack=flood", "reject after 63: 64 time formats are live, the limit per instance"),
+        ("attack=payload mib=64", "emit {\"bytes\":67108872,\"found\":false}"),
+    ] {
+        let started = Instant::now();
+        let verdicts = chain.run(vec![Record::line(attack, "helpers.log", 0, 0)]).unwrap_or_else(|e| panic!("{e}"));
+        let took = started.elapsed();
+        let said = match &verdicts[..] {
+            [Verdict::Emit(events)] => format!("emit {}", String::from_utf8_lossy(&events[0].body)),
+            [Verdict::Reject { reason, .. }] => format!("reject {reason}"),
+            other => panic!("{attack}: {other:?}"),
+        };
+        println!("{attack}: {said} in {took:?}");
+        assert!(said.starts_with(want), "{attack}: {said}");
+        assert!(took < Duration::from_secs(5), "{attack}: bounded by the batch's limit, took {took:?}");
+        let stats = chain.stages()[0].stats();
+        assert_eq!((stats.faulted_records, stats.rebuilds), (0, 0), "{attack}: no fault, no rebuild: {stats:?}");
+    }
+}

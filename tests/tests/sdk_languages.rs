@@ -7,7 +7,10 @@
 //! - every first-party plugin passes its own cases;
 //! - the logfmt example in all four languages passes its cases, and the
 //!   Python, JavaScript and C ones run in a whole pipeline;
-//! - `sluice plugin new` projects build and pass their cases, for all four.
+//! - `sluice plugin new` projects build and pass their cases, for all four;
+//! - the native helpers (`sluice:plugin/helpers`) answer the same through
+//!   the Python, JavaScript and C SDKs (`conformance/helpers`), bounding each
+//!   attack, and the logfmt example rebuilt on them passes its cases.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -192,6 +195,39 @@ fn logfmt_in_four_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
             "{lang}: two blank lines dropped, one line quarantined: {text}"
         );
     }
+}
+
+/// Issue 24, item 1: the helpers kit in Python, JavaScript and C, each
+/// attack of its last case bounded (within the batch's time limit, none a
+/// fault), and the idiomatic logfmt on the helpers passing the same cases
+/// as the pure one.
+#[test]
+fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_attack() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kit = root().join("conformance/helpers");
+    let py = out.path().join("helpers-py.wasm");
+    build_python(&[&kit], "helpers_demo", &py);
+    let js = out.path().join("helpers-js.wasm");
+    build_js(&kit.join("helpers_demo.js"), &js);
+    let c = out.path().join("helpers-c.wasm");
+    build_c(&kit.join("helpers_demo.c"), &c);
+    let logfmt = root().join("examples/plugins/logfmt");
+    let logfmt_py = out.path().join("logfmt-helpers-py.wasm");
+    build_python(&[&logfmt.join("python")], "logfmt_helpers", &logfmt_py);
+    let logfmt_js = out.path().join("logfmt-helpers-js.wasm");
+    build_js(&logfmt.join("js/logfmt_helpers.js"), &logfmt_js);
+    for wasm in [&py, &js, &c] {
+        passes(wasm, &kit.join("cases"));
+    }
+    for wasm in [&logfmt_py, &logfmt_js] {
+        passes(wasm, &logfmt.join("cases"));
+    }
+    // A plugin that does not import the helpers loads as before: the Rust
+    // logfmt does not, the Python one on them does.
+    let imports = |wasm: &Path| sluice(&["plugin", "inspect", &wasm.display().to_string()], &root()).1;
+    let rust = build_wasm(&["sluice-example-logfmt"]).join("sluice_example_logfmt.wasm");
+    assert!(!imports(&rust).contains("sluice:plugin/helpers"), "{}", imports(&rust));
+    assert!(imports(&logfmt_py).contains("sluice:plugin/helpers@0.2.0"), "{}", imports(&logfmt_py));
 }
 
 #[test]

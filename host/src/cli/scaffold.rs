@@ -17,7 +17,7 @@ use super::{Lang, NewArgs};
 const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 10] = [
+const RUST_SDK: [(&str, &str); 11] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
@@ -27,6 +27,7 @@ const RUST_SDK: [(&str, &str); 10] = [
     ("src/json/scan.rs", include_str!("../../../guest-sdk/src/json/scan.rs")),
     ("src/shortcuts.rs", include_str!("../../../guest-sdk/src/shortcuts.rs")),
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
+    ("src/logfmt.rs", include_str!("../../../guest-sdk/src/logfmt.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
 ];
 const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");

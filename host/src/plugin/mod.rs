@@ -17,6 +17,7 @@ pub mod conformance;
 mod contract;
 mod engine;
 pub mod expect;
+pub mod helpers;
 pub mod inspect;
 mod instance;
 mod isolate;

@@ -21,7 +21,10 @@ const STDERR_TAIL: usize = 4096;
 pub struct StoreState {
     pub(super) plugin_name: Arc<str>,
     wasi: WasiCtx,
-    table: ResourceTable,
+    /// WASI's resources, and the helpers' compiled formats and patterns.
+    pub(super) table: ResourceTable,
+    /// How many helper resources are live, against their caps.
+    pub(super) helpers: super::helpers::HelperState,
     pub(super) limiter: MemoryLimiter,
     pub(super) stderr: TailBuffer,
     pub(super) logs: LogBudget,
@@ -93,6 +96,7 @@ impl StoreState {
             plugin_name,
             wasi,
             table: ResourceTable::new(),
+            helpers: Default::default(),
             limiter: MemoryLimiter { limit: memory_limit, refused: None },
             stderr,
             logs: LogBudget { limit: log_lines, used: 0, suppressed: 0 },

@@ -41,13 +41,7 @@ use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 /// lists the same table this plugin expands.
 pub use sluice_guest::shortcuts::SHORTCUTS;
 
-/// What a typed capture becomes in the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldType {
-    Text,
-    Int,
-    Float,
-}
+pub use sluice_guest::shortcuts::{FieldType, expand};
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
@@ -186,48 +180,6 @@ enum Rule {
     Shared,
     /// `timestamp = false`.
     None,
-}
-
-/// Expand `%{SHORTCUT:name}`, `%{SHORTCUT:name:type}` and `%{SHORTCUT}`
-/// into regex syntax; returns the regex and the typed fields.
-pub fn expand(pattern: &str) -> Result<(String, Vec<(String, FieldType)>), String> {
-    let mut out = String::with_capacity(pattern.len() * 2);
-    let mut typed = Vec::new();
-    let mut rest = pattern;
-    while let Some(start) = rest.find("%{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| format!("unclosed %{{ in pattern {pattern:?}"))?;
-        let spec = &after[..end];
-        let mut parts = spec.splitn(3, ':');
-        let name = parts.next().unwrap_or_default();
-        let field = parts.next();
-        let ty = match parts.next() {
-            None => FieldType::Text,
-            Some("int") => FieldType::Int,
-            Some("float") => FieldType::Float,
-            Some(other) => {
-                return Err(format!("%{{{spec}}} in pattern {pattern:?}: unknown type {other:?} (int or float)"));
-            }
-        };
-        let body = SHORTCUTS.iter().find(|(n, _)| *n == name).map(|(_, re)| *re).ok_or_else(|| {
-            let known: Vec<&str> = SHORTCUTS.iter().map(|(n, _)| *n).collect();
-            format!("unknown shortcut %{{{name}}} in pattern {pattern:?}; known: {}", known.join(", "))
-        })?;
-        match field {
-            Some(f) if !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
-                out.push_str(&format!("(?P<{f}>{body})"));
-                if ty != FieldType::Text {
-                    typed.push((f.to_string(), ty));
-                }
-            }
-            Some(f) => return Err(format!("field name {f:?} in pattern {pattern:?}: use letters, digits and _")),
-            None => out.push_str(&format!("(?:{body})")),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok((out, typed))
 }
 
 /// A captured value as its field's type says.

@@ -16,6 +16,10 @@ mod generated {
     wasmtime::component::bindgen!({
         world: "plugin",
         path: "../wit",
+        with: {
+            "sluice:plugin/helpers.time-format": crate::plugin::helpers::TimeFormat,
+            "sluice:plugin/helpers.patterns": crate::plugin::helpers::Patterns,
+        },
     });
 }
 
@@ -123,4 +127,91 @@ fn lift(o: OutcomeView<'_>, record: &Record, data: &Bytes) -> Result<Outcome, St
         OutcomeView::Drop(reason) => Outcome::Drop(String::from_utf8_lossy(reason).into_owned()),
         OutcomeView::Reject(reason) => Outcome::Reject(String::from_utf8_lossy(reason).into_owned()),
     })
+}
+
+/// `sluice:plugin/helpers`: the resources live in the store's table, and
+/// are counted against the caps of `plugin::helpers` while they live.
+mod helpers_impl {
+    use wasmtime::component::Resource;
+
+    use super::generated::sluice::plugin::helpers::{self, PatternMatch};
+    use crate::plugin::helpers::{self as pure, Patterns, TimeFormat};
+    use crate::plugin::sandbox::StoreState;
+
+    fn gone(what: &str) -> String {
+        format!("this {what} was dropped")
+    }
+
+    impl helpers::HostTimeFormat for StoreState {
+        fn compile(&mut self, spec: String) -> Result<Resource<TimeFormat>, String> {
+            if self.helpers.time_formats >= pure::MAX_TIME_FORMATS {
+                return Err(format!(
+                    "{} time formats are live, the limit per instance: compile each once, in init",
+                    pure::MAX_TIME_FORMATS
+                ));
+            }
+            let format = pure::compile_time_format(&spec)?;
+            let handle = self.table.push(format).map_err(|e| e.to_string())?;
+            self.helpers.time_formats += 1;
+            Ok(handle)
+        }
+
+        fn parse(&mut self, this: Resource<TimeFormat>, text: String, now: i64) -> Result<i64, String> {
+            self.table.get(&this).map_err(|_| gone("time format"))?.parse(&text, now)
+        }
+
+        fn drop(&mut self, this: Resource<TimeFormat>) -> wasmtime::Result<()> {
+            self.table.delete(this)?;
+            self.helpers.time_formats = self.helpers.time_formats.saturating_sub(1);
+            Ok(())
+        }
+    }
+
+    impl helpers::HostPatterns for StoreState {
+        fn compile(&mut self, patterns: Vec<String>) -> Result<Resource<Patterns>, String> {
+            if self.helpers.pattern_sets >= pure::MAX_PATTERN_SETS {
+                return Err(format!(
+                    "{} pattern sets are live, the limit per instance: compile each once, in init",
+                    pure::MAX_PATTERN_SETS
+                ));
+            }
+            let set = pure::compile_patterns(&patterns)?;
+            let handle = self.table.push(set).map_err(|e| e.to_string())?;
+            self.helpers.pattern_sets += 1;
+            Ok(handle)
+        }
+
+        fn first_match(&mut self, this: Resource<Patterns>, line: String) -> Option<PatternMatch> {
+            let set = self.table.get(&this).ok()?;
+            set.first_match(&line).map(|(pattern, captures)| PatternMatch { pattern, captures })
+        }
+
+        fn drop(&mut self, this: Resource<Patterns>) -> wasmtime::Result<()> {
+            self.table.delete(this)?;
+            self.helpers.pattern_sets = self.helpers.pattern_sets.saturating_sub(1);
+            Ok(())
+        }
+    }
+
+    impl helpers::Host for StoreState {
+        fn format_rfc3339(&mut self, nanos: i64) -> String {
+            sluice_guest::time::format_rfc3339(nanos)
+        }
+
+        fn json_object_check(&mut self, payload: Vec<u8>) -> Option<String> {
+            pure::json_object_check(&payload)
+        }
+
+        fn json_get(&mut self, payload: Vec<u8>, paths: Vec<String>) -> Result<Vec<Option<String>>, String> {
+            pure::json_get(&payload, &paths)
+        }
+
+        fn logfmt(&mut self, line: Vec<u8>) -> Vec<(String, Option<String>)> {
+            pure::logfmt(&line)
+        }
+
+        fn logfmt_object(&mut self, line: Vec<u8>) -> String {
+            pure::logfmt_object(&line)
+        }
+    }
 }

@@ -1,0 +1,271 @@
+//! The `sluice:plugin/helpers` interface: work a log parser repeats per
+//! record, run natively in the host for plugins that would otherwise
+//! interpret it (Python, JavaScript) or carry it themselves (C). Pure
+//! functions over sluice's own code (the guest SDK's timestamp formats,
+//! logfmt splitter and pattern shortcuts, the output check): a format, a
+//! zone or a pattern means the same in every language.
+//!
+//! Each is linear in its input, and the plugin's memory limit bounds the
+//! input; what could make the host hold memory or work without bound (how
+//! many compiled resources, how many patterns, how long a path) is capped
+//! here, with an error naming the cap. The limits are documented in
+//! `wit/plugin.wit`.
+
+use regex::Regex;
+use sluice_guest::time::Format;
+
+/// Live `time-format`s per instance.
+pub const MAX_TIME_FORMATS: usize = 64;
+/// Live `patterns` sets per instance.
+pub const MAX_PATTERN_SETS: usize = 16;
+/// Patterns in one set.
+pub const MAX_PATTERNS: usize = 256;
+/// The compiled size of one pattern (the regex crate's own limit).
+pub const MAX_PATTERN_BYTES: usize = 1 << 20;
+/// Paths in one `json-get`, and segments in one path.
+pub const MAX_PATHS: usize = 64;
+pub const MAX_SEGMENTS: usize = 32;
+
+/// What an instance holds of the helpers, counted against the caps.
+#[derive(Default)]
+pub struct HelperState {
+    pub time_formats: usize,
+    pub pattern_sets: usize,
+}
+
+/// A compiled `time-format`.
+pub struct TimeFormat(pub Format);
+
+/// A format's name or pattern, or its JSON table (`{"format": …, "zone":
+/// …}`): the same forms a plugin config takes.
+pub fn compile_time_format(spec: &str) -> Result<TimeFormat, String> {
+    let format = if spec.trim_start().starts_with('{') {
+        serde_json::from_str::<Format>(spec).map_err(|e| e.to_string())?
+    } else {
+        Format::new(spec)?
+    };
+    Ok(TimeFormat(format))
+}
+
+impl TimeFormat {
+    pub fn parse(&self, text: &str, now: i64) -> Result<i64, String> {
+        self.0.parse(text, now).map_err(|e| e.to_string())
+    }
+}
+
+/// A compiled `patterns` set: each pattern's regex, tried in order, and
+/// its capture names.
+pub struct Patterns(Vec<Regex>);
+
+pub fn compile_patterns(patterns: &[String]) -> Result<Patterns, String> {
+    if patterns.is_empty() {
+        return Err("give at least one pattern".into());
+    }
+    if patterns.len() > MAX_PATTERNS {
+        return Err(format!("{} patterns, over the limit of {MAX_PATTERNS} per set", patterns.len()));
+    }
+    let compiled = patterns
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (expanded, _typed) = sluice_guest::shortcuts::expand(p).map_err(|e| format!("patterns[{i}]: {e}"))?;
+            regex::RegexBuilder::new(&expanded)
+                .size_limit(MAX_PATTERN_BYTES)
+                .dfa_size_limit(MAX_PATTERN_BYTES)
+                .build()
+                .map_err(|e| format!("patterns[{i}]: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Patterns(compiled))
+}
+
+impl Patterns {
+    /// The first pattern that matches, with its named captures that took
+    /// part, in the pattern's order.
+    pub fn first_match(&self, line: &str) -> Option<(u32, Vec<(String, String)>)> {
+        self.0.iter().enumerate().find_map(|(i, re)| {
+            let caps = re.captures(line)?;
+            let named = re
+                .capture_names()
+                .enumerate()
+                .filter_map(|(idx, name)| Some((name?.to_string(), caps.get(idx)?.as_str().to_string())))
+                .collect();
+            Some((i as u32, named))
+        })
+    }
+}
+
+/// The JSON text at each dotted path of the object `payload`, none where
+/// it holds nothing.
+pub fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>, String> {
+    if paths.len() > MAX_PATHS {
+        return Err(format!("{} paths, over the limit of {MAX_PATHS} per call", paths.len()));
+    }
+    if let Some((i, p)) = paths.iter().enumerate().find(|(_, p)| p.split('.').count() > MAX_SEGMENTS) {
+        return Err(format!(
+            "path {i} has {} segments, over the limit of {MAX_SEGMENTS} (it starts {:?})",
+            p.split('.').count(),
+            p.chars().take(40).collect::<String>()
+        ));
+    }
+    // One parse; the output check words what is wrong only when it is.
+    let value = match serde_json::from_slice::<serde_json::Value>(payload) {
+        Ok(object @ serde_json::Value::Object(_)) => object,
+        _ => return Err(json_object_check(payload).unwrap_or_else(|| "the payload is not one JSON object".into())),
+    };
+    Ok(paths
+        .iter()
+        .map(|path| {
+            let mut at = &value;
+            for segment in path.split('.') {
+                at = match at {
+                    serde_json::Value::Object(map) => map.get(segment)?,
+                    serde_json::Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                    _ => return None,
+                };
+            }
+            Some(at.to_string())
+        })
+        .collect())
+}
+
+/// None when `payload` is one JSON object in UTF-8: the host's output
+/// check, the very rule every event body meets.
+pub fn json_object_check(payload: &[u8]) -> Option<String> {
+    crate::plugin::output_rules::body_breach(payload)
+}
+
+/// The pairs of a logfmt line (`sluice_guest::logfmt`), owned for the
+/// boundary.
+pub fn logfmt(line: &[u8]) -> Vec<(String, Option<String>)> {
+    let text = String::from_utf8_lossy(line);
+    sluice_guest::logfmt::pairs(&text).into_iter().map(|(k, v)| (k.to_string(), v.map(|v| v.into_owned()))).collect()
+}
+
+/// The pairs of a logfmt line as one JSON object's text: values strings,
+/// a bare key `true`, the last of a repeated key kept (in the place of
+/// its first).
+pub fn logfmt_object(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    let pairs = sluice_guest::logfmt::pairs(&text);
+    // In the line's order: a repeated key (rare) keeps its first place.
+    let mut kept: Vec<(&str, Option<&str>)> = Vec::with_capacity(pairs.len());
+    for (key, value) in &pairs {
+        match kept.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value.as_deref(),
+            None => kept.push((key, value.as_deref())),
+        }
+    }
+    let mut out = String::with_capacity(line.len() + 8 * kept.len() + 2);
+    out.push('{');
+    for (i, (key, value)) in kept.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, key);
+        out.push(':');
+        match value {
+            Some(v) => push_json_string(&mut out, v),
+            None => out.push_str("true"),
+        }
+    }
+    out.push('}');
+    out
+}
+
+fn push_json_string(out: &mut String, s: &str) {
+    // serde_json's escaping, written into the one buffer.
+    if let Ok(quoted) = serde_json::to_string(s) {
+        out.push_str(&quoted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_format_compiles_from_a_name_a_pattern_or_a_table() {
+        let at = |spec: &str, text: &str| compile_time_format(spec).and_then(|f| f.parse(text, 0));
+        assert_eq!(at("rfc3339", "2024-05-01T12:00:00Z"), Ok(1_714_564_800_000_000_000));
+        assert_eq!(at("%Y-%m-%d %H:%M:%S", "2024-05-01 12:00:00"), Ok(1_714_564_800_000_000_000));
+        let la = r#"{"format": "%Y-%m-%d %H:%M:%S", "zone": "America/Los_Angeles"}"#;
+        assert_eq!(at(la, "2024-05-01 05:00:00"), Ok(1_714_564_800_000_000_000));
+        let e = at(la, "2024-03-10 02:30:00").unwrap_err();
+        assert!(e.contains("does not exist in America/Los_Angeles"), "{e}");
+        assert!(compile_time_format("%Q").is_err_and(|e| e.contains("%Q")));
+        assert!(compile_time_format(r#"{"format":"syslog","zon":"UTC"}"#).is_err_and(|e| e.starts_with("zon:")));
+    }
+
+    #[test]
+    fn patterns_expand_shortcuts_and_answer_the_first_match() {
+        let p = compile_patterns(&["^%{INT:pid} %{LOGLEVEL:level}$".into(), "^(?P<any>.*)$".into()]).unwrap();
+        assert_eq!(p.first_match("42 W"), Some((0, vec![("pid".into(), "42".into()), ("level".into(), "W".into())])));
+        assert_eq!(p.first_match("free text"), Some((1, vec![("any".into(), "free text".into())])));
+        let e = compile_patterns(&["ok".into(), "%{NOPE:x}".into()]).err().unwrap_or_default();
+        assert!(e.starts_with("patterns[1]: unknown shortcut"), "{e}");
+        assert!(compile_patterns(&[]).is_err());
+        let many: Vec<String> = (0..=MAX_PATTERNS).map(|i| format!("^{i}$")).collect();
+        assert!(compile_patterns(&many).is_err_and(|e| e.contains("over the limit of 256")));
+    }
+
+    /// A pattern that sends a backtracking engine exponential is linear
+    /// here; one whose compiled form is huge is refused at compile.
+    #[test]
+    fn hostile_patterns_are_linear_or_refused() {
+        let p = compile_patterns(&["^(a+)+$".into()]).unwrap();
+        let line = format!("{}!", "a".repeat(100_000));
+        let started = std::time::Instant::now();
+        assert_eq!(p.first_match(&line), None);
+        // Linear: some milliseconds; backtracking would take longer than
+        // the universe has.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let huge = compile_patterns(&["(?:a{1000}){1000}".into()]).err().unwrap_or_default();
+        assert!(huge.contains("size limit"), "{huge}");
+    }
+
+    #[test]
+    fn json_get_answers_each_path_and_refuses_what_is_not_an_object() {
+        let body = br#"{"user":{"id":"u1","n":7},"tags":["a","b"],"ok":true}"#;
+        let paths: Vec<String> =
+            ["user.id", "user.n", "tags.1", "ok", "nope", "user.id.x", "user"].map(String::from).to_vec();
+        assert_eq!(
+            json_get(body, &paths).unwrap(),
+            vec![
+                Some("\"u1\"".into()),
+                Some("7".into()),
+                Some("\"b\"".into()),
+                Some("true".into()),
+                None,
+                None,
+                Some(r#"{"id":"u1","n":7}"#.into())
+            ]
+        );
+        assert!(json_get(b"[1]", &paths).is_err_and(|e| e.contains("array")));
+        let long = vec!["a.".repeat(10_000)];
+        assert!(json_get(body, &long).is_err_and(|e| e.contains("over the limit of 32")));
+        let wide: Vec<String> = (0..65).map(|i| format!("k{i}")).collect();
+        assert!(json_get(body, &wide).is_err_and(|e| e.contains("over the limit of 64")));
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+        assert!(json_get(deep.as_bytes(), &["a".into()]).is_err());
+    }
+
+    #[test]
+    fn logfmt_as_one_object_keeps_the_last_of_a_key() {
+        assert_eq!(logfmt_object(b"b=1 a=\"x \\\"y\\\"\" flag b=2"), r#"{"b":"2","a":"x \"y\"","flag":true}"#);
+        assert_eq!(logfmt_object(b""), "{}");
+    }
+
+    #[test]
+    fn logfmt_pairs_cross_owned_and_bad_bytes_are_replaced() {
+        assert_eq!(
+            logfmt(b"a=1 b=\"x \\\"y\\\"\" c=\xff flag\n"),
+            vec![
+                ("a".into(), Some("1".into())),
+                ("b".into(), Some("x \"y\"".into())),
+                ("c".into(), Some("\u{fffd}".into())),
+                ("flag".into(), None)
+            ]
+        );
+    }
+}
