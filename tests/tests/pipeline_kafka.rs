@@ -309,13 +309,19 @@ path = "out/{name}.ndjson"
         out
     }
 
-    /// Quarantined payloads across the given state folders.
+    /// Quarantined payloads across the given state folders. In each, one
+    /// entry per source position: a record read again after a kill (its
+    /// offset not yet committed) and quarantined again replaces its entry
+    /// (issue 25, item 7: 20 of 594 positions were entered twice in 6
+    /// kills before).
     fn quarantined(&self, states: &[&str]) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         for s in states {
             let Ok(store) = Store::open_read_only(&self.path(s)) else { continue };
+            let mut positions = BTreeSet::new();
             for e in store.quarantine_entries().unwrap_or_else(|e| panic!("{e}")) {
                 assert!(e.reason.contains("not valid JSON"), "{}: {}", e.id, e.reason);
+                assert!(positions.insert(e.position.to_string()), "{s}: a second entry for {}", e.position);
                 out.insert(String::from_utf8_lossy(&e.payload.to_vec()).into_owned());
             }
         }
@@ -339,7 +345,7 @@ path = "out/{name}.ndjson"
         let high = high_watermarks(&broker.brokers(), &self.topic, PARTITIONS);
         let committed = committed(&broker.brokers(), &self.group, &self.topic, PARTITIONS);
         let expected: Vec<Option<i64>> = high.iter().map(|h| Some(*h)).collect();
-        assert_eq!(committed, expected, "committed offsets against high watermarks");
+        assert_eq!(committed, expected, "committed offsets against high watermarks; logs: {}", self.logs());
     }
 }
 
@@ -1059,7 +1065,18 @@ fn kill_loop(broker: &Broker, f: &Fixture, config: &Path, cycles: usize, step: u
     }
     let mut last = f.spawn(config, "a.log");
     f.wait_complete(Duration::from_secs(180), &mut [&mut last]);
-    std::thread::sleep(Duration::from_millis(600));
+    // Every good id may have been delivered before this last run (the
+    // kills came late): it still has the malformed records after the last
+    // commit to read again and quarantine, and then their offsets to
+    // commit. Done is committed, not delivered.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let high = high_watermarks(&broker.brokers(), &f.topic, PARTITIONS);
+    while committed(&broker.brokers(), &f.group, &f.topic, PARTITIONS)
+        != high.iter().map(|h| Some(*h)).collect::<Vec<_>>()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
     assert_eq!(terminate(&mut last), 0, "{}", f.logs());
     f.assert_reconciled(&["state-a"]);
     f.assert_fully_committed(broker);

@@ -31,6 +31,8 @@ pub use rocksdb::WriteBatch as StoreWrite;
 pub(crate) const CF_META: &str = "meta";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
 pub(crate) const CF_QUARANTINE: &str = "quarantine";
+/// Source position → quarantine entry id: one entry per position.
+pub(crate) const CF_QUARANTINE_POSITIONS: &str = "quarantine-positions";
 const IDENTITY_KEY: &[u8] = b"identity";
 
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +106,7 @@ impl Store {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
-        for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE] {
+        for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE, CF_QUARANTINE_POSITIONS] {
             if !names.iter().any(|n| n == fixed) {
                 names.push(fixed.to_string());
             }

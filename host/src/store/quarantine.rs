@@ -17,7 +17,7 @@ use base64::Engine as _;
 use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};
 
-use super::{CF_QUARANTINE, Store, StoreError};
+use super::{CF_QUARANTINE, CF_QUARANTINE_POSITIONS, Store, StoreError};
 use crate::plugin::{PluginId, Position, Record};
 
 use crate::masking::MASK;
@@ -119,10 +119,29 @@ impl<'s> Quarantine<'s> {
     }
 
     /// Add `entry` to `batch`: durable when the batch is committed.
+    ///
+    /// One entry per source position: a record quarantined again at a
+    /// position that already has an entry (read again after a crash that
+    /// came before its offset's commit, which on Kafka is not in this
+    /// store's write) replaces that entry, under its first id, rather than
+    /// adding a second for the same record. The entry's own `id` is then
+    /// not the one stored: read it back by position.
     pub fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
         let cf = self.store.cf(CF_QUARANTINE)?;
-        let raw = serde_json::to_vec(entry).map_err(|e| self.store.corrupt("quarantine entry", e))?;
-        batch.put_cf(&cf, entry.id.as_bytes(), raw);
+        let positions = self.store.cf(CF_QUARANTINE_POSITIONS)?;
+        let at = position_key(&entry.position);
+        let first = self.store.db().get_cf(&positions, &at).map_err(|e| self.store.rocks(e))?;
+        let raw = match &first {
+            Some(id) if id.as_slice() != entry.id.as_bytes() => {
+                let id = String::from_utf8_lossy(id).into_owned();
+                serde_json::to_vec(&Entry { id, ..entry.clone() })
+            }
+            _ => serde_json::to_vec(entry),
+        }
+        .map_err(|e| self.store.corrupt("quarantine entry", e))?;
+        let id = first.unwrap_or_else(|| entry.id.as_bytes().to_vec());
+        batch.put_cf(&cf, &id, raw);
+        batch.put_cf(&positions, at, id);
         Ok(())
     }
 
@@ -335,7 +354,22 @@ impl Stats {
     }
 }
 
+/// `kafka:logs/3@42`, `file:/var/log/app.log#0@1024`: a record's place in
+/// its source, the key of its one entry.
+fn position_key(p: &Position) -> Vec<u8> {
+    format!("{}:{p}", p.source()).into_bytes()
+}
+
 impl Store {
+    /// The entry of the record at `position`, if one was quarantined there.
+    pub fn quarantined_at(&self, position: &Position) -> Result<Option<Entry>, StoreError> {
+        let Ok(positions) = self.cf(CF_QUARANTINE_POSITIONS) else { return Ok(None) };
+        match self.db().get_cf(&positions, position_key(position)).map_err(|e| self.rocks(e))? {
+            Some(id) => self.quarantine_entry(&String::from_utf8_lossy(&id)),
+            None => Ok(None),
+        }
+    }
+
     /// Each entry, oldest first, handed to `f` as it is read: one pass,
     /// without holding them all (an export of millions). `f` returns
     /// `false` to stop.
@@ -445,6 +479,38 @@ mod tests {
         assert_eq!(e.masked, ["key: password", "header authorization", "header trace: pattern token=(\\S+)"]);
         assert_eq!(e.headers[2].1, Bytes::new(b"kept"));
         assert_eq!(e.key.map(|k| k.to_vec()), Some(br#"{"password":"***","user":"u"}"#.to_vec()));
+    }
+
+    /// Issue 25, item 7: a record read again after a crash (its offset
+    /// not yet committed) and quarantined again is one entry, under its
+    /// first id, not two; another position is another entry.
+    #[test]
+    fn a_position_quarantined_again_replaces_its_entry() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = Store::open(dir.path(), &crate::store::Identity { pipeline: "p".into(), sources: vec![] })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let q = Quarantine::new(&store, "p", Vec::new(), Masking::default());
+        let at = |offset: i64| crate::plugin::Position::Kafka { topic: "t".into(), partition: 3, offset };
+        let quarantine = |offset: i64, reason: &str, now: i64| {
+            let record =
+                crate::plugin::Record { position: at(offset), ..crate::plugin::Record::line("bad", "x", 0, 0) };
+            let mut batch = WriteBatch::default();
+            let r = Rejection { record: &record, stage: "plugin", plugin: None, reason: reason.into(), attempts: 1 };
+            let entry = q.put(&mut batch, r, now).unwrap_or_else(|e| panic!("{e}"));
+            store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+            entry
+        };
+        let first = quarantine(42, "before the kill", 1_000);
+        quarantine(42, "read again", 2_000);
+        quarantine(43, "another record", 3_000);
+        let entries = store.quarantine_entries().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries[0].id, first.id, "the first id is kept");
+        assert_eq!(entries[0].reason, "read again");
+        assert_eq!(entries[1].position, at(43));
+        let found = store.quarantined_at(&at(42)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(found.map(|e| e.id), Some(first.id));
+        assert_eq!(store.quarantined_at(&at(44)).unwrap_or_else(|e| panic!("{e}")), None);
     }
 
     #[test]
