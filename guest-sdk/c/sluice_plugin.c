@@ -239,7 +239,14 @@ bool exports_plugin_init(plugin_string_t *config, plugin_string_t *err) {
     return true;
 }
 
+/* The host's clock, read once per batch and only when a time is parsed
+ * (a yearless format needs it): `sluice_time_parse` of every record would
+ * otherwise make a host call each. */
+static bool batch_now_read;
+static int64_t batch_now;
+
 void exports_plugin_process(plugin_batch_t *batch, plugin_outcomes_t *ret) {
+    batch_now_read = false;
     size_t n = batch->records.len / RECORD_BYTES;
     sluice_out o = {0};
     for (size_t i = 0; i < n; i++) {
@@ -474,7 +481,11 @@ bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sl
 bool sluice_time_parse(sluice_time_format format, const char *text, size_t len, int64_t *nanos, sluice_buf *error) {
     plugin_string_t input = borrowed(text, len), err;
     sluice_plugin_helpers_borrow_time_format_t self = {format.handle_};
-    if (!sluice_plugin_helpers_method_time_format_parse(self, &input, sluice_now(), nanos, &err)) {
+    if (!batch_now_read) {
+        batch_now = sluice_now();
+        batch_now_read = true;
+    }
+    if (!sluice_plugin_helpers_method_time_format_parse(self, &input, batch_now, nanos, &err)) {
         take_error(&err, error);
         return false;
     }

@@ -117,6 +117,11 @@ export function warn(message) {
 // interpreter pays one call instead of a loop. The same code serves sluice's
 // own plugins, so a format, a zone or a pattern means the same here.
 
+// The host's clock, read once per batch (and only when a time is parsed):
+// a yearless format needs it, and a host call per record would cost more
+// than the parse.
+let batchNow = null;
+
 function hostError(e) {
   return new Error(e && e.payload !== undefined ? String(e.payload) : String(e));
 }
@@ -150,7 +155,8 @@ export class TimeFormat {
   /** `text` as BigInt nanoseconds since the epoch; throws naming why not. */
   parse(text) {
     try {
-      return this.format.parse(String(text), now());
+      batchNow ??= now();
+      return this.format.parse(String(text), batchNow);
     } catch (e) {
       throw hostError(e);
     }
@@ -473,6 +479,7 @@ export function exportPlugin(PluginClass) {
       }
     },
     process(batch) {
+      batchNow = null;
       let records;
       try {
         records = unpack(batch);

@@ -278,6 +278,19 @@ class _HostJson(dict):
         return dict.setdefault(self, key, default)
 
 
+# The host's clock, read once per batch (and only when a time is parsed):
+# a yearless format needs it, and a host call per record would cost more
+# than the parse.
+_batch_now: Optional[int] = None
+
+
+def _now_of_batch() -> int:
+    global _batch_now
+    if _batch_now is None:
+        _batch_now = clock.now()
+    return _batch_now
+
+
 def _host_error(e: Exception) -> ValueError:
     return ValueError(getattr(e, "value", None) or str(e))
 
@@ -308,7 +321,7 @@ class TimeFormat:
         the input, the format and why (raised from `process`, it rejects
         the record with that reason)."""
         try:
-            return self._format.parse(text, clock.now())
+            return self._format.parse(text, _now_of_batch())
         except Err as e:
             raise _host_error(e) from None
 
@@ -688,6 +701,8 @@ def export(plugin_class):
             Export.instance = plugin
 
         def process(self, batch) -> "types.Outcomes":
+            global _batch_now
+            _batch_now = None
             plugin = Export.instance
             try:
                 records = _unpack(batch)

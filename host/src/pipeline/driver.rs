@@ -682,11 +682,8 @@ impl<'a> Back<'a, '_> {
                     }
                 }
             }
-            for (i, entry) in &entries {
-                if fates[*i].is_some() {
-                    self.quarantine.write(&mut write, entry)?;
-                }
-            }
+            let kept: Vec<_> = entries.iter().filter(|(i, _)| fates[*i].is_some()).map(|(_, e)| e).collect();
+            self.quarantine.write_all(&mut write, &kept)?;
             if TAPS.any() && !entries.is_empty() {
                 // Entries are masked already; their payloads as text.
                 let payloads: Vec<Vec<u8>> = entries.iter().map(|(_, e)| e.payload.to_vec()).collect();

@@ -156,28 +156,27 @@ pub fn logfmt_object(line: &[u8]) -> String {
             None => kept.push((key, value.as_deref())),
         }
     }
-    let mut out = String::with_capacity(line.len() + 8 * kept.len() + 2);
-    out.push('{');
+    let mut out = Vec::with_capacity(line.len() + 8 * kept.len() + 2);
+    out.push(b'{');
     for (i, (key, value)) in kept.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         push_json_string(&mut out, key);
-        out.push(':');
+        out.push(b':');
         match value {
             Some(v) => push_json_string(&mut out, v),
-            None => out.push_str("true"),
+            None => out.extend_from_slice(b"true"),
         }
     }
-    out.push('}');
-    out
+    out.push(b'}');
+    // Valid UTF-8: JSON text written from `str`s.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn push_json_string(out: &mut String, s: &str) {
-    // serde_json's escaping, written into the one buffer.
-    if let Ok(quoted) = serde_json::to_string(s) {
-        out.push_str(&quoted);
-    }
+/// serde_json's escaping, written into the one buffer (no string per value).
+fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[cfg(test)]

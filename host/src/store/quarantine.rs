@@ -119,6 +119,12 @@ impl<'s> Quarantine<'s> {
     }
 
     /// Add `entry` to `batch`: durable when the batch is committed.
+    pub fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
+        self.write_all(batch, &[entry])
+    }
+
+    /// Add `entries` (a batch's, each at its own position) to `batch`, with
+    /// one look-up of their positions for them all.
     ///
     /// One entry per source position: a record quarantined again at a
     /// position that already has an entry (read again after a crash that
@@ -126,22 +132,28 @@ impl<'s> Quarantine<'s> {
     /// store's write) replaces that entry, under its first id, rather than
     /// adding a second for the same record. The entry's own `id` is then
     /// not the one stored: read it back by position.
-    pub fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
+    pub fn write_all(&self, batch: &mut WriteBatch, entries: &[&Entry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let cf = self.store.cf(CF_QUARANTINE)?;
         let positions = self.store.cf(CF_QUARANTINE_POSITIONS)?;
-        let at = position_key(&entry.position);
-        let first = self.store.db().get_cf(&positions, &at).map_err(|e| self.store.rocks(e))?;
-        let raw = match &first {
-            Some(id) if id.as_slice() != entry.id.as_bytes() => {
-                let id = String::from_utf8_lossy(id).into_owned();
-                serde_json::to_vec(&Entry { id, ..entry.clone() })
+        let keys: Vec<Vec<u8>> = entries.iter().map(|e| position_key(&e.position)).collect();
+        let firsts = self.store.db().multi_get_cf(keys.iter().map(|k| (&positions, k)));
+        for ((entry, at), first) in entries.iter().zip(keys).zip(firsts) {
+            let first = first.map_err(|e| self.store.rocks(e))?;
+            let raw = match &first {
+                Some(id) if id.as_slice() != entry.id.as_bytes() => {
+                    let id = String::from_utf8_lossy(id).into_owned();
+                    serde_json::to_vec(&Entry { id, ..(*entry).clone() })
+                }
+                _ => serde_json::to_vec(entry),
             }
-            _ => serde_json::to_vec(entry),
+            .map_err(|e| self.store.corrupt("quarantine entry", e))?;
+            let id = first.unwrap_or_else(|| entry.id.as_bytes().to_vec());
+            batch.put_cf(&cf, &id, raw);
+            batch.put_cf(&positions, at, id);
         }
-        .map_err(|e| self.store.corrupt("quarantine entry", e))?;
-        let id = first.unwrap_or_else(|| entry.id.as_bytes().to_vec());
-        batch.put_cf(&cf, &id, raw);
-        batch.put_cf(&positions, at, id);
         Ok(())
     }
 
