@@ -417,7 +417,7 @@ fn front(
             // Long runs forget old ids as they go, busy or idle (at most
             // once a quarter bucket, for every partition together); never
             // a scan.
-            shared.dedup.maybe_expire(now_secs())?;
+            shared.dedup.maybe_expire(shared.dedup.now_secs())?;
             match reader.pull(batch_size)? {
                 None => return Ok(()),
                 Some(p) if p.records.is_empty() => {
@@ -499,7 +499,7 @@ fn prepare(
         }
         None => (None, Vec::new()),
     };
-    let mut seen = shared.dedup.seen(&digests, now_secs())?;
+    let mut seen = shared.dedup.seen(&digests, shared.dedup.now_secs())?;
     for (s, e) in seen.iter_mut().zip(&elsewhere) {
         *s |= *e;
     }
@@ -646,7 +646,7 @@ impl<'a> Back<'a, '_> {
         // (only what the sink accepted, each with its trail), then the
         // quarantine entries.
         let mut write = WriteBatch::default();
-        let now = now_secs();
+        let now = self.shared.dedup.now_secs();
         self.record_ids(&mut write, &settled, &pull.records, now)?;
         let mut fates = std::mem::take(&mut settled.fates);
         // A reason may quote its record (a plugin's message, a backend's
@@ -872,8 +872,4 @@ impl<'a> Back<'a, '_> {
     fn idle(&self) {
         lock(self.state).busy = None;
     }
-}
-
-fn now_secs() -> u64 {
-    (now_nanos() / 1_000_000_000) as u64
 }

@@ -9,7 +9,7 @@ use rocksdb::WriteBatch;
 
 use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
 use super::watchdog::with_watchdog;
-use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, now_nanos, open_sink, with_committer};
+use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
@@ -44,7 +44,7 @@ pub(super) fn run(
         return Err(PipelineError::NoFiles(source.paths.clone()));
     }
     let dedup = DedupWindow::new(&store, cfg.dedup.window.unwrap_or(DEFAULT_WINDOW))?;
-    dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
+    dedup.expire(dedup.now_secs())?;
     let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();

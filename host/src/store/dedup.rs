@@ -27,6 +27,7 @@ use std::time::Duration;
 use rocksdb::WriteBatch;
 
 use super::audit::{ABSORBED, TRAIL_BYTES};
+use super::clock::{WindowClock, wall_secs};
 use super::filter::{FilterStats, IdFilter};
 use super::id_blobs::{self, BLOB_MARK, Pending, Trail, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
@@ -58,6 +59,8 @@ pub struct DedupWindow<'s> {
     /// Pending ids of the current bucket converted at once
     /// (`id_blobs::CONVERT_IDS`; smaller in tests).
     convert_ids: usize,
+    /// What ages the buckets: monotonic during a run (`clock`).
+    clock: WindowClock,
 }
 
 impl<'s> DedupWindow<'s> {
@@ -103,6 +106,16 @@ impl<'s> DedupWindow<'s> {
             }
             it.status().map_err(|e| store.rocks(e))?;
         }
+        let wall = wall_secs();
+        let newest = buckets.last().map(|b| b * bucket_secs);
+        if let Some(newest) = newest.filter(|n| wall.saturating_sub(*n) > window_secs + bucket_secs) {
+            tracing::info!(
+                store = %store.path().display(),
+                "the store's newest dedup ids are {}s old, more than the window ({window_secs}s): they expire now \
+                 (a clock set forward while sluice was stopped cannot be told from the time passing)",
+                wall - newest
+            );
+        }
         Ok(DedupWindow {
             store,
             window_secs,
@@ -113,6 +126,7 @@ impl<'s> DedupWindow<'s> {
             blobs: Mutex::new(BTreeMap::new()),
             next_blob: AtomicU64::new(next_blob),
             convert_ids: id_blobs::CONVERT_IDS,
+            clock: WindowClock::start(wall, newest.unwrap_or(0)),
         })
     }
 
@@ -564,6 +578,17 @@ impl<'s> DedupWindow<'s> {
         self.buckets.lock().map(|b| b.len()).unwrap_or(0)
     }
 
+    /// The window's time (seconds since the epoch): what `seen`, `record`
+    /// and expiry should be given. A wall clock that has jumped away from
+    /// it is reported once per jump.
+    pub fn now_secs(&self) -> u64 {
+        let now = self.clock.now_secs();
+        if let Some(skew_secs) = self.clock.jumped(wall_secs(), now) {
+            crate::telemetry::events::ClockJumped { skew_secs }.emit();
+        }
+        now
+    }
+
     pub fn window(&self) -> Duration {
         Duration::from_secs(self.window_secs)
     }
@@ -573,6 +598,7 @@ impl<'s> DedupWindow<'s> {
 mod tests {
     use super::*;
     use crate::store::Identity;
+    use crate::store::clock::WindowClock;
 
     #[test]
     fn partitions_may_record_into_a_new_bucket_at_the_same_time() {
@@ -619,6 +645,62 @@ mod tests {
         store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(w.maybe_expire(later + 1).ok(), Some(0));
         assert_eq!(w.maybe_expire(later + 2).ok(), Some(1));
+    }
+
+    /// Issue 25, clocks: the wall clock jumps a day forward, then an hour
+    /// back, during a run. Read directly (the control), the jump expires
+    /// every id at once and a replay would deliver them all again, and ids
+    /// recorded after the step back land in an hour-old bucket; by the
+    /// window's clock (wall time at open, then elapsed time) neither.
+    #[test]
+    fn a_wall_clock_jump_expires_nothing_early_by_the_window_clock() {
+        let ids: Vec<IdDigest> = (0..100).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
+        let window = Duration::from_secs(3600);
+        let (day, hour) = (86_400, 3_600);
+        let t0 = super::wall_secs();
+        let open = |dir: &std::path::Path| {
+            let store =
+                Store::open(dir, &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"));
+            (store, WindowClock::start(t0, 0))
+        };
+        let record = |store: &Store, w: &DedupWindow, ids: &[IdDigest], now: u64| {
+            let mut batch = WriteBatch::default();
+            w.record(&mut batch, ids, now).unwrap_or_else(|e| panic!("{e}"));
+            store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+        };
+        // Ten seconds of real time pass, while the wall clock reads a day on.
+        let elapsed = Duration::from_secs(10);
+        for guarded in [false, true] {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let (store, clock) = open(dir.path());
+            let w = DedupWindow::new(&store, window).unwrap_or_else(|e| panic!("{e}"));
+            record(&store, &w, &ids[..50], t0);
+            let now = if guarded { clock.at(elapsed) } else { t0 + 10 + day };
+            w.expire(now).unwrap_or_else(|e| panic!("{e}"));
+            let seen = w.seen(&ids[..50], now).unwrap_or_else(|e| panic!("{e}"));
+            let passing = seen.iter().filter(|s| !**s).count();
+            if guarded {
+                assert_eq!(passing, 0, "by the window's clock, no id delivered a second ago expires");
+            } else {
+                assert_eq!(passing, 50, "the control: read from the wall clock, a day's jump expires every id");
+            }
+            // Then the wall clock steps back an hour: read directly, new
+            // ids go into the bucket of the hour before.
+            let now = if guarded { clock.at(elapsed + Duration::from_secs(1)) } else { t0 + 11 - hour };
+            record(&store, &w, &ids[50..], now);
+            // Then it is set right, and real time moves on to a minute short
+            // of the window after that record: every id must still be held.
+            let now =
+                if guarded { clock.at(elapsed + Duration::from_secs(1 + hour - 60)) } else { t0 + 11 + hour - 60 };
+            w.expire(now).unwrap_or_else(|e| panic!("{e}"));
+            let seen = w.seen(&ids[50..], now).unwrap_or_else(|e| panic!("{e}"));
+            let passing = seen.iter().filter(|s| !**s).count();
+            if guarded {
+                assert_eq!(passing, 0, "ids recorded after the step back are held for the whole window");
+            } else {
+                assert_eq!(passing, 50, "the control: filed an hour back, they expire an hour early");
+            }
+        }
     }
 
     /// The filter is what keeps a new id's look-up out of RocksDB; a

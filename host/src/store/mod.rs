@@ -13,6 +13,7 @@
 //! share one WAL sync (`commit_group`, driven by `pipeline::durable`).
 
 pub mod audit;
+pub mod clock;
 pub mod dedup;
 pub mod filter;
 pub(crate) mod id_blobs;

@@ -255,6 +255,30 @@ impl BucketsExpired {
     }
 }
 
+/// The wall clock moved away from the dedup window's clock (which follows
+/// the monotonic clock during a run: `store::clock`), or came back to it.
+/// The window keeps its own time; a warning says so once per jump.
+pub struct ClockJumped {
+    /// Seconds the wall clock is ahead (negative: behind); 0 when back.
+    pub skew_secs: i64,
+}
+
+impl ClockJumped {
+    pub fn emit(&self) {
+        gauge!("sluice_clock_skew_seconds").set(self.skew_secs as f64);
+        if self.skew_secs == 0 {
+            tracing::info!("the wall clock is back in step with the dedup window's clock");
+        } else {
+            let (way, by) = if self.skew_secs > 0 { ("forward", self.skew_secs) } else { ("back", -self.skew_secs) };
+            tracing::warn!(
+                skew_secs = self.skew_secs,
+                "the wall clock jumped {way} by {by}s: the dedup window keeps aging ids by elapsed time, \
+                 so no id expires early; ts-window and quarantine times follow the wall clock"
+            );
+        }
+    }
+}
+
 /// A dedup bucket's recent ids were sorted into a table file of the store
 /// (`store::id_blobs`): a debug line, and a count that should grow with
 /// the ids delivered (one per 131,072, and one per bucket).

@@ -48,7 +48,7 @@ use rdkafka::error::KafkaError;
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
 use super::watchdog::with_watchdog;
-use super::{PipelineError, RunStats, Stop, identity, now_nanos, open_sink, with_committer};
+use super::{PipelineError, RunStats, Stop, identity, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
 use crate::sink::guarded::Guarded;
@@ -126,7 +126,7 @@ pub(super) fn run(
     crate::telemetry::install();
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     let dedup = DedupWindow::new(&store, window(cfg, source))?;
-    dedup.expire((now_nanos() / 1_000_000_000) as u64)?;
+    dedup.expire(dedup.now_secs())?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let common = Common { runtime, stop, store: &store, dedup: &dedup, health: &health, stats: &stats };

@@ -101,7 +101,7 @@ impl Changelog<'_> {
         while !stop() {
             let mut write = WriteBatch::default();
             let (mut ids, mut messages) = (0usize, 0u64);
-            let now = (crate::pipeline::now_nanos() / 1_000_000_000) as u64;
+            let now = self.dedup.now_secs();
             let until = Instant::now() + Duration::from_millis(50);
             // What has arrived, for at most 50 ms: one store write.
             while ids < IDS_PER_WRITE && Instant::now() < until {

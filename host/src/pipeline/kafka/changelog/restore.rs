@@ -140,7 +140,7 @@ impl Changelog<'_> {
             tpl.add_partition_offset(&self.topic, cp, Offset::Offset(start))
                 .and_then(|_| reader.assign(&tpl))
                 .map_err(KafkaSourceError::client("assign the dedup changelog"))?;
-            let now = (crate::pipeline::now_nanos() / 1_000_000_000) as u64;
+            let now = self.dedup.now_secs();
             let mut write = WriteBatch::default();
             let mut pending = 0usize;
             let mut progress_at = Instant::now();
