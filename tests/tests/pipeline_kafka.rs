@@ -2352,3 +2352,115 @@ fn a_reload_under_load_on_kafka_drains_commits_and_rejoins_losing_nothing() {
     assert!(swap >= 2_000 && swap < stamped.len(), "both chains delivered: {swap} of {}", stamped.len());
     assert!(stamped[swap..].iter().all(|s| !s), "after the swap only the new chain's events");
 }
+
+/// Issue 25, item 8: a member whose group is held by another that does no
+/// work. A plain consumer of the same group (cooperative-sticky, like
+/// sluice) takes the topic's one partition first and keeps it, reading and
+/// never committing; sluice joins and is given nothing. Past
+/// `watchdog.stall` with the lag standing still, sluice says so: one
+/// warning, `sluice_member_stranded` and its lag, a `/health` line, while
+/// `/ready` stays 503. When the holder leaves, sluice takes the partition,
+/// delivers every id once, and the report ends.
+#[test]
+fn a_member_left_with_no_partitions_while_another_holds_them_is_reported() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let f = Fixture::new(&broker, "stranded");
+    let (brokers, topic, group) = (broker.brokers(), "stranded-one".to_string(), f.group.clone());
+    create_topic(&brokers, &topic, 1);
+    let ts = sluice_e2e::now_rfc3339(0);
+    let ids: BTreeSet<String> = (0..2_000).map(|i| format!("st-{i:05}")).collect();
+    let records: Vec<(i32, String, String)> =
+        ids.iter().map(|id| (0, id.clone(), format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\"}}"))).collect();
+    produce(&brokers, &topic, &records);
+    // The holder: in the group first, so the sticky assignment keeps the
+    // partition with it when sluice joins.
+    let (leave, held) = (std::sync::Arc::new(AtomicBool::new(false)), std::sync::Arc::new(AtomicUsize::new(0)));
+    let holder = {
+        let (leave, held, brokers, topic, group) = (leave.clone(), held.clone(), brokers.clone(), topic.clone(), group);
+        std::thread::spawn(move || {
+            let c: BaseConsumer = sluice_e2e::kafka::client(&brokers)
+                .set("group.id", &group)
+                .set("client.id", "holder")
+                .set("enable.auto.commit", "false")
+                .set("auto.offset.reset", "earliest")
+                .set("partition.assignment.strategy", "cooperative-sticky")
+                .set("session.timeout.ms", "6000")
+                .set("heartbeat.interval.ms", "500")
+                .create()
+                .unwrap_or_else(|e| panic!("{e}"));
+            c.subscribe(&[&topic]).unwrap_or_else(|e| panic!("{e}"));
+            while !leave.load(Ordering::SeqCst) {
+                let _ = c.poll(Duration::from_millis(100));
+                held.store(c.assignment().map(|a| a.count()).unwrap_or(0), Ordering::SeqCst);
+            }
+            c.unsubscribe();
+        })
+    };
+    let joined = Instant::now();
+    while held.load(Ordering::SeqCst) == 0 {
+        assert!(joined.elapsed() < Duration::from_secs(60), "the holder was never given the partition");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let port = free_port();
+    let config =
+        f.config(&broker, "a", &format!("\n[watchdog]\nstall = \"3s\"\n\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(&config, text.replace(&format!("topics = [\"{}\"]", f.topic), &format!("topics = [\"{topic}\"]")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut a = f.spawn(&config, "a.log");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(f.path("a.log")).unwrap_or_default().contains("member stranded:") {
+        assert!(waited.elapsed() < Duration::from_secs(90), "never reported stranded: {}", f.logs());
+        assert!(a.try_wait().ok().flatten().is_none(), "sluice exited: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stranded_after = waited.elapsed();
+    assert_eq!(held.load(Ordering::SeqCst), 1, "the holder still has the partition");
+    let health = sluice_e2e::get(port, "/health");
+    assert!(health.starts_with("HTTP/1.0 200") || health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.contains("member: stranded") && health.contains("stranded-one is 2000"), "{health}");
+    let ready = sluice_e2e::get(port, "/ready");
+    assert!(ready.contains(" 503 "), "no partitions, not ready: {ready}");
+    let metrics = scrape(port);
+    let mut lines = metric_lines(&metrics, &["sluice_member_stranded ", "sluice_member_stranded_group_lag "]);
+    lines.sort();
+    assert_eq!(lines, ["sluice_member_stranded 1", "sluice_member_stranded_group_lag 2000"], "{metrics}");
+    assert!(f.delivered("a").is_empty(), "sluice owned nothing, so delivered nothing");
+    // The holder leaves: sluice takes the partition and delivers it all.
+    leave.store(true, Ordering::SeqCst);
+    holder.join().unwrap_or_else(|_| panic!("the holder failed"));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let have: BTreeSet<String> = f.delivered("a").into_iter().collect();
+        let log = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+        if have.is_superset(&ids) && log.contains("member no longer stranded") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} ids missing after the holder left: {}",
+            ids.len() - have.len(),
+            f.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let health = sluice_e2e::get(port, "/health");
+    assert!(!health.contains("member:"), "the report ended: {health}");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(terminate(&mut a), 0, "{}", f.logs());
+    let delivered = f.delivered("a");
+    let set: BTreeSet<String> = delivered.iter().cloned().collect();
+    assert_eq!(set, ids, "every id, nothing else");
+    assert_eq!(delivered.len(), ids.len(), "each once");
+    assert_eq!(committed(&brokers, &f.group, &topic, 1), [Some(2_000)], "committed to the end");
+    let log = std::fs::read_to_string(f.path("a.log")).unwrap_or_default();
+    assert_eq!(log.matches("member stranded:").count(), 1, "one warning per episode: {log}");
+    println!(
+        "a stranded member: reported {:.1} s after it started (watchdog.stall 3 s, a group join of ~3 s), lag 2000; \
+         after the holder left, 2000 ids delivered once each, 0 lost, committed to 2000",
+        stranded_after.as_secs_f64()
+    );
+}

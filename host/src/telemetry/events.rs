@@ -255,6 +255,41 @@ impl BucketsExpired {
     }
 }
 
+/// A Kafka member that owns no partition while nobody commits its topics'
+/// lag (`pipeline::kafka::stranded`): a warning when it starts, once, and
+/// an info line when it ends.
+pub struct MemberStranded<'a> {
+    pub topics: &'a [String],
+    pub now: Option<crate::pipeline::kafka::stranded::Stranded>,
+    pub before: Option<crate::pipeline::kafka::stranded::Stranded>,
+    pub stall: std::time::Duration,
+}
+
+impl MemberStranded<'_> {
+    pub fn emit(&self) {
+        gauge!("sluice_member_stranded").set(if self.now.is_some() { 1.0 } else { 0.0 });
+        gauge!("sluice_member_stranded_group_lag").set(self.now.map_or(0.0, |v| v.lag as f64));
+        match (self.now, self.before) {
+            (Some(v), None) => tracing::warn!(
+                topics = ?self.topics,
+                lag = v.lag,
+                seconds = v.idle.as_secs(),
+                "member stranded: no partitions for {} s while the group's lag on {:?} is {} and its commits have \
+                 not moved for {:?} (watchdog.stall): another member holds the partitions and does no work \
+                 (a dead member the broker kept, or another program in the group)",
+                v.idle.as_secs(),
+                self.topics,
+                v.lag,
+                self.stall
+            ),
+            (None, Some(_)) => {
+                tracing::info!(topics = ?self.topics, "member no longer stranded: it has partitions, or the lag is gone or moving")
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The wall clock moved away from the dedup window's clock (which follows
 /// the monotonic clock during a run: `store::clock`), or came back to it.
 /// The window keeps its own time; a warning says so once per jump.

@@ -60,6 +60,9 @@ pub struct Health {
     /// The watchdog's word on each partition that is not simply flowing
     /// (stalled, late, back-pressured): `/health`'s detail.
     detail: std::sync::Mutex<Vec<String>>,
+    /// The member's own line (a Kafka member stranded with no partitions:
+    /// `pipeline::kafka::stranded`), after the partitions'.
+    member: std::sync::Mutex<Option<String>>,
 }
 
 /// A consume loop that has not turned for this long is not healthy.
@@ -85,8 +88,13 @@ impl Health {
     pub fn set_detail(&self, lines: Vec<String>) {
         *self.detail.lock().unwrap_or_else(|p| p.into_inner()) = lines;
     }
+    pub fn set_member_detail(&self, line: Option<String>) {
+        *self.member.lock().unwrap_or_else(|p| p.into_inner()) = line;
+    }
     pub fn detail(&self) -> Vec<String> {
-        self.detail.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let mut lines = self.detail.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        lines.extend(self.member.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        lines
     }
     /// Healthy: the loop turned within `STALL_MS` (or has not started).
     pub fn is_healthy(&self) -> bool {

@@ -34,6 +34,7 @@ pub mod changelog;
 pub mod quarantine_topic;
 mod rebalance;
 pub mod repartition;
+pub mod stranded;
 mod task;
 
 use std::collections::HashMap;
@@ -247,10 +248,22 @@ fn member(
     consumer.subscribe(&topics).map_err(KafkaSourceError::client(format!("subscribe to {topics:?}")))?;
 
     let failure: Mutex<Option<PipelineError>> = Mutex::new(None);
+    // Set when the consume loop ends: the stranded member's watch ends too.
+    let consumed_done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let failure = &failure;
         scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
         let consumer = &*consumer;
+        let done = &consumed_done;
+        let stall = cfg.watchdog.stall;
+        std::thread::Builder::new()
+            .name("sluice-stranded".into())
+            .spawn_scoped(scope, move || {
+                let done = || done.load(std::sync::atomic::Ordering::SeqCst) || stop.requested();
+                stranded::watch(consumer, &source.topics, stall, health, &done)
+            })
+            .map_err(|e| tracing::error!("cannot watch for a stranded member: {e}"))
+            .ok();
         let consumed = consume(consumer, source, stop, health, ready);
         let commit_on_exit = !matches!(consumed, Err(KafkaSourceError::NotSplit { .. }));
         if let Err(e) = consumed
@@ -258,6 +271,7 @@ fn member(
         {
             f.get_or_insert(e.into());
         }
+        consumed_done.store(true, std::sync::atomic::Ordering::SeqCst);
         // Shutdown: stop every task after its batch, commit, leave the group.
         ready(false);
         let ctx = consumer.context();
