@@ -1093,3 +1093,149 @@ fn a_wall_clock_jump_under_a_run_expires_no_dedup_id_and_is_reported() {
         ids.len()
     );
 }
+
+/// Copy every file of `from` into `to` (a store folder holds no folders
+/// that matter here).
+fn copy_folder(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{e}"));
+    for e in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{e}")).flatten() {
+        if e.path().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+/// The store's files whose names end with `ext`, largest first.
+fn store_files(state: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(state)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(ext)))
+        .collect();
+    files.sort_by_key(|p| std::cmp::Reverse(std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)));
+    files
+}
+
+fn garble(file: &Path, at_fraction: f64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let mut f = std::fs::OpenOptions::new().write(true).open(file).unwrap_or_else(|e| panic!("{e}"));
+    f.seek(SeekFrom::Start((len as f64 * at_fraction) as u64)).unwrap_or_else(|e| panic!("{e}"));
+    f.write_all(&[0xA5; 64]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Issue 25, item 2: a store damaged while sluice was stopped. Each damage
+/// but one stops the start (exit 2) with a message naming the store, what
+/// is wrong and the ways on, and the sink is not touched: sluice never
+/// starts empty over a store it cannot read. `sluice store repair` then
+/// keeps what can be read, and the run after it reconciles: every id
+/// delivered, the duplicates only those whose state the damage took. The
+/// one damage recovered by itself is a log that ends inside a record (what
+/// a crash mid-write leaves): said, and the run goes on.
+#[test]
+fn a_damaged_store_is_refused_repaired_on_request_and_nothing_is_lost() {
+    let f = Fixture::new(6_000);
+    let config = f.config("");
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "{stderr}");
+    f.assert_reconciled();
+    let (state, sink) = (f.path("state"), f.path("out/events.ndjson"));
+    let (good_state, good_sink) = (f.path("state.good"), f.path("events.good"));
+    copy_folder(&state, &good_state);
+    std::fs::copy(&sink, &good_sink).unwrap_or_else(|e| panic!("{e}"));
+    let lines = || std::fs::read_to_string(&sink).unwrap_or_default().lines().count();
+    let delivered_once = lines();
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage, &str, bool); 5] = [
+        ("a log record garbled mid-file", |s| garble(&store_files(s, ".log")[0], 0.5), "Corruption", true),
+        ("a table garbled", |s| garble(&store_files(s, ".sst")[0], 0.3), "checksum mismatch", true),
+        (
+            "the MANIFEST deleted",
+            |s| {
+                for m in store_files(s, "") {
+                    if m.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-")) {
+                        let _ = std::fs::remove_file(m);
+                    }
+                }
+            },
+            "MANIFEST",
+            true,
+        ),
+        ("CURRENT deleted", |s| drop(std::fs::remove_file(s.join("CURRENT"))), "no CURRENT", true),
+        (
+            "the log cut inside its last record",
+            |s| {
+                let log = &store_files(s, ".log")[0];
+                let len = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+                let file = std::fs::OpenOptions::new().write(true).open(log).unwrap_or_else(|e| panic!("{e}"));
+                file.set_len(len - 3_000).unwrap_or_else(|e| panic!("{e}"));
+            },
+            "ends inside a record",
+            false,
+        ),
+    ];
+    let mut figures = Vec::new();
+    for (what, damage, says, refused) in cases {
+        copy_folder(&good_state, &state);
+        std::fs::copy(&good_sink, &sink).unwrap_or_else(|e| panic!("{e}"));
+        damage(&state);
+        let (code, stderr) = f.run(&config);
+        if refused {
+            assert_eq!(code, 2, "{what}: {stderr}");
+            for part in
+                [&*state.display().to_string(), "cannot be read", says, "sluice store repair", "restore the folder"]
+            {
+                assert!(stderr.contains(part), "{what}: the refusal names {part:?}: {stderr}");
+            }
+            assert_eq!(lines(), delivered_once, "{what}: refused before anything reached the sink");
+            let out = f
+                .command(&["store", "repair", "-c", &config.display().to_string()])
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(0), "{what}: repair: {said}");
+            assert!(said.contains("repaired"), "{what}: {said}");
+            let (code, stderr) = f.run(&config);
+            assert_eq!(code, 0, "{what}: after the repair: {stderr}");
+        } else {
+            assert_eq!(code, 0, "{what}: {stderr}");
+            assert!(stderr.contains(says), "{what}: said: {stderr}");
+        }
+        // Nothing lost; what came twice is what the damage took.
+        f.assert_reconciled();
+        let twice = lines() - delivered_once;
+        if what == "CURRENT deleted" {
+            assert_eq!(twice, 0, "a lost CURRENT is rewritten exactly");
+        }
+        figures
+            .push(format!("{what}: {} ({twice} delivered again)", if refused { "refused, repaired" } else { "said" }));
+    }
+    // Not a store at all: a file, and a folder of something else.
+    for (what, make, says) in [
+        (
+            "a file",
+            (|s: &Path| std::fs::write(s, "x").unwrap_or_else(|e| panic!("{e}"))) as fn(&Path),
+            "is a file, not a folder",
+        ),
+        (
+            "another program's folder",
+            |s: &Path| {
+                std::fs::create_dir_all(s).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::write(s.join("notes.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+            },
+            "is not a sluice store",
+        ),
+    ] {
+        let _ = std::fs::remove_dir_all(&state);
+        make(&state);
+        let (code, stderr) = f.run(&config);
+        assert_eq!(code, 2, "{what}: {stderr}");
+        assert!(stderr.contains(says), "{what}: {stderr}");
+        assert!(std::fs::metadata(&state).is_ok_and(|m| m.is_file() || m.is_dir()), "{what}: left as it was");
+        let _ = std::fs::remove_file(&state);
+        figures.push(format!("{what}: refused"));
+    }
+    println!("a damaged store, {} records delivered first: {}", delivered_once, figures.join("; "));
+}

@@ -62,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Top(args) => top::top(args),
         Command::Tap(args) => tap::tap(args),
         Command::Replay(args) => run::replay(args),
+        Command::Store(StoreCommand::Repair(args)) => run::repair_store(args),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
             let indices = |id: &str| -> Vec<usize> {
@@ -94,6 +95,14 @@ pub(crate) fn mask_output_as(cfg: &crate::config::Config) {
     if let Ok(m) = crate::masking::Masking::new(&cfg.quarantine.mask_fields, &cfg.quarantine.mask_patterns) {
         crate::telemetry::redact::install(m);
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Rebuild a store that `run` refused as damaged: keep every record
+    /// RocksDB can still read, and say where each file will be read from.
+    /// What could not be read is read again and delivered again.
+    Repair(ConfigArgs),
 }
 
 #[derive(Parser, Debug)]
@@ -147,6 +156,10 @@ pub enum Command {
     /// from a time, an offset, or the beginning. Refused while the group
     /// has live members. Inside dedup.window nothing is delivered twice.
     Replay(ReplayArgs),
+    /// The state store itself: `repair` rebuilds what can still be read of
+    /// a damaged one (README, "Failure modes").
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Develop and examine plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),

@@ -14,6 +14,7 @@
 
 pub mod audit;
 pub mod clock;
+pub mod damage;
 pub mod dedup;
 pub mod filter;
 pub(crate) mod id_blobs;
@@ -58,6 +59,16 @@ pub enum StoreError {
     Corrupt { path: PathBuf, what: String, message: String },
     #[error("state store {}: a write failed: {message}", path.display())]
     WriteFailed { path: PathBuf, message: String },
+    #[error("state store {} is a file, not a folder: point pipeline.state_dir at a folder (sluice creates it)", path.display())]
+    NotAFolder { path: PathBuf },
+    #[error(
+        "state store {} is not a sluice store: it holds {found}; sluice will not write into it. Point \
+         pipeline.state_dir at a new or empty folder",
+        path.display()
+    )]
+    Foreign { path: PathBuf, found: String },
+    #[error("state store {} cannot be read: {what}. {}", path.display(), damage::WAYS_ON)]
+    Damaged { path: PathBuf, what: String },
 }
 
 /// What a store was created for; a store refuses to open for another.
@@ -85,6 +96,16 @@ pub struct Checkpoint {
     pub head_hash: String,
 }
 
+/// How `Store::repair` got the store to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repaired {
+    /// The write-ahead log replayed up to its first damaged record.
+    LogReplayed,
+    /// Rebuilt by RocksDB's repairer from every file it could read (a
+    /// column family that lived only in the log is lost).
+    Rebuilt,
+}
+
 pub struct Store {
     db: Arc<Db>,
     path: PathBuf,
@@ -93,10 +114,29 @@ pub struct Store {
 }
 
 impl Store {
-    /// Open (creating if needed) the store at `path` for `identity`.
+    /// Open (creating if needed) the store at `path` for `identity`. A
+    /// folder that is not a sluice store, or a store that cannot be read, is
+    /// refused (`damage` says why, and what each way on costs).
     pub fn open(path: &Path, identity: &Identity) -> Result<Store, StoreError> {
-        let rocks = |source| StoreError::Rocks { path: path.to_path_buf(), source };
-        std::fs::create_dir_all(path).map_err(|source| StoreError::Io { path: path.to_path_buf(), source })?;
+        let io = |source| StoreError::Io { path: path.to_path_buf(), source };
+        let torn = match damage::inspect(path).map_err(io)? {
+            damage::Folder::New => Vec::new(),
+            damage::Folder::Store => damage::torn_tails(path),
+            damage::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path.to_path_buf() }),
+            damage::Folder::Foreign(names) => {
+                return Err(StoreError::Foreign { path: path.to_path_buf(), found: format!("{names:?}") });
+            }
+            damage::Folder::Headless(names) => {
+                return Err(StoreError::Damaged {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "it holds a store's files ({names:?}) but no CURRENT, the file naming the MANIFEST that \
+                         says which of them make the store"
+                    ),
+                });
+            }
+        };
+        std::fs::create_dir_all(path).map_err(io)?;
         #[cfg(unix)]
         {
             // Quarantined records may hold secrets: the state is owner-only.
@@ -106,6 +146,8 @@ impl Store {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
+        // A torn last record is dropped; damage anywhere else stops the start.
+        opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
         let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
         for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE, CF_QUARANTINE_POSITIONS] {
             if !names.iter().any(|n| n == fixed) {
@@ -113,10 +155,103 @@ impl Store {
             }
         }
         let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n)));
-        let db = Db::open_cf_descriptors(&opts, path, descriptors).map_err(rocks)?;
+        let db = Db::open_cf_descriptors(&opts, path, descriptors).map_err(|source| {
+            // Held by another process is not damage.
+            if source.to_string().contains("While lock file") {
+                StoreError::Rocks { path: path.to_path_buf(), source }
+            } else {
+                StoreError::Damaged { path: path.to_path_buf(), what: source.to_string() }
+            }
+        })?;
+        for t in &torn {
+            tracing::warn!(
+                store = %path.display(),
+                "the write-ahead log {} ends inside a record: its last {} bytes (from byte {}) were a write cut \
+                 short, by a crash or a copy that stopped early, and are dropped; the batches they held are read \
+                 again, and delivered again if their writes had been acknowledged (duplicates, never loss)",
+                t.file.display(),
+                t.size - t.whole,
+                t.whole
+            );
+        }
         let store = Store { db: Arc::new(db), path: path.to_path_buf(), audit: Default::default() };
         store.check_identity(identity)?;
         Ok(store)
+    }
+
+    /// Rebuild what can still be read of a damaged store, then open it as
+    /// `open` does. First the write-ahead log is replayed up to its first
+    /// damaged record (RocksDB's point-in-time recovery: every column
+    /// family kept, what followed the damage dropped) and every table is
+    /// read through its checksums; when that is not enough (a table that
+    /// fails them, a MANIFEST or CURRENT lost), RocksDB's repairer rebuilds
+    /// the store from every table and log it can read. What either drops is
+    /// gone, checkpoints and ids with it, so those records are read and
+    /// delivered again. Refused for a folder that holds no store.
+    pub fn repair(path: &Path, identity: &Identity) -> Result<(Store, Repaired), StoreError> {
+        let path_buf = || path.to_path_buf();
+        match damage::inspect(path).map_err(|source| StoreError::Io { path: path_buf(), source })? {
+            damage::Folder::Store => {}
+            // CURRENT names the newest MANIFEST: written again, exactly.
+            damage::Folder::Headless(_) => {
+                if let Some(manifest) = damage::newest_manifest(path) {
+                    std::fs::write(path.join("CURRENT"), format!("{manifest}\n"))
+                        .map_err(|source| StoreError::Io { path: path_buf(), source })?;
+                }
+            }
+            damage::Folder::New => {
+                return Err(StoreError::Foreign { path: path_buf(), found: "no store to repair".into() });
+            }
+            damage::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path_buf() }),
+            damage::Folder::Foreign(names) => {
+                return Err(StoreError::Foreign { path: path_buf(), found: format!("{names:?}") });
+            }
+        }
+        let replayed = (|| -> Result<(), StoreError> {
+            let mut opts = Options::default();
+            opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::PointInTime);
+            let names = Db::list_cf(&opts, path).map_err(|source| StoreError::Rocks { path: path_buf(), source })?;
+            let db = Db::open_cf_descriptors(
+                &opts,
+                path,
+                names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n))),
+            )
+            .map_err(|source| StoreError::Rocks { path: path_buf(), source })?;
+            // Every key of every family, through the tables' checksums.
+            for name in &names {
+                let Some(cf) = db.cf_handle(name) else { continue };
+                for item in db.iterator_cf(&cf, rocksdb::IteratorMode::Start) {
+                    item.map_err(|source| StoreError::Rocks { path: path_buf(), source })?;
+                }
+            }
+            db.flush_wal(true).map_err(|source| StoreError::Rocks { path: path_buf(), source })?;
+            Ok(())
+        })();
+        let how = match replayed {
+            Ok(()) => Repaired::LogReplayed,
+            Err(e) => {
+                tracing::info!("{e}; rebuilding the store from the files it can read");
+                Db::repair(&Options::default(), path)
+                    .map_err(|source| StoreError::Rocks { path: path_buf(), source })?;
+                Repaired::Rebuilt
+            }
+        };
+        Ok((Store::open(path, identity)?, how))
+    }
+
+    /// Every file checkpoint the store holds, by partition name.
+    pub fn checkpoints(&self) -> Result<Vec<(String, Checkpoint)>, StoreError> {
+        let cf = self.cf(CF_CHECKPOINTS)?;
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(&cf, rocksdb::IteratorMode::Start) {
+            let (k, v) = item.map_err(|e| self.rocks(e))?;
+            if k.starts_with(CHANGELOG_PREFIX) {
+                continue;
+            }
+            let cp: Checkpoint = serde_json::from_slice(&v).map_err(|e| self.corrupt("checkpoint", e))?;
+            out.push((String::from_utf8_lossy(&k).into_owned(), cp));
+        }
+        Ok(out)
     }
 
     /// Open an existing store read-only (for `sluice quarantine list` while
@@ -145,6 +280,18 @@ impl Store {
                 }
             }
             None => {
+                // A new store has nothing else either. Keys without an
+                // identity are another program's RocksDB (sluice never writes
+                // the default column family) or a store that lost its meta.
+                for name in [rocksdb::DEFAULT_COLUMN_FAMILY_NAME, CF_CHECKPOINTS] {
+                    let cf = self.cf(name)?;
+                    if self.db.iterator_cf(&cf, rocksdb::IteratorMode::Start).next().is_some() {
+                        return Err(StoreError::Foreign {
+                            path: self.path.clone(),
+                            found: format!("a RocksDB with keys in column family {name:?} and no sluice identity"),
+                        });
+                    }
+                }
                 let raw = serde_json::to_vec(expected).map_err(|e| self.corrupt("identity", e))?;
                 let mut wo = WriteOptions::default();
                 wo.set_sync(true);
@@ -258,7 +405,12 @@ impl Store {
         &self.path
     }
 
+    /// A RocksDB error; damage found by a read (a table failing its
+    /// checksum) says what the operator can do, as at open.
     pub(crate) fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        if source.kind() == rocksdb::ErrorKind::Corruption {
+            return StoreError::Damaged { path: self.path.clone(), what: source.to_string() };
+        }
         StoreError::Rocks { path: self.path.clone(), source }
     }
 
