@@ -34,6 +34,10 @@ pub enum Link {
     /// Nothing passes either way until the link is set to something
     /// else; then what was held passes.
     Hold,
+    /// A black hole: every byte either way is thrown away, and a new
+    /// connection never reaches upstream; connections stay open, as a
+    /// route that drops packets leaves them. Nothing arrives later.
+    Blackhole,
 }
 
 struct Control {
@@ -46,6 +50,8 @@ struct Control {
     /// Bytes passed client → upstream and upstream → client.
     up: AtomicU64,
     down: AtomicU64,
+    /// Bytes a black hole threw away, both ways.
+    swallowed: AtomicU64,
     connections: AtomicU64,
 }
 
@@ -77,6 +83,7 @@ impl FaultProxy {
             cut_after: AtomicU64::new(0),
             up: AtomicU64::new(0),
             down: AtomicU64::new(0),
+            swallowed: AtomicU64::new(0),
             connections: AtomicU64::new(0),
         });
         let listener = runtime
@@ -121,6 +128,11 @@ impl FaultProxy {
         (self.control.up.load(Ordering::Relaxed), self.control.down.load(Ordering::Relaxed))
     }
 
+    /// Bytes a black hole threw away (both ways together).
+    pub fn swallowed(&self) -> u64 {
+        self.control.swallowed.load(Ordering::Relaxed)
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
         self.control.connections.load(Ordering::Relaxed)
@@ -137,7 +149,13 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, control: Arc<Control
     let mut resets = control.resets.subscribe();
     resets.mark_unchanged();
     let connected = async {
-        wait_passing(&mut control.link.subscribe()).await;
+        let mut link = control.link.subscribe();
+        // Through a black hole a connection never reaches upstream, even
+        // once the link is back: its client has given up on it by then.
+        if *link.borrow_and_update() == Link::Blackhole {
+            std::future::pending::<()>().await;
+        }
+        wait_passing(&mut link).await;
         TcpStream::connect(upstream).await
     };
     let mut server = tokio::select! {
@@ -214,6 +232,10 @@ where
             Err(_) => return Ended::Reset,
         };
         wait_passing(&mut link).await;
+        if *link.borrow() == Link::Blackhole {
+            control.swallowed.fetch_add(n as u64, Ordering::Relaxed);
+            continue;
+        }
         let delay = match *link.borrow() {
             Link::Delay(d) => d,
             _ => Duration::ZERO,
@@ -280,6 +302,25 @@ mod tests {
         let mut got = vec![0u8; msg.len()];
         s.read_exact(&mut got)?;
         Ok(got)
+    }
+
+    #[test]
+    fn a_black_hole_throws_bytes_away_and_keeps_new_connections_from_upstream() {
+        let p = FaultProxy::start(echo());
+        let mut s = connect(&p);
+        assert_eq!(round_trip(&mut s, b"before").unwrap_or_else(|e| panic!("{e}")), b"before");
+        p.set(Link::Blackhole);
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap_or_else(|e| panic!("{e}"));
+        let lost = round_trip(&mut s, b"into the hole");
+        assert!(lost.is_err(), "nothing comes back through a black hole");
+        let mut fresh = connect(&p);
+        fresh.set_read_timeout(Some(Duration::from_millis(300))).unwrap_or_else(|e| panic!("{e}"));
+        assert!(round_trip(&mut fresh, b"new").is_err(), "a new connection reaches nothing");
+        p.set(Link::Pass);
+        // What the hole took never arrives; the old connection works again.
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(round_trip(&mut s, b"after").unwrap_or_else(|e| panic!("{e}")), b"after");
+        assert!(p.swallowed() >= b"into the hole".len() as u64);
     }
 
     #[test]

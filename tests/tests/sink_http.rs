@@ -412,3 +412,75 @@ fn slow_responses_are_waited_for_within_the_concurrency_limit() {
     }
     assert!(log_lines(&stderr, "circuit breaker opened").is_empty(), "slow is not failed");
 }
+
+/// Issue 25, item 3: the backend goes behind a black hole for 30 s while
+/// sluice delivers (a fault proxy throws every byte away both ways, and
+/// new connections reach nothing). Requests time out, the breaker opens and
+/// probes; nothing reaches the backend; when the route is back a probe
+/// closes the breaker and the rest arrives. Nothing lost; the only
+/// duplicates are events of requests that reached the backend just before
+/// the hole opened and whose answers it swallowed (the lost-response rule).
+#[test]
+fn a_backend_behind_a_30_s_black_hole_is_waited_for_and_nothing_is_lost() {
+    use sluice_e2e::proxy::{FaultProxy, Link};
+    let s = Scenario::new(3_000, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let mut re = Reaction::ok(r);
+        re.how = How::Delay(Duration::from_millis(20));
+        re
+    });
+    let t0 = std::time::Instant::now();
+    let proxy = FaultProxy::start(backend.addr);
+    let cfg = format!(
+        "[sink]\ntype = \"http\"\nurl = \"http://{}/ingest\"\nresponse = \"status\"\n[sink.batch]\nmax_records = 50\n\
+         [sink.request]\ntimeout = \"2s\"\n{FAST_RETRY}",
+        proxy.addr()
+    );
+    let hole = Duration::from_secs(30);
+    let (stderr, (opened, closed)) = std::thread::scope(|scope| {
+        let cutter = scope.spawn(|| {
+            while backend.seen().stored.len() < 500 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            proxy.set(Link::Blackhole);
+            let opened = t0.elapsed();
+            std::thread::sleep(hole);
+            proxy.set(Link::Pass);
+            (opened, t0.elapsed())
+        });
+        let stderr = s.run(&cfg, &[]);
+        (stderr, cutter.join().unwrap_or_else(|_| panic!("the cutter failed")))
+    });
+    let seen = backend.seen();
+    let during: Vec<usize> = seen
+        .requests
+        .iter()
+        .filter(|r| r.at > opened + Duration::from_millis(200) && r.at < closed)
+        .map(|r| r.n)
+        .collect();
+    assert!(during.is_empty(), "requests reached the backend through the black hole: {during:?}");
+    assert!(proxy.swallowed() > 0, "the black hole took the bytes in flight");
+    assert!(!log_lines(&stderr, "circuit breaker opened").is_empty(), "{stderr}");
+    assert!(!log_lines(&stderr, "circuit breaker closed").is_empty(), "{stderr}");
+    // Answers the hole may have swallowed: requests the backend took in the
+    // request timeout before it opened.
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |r| {
+        r.at + Duration::from_secs(2) + Duration::from_millis(500) >= opened
+            && r.at <= opened + Duration::from_millis(200)
+    });
+    let back = seen.requests.iter().find(|r| r.at >= closed).map(|r| r.at - closed);
+    println!(
+        "a 30 s black hole before the backend: {} events, {} requests, {dups} duplicates (each explained by an answer \
+         swallowed as the hole opened), 0 lost; {} bytes swallowed; the first request through {:.1} s after the route \
+         was back",
+        s.ids.len(),
+        seen.requests.len(),
+        proxy.swallowed(),
+        back.map_or(f64::NAN, |d| d.as_secs_f64())
+    );
+    let back = back.unwrap_or_else(|| panic!("nothing reached the backend after the hole: {stderr}"));
+    assert!(
+        back < Duration::from_secs(10),
+        "recovered {back:?} after the route was back (probes every <= 0.8 s + 2 s)"
+    );
+}
