@@ -121,6 +121,23 @@ path = "out/events.ndjson"
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
+    /// Make `config` follow its files, and run it with its log (info) in
+    /// run.log: the child and the log's path.
+    fn follow(&self, config: &Path) -> (Child, PathBuf) {
+        let text = std::fs::read_to_string(config).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(config, text.replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nfollow = true"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let log = self.path("run.log");
+        let child = self
+            .command(&["run", "-c", &config.display().to_string()])
+            .env("SLUICE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}")))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (child, log)
+    }
+
     fn spawn(&self, config: &Path) -> Child {
         self.command(&["run", "-c", &config.display().to_string()])
             .stdout(Stdio::null())
@@ -903,17 +920,8 @@ fn a_reload_under_load_swaps_the_chain_between_batches_and_loses_nothing() {
     let mut f = Fixture::new(2_000);
     let port = sluice_e2e::kafka::free_port();
     let config = f.config(&format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let (child, log) = f.follow(&config);
     let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
-    let text = text.replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nfollow = true");
-    std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
-    let log = f.path("run.log");
-    let child = f
-        .command(&["run", "-c", &config.display().to_string()])
-        .env("SLUICE_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}")))
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
     let reloads = |result: &str| -> f64 {
         sluice_e2e::scrape(port)
             .lines()
@@ -1238,4 +1246,223 @@ fn a_damaged_store_is_refused_repaired_on_request_and_nothing_is_lost() {
         figures.push(format!("{what}: refused"));
     }
     println!("a damaged store, {} records delivered first: {}", delivered_once, figures.join("; "));
+}
+
+/// Issue 25, item 5, on files: the process is frozen (SIGSTOP) for 20 s
+/// under load while lines keep coming. A second sluice started on the same
+/// config meanwhile is refused (the frozen one holds the store's lock: two
+/// processes never commit one file's position), and once continued the
+/// first delivers everything once.
+#[test]
+fn a_frozen_run_holds_its_store_and_once_continued_loses_nothing() {
+    let mut f = Fixture::new(3_000);
+    let config = f.config("");
+    let (child, log) = f.follow(&config);
+    let first: BTreeSet<String> = f.good.clone();
+    // Frozen while it is busy: once its first lines are out.
+    let started = std::time::Instant::now();
+    while f.delivered().len() < 200 {
+        assert!(started.elapsed() < Duration::from_secs(60), "nothing delivered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(&child, "-STOP");
+    let frozen_at = f.delivered().len();
+    f.append(3_000);
+    std::thread::sleep(Duration::from_secs(10));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 1, "a second sluice on the store of a frozen one: {stderr}");
+    assert!(stderr.contains("is in use by another process"), "{stderr}");
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(f.delivered().len(), frozen_at, "nothing moved while it was frozen");
+    signal(&child, "-CONT");
+    wait_for(&f, &first, "after it was continued");
+    wait_for(&f, &f.good.clone(), "the lines written while it was frozen");
+    let (_, ids) = stop_and_reconcile_once(&f, child, &log, "after a freeze");
+    println!(
+        "frozen 20 s under load: {frozen_at} lines out when stopped, 3,000 more written meanwhile; a second sluice \
+         refused; {} ids delivered once each after SIGCONT, 0 lost",
+        ids.len()
+    );
+}
+
+/// A tmpfs of `size` mounted at `at`, unmounted when dropped. The suite
+/// runs as root (CI does): a mount that fails is a failure, not a skip.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap_or_else(|e| panic!("{e}"));
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount a {size} tmpfs at {}: the disk-full tests need root, as CI has", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+
+    /// Leave about `left` bytes free, in a file of its own; returns it.
+    fn fill_leaving(&self, left: u64) -> PathBuf {
+        let free = sluice::store::room::free_bytes(&self.0).unwrap_or_else(|e| panic!("{e}"));
+        let filler = self.0.join("filler");
+        let file = std::fs::File::create(&filler).unwrap_or_else(|e| panic!("{e}"));
+        file.set_len(0).unwrap_or_else(|e| panic!("{e}"));
+        // tmpfs allocates on write, not on set_len: write the bytes.
+        use std::io::Write;
+        let mut w = std::io::BufWriter::new(file);
+        let chunk = vec![0u8; 64 * 1024];
+        let mut n = free.saturating_sub(left);
+        while n > 0 {
+            let k = n.min(chunk.len() as u64) as usize;
+            w.write_all(&chunk[..k]).unwrap_or_else(|e| panic!("{e}"));
+            n -= k as u64;
+        }
+        w.flush().unwrap_or_else(|e| panic!("{e}"));
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Issue 25, item 1, the state store's volume: it fills during a run.
+/// Commits wait below `pipeline.state_reserve` instead of RocksDB failing
+/// mid-write (one warning naming the path and the bytes needed,
+/// `sluice_state_disk_full`, a `/health` line); nothing is committed while
+/// it waits; freed, everything goes on by itself. Then it fills again and
+/// sluice is SIGKILLed while it waits: the store opens afterwards, and the
+/// batches that waited are read again, every id reconciled.
+#[test]
+fn a_full_state_volume_holds_commits_and_goes_on_once_freed() {
+    let mut f = Fixture::new(2_000);
+    let vol = Tmpfs::mount(&f.path("vol"), "24m");
+    let port = sluice_e2e::kafka::free_port();
+    let config = f.config(&format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let text = text
+        .replace("state_dir = \"state\"", "state_dir = \"vol/state\"\nstate_reserve = \"4MiB\"")
+        .replace("paths = [\"input*.log\"]", "paths = [\"input*.log\"]\nfollow = true");
+    std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
+    let log = f.path("run.log");
+    let spawn = |f: &Fixture| {
+        f.command(&["run", "-c", &config.display().to_string()])
+            .env("SLUICE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap_or_else(|e| panic!("{e}")))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let child = spawn(&f);
+    wait_for(&f, &f.good.clone(), "before the volume filled");
+    let (state, input) = (f.path("vol/state"), f.path("input.log").display().to_string());
+    let checkpoint =
+        || Store::open_read_only(&state).ok().and_then(|s| s.checkpoint(&input).ok().flatten()).map_or(0, |c| c.offset);
+    let filler = vol.fill_leaving(3 << 20);
+    let committed = checkpoint();
+    f.append(3_000);
+    wait_log(&log, "less than pipeline.state_reserve", 1);
+    let health = sluice_e2e::get(port, "/health");
+    assert!(health.contains("vol/state: its volume has") && health.contains("commits wait"), "{health}");
+    assert!(sluice_e2e::scrape(port).contains("sluice_state_disk_full 1"), "the gauge says so");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(checkpoint(), committed, "nothing committed while the volume is short");
+    std::fs::remove_file(&filler).unwrap_or_else(|e| panic!("{e}"));
+    wait_log(&log, "has room again", 1);
+    wait_for(&f, &f.good.clone(), "once the volume was freed");
+    // Again, and killed while it waits.
+    let filler = vol.fill_leaving(3 << 20);
+    f.append(3_000);
+    wait_log(&log, "less than pipeline.state_reserve", 2);
+    let mut child = child;
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    std::fs::remove_file(&filler).unwrap_or_else(|e| panic!("{e}"));
+    let child = spawn(&f);
+    wait_for(&f, &f.good.clone(), "after the kill");
+    signal(&child, "-TERM");
+    let mut child = child;
+    assert_eq!(
+        child.wait().ok().and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // The fixture reads its quarantine from `state`.
+    std::os::unix::fs::symlink("vol/state", f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    f.assert_reconciled();
+    let ids = f.delivered();
+    let twice = counts(&ids).values().filter(|n| **n > 1).count();
+    // What waited when it was killed: at most the in-flight batches.
+    assert!(twice <= 2 * 200, "{twice} ids twice; at most pipeline.in_flight batches of 200 waited");
+    println!(
+        "a full state volume: commits waited twice (freed once, killed once while waiting); {} ids, {twice} delivered \
+         twice (the batches that waited when it was killed), 0 lost",
+        f.good.len()
+    );
+}
+
+/// Issue 25, item 1, the file sink's volume: it fills during a run. The
+/// write that fails is cut back (no torn line) and is a sink failure: the
+/// breaker opens, nothing is committed past it; freed, the breaker's probe
+/// goes through and everything arrives once.
+#[test]
+fn a_full_sink_volume_opens_the_breaker_tears_no_line_and_goes_on_once_freed() {
+    let mut f = Fixture::new(1_000);
+    let out = Tmpfs::mount(&f.path("out"), "4m");
+    let config = f.config("[sink.breaker]\ninitial_probe = \"100ms\"\nmax_probe = \"500ms\"\n");
+    let (child, log) = f.follow(&config);
+    wait_for(&f, &f.good.clone(), "before the volume filled");
+    // Room for a few hundred lines of the next 6,000.
+    let filler = out.fill_leaving(100 << 10);
+    f.append(6_000);
+    wait_log(&log, "circuit breaker opened", 1);
+    wait_log(&log, "No space left on device", 1);
+    let sink = std::fs::read(f.path("out/events.ndjson")).unwrap_or_default();
+    assert!(sink.ends_with(b"\n"), "a failed write was cut back: no torn line");
+    std::fs::remove_file(&filler).unwrap_or_else(|e| panic!("{e}"));
+    wait_log(&log, "circuit breaker closed", 1);
+    wait_for(&f, &f.good.clone(), "once the volume was freed");
+    let (_, ids) = stop_and_reconcile_once(&f, child, &log, "after the sink's volume filled");
+    println!(
+        "a full sink volume: the breaker opened and closed by itself; {} ids delivered once each, 0 lost",
+        ids.len()
+    );
+}
+
+/// The control for the state volume's guard: with `state_reserve = "0"`
+/// the volume fills under RocksDB itself. The write fails, the run stops
+/// with a message that says the volume is full (not damaged) and that
+/// nothing was lost, and once space is freed the next start reconciles.
+#[test]
+fn without_the_reserve_a_full_state_volume_stops_the_run_and_loses_nothing() {
+    let mut f = Fixture::new(1_000);
+    let vol = Tmpfs::mount(&f.path("vol"), "24m");
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let text = text.replace("state_dir = \"state\"", "state_dir = \"vol/state\"\nstate_reserve = \"0\"");
+    std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "{stderr}");
+    let filler = vol.fill_leaving(16 << 10);
+    f.append(20_000);
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 1, "a passing condition, not bad input (2): a supervisor retries it: {stderr}");
+    assert!(stderr.contains("its volume is full") && stderr.contains("nothing was lost"), "{stderr}");
+    assert!(!stderr.contains("cannot be read"), "a full volume is not a damaged store: {stderr}");
+    let said = stderr.lines().find(|l| l.contains("its volume is full")).unwrap_or_default().to_string();
+    std::fs::remove_file(&filler).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "once freed: {stderr}");
+    std::os::unix::fs::symlink("vol/state", f.path("state")).unwrap_or_else(|e| panic!("{e}"));
+    f.assert_reconciled();
+    let ids = f.delivered();
+    let twice = counts(&ids).values().filter(|n| **n > 1).count();
+    println!(
+        "without the reserve: the run stopped on a full state volume ({said}), then {} ids reconciled ({twice} \
+         twice), 0 lost",
+        f.good.len()
+    );
 }

@@ -70,9 +70,14 @@ pub(super) fn validate(
     if let Err(e) = pipeline::open_sink(&cfg) {
         say(&format_args!("sink: {e}"));
     }
-    // The state store opens for this pipeline (not another's, not one
-    // another process holds), or nothing starts.
-    if open_store && let Err(e) = Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg)) {
+    // The state store opens for this pipeline (not another's, not a
+    // damaged one), or nothing starts. A full volume or a store another
+    // process holds is not bad input but a passing condition: the run
+    // itself stops on it with exit 1, which a supervisor retries.
+    if open_store
+        && let Err(e) = Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
+        && !matches!(e, crate::store::StoreError::NoSpace { .. } | crate::store::StoreError::InUse { .. })
+    {
         say(&e);
     }
     let file = args.config.display();

@@ -143,6 +143,16 @@ pub struct PipelineConfig {
     /// (`benches/README.md`, pipeline_file).
     #[serde(default = "default_in_flight")]
     pub in_flight: usize,
+    /// Free space the state store's volume keeps: below it, commits wait
+    /// (and say so) until space is freed, instead of RocksDB running out
+    /// mid-write (`store::room`). `0` turns the guard off. Default 64MiB,
+    /// room for RocksDB's flushes of the dedup window's buffers.
+    #[serde(default = "default_state_reserve", deserialize_with = "bytes")]
+    pub state_reserve: u64,
+}
+
+fn default_state_reserve() -> u64 {
+    64 << 20
 }
 
 fn default_batch_size() -> usize {

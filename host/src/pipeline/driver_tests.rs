@@ -113,7 +113,7 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
     let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
     let state = Arc::new(Mutex::new(PartitionState::default()));
     super::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
-        super::with_committer(&store, |committer| {
+        super::with_committer(&store, None, |committer| {
             let shared = Shared {
                 cfg: &cfg,
                 store: &store,

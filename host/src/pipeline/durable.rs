@@ -19,6 +19,10 @@ use rocksdb::WriteBatch;
 
 use super::driver::ToBack;
 use crate::store::Store;
+use crate::store::room::Room;
+use crate::telemetry::Health;
+use crate::telemetry::events::StateVolumeFull;
+use std::time::Duration;
 
 /// One batch's write and where to say it is durable.
 pub(crate) struct Durable {
@@ -31,6 +35,9 @@ pub(crate) struct Durable {
 /// The handle partitions submit writes through.
 pub struct Committer {
     tx: Mutex<Option<Sender<Durable>>>,
+    /// Set by `close`: a committer waiting for room on the state volume
+    /// gives up, failing what waits, so the run can end.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Committer {
@@ -38,7 +45,7 @@ impl Committer {
     /// thread of the run's scope drives until every handle is dropped.
     pub(crate) fn new() -> (Committer, Receiver<Durable>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        (Committer { tx: Mutex::new(Some(tx)) }, rx)
+        (Committer { tx: Mutex::new(Some(tx)), closed: Default::default() }, rx)
     }
 
     pub(crate) fn submit(&self, job: Durable) {
@@ -59,17 +66,31 @@ impl Committer {
     /// No more writes: the committer thread ends once it has answered
     /// every write handed over.
     pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// The committer thread: take what is waiting, write it, sync once.
-    pub(crate) fn run(store: &Store, rx: Receiver<Durable>) {
+    /// Before each group it makes sure the state volume has room
+    /// (`store::room`), waiting for it if not; `health` hears about it.
+    pub(crate) fn run(&self, store: &Store, rx: Receiver<Durable>, health: Option<&Health>) {
         let mut failed: Option<String> = None;
+        let room = Room { path: store.path(), reserve: store.reserve(), poll: Duration::from_millis(500) };
+        let closed = || self.closed.load(std::sync::atomic::Ordering::SeqCst);
+        let mut short = false;
         while let Ok(first) = rx.recv() {
             let mut group = vec![first];
+            room.wait(&closed, &mut |free| {
+                StateVolumeFull { path: store.path(), free, reserve: room.reserve, was_short: short }.emit(health);
+                short = free.is_some();
+            });
             group.extend(rx.try_iter());
             let result = match &failed {
                 Some(e) => Err(format!("an earlier write failed: {e}")),
+                None if short => Err(format!(
+                    "the state volume of {} has less than pipeline.state_reserve free; nothing written",
+                    store.path().display()
+                )),
                 None => {
                     let writes = group.iter_mut().map(|j| std::mem::take(&mut j.write));
                     store.commit_group(writes).map_err(|e| e.to_string())

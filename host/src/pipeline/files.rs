@@ -9,7 +9,7 @@ use rocksdb::WriteBatch;
 
 use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
 use super::watchdog::with_watchdog;
-use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, identity, open_sink, with_committer};
+use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
@@ -37,7 +37,7 @@ pub(super) fn run(
         tracing::info!("metrics on http://{bound}/metrics");
     }
     crate::telemetry::install();
-    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    let store = super::open_store(cfg)?;
     health.set_ready(true);
     let files = discover(&source.paths)?;
     if files.is_empty() {
@@ -49,7 +49,7 @@ pub(super) fn run(
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
-        with_committer(&store, |committer| {
+        with_committer(&store, Some(&health), |committer| {
             let shared = Shared {
                 cfg,
                 store: &store,

@@ -37,6 +37,7 @@ use crate::sink::guarded::Guarded;
 use crate::sink::http::HttpSink;
 use crate::sink::kafka::KafkaSink;
 use crate::store::{Identity, Store};
+use crate::telemetry::Health;
 
 pub use crate::custody::Fate;
 
@@ -122,6 +123,13 @@ pub fn identity(cfg: &Config) -> Identity {
         SourceConfig::Kafka(k) => k.topics.iter().map(|t| format!("kafka:{}/{t}", k.group_id)).collect(),
     };
     Identity { pipeline: cfg.pipeline.name.clone(), sources }
+}
+
+/// The run's state store, keeping `pipeline.state_reserve` free.
+pub(crate) fn open_store(cfg: &Config) -> Result<Store, PipelineError> {
+    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    store.keep_free(cfg.pipeline.state_reserve);
+    Ok(store)
 }
 
 pub(crate) fn now_nanos() -> i64 {
@@ -220,10 +228,10 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
 
 /// Run `f` with a group committer for `store` (a thread of its own, ended
 /// when `f` returns and every write handed over is answered).
-pub(crate) fn with_committer<R>(store: &Store, f: impl FnOnce(&durable::Committer) -> R) -> R {
+pub(crate) fn with_committer<R>(store: &Store, health: Option<&Health>, f: impl FnOnce(&durable::Committer) -> R) -> R {
     let (committer, rx) = durable::Committer::new();
     std::thread::scope(|s| {
-        s.spawn(|| durable::Committer::run(store, rx));
+        s.spawn(|| committer.run(store, rx, health));
         let result = f(&committer);
         committer.close();
         result

@@ -28,7 +28,7 @@ use serde::Serialize;
 use super::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
 use super::watchdog::with_watchdog;
-use super::{Fate, PipelineError, RunStats, build_chain, identity, now_nanos, open_sink, with_committer};
+use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, Scope, scope_of};
@@ -61,7 +61,7 @@ pub fn replay(
     ids: &[String],
     include_masked: bool,
 ) -> Result<ReplaySummary, PipelineError> {
-    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    let store = super::open_store(cfg)?;
     let window = match &cfg.source {
         SourceConfig::File(_) => cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW),
         SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
@@ -118,7 +118,7 @@ pub fn replay(
     let summary = Mutex::new(summary);
     let mut chain = Some(chain);
     with_watchdog(&cfg.watchdog, &sink, None, |watchdog| {
-        with_committer(&store, |committer| {
+        with_committer(&store, None, |committer| {
             let shared = Shared {
                 cfg,
                 store: &store,

@@ -425,7 +425,7 @@ mod tests {
         let stats = Mutex::new(crate::pipeline::RunStats::default());
         let stop = AtomicBool::new(false);
         let seen = with_watchdog(&cfg.watchdog, &sink, None, |dog| {
-            crate::pipeline::with_committer(&store, |committer| {
+            crate::pipeline::with_committer(&store, None, |committer| {
                 let shared = Shared {
                     cfg: &cfg,
                     store: &store,

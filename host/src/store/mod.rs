@@ -19,6 +19,7 @@ pub mod dedup;
 pub mod filter;
 pub(crate) mod id_blobs;
 pub mod quarantine;
+pub mod room;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,18 @@ pub enum StoreError {
     Corrupt { path: PathBuf, what: String, message: String },
     #[error("state store {}: a write failed: {message}", path.display())]
     WriteFailed { path: PathBuf, message: String },
+    #[error(
+        "state store {} is in use by another process (it holds the store's LOCK): one sluice per store; stop the \
+         other (a frozen one still holds it), or give this pipeline a pipeline.state_dir of its own",
+        path.display()
+    )]
+    InUse { path: PathBuf },
+    #[error(
+        "state store {}: its volume is full ({message}); nothing was lost: free space there (or move the store), \
+         and start again; pipeline.state_reserve keeps room while it runs",
+        path.display()
+    )]
+    NoSpace { path: PathBuf, message: String },
     #[error("state store {} is a file, not a folder: point pipeline.state_dir at a folder (sluice creates it)", path.display())]
     NotAFolder { path: PathBuf },
     #[error(
@@ -109,6 +122,8 @@ pub enum Repaired {
 pub struct Store {
     db: Arc<Db>,
     path: PathBuf,
+    /// Bytes the committer keeps free on the store's volume (`room`).
+    reserve: std::sync::atomic::AtomicU64,
     /// The delivery audit's interned names (`audit`).
     audit: std::sync::Mutex<audit::Book>,
 }
@@ -158,7 +173,9 @@ impl Store {
         let db = Db::open_cf_descriptors(&opts, path, descriptors).map_err(|source| {
             // Held by another process is not damage.
             if source.to_string().contains("While lock file") {
-                StoreError::Rocks { path: path.to_path_buf(), source }
+                StoreError::InUse { path: path.to_path_buf() }
+            } else if is_no_space(&source) {
+                StoreError::NoSpace { path: path.to_path_buf(), message: source.to_string() }
             } else {
                 StoreError::Damaged { path: path.to_path_buf(), what: source.to_string() }
             }
@@ -174,7 +191,12 @@ impl Store {
                 t.whole
             );
         }
-        let store = Store { db: Arc::new(db), path: path.to_path_buf(), audit: Default::default() };
+        let store = Store {
+            db: Arc::new(db),
+            path: path.to_path_buf(),
+            reserve: Default::default(),
+            audit: Default::default(),
+        };
         store.check_identity(identity)?;
         Ok(store)
     }
@@ -261,7 +283,7 @@ impl Store {
         let opts = Options::default();
         let names = Db::list_cf(&opts, path).map_err(rocks)?;
         let db = Db::open_cf_for_read_only(&opts, path, names, false).map_err(rocks)?;
-        Ok(Store { db: Arc::new(db), path: path.to_path_buf(), audit: Default::default() })
+        Ok(Store { db: Arc::new(db), path: path.to_path_buf(), reserve: Default::default(), audit: Default::default() })
     }
 
     fn check_identity(&self, expected: &Identity) -> Result<(), StoreError> {
@@ -401,6 +423,16 @@ impl Store {
         Ok(())
     }
 
+    /// Keep `bytes` free on the store's volume: the committer waits for
+    /// room below that (`room`). 0, the default, never waits.
+    pub fn keep_free(&self, bytes: u64) {
+        self.reserve.store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn reserve(&self) -> u64 {
+        self.reserve.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -408,6 +440,9 @@ impl Store {
     /// A RocksDB error; damage found by a read (a table failing its
     /// checksum) says what the operator can do, as at open.
     pub(crate) fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        if is_no_space(&source) {
+            return StoreError::NoSpace { path: self.path.clone(), message: source.to_string() };
+        }
         if source.kind() == rocksdb::ErrorKind::Corruption {
             return StoreError::Damaged { path: self.path.clone(), what: source.to_string() };
         }
@@ -417,6 +452,11 @@ impl Store {
     pub(crate) fn corrupt(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
         StoreError::Corrupt { path: self.path.clone(), what: what.into(), message: e.to_string() }
     }
+}
+
+/// RocksDB says ENOSPC in its message only.
+fn is_no_space(e: &rocksdb::Error) -> bool {
+    e.to_string().contains("No space left on device")
 }
 
 const CHANGELOG_PREFIX: &[u8] = b"\0changelog/";

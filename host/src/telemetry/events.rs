@@ -225,6 +225,46 @@ impl CommitBlocked<'_> {
     }
 }
 
+/// The state store's volume has less free than `pipeline.state_reserve`:
+/// commits wait (`store::room`). Said once when it starts, once when it
+/// ends; the gauges and `/health` follow every reading.
+pub struct StateVolumeFull<'a> {
+    pub path: &'a std::path::Path,
+    /// Free bytes now; `None`: room again.
+    pub free: Option<u64>,
+    pub reserve: u64,
+    /// It was already short at the previous reading.
+    pub was_short: bool,
+}
+
+impl StateVolumeFull<'_> {
+    pub fn emit(&self, health: Option<&crate::telemetry::Health>) {
+        gauge!("sluice_state_disk_full").set(if self.free.is_some() { 1.0 } else { 0.0 });
+        if let Some(free) = self.free {
+            gauge!("sluice_state_free_bytes").set(free as f64);
+        }
+        let line = self.free.map(|free| {
+            format!(
+                "state store {}: its volume has {free} bytes free, less than pipeline.state_reserve ({} bytes): \
+                 commits wait until {} more bytes are freed",
+                self.path.display(),
+                self.reserve,
+                self.reserve - free
+            )
+        });
+        match (&line, self.was_short) {
+            (Some(l), false) => tracing::warn!(path = %self.path.display(), "{l}"),
+            (None, true) => {
+                tracing::info!(path = %self.path.display(), "state store volume has room again: commits go on")
+            }
+            _ => {}
+        }
+        if let Some(h) = health {
+            h.set_line("state", line);
+        }
+    }
+}
+
 /// The committer made one synced write for `writes` batches.
 pub struct GroupCommitted {
     pub writes: usize,

@@ -60,9 +60,10 @@ pub struct Health {
     /// The watchdog's word on each partition that is not simply flowing
     /// (stalled, late, back-pressured): `/health`'s detail.
     detail: std::sync::Mutex<Vec<String>>,
-    /// The member's own line (a Kafka member stranded with no partitions:
-    /// `pipeline::kafka::stranded`), after the partitions'.
-    member: std::sync::Mutex<Option<String>>,
+    /// Lines of the run's own, after the partitions', by what says them: a
+    /// Kafka member stranded with no partitions (`pipeline::kafka::stranded`),
+    /// a state volume out of room (`store::room`).
+    lines: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 
 /// A consume loop that has not turned for this long is not healthy.
@@ -88,12 +89,17 @@ impl Health {
     pub fn set_detail(&self, lines: Vec<String>) {
         *self.detail.lock().unwrap_or_else(|p| p.into_inner()) = lines;
     }
-    pub fn set_member_detail(&self, line: Option<String>) {
-        *self.member.lock().unwrap_or_else(|p| p.into_inner()) = line;
+    /// Set (or clear, with `None`) the line `key` adds to the detail.
+    pub fn set_line(&self, key: &'static str, line: Option<String>) {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        match line {
+            Some(l) => lines.insert(key, l),
+            None => lines.remove(key),
+        };
     }
     pub fn detail(&self) -> Vec<String> {
         let mut lines = self.detail.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        lines.extend(self.member.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        lines.extend(self.lines.lock().unwrap_or_else(|p| p.into_inner()).values().cloned());
         lines
     }
     /// Healthy: the loop turned within `STALL_MS` (or has not started).

@@ -49,7 +49,7 @@ use rdkafka::error::KafkaError;
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
 use super::watchdog::with_watchdog;
-use super::{PipelineError, RunStats, Stop, identity, open_sink, with_committer};
+use super::{PipelineError, RunStats, Stop, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
 use crate::sink::guarded::Guarded;
@@ -125,7 +125,7 @@ pub(super) fn run(
         tracing::info!("metrics on http://{bound}/metrics");
     }
     crate::telemetry::install();
-    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    let store = crate::pipeline::open_store(cfg)?;
     let dedup = DedupWindow::new(&store, window(cfg, source))?;
     dedup.expire(dedup.now_secs())?;
     let stats = Mutex::new(RunStats::default());
@@ -187,7 +187,7 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
             })
         });
         let result = with_watchdog(&cfg.watchdog, sink, watched, |watchdog| {
-            with_committer(store, |committer| {
+            with_committer(store, Some(health), |committer| {
                 let tasks = Tasks {
                     shared: Shared {
                         cfg,

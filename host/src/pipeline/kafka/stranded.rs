@@ -146,7 +146,7 @@ pub(super) fn watch(
         let verdict = judge.verdict(Instant::now(), stall);
         if verdict.is_some() || reported.is_some() {
             MemberStranded { topics, now: verdict, before: reported, stall }.emit();
-            health.set_member_detail(verdict.map(|v| describe(topics, v, stall)));
+            health.set_line("member", verdict.map(|v| describe(topics, v, stall)));
         }
         reported = verdict;
         let slept = Instant::now();
@@ -154,7 +154,7 @@ pub(super) fn watch(
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    health.set_member_detail(None);
+    health.set_line("member", None);
 }
 
 /// `/health`'s line for a stranded member.
