@@ -1466,3 +1466,102 @@ fn without_the_reserve_a_full_state_volume_stops_the_run_and_loses_nothing() {
         f.good.len()
     );
 }
+
+/// Peak resident memory (VmHWM) of a live process, KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:")?.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 25, item 6: a burst of 100 MiB of ~1 MiB lines, then 20 MiB of
+/// short lines, each written at once, against a slow sink (every request
+/// answered after 200 ms). A file's batch ends at `source.batch_bytes`
+/// (8 MiB) as well as at `pipeline.batch_size` lines, so what is held is
+/// `pipeline.in_flight` batches of at most that: the peak RSS grows by less
+/// than the documented 256 MiB over the run's own. The control, with
+/// `batch_bytes` out of the way (1 GiB), holds the whole burst as one batch.
+/// Every id is delivered either way.
+#[test]
+fn a_burst_of_long_and_short_lines_against_a_slow_sink_stays_within_the_memory_bound() {
+    let mut grown = Vec::new();
+    for batch_bytes in ["8MiB", "1GiB"] {
+        let f = Fixture::new(0);
+        let backend = sluice_e2e::backend::Backend::start(|r: &sluice_e2e::backend::Req| {
+            let mut re = sluice_e2e::backend::Reaction::ok(r);
+            re.how = sluice_e2e::backend::How::Delay(Duration::from_millis(200));
+            re
+        });
+        let config = f.config("");
+        let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+        let text = text
+            .replace(
+                "type = \"file\"\npath = \"out/events.ndjson\"",
+                &format!(
+                    "type = \"http\"\nurl = \"{}/ingest\"\nresponse = \"status\"\n[sink.batch]\nmax_records = 1000",
+                    backend.url
+                ),
+            )
+            .replace("paths = [\"input*.log\"]", &format!("paths = [\"input*.log\"]\nbatch_bytes = \"{batch_bytes}\""))
+            .replace("batch_size = 200", "batch_size = 1000");
+        std::fs::write(&config, &text).unwrap_or_else(|e| panic!("{e}"));
+        let ts = sluice_e2e::now_rfc3339(0);
+        let mut ids = BTreeSet::new();
+        // A warm-up line, to read the run's own peak before the burst.
+        append(&f.path("input.log"), &format!("{{\"event_id\":\"warm\",\"ts\":\"{ts}\"}}\n"));
+        ids.insert("warm".to_string());
+        let (child, log) = f.follow(&config);
+        let started = std::time::Instant::now();
+        while !backend.seen().stored.iter().any(|id| id == "warm") {
+            assert!(started.elapsed() < Duration::from_secs(60), "the warm-up line never arrived");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let before = peak_rss_kib(child.id());
+        let pad = "x".repeat(1_000_000);
+        let mut burst = String::with_capacity(101 << 20);
+        for i in 0..100 {
+            let id = format!("long-{i:03}");
+            burst.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"pad\":\"{pad}\"}}\n"));
+            ids.insert(id);
+        }
+        for i in 0..200_000 {
+            let id = format!("short-{i:06}");
+            burst.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"a short line\"}}\n"));
+            ids.insert(id);
+        }
+        append(&f.path("input.log"), &burst);
+        drop(burst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        loop {
+            let stored: BTreeSet<String> = backend.seen().stored.iter().cloned().collect();
+            if stored.is_superset(&ids) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "batch_bytes {batch_bytes}: {} ids missing after 300 s",
+                ids.len() - stored.intersection(&ids).count()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let after = peak_rss_kib(child.id());
+        signal(&child, "-TERM");
+        let mut child = child;
+        let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status.code(), Some(0), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+        let stored = backend.seen().stored.clone();
+        let once: BTreeSet<&String> = stored.iter().collect();
+        assert_eq!(once.len(), ids.len(), "batch_bytes {batch_bytes}: every id, nothing else");
+        assert_eq!(stored.len(), ids.len(), "batch_bytes {batch_bytes}: each once");
+        grown.push((batch_bytes, before / 1024, after.saturating_sub(before) / 1024));
+    }
+    println!(
+        "a 120 MiB burst (100 lines of 1 MB, 200,000 short) against a 200 ms sink: peak RSS {grown:?} (MiB before, MiB grown)"
+    );
+    let (_, _, bounded) = grown[0];
+    let (_, _, unbounded) = grown[1];
+    assert!(bounded < 256, "peak RSS grew by {bounded} MiB with batch_bytes = 8MiB; the bound is 256 MiB");
+    assert!(unbounded > bounded, "the control holds more: {unbounded} MiB against {bounded} MiB");
+}

@@ -293,10 +293,20 @@ pub struct FileSourceConfig {
     pub follow: bool,
     #[serde(default = "default_poll", deserialize_with = "duration")]
     pub poll_interval: Duration,
+    /// A batch ends at `pipeline.batch_size` lines or at this many bytes,
+    /// whichever comes first: what bounds memory when lines are long (a
+    /// batch of 1,000 lines of 1 MiB would otherwise be 1 GiB per batch in
+    /// flight). Default 8MiB, the same as a Kafka partition's queue.
+    #[serde(default = "default_batch_bytes", deserialize_with = "bytes")]
+    pub batch_bytes: u64,
 }
 
 fn default_max_line() -> u64 {
     1 << 20
+}
+
+fn default_batch_bytes() -> u64 {
+    8 << 20
 }
 
 fn default_poll() -> Duration {
@@ -904,6 +914,9 @@ impl Config {
                 }
                 if f.max_line_bytes < 16 {
                     p.add("source.max_line_bytes", "must be at least 16 bytes".into());
+                }
+                if f.batch_bytes < 1024 {
+                    p.add("source.batch_bytes", "must be at least 1KiB".into());
                 }
             }
             SourceConfig::Kafka(k) => k.validate(p),

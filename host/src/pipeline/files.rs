@@ -118,7 +118,8 @@ fn run_file(
     let chain = build_chain(runtime, shared.cfg)?;
     crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
     let checkpoint = shared.store.checkpoint(&file.display().to_string())?;
-    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?;
+    let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?
+        .with_batch_bytes(source.batch_bytes);
     let start = part.position();
     let name = part.key().to_string();
     let part = Mutex::new(part);

@@ -134,6 +134,9 @@ pub struct FilePartition {
     /// The last batch's bytes: what the next batch's buffer is allocated
     /// with.
     batch_bytes: usize,
+    /// A batch ends at this many bytes (or at its record count): with long
+    /// lines, memory is bounded by bytes, not lines.
+    max_batch_bytes: usize,
     current: Open,
     /// Files still to read after the current one (after a rotation found at start-up).
     queue: Vec<Open>,
@@ -211,6 +214,7 @@ impl FilePartition {
             follow,
             carry: None,
             batch_bytes: 0,
+            max_batch_bytes: usize::MAX,
             current,
             queue,
             retired: Vec::new(),
@@ -238,7 +242,15 @@ impl FilePartition {
         len(&self.current).saturating_sub(self.current.reader.consumed()) + queued
     }
 
-    /// Up to `max` records; empty at the end of the input (for now).
+    /// End each batch at `bytes` of lines (after the line that crosses it;
+    /// a batch always has at least one line).
+    pub fn with_batch_bytes(mut self, bytes: u64) -> Self {
+        self.max_batch_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).max(1);
+        self
+    }
+
+    /// Up to `max` records, and `max_batch_bytes`; empty at the end of the
+    /// input (for now).
     ///
     /// Every line of the batch is framed into one buffer, and each record's
     /// payload is a slice of it: one allocation per batch, not one per
@@ -248,7 +260,7 @@ impl FilePartition {
         out.extend(self.carry.take());
         let mut data = Vec::with_capacity(self.batch_bytes);
         let mut framed: Vec<Framed> = Vec::with_capacity(max.min(4096));
-        while out.len() + framed.len() < max {
+        while out.len() + framed.len() < max && data.len() < self.max_batch_bytes {
             let begin = data.len();
             let reader = &mut self.current.reader;
             let line =
@@ -417,6 +429,23 @@ mod tests {
     /// The records of a batch are slices of one buffer, line after line,
     /// across a rename rotation inside the batch too: one allocation per
     /// batch, not one per line.
+    #[test]
+    fn a_batch_ends_at_its_bytes_as_well_as_its_lines() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("app.log");
+        let line = format!("{}\n", "x".repeat(99));
+        std::fs::write(&log, line.repeat(10)).unwrap_or_else(|e| panic!("{e}"));
+        let mut part =
+            FilePartition::open(&log, None, 1024, false).unwrap_or_else(|e| panic!("{e}")).with_batch_bytes(250);
+        // 0, 100 and 200 bytes are under 250: the third line crosses it.
+        let sizes: Vec<usize> = (0..5).map(|_| part.next_batch(1000).map(|b| b.len()).unwrap_or(0)).collect();
+        assert_eq!(sizes, [3, 3, 3, 1, 0]);
+        // A line longer than the bound is a batch of its own.
+        let mut part =
+            FilePartition::open(&log, None, 1024, false).unwrap_or_else(|e| panic!("{e}")).with_batch_bytes(1);
+        assert_eq!(part.next_batch(1000).map(|b| b.len()).ok(), Some(1));
+    }
+
     #[test]
     fn a_batchs_payloads_are_slices_of_one_buffer() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
