@@ -1,7 +1,9 @@
 """The steady soak (issue 25, item 9), run by `scripts/soak --minutes N`.
 
 One followed file fed at half the throughput the same binary measured a
-moment before, with a SIGKILL and an immediate restart every few minutes.
+moment before (rotated by rename every minute), delivered to an HTTP
+backend in this process that keeps a bitmap of the ids it took, with a
+SIGKILL and an immediate restart every few minutes.
 Every 10 s it samples the process: resident memory, open files, the p99
 of `sluice_commit_latency_seconds` over the interval, the state store's
 size and the lag (lines written and not yet in the sink). At the end it
@@ -13,8 +15,13 @@ files or p99 latency moved more than 10% (`--no-fail` only reports).
     python3 scripts/soak-steady.py SLUICE WASM_DIR MINUTES KILL_EVERY_MINUTES [--no-fail]
 """
 
+import atexit
+import gzip
 import json
+import re
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +35,8 @@ from datetime import datetime, timezone
 sluice, wasm, minutes, kill_every = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 fail_on_drift = "--no-fail" not in sys.argv
 work = tempfile.mkdtemp(prefix="sluice-soak-")
+# Gigabytes of store and input by the end: removed on the way out.
+atexit.register(lambda: shutil.rmtree(work, ignore_errors=True))
 
 
 def free_port():
@@ -42,7 +51,9 @@ port = free_port()
 WINDOW_MIN = 2
 
 
-def config(name, follow, listen):
+def config(name, follow, listen, sink_url=None):
+    sink = (f'type = "http"\nurl = "{sink_url}"\nresponse = "status"\n[sink.batch]\nmax_records = 1000'
+            if sink_url else f'type = "file"\npath = "{name}/out/events.ndjson"')
     text = f"""
 [pipeline]
 name = "soak"
@@ -68,11 +79,10 @@ config = {{ max_age = "1d", max_future = "1h" }}
 window = "{WINDOW_MIN}m"
 
 [sink]
-type = "file"
-path = "{name}/out/events.ndjson"
+{sink}
 """
     if listen:
-        text += f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n'
+        text = text.replace("[dedup]", f'[metrics]\nlisten = "127.0.0.1:{port}"\n\n[dedup]')
     path = os.path.join(work, f"{name}.toml")
     with open(path, "w") as f:
         f.write(text)
@@ -107,8 +117,43 @@ rate = full / 2
 print(f"soak: calibrated {full:,.0f} lines/s (wall, this machine); feeding {rate:,.0f} lines/s for {minutes:g} min, "
       f"SIGKILL every {kill_every:g} min", flush=True)
 
-# 2. The soak.
-cfg = config("soak", True, True)
+# 2. The soak. The sink is an HTTP backend in this process that keeps a
+# bitmap of the ids it took (a file sink would fill the disk in half an
+# hour), and the input is rotated by rename every minute, rotated files
+# deleted four minutes later: disk use stays flat too.
+seen = bytearray(1 << 20)
+took = {"lines": 0, "duplicates": 0}
+took_lock = threading.Lock()
+ID = re.compile(rb'"id":"ev-(\d+)"')
+
+
+class Ingest(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        found = [int(m) for m in ID.findall(body)]
+        with took_lock:
+            global seen
+            top = max(found, default=0)
+            if top >= len(seen):
+                seen.extend(bytearray(max(top + 1 - len(seen), len(seen))))
+            for i in found:
+                if seen[i]:
+                    took["duplicates"] += 1
+                seen[i] = 1
+            took["lines"] += len(found)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+backend = ThreadingHTTPServer(("127.0.0.1", 0), Ingest)
+threading.Thread(target=backend.serve_forever, daemon=True).start()
+cfg = config("soak", True, True, f"http://127.0.0.1:{backend.server_address[1]}/ingest")
 inp = os.path.join(work, "soak/input.log")
 open(inp, "w").close()
 written = 0
@@ -119,7 +164,16 @@ def writer():
     global written
     tick = 0.1
     nxt = time.monotonic()
+    rotated_at, k = time.monotonic(), 0
     while not stop_writing.is_set():
+        if time.monotonic() - rotated_at >= 60:
+            k += 1
+            os.rename(inp, f"{inp}.{k}")
+            open(inp, "w").close()
+            old = f"{inp}.{k - 4}"
+            if os.path.exists(old):
+                os.remove(old)
+            rotated_at = time.monotonic()
         n = int(rate * tick)
         with open(inp, "a") as f:
             f.write(lines(written, n))
@@ -233,29 +287,25 @@ while time.monotonic() - began < minutes * 60:
     print(f"  {s['t']/60:5.1f} min  rss {s['rss_mib']:6.1f} MiB  fds {s['fds']}  p99 {s['p99_s']}  "
           f"store {s['store_mib']:6.1f} MiB  behind {s['behind_bytes']} bytes", flush=True)
 
-# 3. Drain, stop, reconcile: a bitmap of the indices seen in the sink.
+# 3. Drain, stop, reconcile: every good index must be in the bitmap.
 stop_writing.set()
 time.sleep(0.5)
 want = good_below(written)
+
+
+def good_taken():
+    with took_lock:
+        return sum(seen[i] for i in range(min(written, len(seen))) if i % 100 != 99)
+
+
 deadline = time.monotonic() + 600
-sink = os.path.join(work, "soak/out/events.ndjson")
-while True:
-    seen = bytearray(written)
-    lines_out = 0
-    with open(sink) as f:
-        for l in f:
-            if not l.endswith("\n"):
-                continue
-            lines_out += 1
-            seen[int(json.loads(l)["id"][3:])] = 1
-    distinct = sum(seen)
-    if distinct >= want or time.monotonic() > deadline:
-        break
+while good_taken() < want and time.monotonic() < deadline:
     time.sleep(2)
 proc.send_signal(signal.SIGTERM)
 proc.wait()
-missing = [i for i in range(written) if i % 100 != 99 and not seen[i]]
-duplicates = lines_out - distinct
+with took_lock:
+    missing = [i for i in range(written) if i % 100 != 99 and (i >= len(seen) or not seen[i])]
+    duplicates = took["duplicates"]
 
 
 def mean(key, window):
