@@ -1266,6 +1266,9 @@ fn a_frozen_run_holds_its_store_and_once_continued_loses_nothing() {
         std::thread::sleep(Duration::from_millis(5));
     }
     signal(&child, "-STOP");
+    // kill(1) returns before the process is stopped: a write in progress
+    // lands first.
+    std::thread::sleep(Duration::from_millis(500));
     let frozen_at = f.delivered().len();
     f.append(3_000);
     std::thread::sleep(Duration::from_secs(10));

@@ -23,6 +23,7 @@
 //! batches whose writes were cut are read again and, their ids gone with
 //! them, delivered again. Duplicates, never loss.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// What each way on costs, said with every refusal.
@@ -118,7 +119,8 @@ const HEADER: u64 = 7;
 const RECYCLABLE_HEADER: u64 = 11;
 
 /// Each write-ahead log of the store at `path` that ends inside a record
-/// (checksums are RocksDB's to check; this reads only the framing).
+/// (checksums are RocksDB's to check; this reads only the framing: a
+/// header per record, skipping the bodies, so a large log costs little).
 pub fn torn_tails(path: &Path) -> Vec<TornTail> {
     let Ok(entries) = std::fs::read_dir(path) else { return Vec::new() };
     let mut logs: Vec<PathBuf> =
@@ -126,44 +128,46 @@ pub fn torn_tails(path: &Path) -> Vec<TornTail> {
     logs.sort();
     logs.into_iter()
         .filter_map(|file| {
-            let bytes = std::fs::read(&file).ok()?;
-            let whole = whole_prefix(&bytes);
-            let size = bytes.len() as u64;
+            let mut f = std::fs::File::open(&file).ok()?;
+            let size = f.metadata().ok()?.len();
+            let whole = whole_prefix(&mut f, size).ok()?;
             (whole < size).then_some(TornTail { file, whole, size })
         })
         .collect()
 }
 
-/// How many of `log`'s first bytes hold whole records (fragments up to a
-/// LAST); a zero-filled end (preallocated space) counts as whole.
-pub(crate) fn whole_prefix(log: &[u8]) -> u64 {
-    let len = log.len() as u64;
+/// How many of a log's first bytes (`len` in all) hold whole records
+/// (fragments up to a LAST); a zero-filled end (preallocated space) counts
+/// as whole.
+pub(crate) fn whole_prefix<R: Read + Seek>(log: &mut R, len: u64) -> std::io::Result<u64> {
     let (mut at, mut whole) = (0u64, 0u64);
+    let mut header = [0u8; HEADER as usize];
     while at < len {
         let left_in_block = BLOCK - at % BLOCK;
         if left_in_block < HEADER {
             // Padding to the block's end.
             at += left_in_block;
             if at >= len {
-                return len;
+                return Ok(len);
             }
             continue;
         }
         if at + HEADER > len {
-            return if log[at as usize..].iter().all(|b| *b == 0) { len } else { whole };
+            return Ok(if zeros_from(log, at, len)? { len } else { whole });
         }
-        let h = &log[at as usize..(at + HEADER) as usize];
-        let length = u16::from_le_bytes([h[4], h[5]]) as u64;
-        let kind = h[6];
+        log.seek(SeekFrom::Start(at))?;
+        log.read_exact(&mut header)?;
+        let length = u16::from_le_bytes([header[4], header[5]]) as u64;
+        let kind = header[6];
         if kind == 0 && length == 0 {
             // Zeroes: preallocated, never written. What follows must be
             // zeroes too, or the file is damaged (RocksDB says how).
-            return if log[at as usize..].iter().all(|b| *b == 0) { len } else { whole };
+            return Ok(if zeros_from(log, at, len)? { len } else { whole });
         }
-        let header = if (5..=8).contains(&kind) { RECYCLABLE_HEADER } else { HEADER };
-        let end = at + header + length;
+        let header_len = if (5..=8).contains(&kind) { RECYCLABLE_HEADER } else { HEADER };
+        let end = at + header_len + length;
         if end > len || length > left_in_block {
-            return whole;
+            return Ok(whole);
         }
         at = end;
         // FULL or LAST (and their recyclable kinds) end a record.
@@ -172,12 +176,32 @@ pub(crate) fn whole_prefix(log: &[u8]) -> u64 {
         }
     }
     // Ended on a LAST (whole == len) or inside a FIRST…MIDDLE run (torn).
-    whole
+    Ok(whole)
+}
+
+/// Whether the bytes from `at` to `len` are all zero.
+fn zeros_from<R: Read + Seek>(log: &mut R, at: u64, len: u64) -> std::io::Result<bool> {
+    log.seek(SeekFrom::Start(at))?;
+    let mut left = len - at;
+    let mut buf = vec![0u8; 64 * 1024];
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        log.read_exact(&mut buf[..n])?;
+        if buf[..n].iter().any(|b| *b != 0) {
+            return Ok(false);
+        }
+        left -= n as u64;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn whole_prefix(log: &[u8]) -> u64 {
+        super::whole_prefix(&mut std::io::Cursor::new(log), log.len() as u64).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     fn record(kind: u8, body: &[u8]) -> Vec<u8> {
         // A checksum's bytes (not checked here; never all zero in a test).

@@ -133,6 +133,13 @@ impl Store {
     /// folder that is not a sluice store, or a store that cannot be read, is
     /// refused (`damage` says why, and what each way on costs).
     pub fn open(path: &Path, identity: &Identity) -> Result<Store, StoreError> {
+        Store::open_as(path, identity, false)
+    }
+
+    /// `open`; `adopt`: a store without an identity but with keys is taken
+    /// as this pipeline's (after `repair`, whose rebuild may lose the meta
+    /// family and keep the checkpoints), not refused as foreign.
+    fn open_as(path: &Path, identity: &Identity, adopt: bool) -> Result<Store, StoreError> {
         let io = |source| StoreError::Io { path: path.to_path_buf(), source };
         let torn = match damage::inspect(path).map_err(io)? {
             damage::Folder::New => Vec::new(),
@@ -163,6 +170,7 @@ impl Store {
         opts.create_missing_column_families(true);
         // A torn last record is dropped; damage anywhere else stops the start.
         opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
+        opts.set_max_total_wal_size(MAX_WAL_BYTES);
         let mut names: Vec<String> = Db::list_cf(&opts, path).unwrap_or_default();
         for fixed in [CF_META, CF_CHECKPOINTS, CF_QUARANTINE, CF_QUARANTINE_POSITIONS] {
             if !names.iter().any(|n| n == fixed) {
@@ -197,7 +205,7 @@ impl Store {
             reserve: Default::default(),
             audit: Default::default(),
         };
-        store.check_identity(identity)?;
+        store.check_identity(identity, adopt)?;
         Ok(store)
     }
 
@@ -258,7 +266,7 @@ impl Store {
                 Repaired::Rebuilt
             }
         };
-        Ok((Store::open(path, identity)?, how))
+        Ok((Store::open_as(path, identity, true)?, how))
     }
 
     /// Every file checkpoint the store holds, by partition name.
@@ -286,7 +294,7 @@ impl Store {
         Ok(Store { db: Arc::new(db), path: path.to_path_buf(), reserve: Default::default(), audit: Default::default() })
     }
 
-    fn check_identity(&self, expected: &Identity) -> Result<(), StoreError> {
+    fn check_identity(&self, expected: &Identity, adopt: bool) -> Result<(), StoreError> {
         let meta = self.cf(CF_META)?;
         match self.db.get_cf(&meta, IDENTITY_KEY).map_err(|e| self.rocks(e))? {
             Some(raw) => {
@@ -305,7 +313,7 @@ impl Store {
                 // A new store has nothing else either. Keys without an
                 // identity are another program's RocksDB (sluice never writes
                 // the default column family) or a store that lost its meta.
-                for name in [rocksdb::DEFAULT_COLUMN_FAMILY_NAME, CF_CHECKPOINTS] {
+                for name in [rocksdb::DEFAULT_COLUMN_FAMILY_NAME, CF_CHECKPOINTS].into_iter().filter(|_| !adopt) {
                     let cf = self.cf(name)?;
                     if self.db.iterator_cf(&cf, rocksdb::IteratorMode::Start).next().is_some() {
                         return Err(StoreError::Foreign {
@@ -469,6 +477,17 @@ fn changelog_key(key: &str) -> Vec<u8> {
 /// 1M-line run's peak RSS (157 MiB) when it held a key per id; it holds a
 /// key per batch now, and the bound still keeps a burst of them small.
 const DEDUP_WRITE_BUFFER: usize = 16 << 20;
+
+/// The write-ahead logs' total before RocksDB flushes the families that
+/// hold the oldest one. A log can only be deleted once every family with
+/// writes in it has flushed them, and the small families (checkpoints, the
+/// quarantine) written by every batch fill their memtables slowly: with
+/// RocksDB's default (four times every family's write buffers, about 3 GiB
+/// here) a 30-minute soak's store grew by 100 MiB a minute whatever the
+/// dedup window, its memory with it, and a restart replayed it all. At
+/// 128 MiB those families flush every minute or two (small tables), the
+/// logs go, and a restart replays at most this much.
+const MAX_WAL_BYTES: u64 = 128 << 20;
 
 /// The options of a dedup bucket, for `benches/dedup_write`, which measures
 /// alternatives against them.

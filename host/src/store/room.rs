@@ -42,8 +42,9 @@ pub struct Room<'a> {
 }
 
 impl Room<'_> {
-    /// Return once the volume has `reserve` bytes free, or `stop()`;
-    /// `told(free)` hears each reading below it (the caller reports).
+    /// Return once the volume has `reserve` bytes free (`told(None)` if it
+    /// had been short), or on `stop()` while still short; `told(free)`
+    /// hears each reading below it (the caller reports).
     pub fn wait(&self, stop: &dyn Fn() -> bool, told: &mut dyn FnMut(Option<u64>)) {
         if self.reserve == 0 {
             return;
@@ -53,10 +54,14 @@ impl Room<'_> {
             // A volume that cannot be read is not waited on: RocksDB's
             // write says what is wrong with it.
             let free = free_bytes(self.path).unwrap_or(u64::MAX);
-            if free >= self.reserve || stop() {
+            if free >= self.reserve {
                 if short {
                     told(None);
                 }
+                return;
+            }
+            // Stopped while short: still short (the caller writes nothing).
+            if stop() {
                 return;
             }
             short = true;
@@ -85,7 +90,7 @@ mod tests {
         };
         Room { path: dir.path(), reserve: u64::MAX, poll: Duration::from_millis(1) }
             .wait(&stop, &mut |f| heard.push(f));
-        assert_eq!(heard.len(), 4, "three waits, then the end said: {heard:?}");
-        assert!(heard[..3].iter().all(|f| f.is_some()) && heard[3].is_none());
+        assert_eq!(heard.len(), 3, "three waits, then stopped while still short: {heard:?}");
+        assert!(heard.iter().all(|f| f.is_some()), "stopped short is never told as room: {heard:?}");
     }
 }

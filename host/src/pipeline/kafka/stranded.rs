@@ -92,13 +92,18 @@ impl Stranding {
 /// do not answer (the verdict then stands as it was).
 fn sample(consumer: &BaseConsumer<Context>, topics: &[String], timeout: Duration) -> Option<GroupSample> {
     let mut tpl = TopicPartitionList::new();
-    for topic in topics {
+    // A pattern (`^…`) names no topic to ask about: only named topics are
+    // sampled, and a member of patterns alone is never judged stranded.
+    for topic in topics.iter().filter(|t| !t.starts_with('^')) {
         let meta = consumer.fetch_metadata(Some(topic), timeout).ok()?;
         for t in meta.topics() {
             for p in t.partitions() {
                 tpl.add_partition(topic, p.id());
             }
         }
+    }
+    if tpl.count() == 0 {
+        return None;
     }
     let committed = consumer.committed_offsets(tpl.clone(), timeout).ok()?;
     let (mut lag, mut sum) = (0u64, 0i64);
