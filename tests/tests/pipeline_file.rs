@@ -1309,7 +1309,6 @@ impl Tmpfs {
         let free = sluice::store::room::free_bytes(&self.0).unwrap_or_else(|e| panic!("{e}"));
         let filler = self.0.join("filler");
         let file = std::fs::File::create(&filler).unwrap_or_else(|e| panic!("{e}"));
-        file.set_len(0).unwrap_or_else(|e| panic!("{e}"));
         // tmpfs allocates on write, not on set_len: write the bytes.
         use std::io::Write;
         let mut w = std::io::BufWriter::new(file);

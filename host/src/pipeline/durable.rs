@@ -14,6 +14,7 @@
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
 
 use rocksdb::WriteBatch;
 
@@ -22,7 +23,6 @@ use crate::store::Store;
 use crate::store::room::Room;
 use crate::telemetry::Health;
 use crate::telemetry::events::StateVolumeFull;
-use std::time::Duration;
 
 /// One batch's write and where to say it is durable.
 pub(crate) struct Durable {

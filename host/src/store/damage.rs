@@ -74,9 +74,8 @@ pub fn inspect(path: &Path) -> std::io::Result<Folder> {
     if names.iter().any(|n| n == "CURRENT") {
         return Ok(Folder::Store);
     }
-    let is_store_file = |n: &String| {
-        n.starts_with("MANIFEST-") || n.ends_with(".sst") || n.ends_with(".log") && n != "LOG" || n == "IDENTITY"
-    };
+    let is_store_file =
+        |n: &String| n.starts_with("MANIFEST-") || n.ends_with(".sst") || n.ends_with(".log") || n == "IDENTITY";
     let store_files: Vec<String> = names.iter().filter(|n| is_store_file(n)).cloned().collect();
     if store_files.is_empty() {
         Ok(Folder::Foreign(names.into_iter().take(5).collect()))
