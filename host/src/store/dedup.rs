@@ -155,6 +155,9 @@ impl<'s> DedupWindow<'s> {
             // Stores made before blobs hashed their keys by prefix; a full
             // pass needs them all.
             ro.set_total_order_seek(true);
+            // Read once, never again from here: kept out of the cache that
+            // look-ups share.
+            ro.fill_cache(false);
             let mut it = store.db().raw_iterator_cf_opt(&cf, ro);
             it.seek_to_first();
             let mut chunk: Vec<IdDigest> = Vec::with_capacity(4096);
@@ -511,6 +514,7 @@ impl<'s> DedupWindow<'s> {
             // Stores made before blobs hashed their keys by prefix; a scan
             // needs them all.
             ro.set_total_order_seek(true);
+            ro.fill_cache(false);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;
                 let in_blob = <IdDigest>::try_from(&k[..]).is_ok_and(|d| in_blobs.contains(&d));

@@ -489,6 +489,23 @@ const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 /// logs go, and a restart replays at most this much.
 const MAX_WAL_BYTES: u64 = 128 << 20;
 
+/// The block cache every column family of every store in the process
+/// shares. Without one, RocksDB gives each family's table factory a cache
+/// of its own (32 MiB each): with a dedup window's eight-odd buckets that
+/// is a bound of about 300 MiB nobody chose, and the steady soak (issue 25)
+/// showed each restart reaching it, its RSS stepping from 190 to 360 MiB as
+/// the open-time filter fill read every bucket through its cache. Look-ups
+/// that reach RocksDB are the filter's positives (mostly a replay's
+/// delivered ids); 32 MiB is what one bucket had before, so `dedup_scale`
+/// (one bucket) measures the same look-ups as it did (`benches/README.md`,
+/// "soak").
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
+
+fn block_cache() -> &'static rocksdb::Cache {
+    static CACHE: std::sync::OnceLock<rocksdb::Cache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES))
+}
+
 /// The options of a dedup bucket, for `benches/dedup_write`, which measures
 /// alternatives against them.
 #[doc(hidden)]
@@ -499,6 +516,8 @@ pub fn dedup_bucket_options() -> Options {
 /// Options per column family: bloom filters where look-ups dominate.
 pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_cache(block_cache());
     if name.starts_with(dedup::CF_PREFIX) {
         // Ids reach the tables sorted, in files RocksDB ingests
         // (`id_blobs`); the memtable holds a key per batch, not per id, so
@@ -507,9 +526,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
         // `benches/dedup_write`). The look-ups that reach RocksDB are the
         // in-memory filter's positives, mostly delivered ids: a bloom
         // filter per table keeps each to the one file that holds it.
-        let mut table = rocksdb::BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
-        o.set_block_based_table_factory(&table);
         o.set_write_buffer_size(DEDUP_WRITE_BUFFER);
         // Compaction when 16 files wait, not RocksDB's 4. A bucket only
         // gains keys and leaves whole (its column family is dropped when it
@@ -525,6 +542,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
         o.set_level_zero_slowdown_writes_trigger(48);
         o.set_level_zero_stop_writes_trigger(64);
     }
+    o.set_block_based_table_factory(&table);
     o
 }
 
