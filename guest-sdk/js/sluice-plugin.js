@@ -44,6 +44,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: false });
 const strict = new TextDecoder("utf-8", { fatal: true });
+const ENCODE_INTO = typeof encoder.encodeInto === "function";
 
 const RECORD = 64;
 const KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8;
@@ -241,19 +242,36 @@ class Bytes {
     this.bytes = new Uint8Array(size);
     this.len = 0;
   }
-  /** Append bytes; returns their offset. */
-  put(b) {
-    if (this.len + b.length > this.bytes.length) {
+  /** Room for `n` more bytes. */
+  room(n) {
+    if (this.len + n > this.bytes.length) {
       let size = this.bytes.length * 2;
-      while (size < this.len + b.length) size *= 2;
+      while (size < this.len + n) size *= 2;
       const bigger = new Uint8Array(size);
       bigger.set(this.bytes.subarray(0, this.len));
       this.bytes = bigger;
     }
-    this.bytes.set(b, this.len);
+    return this.bytes;
+  }
+  /** Append bytes; returns their offset. */
+  put(b) {
     const at = this.len;
-    this.len += b.length;
+    this.room(b.length).set(b, at);
+    this.len = at + b.length;
     return at;
+  }
+  /** Append `text` as UTF-8 (at most three bytes per UTF-16 unit),
+   * encoded in place: no array per string; returns its length. */
+  putText(text) {
+    const at = this.len;
+    if (ENCODE_INTO) {
+      const { written } = encoder.encodeInto(text, this.room(text.length * 3).subarray(at));
+      this.len = at + written;
+      return written;
+    }
+    const raw = encoder.encode(text);
+    this.put(raw);
+    return raw.length;
   }
   take() {
     return this.bytes.subarray(0, this.len);
@@ -282,7 +300,7 @@ class Words {
   }
 }
 
-const out = { outcomes: new Words(1 << 12), events: new Words(1 << 13), data: new Bytes(1 << 16) };
+const outOutcomes = new Words(1 << 12), outEvents = new Words(1 << 13), outData = new Bytes(1 << 16);
 
 /** 32-bit and 64-bit views of a buffer, copied first when it is not
  * aligned for them (componentize-js lifts each list into its own buffer,
@@ -345,11 +363,7 @@ class BatchRecord {
 function unpack(batch) {
   const [u32, i64] = views(batch.records);
   const [h32] = views(batch.headers);
-  const b = { u32, i64, h32, data: batch.data, partitions: batch.partitions };
-  const n = Math.floor(batch.records.length / RECORD);
-  const list = new Array(n);
-  for (let i = 0; i < n; i++) list[i] = new BatchRecord(b, i);
-  return list;
+  return { u32, i64, h32, data: batch.data, partitions: batch.partitions };
 }
 
 /** Why an outcome could not be packed, for the rejection of its record. */
@@ -376,49 +390,55 @@ function fault(o) {
 const LOW = 0xffffffffn;
 const MIN_NS = -(1n << 63n), MAX_NS = (1n << 63n) - 1n;
 
-/** One outcome into the tables; throws on a value that is not one. */
+/** One outcome into the tables; throws on a value that is not one. Indexed
+ * loops and no object per event: in an interpreter the iterator protocol
+ * and a small allocation cost more than the writes themselves. */
 function packOne(o, count) {
-  const { outcomes, events, data } = out;
   if (o.tag === "emit") {
     const first = count;
-    for (const e of o.val) {
+    const list = o.val;
+    for (let k = 0; k < list.length; k++) {
+      const e = list[k];
       let flags = 0, io = 0, il = 0;
-      if (e.id !== undefined) {
-        if (typeof e.id !== "string") throw new TypeError("id");
+      const id = e.id;
+      if (id !== undefined) {
+        if (typeof id !== "string") throw new TypeError("id");
         flags = EV_ID;
-        const raw = encoder.encode(e.id);
-        io = data.put(raw);
-        il = raw.length;
+        io = outData.len;
+        il = outData.putText(id);
       }
-      if (!(e.body instanceof Uint8Array)) throw new TypeError("body");
+      const body = e.body;
+      if (!(body instanceof Uint8Array)) throw new TypeError("body");
       const kept = e.keep === true;
       if (kept) flags |= EV_KEEP;
-      const bo = kept ? 0 : data.put(e.body);
+      const bo = kept || body.length === 0 ? 0 : outData.put(body);
       let lo = 0, hi = 0;
-      if (e.timestamp !== undefined) {
-        if (typeof e.timestamp !== "bigint" || e.timestamp < MIN_NS || e.timestamp > MAX_NS) throw new TypeError("timestamp");
+      const ts = e.timestamp;
+      if (ts !== undefined) {
+        if (typeof ts !== "bigint" || ts < MIN_NS || ts > MAX_NS) throw new TypeError("timestamp");
         flags |= EV_TS;
-        lo = Number(e.timestamp & LOW);
-        hi = Number((e.timestamp >> 32n) & LOW);
+        lo = Number(ts & LOW);
+        hi = Number((ts >> 32n) & LOW);
       }
-      const w = events.room(8);
-      const at = events.len;
+      const w = outEvents.room(8);
+      const at = outEvents.len;
       w[at] = io;
       w[at + 1] = il;
       w[at + 2] = bo;
-      w[at + 3] = kept ? 0 : e.body.length;
+      w[at + 3] = kept ? 0 : body.length;
       w[at + 4] = lo;
       w[at + 5] = hi;
       w[at + 6] = flags;
       w[at + 7] = 0;
-      events.len += 8;
+      outEvents.len = at + 8;
       count++;
     }
-    const w = outcomes.room(3);
-    w[outcomes.len] = EMIT;
-    w[outcomes.len + 1] = first;
-    w[outcomes.len + 2] = count - first;
-    outcomes.len += 3;
+    const w = outOutcomes.room(3);
+    const at = outOutcomes.len;
+    w[at] = EMIT;
+    w[at + 1] = first;
+    w[at + 2] = count - first;
+    outOutcomes.len = at + 3;
     return count;
   }
   if (o.tag !== "drop" && o.tag !== "reject") throw new TypeError("tag");
@@ -427,36 +447,54 @@ function packOne(o, count) {
 }
 
 function reason(kind, text) {
-  const raw = encoder.encode(String(text));
-  const w = out.outcomes.room(3);
-  w[out.outcomes.len] = kind;
-  w[out.outcomes.len + 1] = out.data.put(raw);
-  w[out.outcomes.len + 2] = raw.length;
-  out.outcomes.len += 3;
+  const at = outData.len;
+  const len = outData.putText(String(text));
+  const w = outOutcomes.room(3);
+  w[outOutcomes.len] = kind;
+  w[outOutcomes.len + 1] = at;
+  w[outOutcomes.len + 2] = len;
+  outOutcomes.len += 3;
 }
 
-function pack(outcomes) {
-  out.outcomes.len = out.events.len = out.data.len = 0;
+/** Each record through the plugin and its outcome straight into the
+ * tables: one pass, no list of records or of outcomes in between. With
+ * `refused`, every record gets that outcome instead. */
+function processBatch(b, n, refused) {
+  outOutcomes.len = outEvents.len = outData.len = 0;
   let count = 0;
-  for (const o of outcomes) {
-    const marks = [out.outcomes.len, out.events.len, out.data.len, count];
+  for (let i = 0; i < n; i++) {
+    let o = refused;
+    if (o === null) {
+      try {
+        o = instance.process(new BatchRecord(b, i));
+      } catch (e) {
+        o = reject(why(e));
+      }
+    }
+    const mo = outOutcomes.len, me = outEvents.len, md = outData.len, mc = count;
     try {
       count = packOne(o, count);
     } catch (_) {
       // Not an outcome, or an event of the wrong shape: undo what it wrote
       // and reject its record, naming what was wrong; the rest stands.
-      [out.outcomes.len, out.events.len, out.data.len, count] = marks;
+      outOutcomes.len = mo;
+      outEvents.len = me;
+      outData.len = md;
+      count = mc;
       reason(REJECT, fault(o));
     }
   }
-  return { outcomes: out.outcomes.take(), events: out.events.take(), data: out.data.take() };
+  return { outcomes: outOutcomes.take(), events: outEvents.take(), data: outData.take() };
 }
 
 const why = (e) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
 
+/** The plugin instance `init` made; null until then. */
+let instance = null;
+const NOT_READY = reject("plugin used before init");
+
 /** The two exports of sluice's world for a plugin class. */
 export function exportPlugin(PluginClass) {
-  let instance = null;
   return {
     init(config) {
       try {
@@ -480,23 +518,14 @@ export function exportPlugin(PluginClass) {
     },
     process(batch) {
       batchNow = null;
-      let records;
+      const n = Math.floor(batch.records.length / RECORD);
+      let b;
       try {
-        records = unpack(batch);
+        b = unpack(batch);
       } catch (e) {
-        const n = Math.floor(batch.records.length / RECORD);
-        return pack(Array.from({ length: n }, () => reject(`the SDK cannot read the batch: ${why(e)}`)));
+        return processBatch(null, n, reject(`the SDK cannot read the batch: ${why(e)}`));
       }
-      if (instance === null) return pack(records.map(() => reject("plugin used before init")));
-      return pack(
-        records.map((record) => {
-          try {
-            return instance.process(record);
-          } catch (e) {
-            return reject(why(e));
-          }
-        }),
-      );
+      return processBatch(b, n, instance === null ? NOT_READY : null);
     },
   };
 }
