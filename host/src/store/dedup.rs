@@ -753,6 +753,45 @@ mod tests {
         assert!(positives < 50, "{positives} of 10,000 bucket probes for new ids reached RocksDB");
     }
 
+    /// The fill at open reads every bucket once; through the block cache
+    /// that look-ups share, each restart's RSS rose by the tables' size
+    /// (the soak of issue 25). The cache is the process's, shared with
+    /// tests running beside this one: they hold kilobytes, the tables here
+    /// are megabytes.
+    #[test]
+    fn the_filter_fill_at_open_leaves_the_shared_block_cache_alone() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = open(dir.path());
+        let t0 = 1_000_000_000;
+        let ids: Vec<IdDigest> = (0..200_000).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
+        {
+            let mut w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+            w.convert_ids = 20_000;
+            for chunk in ids.chunks(1000) {
+                let mut batch = WriteBatch::default();
+                w.record(&mut batch, chunk, t0).unwrap_or_else(|e| panic!("{e}"));
+                store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        // Asked of a family that has the shared cache (the default family,
+        // which sluice never writes, keeps RocksDB's own).
+        let meta = store.cf(CF_META).unwrap_or_else(|e| panic!("{e}"));
+        let usage = || store.db().property_int_value_cf(&meta, "rocksdb.block-cache-usage").ok().flatten().unwrap_or(0);
+        let on_disk: u64 = std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "sst"))
+            .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+            .sum();
+        assert!(on_disk > 4 << 20, "the ids are in tables ({on_disk} bytes), which the fill must read");
+        let before = usage();
+        let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.filter_stats().ids, 200_000);
+        let grown = usage().saturating_sub(before);
+        assert!(grown < 1 << 20, "the fill at open put {grown} bytes into the block cache (tables: {on_disk})");
+    }
+
     fn open(dir: &std::path::Path) -> Store {
         Store::open(dir, &Identity { pipeline: "p".into(), sources: vec![] }).unwrap_or_else(|e| panic!("{e}"))
     }
