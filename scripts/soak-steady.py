@@ -343,11 +343,12 @@ def mean(key, window):
 settled = WINDOW_MIN * 60 + 60
 cycle = kill_every * 60
 end = samples[-1]["t"] if samples else 0
-if kills >= 2 and cycle < 5 * 60 + 1 and end >= 2 * cycle:
-    a = -(-settled // cycle) * cycle
-    b = (minutes * 60 // cycle) * cycle - cycle
-    if b <= a:
-        a = b
+# The first run that starts once the window filled, and the last run.
+a = -(-settled // cycle) * cycle
+b = (minutes * 60 // cycle) * cycle - cycle
+# Two distinct runs, or the comparison below (one run against itself
+# could never move).
+if kills >= 2 and cycle <= 5 * 60 and b > a:
     first = [s for s in samples if a <= s["t"] < a + cycle]
     last = [s for s in samples if b <= s["t"] < b + cycle]
     spans = f"runs at minutes {a / 60:g}-{(a + cycle) / 60:g} and {b / 60:g}-{(b + cycle) / 60:g}"
