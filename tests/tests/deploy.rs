@@ -46,6 +46,8 @@ fn the_systemd_unit_verifies_and_agrees_with_the_binary() {
     assert_eq!(value(&unit, "RestartPreventExitStatus"), "2");
     assert_eq!(value(&unit, "StateDirectory"), "sluice");
     assert_ne!(value(&unit, "User"), "root");
+    let files: u64 = value(&unit, "LimitNOFILE").parse().unwrap_or(0);
+    assert!(files >= 16_384, "LimitNOFILE={files}: the store keeps every table open");
     // systemd's own check, on a copy that runs the binary under test.
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let copy = dir.path().join("sluice.service");

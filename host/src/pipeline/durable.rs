@@ -106,3 +106,42 @@ impl Committer {
         }
     }
 }
+
+/// How often the store's upkeep runs (`Committer::upkeep`).
+const UPKEEP_EVERY: Duration = Duration::from_secs(10);
+
+impl Committer {
+    /// The store's upkeep, a thread beside the committer's until it
+    /// closes: every `UPKEEP_EVERY` it merges the small tables that
+    /// RocksDB leaves unmerged (`Store::merge_small_tables`; a merge can
+    /// take a second, which is why not on the committer's thread) and
+    /// reports the store's tables by family.
+    pub(crate) fn upkeep(&self, store: &Store) {
+        let closed = || self.closed.load(std::sync::atomic::Ordering::SeqCst);
+        let mut last: Option<std::time::Instant> = None;
+        while !closed() {
+            if last.is_none_or(|t| t.elapsed() >= UPKEEP_EVERY) {
+                last = Some(std::time::Instant::now());
+                match store.merge_small_tables() {
+                    Ok(merged) if !merged.is_empty() => {
+                        tracing::debug!(?merged, "the store's small tables merged");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "the store's small tables could not be merged"),
+                }
+                report_shape(store);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn report_shape(store: &Store) {
+    match store.shape() {
+        Ok(shape) => {
+            let families: Vec<(&str, u64, u64)> = shape.iter().map(|(f, s)| (*f, s.tables, s.bytes)).collect();
+            crate::telemetry::events::StoreShape { families: &families }.emit();
+        }
+        Err(e) => tracing::debug!(error = %e, "the store's table list could not be read"),
+    }
+}

@@ -227,11 +227,13 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
 }
 
 /// Run `f` with a group committer for `store` (a thread of its own, ended
-/// when `f` returns and every write handed over is answered).
+/// when `f` returns and every write handed over is answered), and the
+/// store's upkeep beside it.
 pub(crate) fn with_committer<R>(store: &Store, health: Option<&Health>, f: impl FnOnce(&durable::Committer) -> R) -> R {
     let (committer, rx) = durable::Committer::new();
     std::thread::scope(|s| {
         s.spawn(|| committer.run(store, rx, health));
+        s.spawn(|| committer.upkeep(store));
         let result = f(&committer);
         committer.close();
         result

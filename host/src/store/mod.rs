@@ -21,6 +21,7 @@ pub(crate) mod id_blobs;
 pub mod quarantine;
 pub mod room;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +31,13 @@ use serde::{Deserialize, Serialize};
 pub type Db = DBWithThreadMode<MultiThreaded>;
 /// One atomic write of the store (ids, quarantine entries, a checkpoint).
 pub use rocksdb::WriteBatch as StoreWrite;
+
+/// One family's tables (`Store::shape`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FamilyShape {
+    pub tables: u64,
+    pub bytes: u64,
+}
 
 pub(crate) const CF_META: &str = "meta";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
@@ -445,6 +453,67 @@ impl Store {
         &self.path
     }
 
+    /// The store's tables by family: how many and how many bytes, the dedup
+    /// buckets summed as `dedup` (one family per time bucket, dropped whole,
+    /// so their names are not worth a label each). An operator asks this
+    /// when the store or its open files grow: is it the window or the
+    /// quarantine. Read from RocksDB's list of live tables, metadata only.
+    pub fn shape(&self) -> Result<BTreeMap<&'static str, FamilyShape>, StoreError> {
+        // Every family, tables or not: a gauge that went to zero says so.
+        let mut out: BTreeMap<&'static str, FamilyShape> =
+            ["dedup", CF_META, CF_CHECKPOINTS, CF_QUARANTINE, CF_QUARANTINE_POSITIONS]
+                .into_iter()
+                .map(|f| (f, FamilyShape::default()))
+                .collect();
+        for file in self.db.live_files().map_err(|e| self.rocks(e))? {
+            let shape: &mut FamilyShape = out.entry(family_kind(&file.column_family_name)).or_default();
+            shape.tables += 1;
+            shape.bytes += file.size as u64;
+        }
+        Ok(out)
+    }
+
+    /// Merge the small tables of each family but the dedup buckets, where
+    /// more than `MAX_SMALL_TABLES` have gathered; returns the families
+    /// merged and how many tables each had.
+    ///
+    /// Why by hand: those families' flushes (at each restart's recovery,
+    /// at each turn of the write-ahead log) write small tables whose keys
+    /// rarely overlap what is already there (a new input file's checkpoint,
+    /// new positions, quarantine ids that begin with the time). RocksDB
+    /// moves such a table down a level without merging it, so they
+    /// gathered at the last level for good, each an open file: the soak's
+    /// open files and tables grew with every restart and every minute
+    /// (benches/README.md, "Soak"). The merge covers only the key range of
+    /// the small tables (the quarantine's recent tail, not its bulk).
+    pub fn merge_small_tables(&self) -> Result<Vec<(&'static str, usize)>, StoreError> {
+        let mut small: BTreeMap<String, (usize, Vec<u8>, Vec<u8>)> = BTreeMap::new();
+        for file in self.db.live_files().map_err(|e| self.rocks(e))? {
+            let name = file.column_family_name;
+            if name.starts_with(dedup::CF_PREFIX) || file.size as u64 >= SMALL_TABLE_BYTES {
+                continue;
+            }
+            let (Some(start), Some(end)) = (file.start_key, file.end_key) else { continue };
+            let entry = small.entry(name).or_insert_with(|| (0, start.clone(), end.clone()));
+            entry.0 += 1;
+            entry.1 = entry.1.clone().min(start);
+            entry.2 = entry.2.clone().max(end);
+        }
+        let mut merged = Vec::new();
+        let mut opts = rocksdb::CompactOptions::default();
+        // The last level too: that is where the unmerged tables sit.
+        opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        for (name, (n, start, end)) in small {
+            if n <= MAX_SMALL_TABLES {
+                continue;
+            }
+            let Some(cf) = self.db.cf_handle(&name) else { continue };
+            self.db.compact_range_cf_opt(&cf, Some(start), Some(end), &opts);
+            merged.push((family_kind(&name), n));
+        }
+        Ok(merged)
+    }
+
     /// A RocksDB error; damage found by a read (a table failing its
     /// checksum) says what the operator can do, as at open.
     pub(crate) fn rocks(&self, source: rocksdb::Error) -> StoreError {
@@ -488,6 +557,31 @@ const DEDUP_WRITE_BUFFER: usize = 16 << 20;
 /// 128 MiB those families flush every minute or two (small tables), the
 /// logs go, and a restart replays at most this much.
 const MAX_WAL_BYTES: u64 = 128 << 20;
+
+/// A table under this size counts as small (`Store::merge_small_tables`):
+/// a flush of a small family, or of the quarantine between two turns of
+/// the write-ahead log (10 to 20 MiB in the soak).
+const SMALL_TABLE_BYTES: u64 = 48 << 20;
+
+/// Small tables a family may hold before they are merged: the merge is
+/// cheap, but not worth doing for every flush.
+const MAX_SMALL_TABLES: usize = 3;
+
+/// Which family `name` is, as `Store::shape` names it.
+fn family_kind(name: &str) -> &'static str {
+    match name {
+        n if n.starts_with(dedup::CF_PREFIX) => "dedup",
+        CF_META => CF_META,
+        CF_CHECKPOINTS => CF_CHECKPOINTS,
+        CF_QUARANTINE => CF_QUARANTINE,
+        CF_QUARANTINE_POSITIONS => CF_QUARANTINE_POSITIONS,
+        _ => "other",
+    }
+}
+
+/// The quarantine's table size (RocksDB's default is 64 MiB): one table
+/// for each 256 MiB of entries, not four.
+const QUARANTINE_TABLE_BYTES: u64 = 256 << 20;
 
 /// The block cache every column family of every store in the process
 /// shares. Without one, RocksDB gives each family's table factory a cache
@@ -541,6 +635,10 @@ pub(crate) fn cf_options(name: &str) -> Options {
         o.set_level_zero_file_num_compaction_trigger(16);
         o.set_level_zero_slowdown_writes_trigger(48);
         o.set_level_zero_stop_writes_trigger(64);
+    } else if name == CF_QUARANTINE {
+        // Grows with the bad records until they are replayed, and is read
+        // whole (list, stats, replay): fewer, larger tables.
+        o.set_target_file_size_base(QUARANTINE_TABLE_BYTES);
     }
     o.set_block_based_table_factory(&table);
     o
@@ -569,5 +667,36 @@ mod tests {
         let s = Store::open(dir.path(), &ident("orders")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.checkpoint("a.log").ok().flatten().map(|c| c.offset), Some(4096));
         assert_eq!(s.checkpoint("b.log").ok().flatten(), None);
+    }
+
+    #[test]
+    fn small_tables_that_rocksdb_only_moves_down_are_merged() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let s = Store::open(dir.path(), &ident("orders")).unwrap_or_else(|e| panic!("{e}"));
+        // Six flushes of checkpoints for six files, as a rotated input
+        // makes: keys that do not overlap, so RocksDB's own compaction
+        // (at four tables) moves them down a level and merges nothing.
+        for n in 0..6u64 {
+            let mut b = WriteBatch::default();
+            let cp = Checkpoint { generation: n, offset: n, dev: 1, ino: n, head_len: 0, head_hash: String::new() };
+            s.put_checkpoint(&mut b, &format!("input.log.{n}"), &cp).unwrap_or_else(|e| panic!("{e}"));
+            s.commit(b).unwrap_or_else(|e| panic!("{e}"));
+            let cf = s.cf(CF_CHECKPOINTS).unwrap_or_else(|e| panic!("{e}"));
+            s.db().flush_cf(&cf).unwrap_or_else(|e| panic!("{e}"));
+        }
+        s.db().wait_for_compact(&rocksdb::WaitForCompactOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let before = s.shape().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(before[CF_CHECKPOINTS].tables, 6, "the control: RocksDB alone keeps every table: {before:?}");
+        assert_eq!(before["dedup"], FamilyShape::default(), "no id written, no dedup table: {before:?}");
+        assert!(before.contains_key(CF_QUARANTINE) && before.contains_key(CF_QUARANTINE_POSITIONS), "{before:?}");
+        let merged = s.merge_small_tables().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(merged, vec![(CF_CHECKPOINTS, 6)]);
+        let after = s.shape().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(after[CF_CHECKPOINTS].tables, 1, "{after:?}");
+        for n in 0..6u64 {
+            let got = s.checkpoint(&format!("input.log.{n}")).ok().flatten().map(|c| c.offset);
+            assert_eq!(got, Some(n), "input.log.{n}'s checkpoint survives the merge");
+        }
+        assert!(s.merge_small_tables().unwrap_or_else(|e| panic!("{e}")).is_empty(), "one table: nothing to merge");
     }
 }

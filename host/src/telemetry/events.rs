@@ -265,6 +265,24 @@ impl StateVolumeFull<'_> {
     }
 }
 
+/// The state store's tables by family (`Store::shape`), read by the
+/// store's upkeep every 10 s: whether growth is the dedup window's (it
+/// should level off) or the quarantine's (it grows until replayed).
+pub struct StoreShape<'a> {
+    /// Family, tables, bytes.
+    pub families: &'a [(&'a str, u64, u64)],
+}
+
+impl StoreShape<'_> {
+    pub fn emit(&self) {
+        for (family, tables, bytes) in self.families {
+            gauge!("sluice_store_tables", "family" => family.to_string()).set(*tables as f64);
+            gauge!("sluice_store_table_bytes", "family" => family.to_string()).set(*bytes as f64);
+        }
+        tracing::trace!(families = ?self.families, "the state store's tables (family, tables, bytes)");
+    }
+}
+
 /// The committer made one synced write for `writes` batches.
 pub struct GroupCommitted {
     pub writes: usize,
