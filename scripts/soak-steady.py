@@ -164,8 +164,10 @@ threading.Thread(target=backend.serve_forever, daemon=True).start()
 # into the same backend as the soak (which only counts them): half of what
 # the soak's own set-up can do, not half of a faster sink's. Timed at the
 # backend, from the first request to the last: the start (plugins loaded,
-# the store opened) is a second or two that a short timed run counted
-# in, and calibrations of one binary ranged from 25,000 to 52,000 lines/s.
+# the store opened) is a second or two that a short timed run counted in.
+# The machine's own variance stays: calibrations of one binary ranged from
+# 33,000 to 61,000 lines/s here from one soak to the next, so the report
+# gives the rate it fed and each sample sluice's CPU per line.
 CALIBRATE_LINES = 400_000
 cal = config("calibrate", False, False, f"http://127.0.0.1:{backend.server_address[1]}/calibrate")
 with open(os.path.join(work, "calibrate/input.log"), "w") as f:
