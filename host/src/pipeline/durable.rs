@@ -114,7 +114,8 @@ impl Committer {
     /// The store's upkeep, a thread beside the committer's until it
     /// closes: every `UPKEEP_EVERY` it merges the small tables that
     /// RocksDB leaves unmerged (`Store::merge_small_tables`; a merge can
-    /// take a second, which is why not on the committer's thread) and
+    /// take a second, which is why not on the committer's thread; none
+    /// while the volume has less than twice `state_reserve` free) and
     /// reports the store's tables by family.
     pub(crate) fn upkeep(&self, store: &Store) {
         let closed = || self.closed.load(std::sync::atomic::Ordering::SeqCst);
@@ -122,7 +123,13 @@ impl Committer {
         while !closed() {
             if last.is_none_or(|t| t.elapsed() >= UPKEEP_EVERY) {
                 last = Some(std::time::Instant::now());
-                match store.merge_small_tables() {
+                // A merge writes its tables before it deletes the old ones:
+                // not while the volume is near `state_reserve`, where the
+                // committer waits for room and a merge would eat into it.
+                let free = crate::store::room::free_bytes(store.path()).unwrap_or(u64::MAX);
+                let merged =
+                    if free < store.reserve().saturating_mul(2) { Ok(Vec::new()) } else { store.merge_small_tables() };
+                match merged {
                     Ok(merged) if !merged.is_empty() => {
                         tracing::debug!(?merged, "the store's small tables merged");
                     }
