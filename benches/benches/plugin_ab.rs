@@ -11,7 +11,8 @@
 //!
 //! `SLUICE_AB_CONFIG`: the plugin's config as JSON (default: the `json`
 //! plugin reading `event_id` and `ts`); `SLUICE_BENCH_RECORDS`: lines
-//! (default 100,000); `SLUICE_AB_ROUNDS` (default 15). Build the two
+//! (default 100,000); `SLUICE_AB_ROUNDS` (default 15); `SLUICE_AB_INPUT=logfmt`
+//! feeds the logfmt lines of `plugin_languages` instead of JSON. Build the two
 //! components with `cargo build --profile wasm --target wasm32-wasip2 -p
 //! <plugin>`, once from each tree.
 
@@ -35,9 +36,15 @@ fn main() {
     };
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 100_000);
     let rounds = sluice_benches::env_count("SLUICE_AB_ROUNDS", 15);
-    let lines = sluice_benches::json_lines_with_repeats(0, n, sluice_benches::now_secs());
+    let lines: Vec<Vec<u8>> = match std::env::var("SLUICE_AB_INPUT").as_deref() {
+        Ok("logfmt") => sluice_benches::logfmt_lines(n),
+        _ => sluice_benches::json_lines_with_repeats(0, n, sluice_benches::now_secs())
+            .into_iter()
+            .map(String::into_bytes)
+            .collect(),
+    };
     let records: Vec<Record> =
-        lines.iter().enumerate().map(|(i, l)| Record::line(l.as_bytes(), "bench.log", 0, (i * 300) as u64)).collect();
+        lines.iter().enumerate().map(|(i, l)| Record::line(l.as_slice(), "bench.log", 0, (i * 300) as u64)).collect();
     let batches: Vec<Vec<&Record>> = records.chunks(BATCH).map(|c| c.iter().collect()).collect();
 
     let runtime = sluice_benches::runtime();

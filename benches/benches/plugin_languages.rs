@@ -8,7 +8,7 @@
 //! of one; the parser is the rest.
 //!
 //! `cargo bench -p sluice-benches --bench plugin_languages`
-//! (`SLUICE_BENCH_RECORDS`, default 20,000; needs the tool chains of
+//! (`SLUICE_BENCH_RECORDS`, default 20,000; `SLUICE_BENCH_ROUNDS`, default 5, run in turns; needs the tool chains of
 //! scripts/setup: componentize-py and componentize-js under $SLUICE_TOOLS,
 //! default ~/.cargo).
 
@@ -17,26 +17,10 @@ use std::time::{Duration, Instant};
 use sluice::plugin::{Isolated, Outcome, PluginSpec, Record, Runtime};
 use sluice_benches::cpu_seconds;
 
-fn lines(n: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| {
-            format!(
-                "ts=2026-11-29T21:{:02}:{:02}Z level=info service=checkout req=r-{i} user={} msg=\"order {} placed by user\" latency_ms={}",
-                (i / 60) % 60,
-                i % 60,
-                i % 9973,
-                i,
-                i % 500
-            )
-            .into_bytes()
-        })
-        .collect()
-}
-
-/// Best of three rounds over `records` in batches of `batch`: (wall, CPU).
-fn measure(stage: &mut Isolated, records: &[Record], batch: usize) -> (Duration, f64) {
+/// Best of `rounds` rounds over `records` in batches of `batch`: (wall, CPU).
+fn measure(stage: &mut Isolated, records: &[Record], batch: usize, rounds: usize) -> (Duration, f64) {
     let mut best = (Duration::MAX, f64::MAX);
-    for _ in 0..3 {
+    for _ in 0..rounds {
         let (t0, c0) = (Instant::now(), cpu_seconds());
         for batch in records.chunks(batch) {
             let out = stage.process(batch).unwrap_or_else(|e| panic!("{e}"));
@@ -109,13 +93,12 @@ fn main() {
         println!("JavaScript ahead of time: not measured, no weval at {} (SLUICE_WEVAL)", weval.display());
     }
 
-    let input = lines(n);
+    let input = sluice_benches::logfmt_lines(n);
     let records: Vec<Record> =
         input.iter().enumerate().map(|(i, l)| Record::line(l.clone(), "bench.log", 0, i as u64)).collect();
 
     // Baseline: the Rust parser, natively.
-    let mut native = Duration::MAX;
-    for _ in 0..3 {
+    let native_pass = || {
         let t0 = Instant::now();
         let mut fields = 0;
         for l in &input {
@@ -124,17 +107,10 @@ fn main() {
             std::hint::black_box(serde_json::to_vec(&obj).unwrap_or_default());
         }
         assert_eq!(fields, n * 7);
-        native = native.min(t0.elapsed());
-    }
+        t0.elapsed()
+    };
     let per = |d: Duration| d.as_nanos() as f64 / n as f64;
-    println!("logfmt, {n} lines of ~130 bytes, batches of 1,000, best of 3 rounds");
-    println!("| plugin | component | ns/record | records/s per core | × native Rust | × Rust wasm |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| Rust, native (baseline) | – | {:.0} | {:.0} | 1.00× | – |",
-        per(native),
-        n as f64 / native.as_secs_f64()
-    );
+    let rounds = sluice_benches::env_count("SLUICE_BENCH_ROUNDS", 5);
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let load = |wasm: &std::path::Path, config: serde_json::Value| {
         let mut spec = PluginSpec::from_path(wasm);
@@ -158,11 +134,36 @@ fn main() {
         langs.push(("JavaScript, ahead of time", js.clone()));
         noops.push(("JavaScript, ahead of time", noop.clone()));
     }
-    for (name, wasm) in &langs {
-        let (name, wasm) = (*name, wasm);
-        let size = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
-        let (mut stage, load) = load(wasm, serde_json::json!({ "id_field": "req" }));
-        let (wall, cpu) = measure(&mut stage, &records, 1000);
+    let mut stages: Vec<_> = langs
+        .iter()
+        .map(|(name, wasm)| {
+            let size = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
+            let (stage, load) = load(wasm, serde_json::json!({ "id_field": "req" }));
+            (*name, size, load, stage, (Duration::MAX, f64::MAX))
+        })
+        .collect();
+    // Rounds in turns, every plugin once per round, best of each: these
+    // machines change speed by 2x within minutes, and plugins measured one
+    // after the other would put that change into their ratios.
+    let mut native = Duration::MAX;
+    for _ in 0..rounds {
+        native = native.min(native_pass());
+        for (_, _, _, stage, best) in &mut stages {
+            let m = measure(stage, &records, 1000, 1);
+            if m.0 < best.0 {
+                *best = m;
+            }
+        }
+    }
+    println!("logfmt, {n} lines of ~130 bytes, batches of 1,000, best of {rounds} rounds in turns");
+    println!("| plugin | component | ns/record | records/s per core | × native Rust | × Rust wasm |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| Rust, native (baseline) | – | {:.0} | {:.0} | 1.00× | – |",
+        per(native),
+        n as f64 / native.as_secs_f64()
+    );
+    for (name, size, load, _, (wall, cpu)) in stages {
         let rust = *rust_wall.get_or_insert(wall);
         logfmt_ns.insert(name, per(wall));
         println!(
@@ -184,8 +185,8 @@ fn main() {
     println!("|---|---|---|---|");
     for (name, wasm) in &noops {
         let (mut stage, _) = load(wasm, serde_json::json!({}));
-        let (wall, _) = measure(&mut stage, &records, 1000);
-        let (one, _) = measure(&mut stage, small, 1);
+        let (wall, _) = measure(&mut stage, &records, 1000, 3);
+        let (one, _) = measure(&mut stage, small, 1, 3);
         let per_record = per(wall);
         let per_call = one.as_nanos() as f64 / small.len() as f64 - per_record;
         println!(

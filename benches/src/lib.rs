@@ -71,6 +71,24 @@ pub fn json_lines_with_repeats(first: usize, n: usize, now_secs: i64) -> Vec<Str
     out
 }
 
+/// `n` logfmt lines of about 130 bytes, seven pairs each (one quoted
+/// value): what `plugin_languages` and `plugin_ab` feed the logfmt plugins.
+pub fn logfmt_lines(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            format!(
+                "ts=2026-11-29T21:{:02}:{:02}Z level=info service=checkout req=r-{i} user={} msg=\"order {} placed by user\" latency_ms={}",
+                (i / 60) % 60,
+                i % 60,
+                i % 9973,
+                i,
+                i % 500
+            )
+            .into_bytes()
+        })
+        .collect()
+}
+
 /// Seconds since the Unix epoch, now.
 pub fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)

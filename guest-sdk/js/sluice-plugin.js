@@ -36,6 +36,7 @@ import {
   TimeFormat as HostTimeFormat,
   Patterns as HostPatterns,
   logfmtObject as hostLogfmtObject,
+  logfmtBatch as hostLogfmtBatch,
   jsonGet as hostJsonGet,
   jsonObjectCheck as hostJsonObjectCheck,
   formatRfc3339 as hostFormatRfc3339,
@@ -60,8 +61,10 @@ export function text(bytes) {
 export function event(body, id, timestamp) {
   let bytes;
   if (ArrayBuffer.isView(body)) bytes = new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
-  else if (typeof body === "string") bytes = encoder.encode(body);
-  else bytes = encoder.encode(JSON.stringify(body));
+  // Text stays text until it is packed, where it is encoded straight into
+  // the outcome buffer: no array per body.
+  else if (typeof body === "string") bytes = body;
+  else bytes = JSON.stringify(body);
   return {
     id: id ?? undefined,
     timestamp: timestamp === undefined || timestamp === null ? undefined : BigInt(timestamp),
@@ -70,7 +73,7 @@ export function event(body, id, timestamp) {
 }
 
 export function emit(body, id, timestamp) {
-  return emitMany([event(body, id, timestamp)]);
+  return { tag: "emit", val: [event(body, id, timestamp)] };
 }
 
 /**
@@ -122,6 +125,13 @@ export function warn(message) {
 // a yearless format needs it, and a host call per record would cost more
 // than the parse.
 let batchNow = null;
+
+// The payload a record last handed out, and that record's index: when the
+// plugin asks `logfmt` of exactly that view, the answer comes from one
+// `logfmt-batch` call for the whole batch, parsed once into one object per
+// record (kept here until the next batch), instead of a host call and a
+// `JSON.parse` per record.
+let lastPayload = null, lastIndex = 0, batchPairs = null;
 
 function hostError(e) {
   return new Error(e && e.payload !== undefined ? String(e.payload) : String(e));
@@ -192,6 +202,25 @@ export class Patterns {
 export function logfmt(line) {
   // One JSON text and the engine's own parser: a list of pairs lifted
   // element by element costs several times as much.
+  if (line === lastPayload) {
+    if (batchPairs === null) {
+      try {
+        // JSON Lines into one JSON array: a raw newline is never inside
+        // a JSON text, so each is a boundary between two records.
+        batchPairs = JSON.parse("[" + hostLogfmtBatch().replaceAll("\n", ",") + "]");
+      } catch (_) {
+        // Past the memory limit as one text: record by record, below.
+        batchPairs = [];
+      }
+    }
+    // Each object is handed out once: a second call for the same record
+    // gets a fresh one, as it would record by record.
+    const pairs = batchPairs[lastIndex];
+    if (pairs !== undefined && pairs !== null) {
+      batchPairs[lastIndex] = null;
+      return pairs;
+    }
+  }
   return JSON.parse(hostLogfmtObject(bytesOf(line)));
 }
 
@@ -253,10 +282,12 @@ class Bytes {
     }
     return this.bytes;
   }
-  /** Append bytes; returns their offset. */
+  /** Append bytes; returns their offset. The capacity is checked here,
+   * not in a call of `room`: a call costs an interpreter more than the
+   * comparison. */
   put(b) {
     const at = this.len;
-    this.room(b.length).set(b, at);
+    (at + b.length > this.bytes.length ? this.room(b.length) : this.bytes).set(b, at);
     this.len = at + b.length;
     return at;
   }
@@ -265,7 +296,9 @@ class Bytes {
   putText(text) {
     const at = this.len;
     if (ENCODE_INTO) {
-      const { written } = encoder.encodeInto(text, this.room(text.length * 3).subarray(at));
+      const n = text.length * 3;
+      const bytes = at + n > this.bytes.length ? this.room(n) : this.bytes;
+      const { written } = encoder.encodeInto(text, bytes.subarray(at));
       this.len = at + written;
       return written;
     }
@@ -327,7 +360,11 @@ class BatchRecord {
     return (this.b.u32[this.i * 16 + 15] & bit) !== 0;
   }
   get payload() {
-    return this.slice(this.i * 16);
+    const u = this.b.u32, at = this.i * 16;
+    const view = this.b.data.subarray(u[at], u[at] + u[at + 1]);
+    lastPayload = view;
+    lastIndex = this.i;
+    return view;
   }
   get key() {
     return this.flag(KEY) ? this.slice(this.i * 16 + 2) : undefined;
@@ -375,8 +412,8 @@ function fault(o) {
   if (!Array.isArray(o.val)) return "emitMany takes a list of events";
   for (let k = 0; k < o.val.length; k++) {
     const e = o.val[k];
-    if (e === null || typeof e !== "object" || !(e.body instanceof Uint8Array)) {
-      return `event ${k} is not an event(...) (its body must be a Uint8Array)`;
+    if (e === null || typeof e !== "object" || !(e.body instanceof Uint8Array || typeof e.body === "string")) {
+      return `event ${k} is not an event(...) (its body must be a Uint8Array or a string)`;
     }
     if (e.id !== undefined && typeof e.id !== "string") return `event ${k}: id is not a string`;
     if (e.timestamp !== undefined && typeof e.timestamp !== "bigint") return `event ${k}: timestamp is not a BigInt`;
@@ -408,10 +445,23 @@ function packOne(o, count) {
         il = outData.putText(id);
       }
       const body = e.body;
-      if (!(body instanceof Uint8Array)) throw new TypeError("body");
       const kept = e.keep === true;
       if (kept) flags |= EV_KEEP;
-      const bo = kept || body.length === 0 ? 0 : outData.put(body);
+      // A kept event's body is its record's payload: (0, 0), nothing
+      // written, whatever `body` holds.
+      let bo = 0, bl = 0;
+      if (typeof body === "string") {
+        if (!kept) {
+          bo = outData.len;
+          bl = outData.putText(body);
+          if (bl === 0) bo = 0;
+        }
+      } else if (body instanceof Uint8Array) {
+        bl = kept ? 0 : body.length;
+        if (bl > 0) bo = outData.put(body);
+      } else {
+        throw new TypeError("body");
+      }
       let lo = 0, hi = 0;
       const ts = e.timestamp;
       if (ts !== undefined) {
@@ -420,12 +470,12 @@ function packOne(o, count) {
         lo = Number(ts & LOW);
         hi = Number((ts >> 32n) & LOW);
       }
-      const w = outEvents.room(8);
       const at = outEvents.len;
+      const w = at + 8 > outEvents.words.length ? outEvents.room(8) : outEvents.words;
       w[at] = io;
       w[at + 1] = il;
       w[at + 2] = bo;
-      w[at + 3] = kept ? 0 : body.length;
+      w[at + 3] = bl;
       w[at + 4] = lo;
       w[at + 5] = hi;
       w[at + 6] = flags;
@@ -433,8 +483,8 @@ function packOne(o, count) {
       outEvents.len = at + 8;
       count++;
     }
-    const w = outOutcomes.room(3);
     const at = outOutcomes.len;
+    const w = at + 3 > outOutcomes.words.length ? outOutcomes.room(3) : outOutcomes.words;
     w[at] = EMIT;
     w[at + 1] = first;
     w[at + 2] = count - first;
@@ -518,6 +568,7 @@ export function exportPlugin(PluginClass) {
     },
     process(batch) {
       batchNow = null;
+      lastPayload = batchPairs = null;
       const n = Math.floor(batch.records.length / RECORD);
       let b;
       try {
@@ -525,7 +576,10 @@ export function exportPlugin(PluginClass) {
       } catch (e) {
         return processBatch(null, n, reject(`the SDK cannot read the batch: ${why(e)}`));
       }
-      return processBatch(b, n, instance === null ? NOT_READY : null);
+      const out = processBatch(b, n, instance === null ? NOT_READY : null);
+      // Nothing of this batch is kept past its call.
+      lastPayload = batchPairs = null;
+      return out;
     },
   };
 }

@@ -278,6 +278,10 @@ class _HostJson(dict):
         return dict.setdefault(self, key, default)
 
 
+# The payload a record last handed out, with its batch and index: `logfmt`
+# of exactly that object is answered from the batch's `logfmt-batch`.
+_last_payload = None
+
 # The host's clock, read once per batch (and only when a time is parsed):
 # a yearless format needs it, and a host call per record would cost more
 # than the parse.
@@ -361,13 +365,28 @@ def logfmt(line: Union[bytes, str]) -> Dict[str, Any]:
     """The `key=value` pairs of a logfmt line as a dict, in order: quoted
     values may hold spaces and `\\"`; a bare key maps to True; a later key
     replaces an earlier one."""
-    data = line.encode() if isinstance(line, str) else bytes(line)
     if NATIVE:
+        data = line.encode() if isinstance(line, str) else bytes(line)
         return dict(_logfmt_natively(data.decode("utf-8", "replace")))
     # One JSON text and Python's own (C) parser: a list of pairs lifted
     # element by element costs several times as much. The text is kept
-    # for `emit`.
-    text = helpers.logfmt_object(data)
+    # for `emit`. The payload a record just handed out is answered from
+    # one `logfmt-batch` call for its whole batch: a host call per record,
+    # with its argument lowered byte by byte, costs more than the split.
+    last = _last_payload
+    if last is not None and line is last[0]:
+        b = last[1]
+        texts = b.logfmt_texts
+        if texts is None:
+            try:
+                texts = b.logfmt_texts = helpers.logfmt_batch().split("\n")
+            except Err:
+                # Past the memory limit as one text: record by record.
+                texts = b.logfmt_texts = ()
+        i = last[2]
+        text = texts[i] if i < len(texts) else helpers.logfmt_object(line)
+    else:
+        text = helpers.logfmt_object(line.encode() if isinstance(line, str) else bytes(line))
     pairs = _HostJson(json.loads(text))
     pairs._text = text
     return pairs
@@ -484,7 +503,7 @@ class _Batch:
     """A batch's buffers, read in place: the descriptors as 32- and 64-bit
     views (the record table is 64 bytes per record, so both casts fit)."""
 
-    __slots__ = ("u32", "i64", "headers", "data", "partitions")
+    __slots__ = ("u32", "i64", "headers", "data", "partitions", "logfmt_texts")
 
     def __init__(self, batch):
         records = memoryview(batch.records)
@@ -493,6 +512,8 @@ class _Batch:
         self.headers = memoryview(batch.headers).cast("I")
         self.data = batch.data
         self.partitions = [(p.source, p.name) for p in batch.partitions]
+        # `logfmt-batch`'s answer, one text per record, once asked.
+        self.logfmt_texts = None
 
 
 class _BatchRecord:
@@ -516,7 +537,10 @@ class _BatchRecord:
 
     @property
     def payload(self) -> bytes:
-        return self._slice(self._i * 16)
+        global _last_payload
+        value = self._slice(self._i * 16)
+        _last_payload = (value, self._b, self._i)
+        return value
 
     @property
     def key(self) -> Optional[bytes]:
@@ -701,8 +725,8 @@ def export(plugin_class):
             Export.instance = plugin
 
         def process(self, batch) -> "types.Outcomes":
-            global _batch_now
-            _batch_now = None
+            global _batch_now, _last_payload
+            _batch_now = _last_payload = None
             plugin = Export.instance
             try:
                 records = _unpack(batch)
@@ -718,6 +742,8 @@ def export(plugin_class):
                 except Exception as e:
                     o = reject(_reason(e))
                 out.append(o)
+            # Nothing of this batch is kept past its call.
+            _last_payload = None
             return _pack(out)
 
     return Export

@@ -166,35 +166,50 @@ fn logfmt_in_four_languages_passes_the_same_cases_and_runs_in_a_pipeline() {
     }
 
     // A whole pipeline: files → logfmt (Python, JavaScript, C) → file sink.
+    for (lang, wasm) in [("python", &py), ("js", &js), ("c", &c)] {
+        logfmt_pipeline_delivers_every_id(lang, wasm);
+    }
+}
+
+/// files → a logfmt plugin → file sink: 500 lines in batches as the file
+/// source cuts them, two blank lines dropped and one without a pair
+/// quarantined; every id delivered once, in order, each with its own
+/// line's pairs (a per-batch answer handed to the wrong record would show
+/// here as a wrong id).
+fn logfmt_pipeline_delivers_every_id(lang: &str, wasm: &Path) {
     let lines: String =
         (0..500).map(|i| format!("req=r-{i} level=info msg=\"hello {i}\"\n")).collect::<String>() + "\n\n=oops\n";
-    for (lang, wasm) in [("python", &py), ("js", &js), ("c", &c)] {
-        let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(work.path().join("in.log"), &lines).unwrap_or_else(|e| panic!("{e}"));
-        let cfg = format!(
-            "[pipeline]\nname = \"logfmt-{lang}\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
-             [[plugins]]\nname = \"logfmt\"\npath = \"{}\"\nconfig = {{ id_field = \"req\" }}\n[sink]\ntype = \"file\"\npath = \"out.ndjson\"\n",
-            wasm.display()
-        );
-        std::fs::write(work.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
-        let (ok, text) = sluice(&["run", "-c", "sluice.toml", "--summary", "json"], work.path());
-        assert!(ok, "{lang}: {text}");
-        let out = std::fs::read_to_string(work.path().join("out.ndjson")).unwrap_or_default();
-        let ids: Vec<String> = out
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .map(|v| {
-                assert_eq!(v["event"]["level"], "info");
-                v["id"].as_str().unwrap_or_default().to_string()
-            })
-            .collect();
-        let want: Vec<String> = (0..500).map(|i| format!("r-{i}")).collect();
-        assert_eq!(ids, want, "{lang}: every id, in order, once");
-        assert!(
-            text.contains("\"dropped\":2") && text.contains("\"quarantined\":1"),
-            "{lang}: two blank lines dropped, one line quarantined: {text}"
-        );
-    }
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(work.path().join("in.log"), &lines).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = format!(
+        "[pipeline]\nname = \"logfmt-{lang}\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+         [[plugins]]\nname = \"logfmt\"\npath = \"{}\"\nconfig = {{ id_field = \"req\" }}\n[sink]\ntype = \"file\"\npath = \"out.ndjson\"\n",
+        wasm.display()
+    );
+    std::fs::write(work.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));
+    let (ok, text) = sluice(&["run", "-c", "sluice.toml", "--summary", "json"], work.path());
+    assert!(ok, "{lang}: {text}");
+    let out = std::fs::read_to_string(work.path().join("out.ndjson")).unwrap_or_default();
+    let ids: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let id = v["id"].as_str().unwrap_or_default().to_string();
+            assert_eq!(v["event"]["level"], "info");
+            assert_eq!(v["event"]["req"].as_str(), Some(id.as_str()), "{lang}: the event is its own line's");
+            assert_eq!(
+                v["event"]["msg"].as_str(),
+                Some(format!("hello {}", id.strip_prefix("r-").unwrap_or_default()).as_str())
+            );
+            id
+        })
+        .collect();
+    let want: Vec<String> = (0..500).map(|i| format!("r-{i}")).collect();
+    assert_eq!(ids, want, "{lang}: every id, in order, once");
+    assert!(
+        text.contains("\"dropped\":2") && text.contains("\"quarantined\":1"),
+        "{lang}: two blank lines dropped, one line quarantined: {text}"
+    );
 }
 
 /// Issue 24, item 1: the helpers kit in Python, JavaScript and C, each
@@ -219,8 +234,10 @@ fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_att
     for wasm in [&py, &js, &c] {
         passes(wasm, &kit.join("cases"));
     }
-    for wasm in [&logfmt_py, &logfmt_js] {
+    for (lang, wasm) in [("python on the helpers", &logfmt_py), ("js on the helpers", &logfmt_js)] {
         passes(wasm, &logfmt.join("cases"));
+        // Answered per batch (logfmt-batch): each record its own line's.
+        logfmt_pipeline_delivers_every_id(lang, wasm);
     }
     // A plugin that does not import the helpers loads as before: the Rust
     // logfmt does not, the Python one on them does.

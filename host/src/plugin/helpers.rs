@@ -31,6 +31,19 @@ pub const MAX_SEGMENTS: usize = 32;
 pub struct HelperState {
     pub time_formats: usize,
     pub pattern_sets: usize,
+    /// The batch a call of `process` is handling, lent for that call only:
+    /// what the per-batch helpers (`logfmt-batch`) read, so that an
+    /// interpreted plugin crosses the boundary once per batch, not once
+    /// per record with a payload the guest already holds.
+    pub batch: Option<std::sync::Arc<dyn BatchPayloads>>,
+}
+
+/// The payloads of a batch as the host lent them to the guest: the same
+/// bytes the guest reads as `record.payload`, so a per-batch helper's
+/// answer for record `i` is the per-record helper's answer for its payload.
+pub trait BatchPayloads: Send + Sync {
+    fn count(&self) -> usize;
+    fn payload(&self, i: usize) -> &[u8];
 }
 
 /// A compiled `time-format`.
@@ -146,6 +159,41 @@ pub fn logfmt(line: &[u8]) -> Vec<(String, Option<String>)> {
 /// a bare key `true`, the last of a repeated key kept (in the place of
 /// its first).
 pub fn logfmt_object(line: &[u8]) -> String {
+    let mut out = Vec::with_capacity(line.len() + 16);
+    write_logfmt_object(line, &mut out);
+    // Valid UTF-8: JSON text written from `str`s.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `logfmt_object` of every payload of `batch`, in order, one per line
+/// (JSON Lines: JSON text never holds a raw newline), written into one
+/// buffer; "" when no batch is being processed. The text can be about six
+/// times the payloads' bytes (a control byte is written `\u0001`), and the
+/// host builds it before the guest takes it in: past `limit` bytes (the
+/// instance's memory limit, which the guest could not hold anyway) it
+/// stops, with an error naming the limit, and the SDK asks record by
+/// record instead.
+pub fn logfmt_batch(batch: Option<&dyn BatchPayloads>, limit: usize) -> Result<String, String> {
+    let Some(batch) = batch else { return Ok(String::new()) };
+    let n = batch.count();
+    let bytes: usize = (0..n).map(|i| batch.payload(i).len() + 16).sum();
+    let mut out = Vec::with_capacity(bytes.min(limit));
+    for i in 0..n {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        write_logfmt_object(batch.payload(i), &mut out);
+        if out.len() > limit {
+            return Err(format!(
+                "the logfmt texts of this batch's {n} records pass {limit} bytes, the plugin's memory limit, \
+                 at record {i}: ask record by record (logfmt-object)"
+            ));
+        }
+    }
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+fn write_logfmt_object(line: &[u8], out: &mut Vec<u8>) {
     let text = String::from_utf8_lossy(line);
     let pairs = sluice_guest::logfmt::pairs(&text);
     // In the line's order: a repeated key (rare) keeps its first place.
@@ -156,22 +204,19 @@ pub fn logfmt_object(line: &[u8]) -> String {
             None => kept.push((key, value.as_deref())),
         }
     }
-    let mut out = Vec::with_capacity(line.len() + 8 * kept.len() + 2);
     out.push(b'{');
     for (i, (key, value)) in kept.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        push_json_string(&mut out, key);
+        push_json_string(out, key);
         out.push(b':');
         match value {
-            Some(v) => push_json_string(&mut out, v),
+            Some(v) => push_json_string(out, v),
             None => out.extend_from_slice(b"true"),
         }
     }
     out.push(b'}');
-    // Valid UTF-8: JSON text written from `str`s.
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// serde_json's escaping, written into the one buffer (no string per value).
@@ -247,6 +292,51 @@ mod tests {
         assert!(json_get(body, &wide).is_err_and(|e| e.contains("over the limit of 64")));
         let deep = format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200));
         assert!(json_get(deep.as_bytes(), &["a".into()]).is_err());
+    }
+
+    struct Payloads(Vec<&'static [u8]>);
+
+    impl BatchPayloads for Payloads {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn payload(&self, i: usize) -> &[u8] {
+            self.0[i]
+        }
+    }
+
+    /// The per-batch answer is the per-record one, line by line: a newline
+    /// or a control byte in a value is escaped, so it cannot split a line.
+    #[test]
+    fn logfmt_of_a_batch_is_each_payloads_object_on_its_own_line() {
+        let payloads: Vec<&'static [u8]> =
+            vec![b"a=1 b=\"x\ny\"", b"", b"c=\x01 flag\r\n", b"\xff=2", b"d=\"unterminated"];
+        let text = logfmt_batch(Some(&Payloads(payloads.clone())), 1 << 20).unwrap();
+        let lines: Vec<&str> = text.split('\n').collect();
+        assert_eq!(lines.len(), payloads.len(), "{text}");
+        for (line, payload) in lines.iter().zip(&payloads) {
+            assert_eq!(*line, logfmt_object(payload));
+        }
+        assert_eq!(lines[0], r#"{"a":"1","b":"x\ny"}"#);
+        assert_eq!(lines[1], "{}");
+        assert_eq!(lines[2], r#"{"c":"\u0001","flag":true}"#);
+        assert_eq!(logfmt_batch(Some(&Payloads(vec![b"x=1"])), 64).unwrap(), r#"{"x":"1"}"#);
+        assert_eq!(logfmt_batch(None, 64).unwrap(), "", "no batch outside a call of process");
+    }
+
+    /// Control bytes grow six times as JSON; the host stops building the
+    /// text at the instance's memory limit instead of holding it all.
+    #[test]
+    fn logfmt_of_a_batch_stops_at_the_memory_limit() {
+        static BIG: [u8; 4096] = [1; 4096];
+        let mut line = b"k=".to_vec();
+        line.extend_from_slice(&BIG);
+        let line: &'static [u8] = line.leak();
+        let batch = Payloads(vec![b"a=1", line, b"b=2"]);
+        let e = logfmt_batch(Some(&batch), 4 * 4096).unwrap_err();
+        assert!(e.contains("at record 1") && e.contains("16384 bytes"), "{e}");
+        let whole = logfmt_batch(Some(&batch), 7 * 4096 + 64).unwrap();
+        assert_eq!(whole.split('\n').nth(1).map(str::len), Some(6 * 4096 + 8), "each control byte as \\u0001");
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! the instance and are reused, so packing allocates nothing per record;
 //! the outcomes are checked against the layout rules before any is read.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use sluice_abi::{BatchBuf, LayoutError, OutcomeView, Outcomes, RecordFields};
+use sluice_abi::{BatchBuf, BatchView, LayoutError, OutcomeView, Outcomes, RecordFields};
 use wasmtime::Store;
 use wasmtime::component::Linker;
 
@@ -75,18 +77,23 @@ pub(super) fn process(
     if let Err(e) = packer.pack(batch) {
         return Err(wasmtime::format_err!("cannot pack the batch: {e}"));
     }
-    // Lend the buffers to the call and take them back, capacity kept.
-    let arg = wit::Batch {
+    // Lend the buffers to the call, and to the per-batch helpers during
+    // it, and take them back, capacity kept: one `Arc` per batch.
+    let arg = Arc::new(wit::Batch {
         records: std::mem::take(&mut packer.buf.records),
         headers: std::mem::take(&mut packer.buf.headers),
         data: std::mem::take(&mut packer.buf.data),
         partitions: std::mem::take(&mut packer.partitions),
-    };
+    });
+    store.data_mut().helpers.batch = Some(arg.clone());
     let result = b.call_process(&mut *store, &arg);
-    packer.buf.records = arg.records;
-    packer.buf.headers = arg.headers;
-    packer.buf.data = arg.data;
-    packer.partitions = arg.partitions;
+    store.data_mut().helpers.batch = None;
+    if let Ok(arg) = Arc::try_unwrap(arg) {
+        packer.buf.records = arg.records;
+        packer.buf.headers = arg.headers;
+        packer.buf.data = arg.data;
+        packer.partitions = arg.partitions;
+    }
     let out = result?;
     // The outcomes' bytes, as the canonical ABI copied them out of the
     // guest, become one shared buffer: each new body is a slice of it.
@@ -97,6 +104,22 @@ pub(super) fn process(
         Err(e) => return Ok(Returned::Malformed(e.to_string())),
     };
     Ok(Returned::Outcomes(checked.iter().zip(batch).map(|(o, r)| lift(o, r, &data)).collect()))
+}
+
+/// What `logfmt-batch` reads: the payloads exactly as the guest sees them.
+/// The host packed these buffers itself, so a record it cannot read back
+/// is a bug here, answered as an empty payload rather than a panic.
+impl crate::plugin::helpers::BatchPayloads for wit::Batch {
+    fn count(&self) -> usize {
+        self.records.len() / sluice_abi::RECORD_BYTES
+    }
+
+    fn payload(&self, i: usize) -> &[u8] {
+        BatchView::new(&self.records, &self.headers, &self.data, self.partitions.len())
+            .and_then(|view| view.record(i))
+            .map(|record| record.payload)
+            .unwrap_or_default()
+    }
 }
 
 /// One outcome into the host's types. A single event that keeps its
@@ -212,6 +235,10 @@ mod helpers_impl {
 
         fn logfmt_object(&mut self, line: Vec<u8>) -> String {
             pure::logfmt_object(&line)
+        }
+
+        fn logfmt_batch(&mut self) -> Result<String, String> {
+            pure::logfmt_batch(self.helpers.batch.as_deref(), self.limiter.limit)
         }
     }
 }
