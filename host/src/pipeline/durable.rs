@@ -119,10 +119,10 @@ impl Committer {
     /// reports the store's tables by family.
     pub(crate) fn upkeep(&self, store: &Store) {
         let closed = || self.closed.load(std::sync::atomic::Ordering::SeqCst);
-        let mut last: Option<std::time::Instant> = None;
+        let mut next = std::time::Instant::now();
         while !closed() {
-            if last.is_none_or(|t| t.elapsed() >= UPKEEP_EVERY) {
-                last = Some(std::time::Instant::now());
+            if std::time::Instant::now() >= next {
+                next = std::time::Instant::now() + UPKEEP_EVERY;
                 // A merge writes its tables before it deletes the old ones:
                 // not while the volume is near `state_reserve`, where the
                 // committer waits for room and a merge would eat into it.

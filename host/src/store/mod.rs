@@ -494,10 +494,20 @@ impl Store {
                 continue;
             }
             let (Some(start), Some(end)) = (file.start_key, file.end_key) else { continue };
-            let entry = small.entry(name).or_insert_with(|| (0, start.clone(), end.clone()));
-            entry.0 += 1;
-            entry.1 = entry.1.clone().min(start);
-            entry.2 = entry.2.clone().max(end);
+            match small.get_mut(&name) {
+                Some((n, lo, hi)) => {
+                    *n += 1;
+                    if start < *lo {
+                        *lo = start;
+                    }
+                    if end > *hi {
+                        *hi = end;
+                    }
+                }
+                None => {
+                    small.insert(name, (1, start, end));
+                }
+            }
         }
         let mut merged = Vec::new();
         let mut opts = rocksdb::CompactOptions::default();
