@@ -23,7 +23,8 @@ use sluice::sink::clickhouse::ClickhouseSinkConfig;
 use sluice::sink::guarded::{Guarded, Outcome};
 use sluice::sink::http::HttpSink;
 use sluice::sink::http::body::Framing;
-use sluice::sink::http::config::{Encoding, HttpSinkConfig, Interpretation, Payload};
+use sluice::sink::http::config::{HttpSinkConfig, Payload};
+use sluice::sink::http::response::profile::Render;
 use sluice_benches::{cpu_seconds, json_lines, now_secs};
 
 const BATCH: usize = 1000;
@@ -102,7 +103,7 @@ fn through_sluice(sink: &Guarded, batches: &[Vec<Delivery>], n: usize) -> Figure
 
 /// One batch's request body, as the sink frames it.
 fn body(batch: &[Delivery], payload: &Payload) -> Vec<u8> {
-    let f = Framing { encoding: Encoding::Ndjson, payload, interpretation: Interpretation::Status, index: None };
+    let f = Framing { render: Render::Ndjson, payload, index: None };
     f.body(&batch.iter().collect::<Vec<_>>())
 }
 

@@ -40,6 +40,8 @@ pub struct Reaction {
     /// Which events it keeps (by position), before answering.
     pub store: Vec<bool>,
     pub how: How,
+    /// Headers of the answer (`Retry-After`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,10 +57,22 @@ pub enum How {
 
 impl Reaction {
     pub fn ok(r: &Req) -> Reaction {
-        Reaction { status: 200, body: String::new(), store: vec![true; r.ids.len()], how: How::Answer }
+        Reaction {
+            status: 200,
+            body: String::new(),
+            store: vec![true; r.ids.len()],
+            how: How::Answer,
+            headers: Vec::new(),
+        }
     }
     pub fn fail(status: u16, body: &str, r: &Req) -> Reaction {
-        Reaction { status, body: body.into(), store: vec![false; r.ids.len()], how: How::Answer }
+        Reaction { status, body: body.into(), store: vec![false; r.ids.len()], how: How::Answer, headers: Vec::new() }
+    }
+
+    /// With this header on the answer.
+    pub fn header(mut self, name: &'static str, value: &str) -> Reaction {
+        self.headers.push((name, value.to_string()));
+        self
     }
 }
 
@@ -176,6 +190,11 @@ async fn handle(
     }
     let mut response = Response::new(Full::new(Bytes::from(reaction.body)));
     *response.status_mut() = hyper::StatusCode::from_u16(reaction.status).unwrap_or(hyper::StatusCode::OK);
+    for (name, value) in reaction.headers {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, v);
+        }
+    }
     Ok(response)
 }
 

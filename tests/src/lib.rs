@@ -16,6 +16,7 @@ pub mod backend;
 pub mod clickhouse;
 pub mod kafka;
 pub mod languages;
+pub mod postgres;
 pub mod proxy;
 pub mod tls;
 pub mod watched;

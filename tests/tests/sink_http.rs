@@ -146,6 +146,7 @@ fn openobserve_200_with_failed_counts_is_split_until_the_failures_are_isolated()
             ),
             store,
             how: How::Answer,
+            headers: Vec::new(),
         }
     });
     let stderr =
@@ -199,6 +200,7 @@ fn elasticsearch_bulk_partial_failures_reject_only_the_bad_items() {
             body: format!("{{\"took\":1,\"errors\":true,\"items\":[{}]}}", items.join(",")),
             store,
             how: How::Answer,
+            headers: Vec::new(),
         }
     });
     s.run(&sink(&backend, "elasticsearch_bulk", "index = \"logs\"\n[sink.batch]\nmax_records = 50\n"), &[]);
@@ -483,4 +485,123 @@ fn a_backend_behind_a_30_s_black_hole_is_waited_for_and_nothing_is_lost() {
         back < Duration::from_secs(10),
         "recovered {back:?} after the route was back (probes every <= 0.8 s + 2 s)"
     );
+}
+
+/// Issue 40: a wrong URL path answers 404 to every request. Before, the
+/// batch was split down to single records and all 20 were quarantined in
+/// 0.2 s. A 404 is the backend's (or the config's) fault: the records wait
+/// behind the breaker, whole, and arrive once the path answers.
+#[test]
+fn a_backend_answering_404_then_200_after_10_s_delivers_everything_and_quarantines_nothing() {
+    let s = Scenario::new(20, |_| false);
+    let outage = Duration::from_secs(10);
+    let backend =
+        Backend::start(
+            move |r: &Req| {
+                if r.at < outage { Reaction::fail(404, "404 page not found", r) } else { Reaction::ok(r) }
+            },
+        );
+    let stderr = s.run(&sink(&backend, "status", ""), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    let refused: Vec<&Logged> = seen.requests.iter().filter(|r| r.status == 404).collect();
+    assert!(refused.len() >= 5, "the backend kept answering 404 for 10 s: {} requests", refused.len());
+    assert!(
+        refused.iter().all(|r| r.ids.len() == 20),
+        "a 404 never splits the batch: {:?}",
+        refused.iter().map(|r| r.ids.len()).collect::<Vec<_>>()
+    );
+    assert!(seen.requests.last().is_some_and(|r| r.at >= outage && r.status == 200));
+    assert_eq!(log_lines(&stderr, "circuit breaker opened").len(), 1, "{stderr}");
+    assert_eq!(log_lines(&stderr, "circuit breaker closed").len(), 1, "{stderr}");
+    println!("404 for 10 s: {} refused requests, each with all 20 records; 20 delivered, 0 quarantined", refused.len());
+}
+
+/// A wrong method (405) or content type (415) is the config's, for every
+/// record alike: never split, never quarantined.
+#[test]
+fn a_405_or_415_is_systemic_never_split_never_quarantined() {
+    let s = Scenario::new(60, |_| false);
+    let backend = Backend::start(|r: &Req| match r.n {
+        0..=2 => Reaction::fail(405, "Method Not Allowed", r),
+        3..=5 => Reaction::fail(415, "Unsupported Media Type", r),
+        _ => Reaction::ok(r),
+    });
+    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 100\n"), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    let sizes: Vec<usize> = seen.requests.iter().map(|r| r.ids.len()).collect();
+    assert_eq!(sizes, vec![60; 7], "six refusals of the whole batch, then one delivery: {sizes:?}");
+}
+
+/// Elasticsearch's back-pressure and a missing or blocked index, item by
+/// item. Before, an item's 429 spent an attempt (quarantined after
+/// `max_attempts`) and an item's 404 or 403 was rejected at once. They are
+/// the cluster's state: the items wait, spend nothing, and arrive.
+#[test]
+fn a_bulk_items_429_or_missing_index_waits_and_spends_no_attempt() {
+    let s = Scenario::new(100, |_| false);
+    let backend = Backend::start(|r: &Req| {
+        let mut store = Vec::new();
+        let mut items = Vec::new();
+        for (id, e) in r.ids.iter().zip(&r.events) {
+            let n = e["n"].as_u64().unwrap_or(0);
+            // Requests 0-1: the index is missing; 2-3: blocked read-only;
+            // then items 7, 17, … are throttled for four more requests,
+            // more than retry.max_attempts = 3.
+            let (status, error) = match r.n {
+                0 | 1 => (404, r#","error":{"type":"index_not_found_exception","reason":"no such index [logs]"}"#),
+                2 | 3 => (
+                    403,
+                    r#","error":{"type":"cluster_block_exception","reason":"index [logs] blocked by: [FORBIDDEN/8/index write (api)]"}"#,
+                ),
+                4..=7 if n % 10 == 7 => {
+                    (429, r#","error":{"type":"es_rejected_execution_exception","reason":"queue full"}"#)
+                }
+                _ => (201, ""),
+            };
+            store.push(status == 201);
+            items.push(format!("{{\"create\":{{\"_index\":\"logs\",\"_id\":\"{id}\",\"status\":{status}{error}}}}}"));
+        }
+        Reaction {
+            status: 200,
+            body: format!("{{\"took\":1,\"errors\":true,\"items\":[{}]}}", items.join(",")),
+            store,
+            how: How::Answer,
+            headers: Vec::new(),
+        }
+    });
+    let stderr =
+        s.run(&sink(&backend, "elasticsearch_bulk", "index = \"logs\"\n[sink.batch]\nmax_records = 100\n"), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    let sizes: Vec<usize> = seen.requests.iter().map(|r| r.ids.len()).collect();
+    assert_eq!(&sizes[..5], &[100, 100, 100, 100, 100], "a missing or blocked index holds the whole batch: {sizes:?}");
+    assert!(sizes[5..8].iter().all(|n| *n == 10), "then only the ten throttled items: {sizes:?}");
+    assert_eq!(seen.requests.len(), 9, "{sizes:?}");
+    assert!(stderr.contains("circuit breaker opened"), "systemic items count towards the breaker: {stderr}");
+}
+
+/// `Retry-After` sets when the next request may go: here 2 s, against a
+/// retry backoff of at most 50 ms and a first probe after 200 ms.
+#[test]
+fn retry_after_holds_the_next_request_back() {
+    let s = Scenario::new(50, |_| false);
+    let backend = Backend::start(|r: &Req| match r.n {
+        0 => Reaction::fail(503, "overloaded", r).header("retry-after", "2"),
+        1 => Reaction::fail(429, "slow down", r).header("retry-after", "1"),
+        _ => Reaction::ok(r),
+    });
+    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 100\n"), &[]);
+    let seen = backend.seen();
+    let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+    assert_eq!(dups, 0);
+    let at: Vec<u128> = seen.requests.iter().map(|r| r.at.as_millis()).collect();
+    assert_eq!(at.len(), 3, "{at:?}");
+    assert!(at[1] - at[0] >= 2000, "Retry-After: 2 waited for: {at:?}");
+    assert!(at[2] - at[1] >= 1000, "Retry-After: 1 waited for: {at:?}");
+    assert!(at[1] - at[0] < 4000 && at[2] - at[1] < 3000, "and not much longer: {at:?}");
 }

@@ -10,6 +10,7 @@ mod reload;
 pub mod run;
 mod scaffold;
 mod shadow;
+mod sink;
 pub mod summary;
 mod tap;
 mod top;
@@ -78,6 +79,11 @@ pub fn main() -> ExitCode {
         },
         Command::Plugin(PluginCommand::New(args)) => scaffold::new(args),
         Command::Plugin(PluginCommand::Cache(args)) => plugin::cache(args),
+        Command::Sink(SinkCommand::Classify(args)) => match sink::classify(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,6 +169,17 @@ pub enum Command {
     /// Develop and examine plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Examine how a sink reads its backend's answers.
+    #[command(subcommand)]
+    Sink(SinkCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SinkCommand {
+    /// Read recorded backend answers (`conformance/responses/` cases) with
+    /// a response profile and print the fate of each record; with the
+    /// case's expectation, a verdict per case, exit 1 when any differs.
+    Classify(sink::ClassifyArgs),
 }
 
 #[derive(Args, Debug)]

@@ -175,6 +175,14 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     }
     let sink = pipeline::open_sink(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
     println!("  sink:   {}", sink.describe());
+    if let Some(response) = cfg.sink.response()
+        && let Ok(profile) = response.profile()
+    {
+        println!("  answers: profile {}: {}", response.name(), profile.description);
+        for rule in profile.describe() {
+            println!("    {rule}");
+        }
+    }
     if check.connect {
         connect(&cfg, &sink, &args.config)?;
     }

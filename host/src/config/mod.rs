@@ -610,42 +610,7 @@ fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>
     sluice_guest::duration::deserialize(d).map(Some)
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SinkConfig {
-    /// NDJSON, synced before a batch counts as delivered. A write that
-    /// fails (a full disk) is a sick backend: the breaker opens and the
-    /// pipeline waits.
-    File {
-        path: PathBuf,
-        #[serde(default)]
-        retry: crate::sink::retry::RetryConfig,
-        #[serde(default)]
-        breaker: crate::sink::breaker::BreakerConfig,
-    },
-    /// NDJSON on standard output (flushed; not durable).
-    Stdout,
-    /// Any HTTP backend, answers read per event (`sink/http`).
-    Http(Box<crate::sink::http::config::HttpSinkConfig>),
-    /// ClickHouse's HTTP interface, `INSERT … FORMAT JSONEachRow`.
-    Clickhouse(Box<crate::sink::clickhouse::ClickhouseSinkConfig>),
-    /// A Kafka topic, accepted on the delivery report.
-    Kafka(Box<crate::sink::kafka::KafkaSinkConfig>),
-}
-
-impl SinkConfig {
-    /// The retry policy and breaker the sink is driven with; the file
-    /// sinks use the defaults.
-    pub fn guard(&self) -> (crate::sink::retry::RetryConfig, crate::sink::breaker::BreakerConfig) {
-        match self {
-            SinkConfig::File { retry, breaker, .. } => (retry.clone(), breaker.clone()),
-            SinkConfig::Stdout => Default::default(),
-            SinkConfig::Http(h) => (h.retry.clone(), h.breaker.clone()),
-            SinkConfig::Clickhouse(c) => (c.retry.clone(), c.breaker.clone()),
-            SinkConfig::Kafka(k) => (k.retry.clone(), k.breaker.clone()),
-        }
-    }
-}
+pub use crate::sink::config::SinkConfig;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -875,19 +840,7 @@ impl Config {
                     std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
             }
         }
-        match &mut self.sink {
-            SinkConfig::File { path, .. } => *path = abs(path),
-            SinkConfig::Kafka(k) => {
-                k.properties =
-                    std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
-                if let Some(tls) = &mut k.tls {
-                    for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
-                        *p = abs(p);
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.sink.absolutize(&abs);
     }
 
     /// Every problem, not the first: an operator fixes a config in one
@@ -957,48 +910,8 @@ impl Config {
         }
         self.dedup.validate(&self.source, p);
         self.watchdog.validate(p);
-        match &self.sink {
-            SinkConfig::File { path, .. } => {
-                let dir = path.parent().unwrap_or(Path::new("."));
-                if dir.exists() && !dir.is_dir() {
-                    p.add("sink.path", format!("{} is not a folder", dir.display()));
-                }
-            }
-            SinkConfig::Stdout => {}
-            SinkConfig::Http(h) => {
-                if let Err((key, message)) = h.validate() {
-                    p.add(&format!("sink.{key}"), message);
-                }
-            }
-            SinkConfig::Clickhouse(c) => {
-                if let Err((key, message)) = c.validate() {
-                    p.add(&format!("sink.{key}"), message);
-                }
-            }
-            SinkConfig::Kafka(k) => {
-                if k.topic.is_empty() || !k.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                    p.add("sink.topic", format!("{:?} is not a valid topic name", k.topic));
-                }
-                for key in k.properties.keys() {
-                    let at = format!("sink.properties.{key:?}");
-                    if crate::sink::kafka::OWNED.contains(&key.as_str()) {
-                        p.add(&at, "set by sluice: the sink's guarantee depends on it".into());
-                    }
-                    if is_secret_property(key) {
-                        p.add(&at, "secrets come from the environment only: use sink.sasl.password_env".into());
-                    }
-                }
-            }
-        }
-        let (retry, breaker) = self.sink.guard();
-        if retry.max_attempts == 0 {
-            p.add("sink.retry.max_attempts", "must be at least 1".into());
-        }
-        if breaker.failures == 0 {
-            p.add("sink.breaker.failures", "must be at least 1".into());
-        }
-        if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
-            p.add("sink.breaker", "need 0 < initial_probe <= max_probe".into());
+        for (key, message) in self.sink.validate() {
+            p.add(&format!("sink.{key}"), message);
         }
         for (i, pattern) in self.quarantine.mask_patterns.iter().enumerate() {
             if let Err(e) = regex::bytes::Regex::new(pattern) {
@@ -1232,6 +1145,7 @@ mod tests {
         unsafe {
             std::env::set_var("CLICKHOUSE_PASSWORD", "x");
             std::env::set_var("O2_AUTH", "Basic eA==");
+            std::env::set_var("PGPASSWORD_SLUICE", "x");
         }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
         let mut loaded = 0;
@@ -1256,7 +1170,7 @@ mod tests {
                 }
             }
         }
-        assert!(loaded >= 4, "examples found: {loaded}");
+        assert!(loaded >= 5, "examples found: {loaded}");
     }
 
     #[test]
@@ -1286,6 +1200,38 @@ mod tests {
         assert!(e.contains("sink.properties.\"acks\""), "{e}");
         let e = load("type = \"file\"\npath = \"out.ndjson\"\n[sink.breaker]\nfailures = 0");
         assert!(e.contains("sink.breaker.failures") || e.contains("breaker"), "{e}");
+    }
+
+    /// `response` is a built-in's name or a profile table; both are read,
+    /// and a profile's mistakes name their key.
+    #[test]
+    fn a_response_profile_is_a_name_or_a_table() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let load = |sink: &str| {
+            let path = dir.path().join("s.toml");
+            let text = format!(
+                "[pipeline]\nname = \"s\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\npaths = [\"x\"]\n[sink]\ntype = \"http\"\nurl = \"http://x\"\n{sink}\n"
+            );
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(&path)
+        };
+        let cfg = load("response = \"datadog\"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.sink.response().map(|r| r.name().to_string()), Some("datadog".into()));
+        let table = "[sink.response]\ndescription = \"mine\"\n[[sink.response.status]]\ncodes = [\"2xx\"]\nfate = \"read\"\n\
+                     [sink.response.items]\narray = \"/results\"\nstatus = \"/code\"\nid = \"/id\"\n\
+                     [[sink.response.items.rules]]\ncodes = [422]\nreason_matches = \"(?i)too old\"\nfate = \"reject\"\n";
+        let cfg = load(table).unwrap_or_else(|e| panic!("{e}"));
+        let p = cfg.sink.response().and_then(|r| r.profile().ok()).unwrap_or_else(|| panic!("a profile"));
+        assert_eq!(p.description, "mine");
+        assert!(p.items.is_some_and(|i| i.id.is_some() && i.rules.len() == 1));
+        let e = error_of(load("response = \"splunk\""));
+        assert!(e.contains("sink.response") && e.contains("elasticsearch_bulk"), "{e}");
+        let e = error_of(load("[sink.response]\n[[sink.response.status]]\ncodes = [404]\nfate = \"split\"\n"));
+        assert!(e.contains("sink.response.status[0].codes") && e.contains("always systemic"), "{e}");
+        let e = error_of(load("[sink.response]\nrows = 1\n"));
+        assert!(e.contains("rows"), "an unknown key is named: {e}");
+        let e = error_of(load("[sink.response]\n[sink.response.items]\narray = \"items\"\nstatus = \"/s\"\n"));
+        assert!(e.contains("a JSON pointer starts with /"), "{e}");
     }
 
     #[test]

@@ -28,14 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use stats::RunStats;
 
-use crate::config::{Config, SinkConfig, SourceConfig};
+use crate::config::{Config, SourceConfig};
 use crate::plugin::{Chain, Runtime};
-use crate::sink::Sink;
-use crate::sink::clickhouse::ClickhouseSinkConfig;
-use crate::sink::file::{FileSink, StdoutSink};
 use crate::sink::guarded::Guarded;
-use crate::sink::http::HttpSink;
-use crate::sink::kafka::KafkaSink;
 use crate::store::{Identity, Store};
 use crate::telemetry::Health;
 
@@ -206,15 +201,7 @@ pub fn build_stage(
 
 /// The configured sink, driven through retries and its breaker.
 pub fn open_sink(cfg: &Config) -> Result<Guarded, PipelineError> {
-    let sink: Box<dyn Sink> = match &cfg.sink {
-        SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
-        SinkConfig::Stdout => Box::new(StdoutSink),
-        SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
-        SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&ClickhouseSinkConfig::http(c), Some(c.name()))?),
-        SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
-    };
-    let (retry, breaker) = cfg.sink.guard();
-    Ok(Guarded::new(sink, retry, breaker))
+    Ok(cfg.sink.build()?)
 }
 
 /// Run the pipeline of `cfg` until its source ends (files without

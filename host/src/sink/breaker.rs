@@ -162,6 +162,15 @@ impl Breaker {
         }
     }
 
+    /// The backend asked for a pause (`Retry-After`): an open breaker
+    /// probes no sooner than `until`. A closed one is not opened by it: the
+    /// caller waits that long before its next request anyway.
+    pub fn hold(&mut self, until: Instant) {
+        if let State::Open { until: at, pause } = self.state {
+            self.state = State::Open { until: at.max(until), pause };
+        }
+    }
+
     /// The probe was never sent (its caller was stopped): let the next
     /// caller probe at once.
     pub fn abandon_probe(&mut self, now: Instant) {
@@ -243,6 +252,25 @@ mod tests {
         let before = b.state();
         assert_eq!(b.failure(t0 + Duration::from_millis(500), false), None);
         assert_eq!(b.state(), before);
+    }
+
+    #[test]
+    fn retry_after_holds_an_open_breaker_past_its_own_pause_never_shorter() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(cfg());
+        for _ in 0..5 {
+            b.failure(t0, false);
+        }
+        b.hold(t0 + Duration::from_secs(30));
+        assert_eq!(b.permit(t0 + Duration::from_secs(1)).0, Permit::WaitUntil(t0 + Duration::from_secs(30)));
+        // A shorter Retry-After does not cut the breaker's own pause.
+        b.hold(t0 + Duration::from_millis(10));
+        assert_eq!(b.permit(t0 + Duration::from_secs(29)).0, Permit::WaitUntil(t0 + Duration::from_secs(30)));
+        assert_eq!(b.permit(t0 + Duration::from_secs(30)).0, Permit::Probe);
+        // Closed: nothing to hold.
+        let mut c = Breaker::new(cfg());
+        c.hold(t0 + Duration::from_secs(30));
+        assert_eq!(c.permit(t0).0, Permit::Send);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
 use super::http::config::{
-    BasicAuth, BatchConfig, Encoding, HttpSinkConfig, Interpretation, Method, Payload, RequestConfig, default_id_field,
+    BasicAuth, BatchConfig, Encoding, HttpSinkConfig, Method, Payload, RequestConfig, ResponseConfig, default_id_field,
 };
 use super::retry::RetryConfig;
 
@@ -107,7 +107,7 @@ impl ClickhouseSinkConfig {
                 .user
                 .as_ref()
                 .map(|u| BasicAuth { user: u.clone(), password_env: self.password_env.clone() }),
-            response: Interpretation::Clickhouse,
+            response: ResponseConfig::Named("clickhouse".into()),
             encoding: Encoding::Ndjson,
             payload: Payload::Event { id_field: self.id_field.clone(), timestamp_field: self.timestamp_field.clone() },
             index: None,

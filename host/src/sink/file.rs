@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Answer, Attempt, Delivery, Sink, SinkError};
+use super::{Attempt, Delivery, Sink, SinkError};
 
 pub struct FileSink {
     path: PathBuf,
@@ -119,16 +119,12 @@ impl Sink for FileSink {
             self.sync_handle.sync_data().map_err(io)?;
             *synced = covers;
         }
-        Ok(accepted(batch.len()))
+        Ok(Attempt::accepted(batch.len()))
     }
 
     fn describe(&self) -> String {
         format!("file {}", self.path.display())
     }
-}
-
-fn accepted(n: usize) -> Attempt {
-    Attempt { answers: vec![Answer::Accepted; n], requests_ok: 1, requests_failed: 0 }
 }
 
 /// Standard output: flushed, not durable (for trying things out).
@@ -140,7 +136,7 @@ impl Sink for StdoutSink {
         let mut out = std::io::stdout().lock();
         out.write_all(&render(batch)).map_err(io)?;
         out.flush().map_err(io)?;
-        Ok(accepted(batch.len()))
+        Ok(Attempt::accepted(batch.len()))
     }
 
     fn describe(&self) -> String {
@@ -151,6 +147,7 @@ impl Sink for StdoutSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::Answer;
 
     #[test]
     fn a_torn_last_line_is_cut_on_open() {

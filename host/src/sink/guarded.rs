@@ -9,10 +9,13 @@
 //!
 //! - `Answer::Retry` is about the event: it spends one of the event's
 //!   `retry.max_attempts`, then the event is rejected with the last answer.
-//! - `Answer::Unavailable` is about the backend: the breaker counts the
-//!   failed request, the event is sent again after a backoff, and while the
-//!   breaker is open nothing is sent at all; the partitions wait, their
-//!   queues fill, fetching pauses and the lag grows.
+//! - `Answer::Systemic` is about the backend: the breaker counts the
+//!   failed request, the event is sent again after a backoff (or the
+//!   backend's `Retry-After`, if longer), and while the breaker is open
+//!   nothing is sent at all; the partitions wait, their queues fill,
+//!   fetching pauses and the lag grows.
+//! - `Answer::Duplicate` (the backend has it already) is a door like
+//!   `Accepted`: its id may be recorded.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -38,6 +41,11 @@ pub struct Guarded {
 
 /// How often a waiting caller looks at its stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// The longest `Retry-After` honoured: a backend that asks for a day is
+/// more likely wrong than right, and a quarter of an hour is already lag
+/// an operator's alert sees.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
 
 impl Guarded {
     pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> Guarded {
@@ -111,7 +119,7 @@ impl Guarded {
                 &subset
             };
             let started = Instant::now();
-            let attempt = self.sink.deliver(sent).unwrap_or_else(|e| Attempt::unavailable(sent.len(), &e.to_string()));
+            let attempt = self.sink.deliver(sent).unwrap_or_else(|e| Attempt::systemic(sent.len(), &e.to_string()));
             let attempt = conform(attempt, sent.len());
             SinkRequests { sink: &self.name, attempt: &attempt, seconds: started.elapsed().as_secs_f64() }.emit();
             {
@@ -124,6 +132,9 @@ impl Guarded {
                 if attempt.requests_ok > 0 {
                     ts.push(b.success());
                 }
+                if let Some(d) = attempt.retry_after {
+                    b.hold(now + d.min(RETRY_AFTER_CAP));
+                }
                 drop(b);
                 ts.into_iter().for_each(|t| self.changed(t));
             }
@@ -131,7 +142,7 @@ impl Guarded {
             let mut again = Vec::new();
             for (i, answer) in pending.iter().copied().zip(attempt.answers) {
                 match answer {
-                    Answer::Accepted => out[i] = Some(Outcome::Accepted),
+                    Answer::Accepted | Answer::Duplicate => out[i] = Some(Outcome::Accepted),
                     Answer::Rejected(reason) => out[i] = Some(Outcome::Rejected(reason)),
                     Answer::Retry(reason) => {
                         attempts[i] += 1;
@@ -142,14 +153,14 @@ impl Guarded {
                             again.push(i);
                         }
                     }
-                    Answer::Unavailable(_) => again.push(i),
+                    Answer::Systemic(_) => again.push(i),
                 }
             }
             pending = again;
             if pending.is_empty() {
                 break;
             }
-            let wait = self.retry.backoff(round);
+            let wait = self.retry.backoff(round).max(attempt.retry_after.unwrap_or_default().min(RETRY_AFTER_CAP));
             round = round.saturating_add(1);
             let until = Instant::now() + wait;
             while Instant::now() < until {
@@ -170,7 +181,7 @@ fn conform(attempt: Attempt, n: usize) -> Attempt {
         attempt
     } else {
         tracing::error!(expected = n, got = attempt.answers.len(), "sink answered the wrong number of events");
-        Attempt::unavailable(n, "sink answered the wrong number of events")
+        Attempt::systemic(n, "sink answered the wrong number of events")
     }
 }
 
@@ -228,7 +239,7 @@ mod tests {
                 .map(|d| if d.id == "e1" { Answer::Retry("busy".into()) } else { Answer::Accepted })
                 .collect(),
             requests_ok: 1,
-            requests_failed: 0,
+            ..Attempt::default()
         });
         let out = g.deliver(&batch(3), &|| false);
         assert_eq!(out[0], Some(Outcome::Accepted));
@@ -240,13 +251,7 @@ mod tests {
     fn unavailable_never_spends_attempts_and_the_breaker_opens_then_closes() {
         // Twelve failed calls, then success: far more than max_attempts,
         // yet nothing is rejected.
-        let g = guarded(|n, b| {
-            if n < 12 {
-                Attempt::unavailable(b.len(), "503")
-            } else {
-                Attempt { answers: vec![Answer::Accepted; b.len()], requests_ok: 1, requests_failed: 0 }
-            }
-        });
+        let g = guarded(|n, b| if n < 12 { Attempt::systemic(b.len(), "503") } else { Attempt::accepted(b.len()) });
         let out = g.deliver(&batch(2), &|| false);
         assert_eq!(out, vec![Some(Outcome::Accepted); 2]);
         assert!(matches!(g.breaker().state(), crate::sink::breaker::State::Closed { failures: 0 }));
@@ -254,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_stopping_caller_gets_its_undecided_events_back() {
-        let g = guarded(|_, b| Attempt::unavailable(b.len(), "down"));
+        let g = guarded(|_, b| Attempt::systemic(b.len(), "down"));
         let started = Instant::now();
         let out = g.deliver(&batch(2), &|| started.elapsed() > Duration::from_millis(100));
         assert_eq!(out, vec![None, None]);
@@ -262,13 +267,7 @@ mod tests {
 
     #[test]
     fn a_wrong_answer_count_is_a_failed_request_not_a_delivery() {
-        let g = guarded(|n, b| {
-            if n == 0 {
-                Attempt { answers: vec![Answer::Accepted], requests_ok: 1, requests_failed: 0 }
-            } else {
-                Attempt { answers: vec![Answer::Accepted; b.len()], requests_ok: 1, requests_failed: 0 }
-            }
-        });
+        let g = guarded(|n, b| if n == 0 { Attempt::accepted(1) } else { Attempt::accepted(b.len()) });
         assert_eq!(g.deliver(&batch(3), &|| false), vec![Some(Outcome::Accepted); 3]);
         assert_eq!(g.sink.describe(), "scripted");
     }

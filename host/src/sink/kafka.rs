@@ -12,7 +12,8 @@ use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
 use super::http::body::Framing;
-use super::http::config::{Encoding, Interpretation, Payload};
+use super::http::config::Payload;
+use super::http::response::profile::Render;
 use super::retry::RetryConfig;
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 use crate::config::{PropertyValue, SaslConfig, TlsConfig};
@@ -47,6 +48,38 @@ fn default_timeout() -> Duration {
 
 /// Properties the sink's guarantee depends on.
 pub const OWNED: [&str; 3] = ["acks", "enable.idempotence", "bootstrap.servers"];
+
+impl KafkaSinkConfig {
+    /// Every problem, as `(key under [sink], message)`.
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if self.topic.is_empty() || !self.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+            problems.push(("topic".into(), format!("{:?} is not a valid topic name", self.topic)));
+        }
+        for key in self.properties.keys() {
+            let at = format!("properties.{key:?}");
+            if OWNED.contains(&key.as_str()) {
+                problems.push((at.clone(), "set by sluice: the sink's guarantee depends on it".into()));
+            }
+            if crate::config::is_secret_property(key) {
+                problems.push((at, "secrets come from the environment only: use sink.sasl.password_env".into()));
+            }
+        }
+        problems
+    }
+
+    /// Paths made absolute; `_` in property names from the environment
+    /// read as `.`.
+    pub fn absolutize(&mut self, abs: &dyn Fn(&std::path::Path) -> std::path::PathBuf) {
+        self.properties =
+            std::mem::take(&mut self.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
+        if let Some(tls) = &mut self.tls {
+            for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
+                *p = abs(p);
+            }
+        }
+    }
+}
 
 pub struct KafkaSink {
     producer: FutureProducer,
@@ -88,7 +121,7 @@ pub fn answer_for(e: &KafkaError) -> Answer {
             | RDKafkaErrorCode::InvalidRecord
             | RDKafkaErrorCode::MessageBatchTooLarge,
         ) => Answer::Rejected(format!("kafka: {e}")),
-        _ => Answer::Unavailable(format!("kafka: {e}")),
+        _ => Answer::Systemic(format!("kafka: {e}")),
     }
 }
 
@@ -104,12 +137,12 @@ pub fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
                 Ok(report) => match report.await {
                     Ok(Ok(_)) => Answer::Accepted,
                     Ok(Err((e, _))) => answer_for(&e),
-                    Err(_) => Answer::Unavailable("kafka: producer closed before the delivery report".into()),
+                    Err(_) => Answer::Systemic("kafka: producer closed before the delivery report".into()),
                 },
             }
         })));
-    let failed = answers.iter().all(|a| matches!(a, Answer::Unavailable(_)));
-    Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed) }
+    let failed = answers.iter().all(|a| matches!(a, Answer::Systemic(_)));
+    Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed), ..Attempt::default() }
 }
 
 /// `topic`'s metadata through `producer`: the brokers answer, take the
@@ -130,12 +163,7 @@ pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, Str
 
 impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
-        let framing = Framing {
-            encoding: Encoding::Ndjson,
-            payload: &self.payload,
-            interpretation: Interpretation::Status,
-            index: None,
-        };
+        let framing = Framing { render: Render::Ndjson, payload: &self.payload, index: None };
         let mut pending = Vec::with_capacity(batch.len());
         for d in batch {
             let mut value = Vec::with_capacity(d.event().len() + 64);

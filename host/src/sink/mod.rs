@@ -3,19 +3,23 @@
 //! its sink answered `Accepted`.
 //!
 //! - `file`: NDJSON files and stdout;
-//! - `http`: any HTTP backend, with a response interpretation per backend
-//!   (`status`, `openobserve`, `elasticsearch_bulk`, `clickhouse`);
+//! - `http`: any HTTP backend, its answers read by a response profile
+//!   (built-in ones as data in `http/profiles/`, or the operator's own);
 //! - `clickhouse`: the http sink preset for `INSERT … FORMAT JSONEachRow`;
 //! - `kafka`: a topic, accepted on the delivery report;
+//! - `postgres`: a table keyed by the event id, one transaction per batch;
+//! - `config`: `[sink]`, the one place that dispatches on the sink's type;
 //! - `guarded`: what every sink is driven through: bounded retries with
 //!   backoff (`retry`) and the circuit breaker (`breaker`).
 
 pub mod breaker;
 pub mod clickhouse;
+pub mod config;
 pub mod file;
 pub mod guarded;
 pub mod http;
 pub mod kafka;
+pub mod postgres;
 pub mod retry;
 
 use bytes::Bytes;
@@ -104,22 +108,50 @@ pub fn write_json_string(s: &str, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
-/// A sink's answer about one event.
+/// A sink's answer about one event: its fate (DESIGN.md, "Sinks"). Who
+/// may say which is fixed by the host, not by a backend's profile: see
+/// `sink::http::response::fixed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// Durably accepted: its id may now be recorded as delivered.
     Accepted,
-    /// The backend said something about *this* event: try it again later.
-    /// Spends one of the event's bounded attempts (`retry.max_attempts`).
+    /// The backend has it already (an Elasticsearch `create` of an id that
+    /// is there): as good as accepted, counted apart so that an operator
+    /// can tell a replay's echo from new data.
+    Duplicate,
+    /// The backend said something about *this* event that may pass later:
+    /// spends one of the event's bounded attempts (`retry.max_attempts`),
+    /// then the event is quarantined with the last answer.
     Retry(String),
-    /// Never: the event goes to the quarantine with this reason.
+    /// A fault of this event that will not pass: it goes to the quarantine
+    /// with this reason.
     Rejected(String),
-    /// The request that carried the event failed as a whole (5xx, 408, 429,
-    /// a timeout, a lost connection, 401/403): nothing is known about the
-    /// event, the backend is unwell. Counts towards the circuit breaker and
-    /// never spends the event's attempts: a sick backend makes sluice late,
-    /// it does not fill the quarantine.
-    Unavailable(String),
+    /// A fault of the backend, the credentials, the address or the network
+    /// (a 404, a 5xx, a bulk item's 429, a timeout): nothing is known
+    /// against the event. Counts towards the circuit breaker and never
+    /// spends the event's attempts: a sick backend makes sluice late, it
+    /// does not fill the quarantine.
+    Systemic(String),
+}
+
+impl Answer {
+    /// The fate's name, for metrics labels and `sluice sink classify`.
+    pub fn fate(&self) -> &'static str {
+        match self {
+            Answer::Accepted => "accepted",
+            Answer::Duplicate => "duplicate",
+            Answer::Retry(_) => "retry",
+            Answer::Rejected(_) => "reject",
+            Answer::Systemic(_) => "systemic",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Answer::Accepted | Answer::Duplicate => None,
+            Answer::Retry(r) | Answer::Rejected(r) | Answer::Systemic(r) => Some(r),
+        }
+    }
 }
 
 /// What one call of [`Sink::deliver`] did.
@@ -129,14 +161,25 @@ pub struct Attempt {
     pub answers: Vec<Answer>,
     /// Requests the backend answered (whatever it said about the events).
     pub requests_ok: u32,
-    /// Requests that failed as a whole: the breaker counts these.
+    /// Requests that failed as a whole, or carried a systemic answer about
+    /// any of their events: the breaker counts these.
     pub requests_failed: u32,
+    /// The longest `Retry-After` a backend asked for: no request goes out
+    /// before it has passed, and an open breaker probes no sooner.
+    pub retry_after: Option<std::time::Duration>,
+    /// Requests sent again in halves to find the bad events among them.
+    pub splits: u32,
 }
 
 impl Attempt {
-    /// Every event of a failed request answered `Unavailable`.
-    pub fn unavailable(n: usize, reason: &str) -> Attempt {
-        Attempt { answers: vec![Answer::Unavailable(reason.to_string()); n], requests_ok: 0, requests_failed: 1 }
+    /// Every event of a failed request answered `Systemic`.
+    pub fn systemic(n: usize, reason: &str) -> Attempt {
+        Attempt { answers: vec![Answer::Systemic(reason.to_string()); n], requests_failed: 1, ..Attempt::default() }
+    }
+
+    /// Every event accepted by one request.
+    pub fn accepted(n: usize) -> Attempt {
+        Attempt { answers: vec![Answer::Accepted; n], requests_ok: 1, ..Attempt::default() }
     }
 }
 

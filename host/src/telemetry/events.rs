@@ -443,40 +443,45 @@ impl SinkRequests<'_> {
         counter!("sluice_sink_requests_total", "sink" => s(), "result" => "ok").increment(a.requests_ok.into());
         counter!("sluice_sink_requests_total", "sink" => s(), "result" => "failed").increment(a.requests_failed.into());
         histogram!("sluice_sink_request_seconds", "sink" => s()).record(self.seconds);
-        let (mut accepted, mut retry, mut rejected, mut unavailable) = (0u64, 0u64, 0u64, 0u64);
+        // Fates by class, in the order of `Answer`: accepted, duplicate,
+        // retry, reject, systemic.
+        let mut n = [0u64; 5];
         let mut last = None;
         for answer in &a.answers {
-            match answer {
-                Answer::Accepted => accepted += 1,
-                Answer::Retry(r) => {
-                    retry += 1;
-                    last = Some(r);
-                }
-                Answer::Rejected(_) => rejected += 1,
-                Answer::Unavailable(r) => {
-                    unavailable += 1;
-                    last = Some(r);
-                }
+            let class = match answer {
+                Answer::Accepted => 0,
+                Answer::Duplicate => 1,
+                Answer::Retry(_) => 2,
+                Answer::Rejected(_) => 3,
+                Answer::Systemic(_) => 4,
+            };
+            n[class] += 1;
+            if matches!(answer, Answer::Retry(_) | Answer::Systemic(_)) {
+                last = answer.reason();
             }
         }
-        for (answer, n) in
-            [("accepted", accepted), ("retry", retry), ("rejected", rejected), ("unavailable", unavailable)]
-        {
-            if n > 0 {
-                counter!("sluice_sink_answers_total", "sink" => s(), "answer" => answer).increment(n);
+        for (fate, count) in ["accepted", "duplicate", "retry", "reject", "systemic"].into_iter().zip(n) {
+            if count > 0 {
+                counter!("sluice_sink_answers_total", "sink" => s(), "fate" => fate).increment(count);
             }
         }
+        if a.splits > 0 {
+            counter!("sluice_sink_splits_total", "sink" => s()).increment(a.splits.into());
+        }
+        let [accepted, duplicate, retry, rejected, systemic] = n;
         if let Some(reason) = last {
             tracing::warn!(
                 sink = self.sink,
                 accepted,
+                duplicate,
                 retry,
                 rejected,
-                unavailable,
+                systemic,
+                retry_after_s = a.retry_after.map(|d| d.as_secs()),
                 "sink delivery incomplete: {reason}"
             );
         } else {
-            tracing::debug!(sink = self.sink, accepted, rejected, seconds = self.seconds, "sink delivered");
+            tracing::debug!(sink = self.sink, accepted, duplicate, rejected, seconds = self.seconds, "sink delivered");
         }
     }
 }
@@ -492,19 +497,19 @@ impl QuarantineTopicAnswered<'_> {
     pub fn emit(&self) {
         use crate::sink::Answer;
         let result = match self.answer {
-            Answer::Accepted => "ok",
+            Answer::Accepted | Answer::Duplicate => "ok",
             Answer::Rejected(_) => "refused",
-            Answer::Retry(_) | Answer::Unavailable(_) => "retry",
+            Answer::Retry(_) | Answer::Systemic(_) => "retry",
         };
         counter!("sluice_quarantine_topic_total", "result" => result).increment(1);
         match self.answer {
-            Answer::Accepted => {}
+            Answer::Accepted | Answer::Duplicate => {}
             Answer::Rejected(why) => tracing::error!(
                 entry = self.entry,
                 topic = self.topic,
                 "the quarantine topic refused an entry for good (it stays in the local quarantine): {why}"
             ),
-            Answer::Retry(why) | Answer::Unavailable(why) => {
+            Answer::Retry(why) | Answer::Systemic(why) => {
                 tracing::warn!(entry = self.entry, topic = self.topic, "quarantine topic: {why}; retrying")
             }
         }

@@ -59,7 +59,7 @@ impl QuarantineTopic {
             let mut again = Vec::new();
             for (e, a) in pending.into_iter().zip(answers) {
                 QuarantineTopicAnswered { entry: &e.id, topic: &self.topic, answer: &a }.emit();
-                if matches!(a, Answer::Retry(_) | Answer::Unavailable(_)) {
+                if matches!(a, Answer::Retry(_) | Answer::Systemic(_)) {
                     again.push(e);
                 }
             }
@@ -119,7 +119,7 @@ impl QuarantineTopic {
                 Ok(report) => match report.await {
                     Ok(Ok(_)) => Answer::Accepted,
                     Ok(Err((err, _))) => crate::sink::kafka::answer_for(&err),
-                    Err(_) => Answer::Unavailable("producer closed before the delivery report".into()),
+                    Err(_) => Answer::Systemic("producer closed before the delivery report".into()),
                 },
             }
         }

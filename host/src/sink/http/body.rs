@@ -3,13 +3,16 @@
 
 use std::io::Write;
 
-use super::config::{Compression, Encoding, Interpretation, Payload};
+use super::config::{Compression, Payload};
+use super::response::profile::Render;
 use crate::sink::Delivery;
 
 pub struct Framing<'a> {
-    pub encoding: Encoding,
+    /// `Render::Lines` writes NDJSON; the sink resolves it from its
+    /// `encoding` before framing.
+    pub render: Render,
     pub payload: &'a Payload,
-    pub interpretation: Interpretation,
+    /// `_bulk`: the index of the `create` actions.
     pub index: Option<&'a str>,
 }
 
@@ -36,7 +39,7 @@ impl Framing<'_> {
 
     pub fn body(&self, batch: &[&Delivery]) -> Vec<u8> {
         let mut out = Vec::with_capacity(batch.len() * 320);
-        if self.interpretation == Interpretation::ElasticsearchBulk {
+        if self.render == Render::ElasticsearchBulk {
             for d in batch {
                 let action = serde_json::json!({ "create": { "_index": self.index, "_id": d.id } });
                 let _ = serde_json::to_writer(&mut out, &action);
@@ -46,14 +49,14 @@ impl Framing<'_> {
             }
             return out;
         }
-        match self.encoding {
-            Encoding::Ndjson => {
+        match self.render {
+            Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => {
                 for d in batch {
                     self.event(d, &mut out);
                     out.push(b'\n');
                 }
             }
-            Encoding::JsonArray => {
+            Render::JsonArray => {
                 out.push(b'[');
                 for (i, d) in batch.iter().enumerate() {
                     if i > 0 {
@@ -164,8 +167,7 @@ mod tests {
     #[test]
     fn rows_get_the_id_and_timestamp_spliced_in() {
         let p = Payload::Event { id_field: "event_id".into(), timestamp_field: Some("ts".into()) };
-        let f =
-            Framing { encoding: Encoding::Ndjson, payload: &p, interpretation: Interpretation::Status, index: None };
+        let f = Framing { render: Render::Ndjson, payload: &p, index: None };
         let body = f.body(&[
             &d("a", r#"{"msg":"x"}"#),
             &d("b", "{}"),
@@ -194,20 +196,10 @@ mod tests {
     #[test]
     fn arrays_and_bulk_actions() {
         let p = Payload::Envelope;
-        let f = Framing {
-            encoding: Encoding::JsonArray,
-            payload: &p,
-            interpretation: Interpretation::Openobserve,
-            index: None,
-        };
+        let f = Framing { render: Render::JsonArray, payload: &p, index: None };
         let v: serde_json::Value = serde_json::from_slice(&f.body(&[&d("a", "{}"), &d("b", "{}")])).unwrap_or_default();
         assert_eq!(v[1]["id"], "b");
-        let f = Framing {
-            encoding: Encoding::Ndjson,
-            payload: &p,
-            interpretation: Interpretation::ElasticsearchBulk,
-            index: Some("logs"),
-        };
+        let f = Framing { render: Render::ElasticsearchBulk, payload: &p, index: Some("logs") };
         let text = String::from_utf8(f.body(&[&d("a", "{}")])).unwrap_or_default();
         assert!(text.starts_with(r#"{"create":{"_id":"a","_index":"logs"}}"#), "{text}");
         assert_eq!(text.lines().count(), 2);

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::response::Profile;
+use super::response::profile::Render;
 use crate::sink::breaker::BreakerConfig;
 use crate::sink::retry::RetryConfig;
 
@@ -25,15 +27,17 @@ pub struct HttpSinkConfig {
     pub headers_from_env: BTreeMap<String, String>,
     /// HTTP basic authentication, the password from an environment variable.
     pub basic_auth: Option<BasicAuth>,
-    /// How the backend's answer is read: see `Interpretation`.
+    /// How the backend's answer is read: a built-in profile by name, or a
+    /// profile of the operator's own as a table (`ResponseConfig`).
     #[serde(default)]
-    pub response: Interpretation,
+    pub response: ResponseConfig,
     #[serde(default)]
     pub encoding: Encoding,
     /// What each line or element is: see `Payload`.
     #[serde(default)]
     pub payload: Payload,
-    /// `elasticsearch_bulk`: the index of the `create` actions.
+    /// `_bulk` profiles (`elasticsearch_bulk`, `openobserve_bulk`): the
+    /// index of the `create` actions.
     pub index: Option<String>,
     #[serde(default)]
     pub batch: BatchConfig,
@@ -61,26 +65,60 @@ pub enum Method {
     Put,
 }
 
-/// How a response becomes per-event answers.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Interpretation {
-    /// 2xx accepts all; 408, 429, 5xx and connection errors are retried
-    /// through the breaker; 401 and 403 too, and are never quarantined (the
-    /// records are fine, the credentials are not); any other 4xx splits the
-    /// batch until the bad events are found, and rejects only those.
-    #[default]
-    Status,
-    /// OpenObserve's `_json` ingestion: HTTP 200 with per-stream
-    /// `successful` / `failed` counts. A batch with failures is split until
-    /// each failure is isolated; never accepted on the status alone.
-    Openobserve,
-    /// Elasticsearch/OpenSearch `_bulk` with `create` actions: per-item
-    /// status; 409 (the id is there already) counts as delivered.
-    ElasticsearchBulk,
-    /// ClickHouse: all or nothing; an error naming "(at row N)" rejects
-    /// that row and the rest is sent again at once.
-    Clickhouse,
+/// How a response becomes per-record answers: `response = "openobserve"`
+/// names a built-in profile (`sink/http/profiles/`), `[sink.response]`
+/// describes the backend in the same keys. Either way the host's fixed
+/// rules come first (`response::fixed`).
+#[derive(Debug, Clone)]
+pub enum ResponseConfig {
+    Named(String),
+    Profile(Box<Profile>),
+}
+
+impl Default for ResponseConfig {
+    fn default() -> Self {
+        ResponseConfig::Named("status".into())
+    }
+}
+
+impl ResponseConfig {
+    /// The profile in force; `Err` names an unknown built-in.
+    pub fn profile(&self) -> Result<Profile, String> {
+        match self {
+            ResponseConfig::Named(name) => Profile::builtin(name),
+            ResponseConfig::Profile(p) => Ok((**p).clone()),
+        }
+    }
+
+    /// The built-in's name, or `custom`, for `sluice check`.
+    pub fn name(&self) -> &str {
+        match self {
+            ResponseConfig::Named(n) => n,
+            ResponseConfig::Profile(_) => "custom",
+        }
+    }
+}
+
+/// A string or a table, with serde's own errors for the table (an
+/// untagged enum would only say "did not match any variant").
+impl<'de> Deserialize<'de> for ResponseConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ResponseConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a built-in profile's name or a profile table")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ResponseConfig, E> {
+                Ok(ResponseConfig::Named(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ResponseConfig, A::Error> {
+                Profile::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|p| ResponseConfig::Profile(Box::new(p)))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -214,8 +252,13 @@ impl HttpSinkConfig {
         {
             return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
         }
-        if self.response == Interpretation::ElasticsearchBulk && self.index.is_none() {
-            return Err(("index".into(), "required with response = \"elasticsearch_bulk\"".into()));
+        let profile = self.response.profile().map_err(|e| ("response".to_string(), e))?;
+        profile.validate().map_err(|(key, message)| (format!("response.{key}"), message))?;
+        if profile.render == Render::ElasticsearchBulk && self.index.is_none() {
+            return Err((
+                "index".into(),
+                format!("required with response = {:?} (the _bulk index)", self.response.name()),
+            ));
         }
         if self.batch.max_records == 0 {
             return Err(("batch.max_records".into(), "must be at least 1".into()));

@@ -2,8 +2,9 @@
 //! whose answer is read per event (`response`).
 //!
 //! Split the way Vector splits a sink: `config` (what an operator writes),
-//! `body` (framing), `response` (reading answers, pure), and this module
-//! (requests: chunking, concurrency, splitting a batch to find bad events).
+//! `body` (framing), `response` (reading answers with a profile, pure), and
+//! this module (requests: chunking, concurrency, splitting a batch to find
+//! bad events).
 //! Retries, backoff and the breaker are not here: `sink::guarded` drives
 //! every sink through them.
 
@@ -18,8 +19,9 @@ use std::sync::Arc;
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use self::body::Framing;
-use self::config::{Compression, Encoding, HttpSinkConfig, Interpretation, Method, Payload};
-use self::response::Reply;
+use self::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
+use self::response::profile::Render;
+use self::response::{Profile, Reply, Response};
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 
 pub struct HttpSink {
@@ -30,8 +32,9 @@ pub struct HttpSink {
     method: reqwest::Method,
     headers: HeaderMap,
     payload: Payload,
-    encoding: Encoding,
-    interpretation: Interpretation,
+    /// The body's form, `Render::Lines` resolved from `encoding`.
+    render: Render,
+    profile: Profile,
     index: Option<String>,
     max_records: usize,
     max_bytes: u64,
@@ -42,12 +45,15 @@ pub struct HttpSink {
 }
 
 /// What a group of events came to: answers by position in the call's
-/// batch, and how many requests were answered or failed.
+/// batch, how many requests were answered or failed, how many were split,
+/// and the longest `Retry-After` asked for.
 #[derive(Default)]
 struct Tally {
     answers: Vec<(usize, Answer)>,
     ok: u32,
     failed: u32,
+    splits: u32,
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Tally {
@@ -55,7 +61,16 @@ impl Tally {
         self.answers.extend(other.answers);
         self.ok += other.ok;
         self.failed += other.failed;
+        self.splits += other.splits;
+        self.retry_after = self.retry_after.max(other.retry_after);
     }
+}
+
+/// One answered request: what the profile needs to read it.
+struct Answered {
+    status: u16,
+    headers: HeaderMap,
+    body: bytes::Bytes,
 }
 
 impl HttpSink {
@@ -89,9 +104,15 @@ impl HttpSink {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let content_type = match (cfg.response, cfg.encoding) {
-            (Interpretation::ElasticsearchBulk, _) | (_, Encoding::Ndjson) => "application/x-ndjson",
-            (_, Encoding::JsonArray) => "application/json",
+        let profile = cfg.response.profile().map_err(setup)?;
+        let render = match (profile.render, cfg.encoding) {
+            (Render::Lines, Encoding::Ndjson) => Render::Ndjson,
+            (Render::Lines, Encoding::JsonArray) => Render::JsonArray,
+            (r, _) => r,
+        };
+        let content_type = match render {
+            Render::JsonArray => "application/json",
+            Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => "application/x-ndjson",
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         if cfg.request.compression == Compression::Gzip {
@@ -129,8 +150,8 @@ impl HttpSink {
             },
             headers,
             payload: cfg.payload.clone(),
-            encoding: cfg.encoding,
-            interpretation: cfg.response,
+            render,
+            profile,
             index: cfg.index.clone(),
             max_records: cfg.batch.max_records.max(1),
             max_bytes: cfg.batch.max_bytes,
@@ -141,12 +162,7 @@ impl HttpSink {
     }
 
     fn framing(&self) -> Framing<'_> {
-        Framing {
-            encoding: self.encoding,
-            payload: &self.payload,
-            interpretation: self.interpretation,
-            index: self.index.as_deref(),
-        }
+        Framing { render: self.render, payload: &self.payload, index: self.index.as_deref() }
     }
 
     /// Requests of at most `max_records` events and about `max_bytes`.
@@ -171,7 +187,7 @@ impl HttpSink {
 
     /// One request; the body is built here so a retry of a subset frames
     /// only that subset.
-    async fn send(&self, batch: &[Delivery], items: &[usize]) -> Result<(u16, bytes::Bytes), String> {
+    async fn send(&self, batch: &[Delivery], items: &[usize]) -> Result<Answered, String> {
         let events: Vec<&Delivery> = items.iter().map(|i| &batch[*i]).collect();
         let body = body::compress(self.framing().body(&events), self.compression);
         let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
@@ -183,8 +199,9 @@ impl HttpSink {
         }
         let response = request.body(body).send().await.map_err(|e| describe_error(&e))?;
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| format!("HTTP {status}, body lost: {}", describe_error(&e)))?;
-        Ok((status, body))
+        Ok(Answered { status, headers, body })
     }
 
     /// Answers for `items`: one request, then as the reply demands,
@@ -199,18 +216,31 @@ impl HttpSink {
             let mut items = items;
             while !items.is_empty() {
                 let reply = match self.send(batch, &items).await {
-                    Ok((status, body)) => response::interpret(self.interpretation, status, &body, items.len()),
-                    Err(e) => Reply::Unavailable(e),
+                    Ok(answered) => {
+                        let waited = response::retry_after(&answered.headers, std::time::SystemTime::now());
+                        tally.retry_after = tally.retry_after.max(waited);
+                        let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
+                        let r = Response { status: answered.status, headers: &answered.headers, body: &answered.body };
+                        response::classify(&self.profile, &ids, &r)
+                    }
+                    Err(e) => Reply::Systemic(e),
                 };
                 match reply {
                     Reply::Answers(answers) => {
-                        tally.ok += 1;
+                        // A systemic answer about any item (a full queue,
+                        // a blocked index) is the backend's ill health:
+                        // the breaker counts the request as failed.
+                        if answers.iter().any(|a| matches!(a, Answer::Systemic(_))) {
+                            tally.failed += 1;
+                        } else {
+                            tally.ok += 1;
+                        }
                         tally.answers.extend(items.iter().copied().zip(answers));
                         break;
                     }
-                    Reply::Unavailable(reason) => {
+                    Reply::Systemic(reason) => {
                         tally.failed += 1;
-                        tally.answers.extend(items.iter().map(|i| (*i, Answer::Unavailable(reason.clone()))));
+                        tally.answers.extend(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))));
                         break;
                     }
                     Reply::BadRow { row, reason } => {
@@ -225,6 +255,7 @@ impl HttpSink {
                     }
                     Reply::Split(_) => {
                         tally.ok += 1;
+                        tally.splits += 1;
                         let right = items.split_off(items.len() / 2);
                         let (a, b) = futures::join!(self.resolve(batch, items), self.resolve(batch, right));
                         tally.merge(a);
@@ -272,12 +303,14 @@ impl Sink for HttpSink {
         for t in tallies {
             attempt.requests_ok += t.ok;
             attempt.requests_failed += t.failed;
+            attempt.splits += t.splits;
+            attempt.retry_after = attempt.retry_after.max(t.retry_after);
             for (i, a) in t.answers {
                 answers[i] = Some(a);
             }
         }
         attempt.answers =
-            answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Unavailable("no answer".into()))).collect();
+            answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Systemic("no answer".into()))).collect();
         Ok(attempt)
     }
 
@@ -289,7 +322,7 @@ impl Sink for HttpSink {
     /// it is there and takes the credentials. ClickHouse runs the insert of
     /// no rows, so a missing table or a refused user fails here too.
     fn probe(&self) -> Result<String, String> {
-        let (status, body) = self.runtime.block_on(self.send(&[], &[]))?;
+        let Answered { status, body, .. } = self.runtime.block_on(self.send(&[], &[]))?;
         let said = || {
             let text = String::from_utf8_lossy(&body);
             let first = text.lines().next().unwrap_or("").trim();
@@ -299,7 +332,7 @@ impl Sink for HttpSink {
             200..=299 => Ok(format!("HTTP {status} to a request with no event")),
             401 | 403 | 407 => Err(format!("HTTP {status}: the credentials are refused{}", said())),
             500..=599 => Err(format!("HTTP {status}: the backend fails{}", said())),
-            _ if self.interpretation == Interpretation::Clickhouse => Err(format!("HTTP {status}{}", said())),
+            _ if self.profile.strict_probe => Err(format!("HTTP {status}{}", said())),
             // Backends that refuse an empty body (a bulk API) are still
             // there and took the credentials.
             _ => Ok(format!("HTTP {status} to a request with no event (reachable; credentials not refused)")),

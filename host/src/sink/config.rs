@@ -1,0 +1,132 @@
+//! `[sink]`: which sink, and the one place that dispatches on its type.
+//! Each sink's own config lives beside it (`http/config.rs`,
+//! `clickhouse.rs`, `kafka.rs`, `postgres.rs`, `file.rs`), checks itself
+//! and knows its key names; this enum only routes to them, so a new sink
+//! is one variant here and one file there.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::breaker::BreakerConfig;
+use super::file::{FileSink, StdoutSink};
+use super::guarded::Guarded;
+use super::http::HttpSink;
+use super::http::config::ResponseConfig;
+use super::kafka::KafkaSink;
+use super::postgres::PostgresSink;
+use super::retry::RetryConfig;
+use super::{Sink, SinkError};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// NDJSON, synced before a batch counts as delivered. A write that
+    /// fails (a full disk) is a sick backend: the breaker opens and the
+    /// pipeline waits.
+    File {
+        path: PathBuf,
+        #[serde(default)]
+        retry: RetryConfig,
+        #[serde(default)]
+        breaker: BreakerConfig,
+    },
+    /// NDJSON on standard output (flushed; not durable).
+    Stdout,
+    /// Any HTTP backend, answers read per record by a profile (`sink/http`).
+    Http(Box<super::http::config::HttpSinkConfig>),
+    /// ClickHouse's HTTP interface, `INSERT … FORMAT JSONEachRow`.
+    Clickhouse(Box<super::clickhouse::ClickhouseSinkConfig>),
+    /// A Kafka topic, accepted on the delivery report.
+    Kafka(Box<super::kafka::KafkaSinkConfig>),
+    /// A PostgreSQL table keyed by the event id, one transaction per batch.
+    Postgres(Box<super::postgres::PostgresSinkConfig>),
+}
+
+impl SinkConfig {
+    /// The sink, driven through retries and its breaker.
+    pub fn build(&self) -> Result<Guarded, SinkError> {
+        let sink: Box<dyn Sink> = match self {
+            SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
+            SinkConfig::Stdout => Box::new(StdoutSink),
+            SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
+            SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&c.http(), Some(c.name()))?),
+            SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
+            SinkConfig::Postgres(p) => Box::new(PostgresSink::new(p)?),
+        };
+        let (retry, breaker) = self.guard();
+        Ok(Guarded::new(sink, retry, breaker))
+    }
+
+    /// How an HTTP backend's answers are read; `None` for sinks whose
+    /// answers are not HTTP responses (files, Kafka, PostgreSQL).
+    pub fn response(&self) -> Option<ResponseConfig> {
+        match self {
+            SinkConfig::Http(h) => Some(h.response.clone()),
+            SinkConfig::Clickhouse(c) => Some(c.http().response),
+            SinkConfig::File { .. } | SinkConfig::Stdout | SinkConfig::Kafka(_) | SinkConfig::Postgres(_) => None,
+        }
+    }
+
+    /// The retry policy and breaker the sink is driven with; standard
+    /// output uses the defaults.
+    pub fn guard(&self) -> (RetryConfig, BreakerConfig) {
+        match self {
+            SinkConfig::File { retry, breaker, .. } => (retry.clone(), breaker.clone()),
+            SinkConfig::Stdout => Default::default(),
+            SinkConfig::Http(h) => (h.retry.clone(), h.breaker.clone()),
+            SinkConfig::Clickhouse(c) => (c.retry.clone(), c.breaker.clone()),
+            SinkConfig::Kafka(k) => (k.retry.clone(), k.breaker.clone()),
+            SinkConfig::Postgres(p) => (p.retry.clone(), p.breaker.clone()),
+        }
+    }
+
+    /// Every problem, as `(key under [sink], message)`.
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let first = match self {
+            SinkConfig::File { path, .. } => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                (dir.exists() && !dir.is_dir())
+                    .then(|| ("path".to_string(), format!("{} is not a folder", dir.display())))
+            }
+            SinkConfig::Stdout => None,
+            SinkConfig::Http(h) => h.validate().err(),
+            SinkConfig::Clickhouse(c) => c.validate().err(),
+            SinkConfig::Kafka(k) => {
+                problems.extend(k.validate());
+                None
+            }
+            SinkConfig::Postgres(p) => p.validate().err(),
+        };
+        problems.extend(first);
+        let (retry, breaker) = self.guard();
+        if retry.max_attempts == 0 {
+            problems.push(("retry.max_attempts".into(), "must be at least 1".into()));
+        }
+        if breaker.failures == 0 {
+            problems.push(("breaker.failures".into(), "must be at least 1".into()));
+        }
+        if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
+            problems.push(("breaker".into(), "need 0 < initial_probe <= max_probe".into()));
+        }
+        problems
+    }
+
+    /// Relative paths made absolute against the config file's folder, and
+    /// environment overrides' `_` read as `.` in Kafka property names.
+    pub fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
+        match self {
+            SinkConfig::File { path, .. } => *path = abs(path),
+            SinkConfig::Kafka(k) => k.absolutize(abs),
+            SinkConfig::Postgres(p) => {
+                if let Some(tls) = &mut p.tls {
+                    for f in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
+                        *f = abs(f);
+                    }
+                }
+            }
+            SinkConfig::Stdout | SinkConfig::Http(_) | SinkConfig::Clickhouse(_) => {}
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Reading one response with a profile: status rules first, then the
+//! evidence in the body. Pure: the request's ids and the response in, a
+//! `Reply` out, held to the fixed rules before it leaves.
+
+use super::fixed::{self, Evidence};
+use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Written};
+use super::{Reply, Response, excerpt};
+use crate::sink::Answer;
+
+/// What `profile` makes of `response` to a request of the records `ids`.
+pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Reply {
+    let (reply, evidence) = read(profile, ids, response);
+    fixed::enforce(response.status, ids.len(), reply, evidence)
+}
+
+fn read(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
+    let n = ids.len();
+    let status = r.status;
+    let said = || format!("HTTP {status}: {}", excerpt(r.body));
+    if !(200..300).contains(&status)
+        && let Some(row) = &p.row
+        && let Some(reply) = named_row(row, r, n)
+    {
+        return (reply, Evidence::PerRecord);
+    }
+    let fate = match p.status.iter().find(|rule| matches(rule, r)) {
+        Some(rule) => rule.fate,
+        None if (200..300).contains(&status) => RequestFate::Read,
+        None if fixed::splittable_status(status) => RequestFate::Split,
+        None => RequestFate::Systemic,
+    };
+    match fate {
+        RequestFate::Accepted => (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request),
+        RequestFate::Duplicate => (Reply::Answers(vec![Answer::Duplicate; n]), Evidence::Request),
+        RequestFate::Systemic => (Reply::Systemic(said()), Evidence::Request),
+        RequestFate::Split => (Reply::Split(said()), Evidence::Request),
+        RequestFate::Read => evidence(p, ids, r),
+    }
+}
+
+fn matches(rule: &StatusRule, r: &Response<'_>) -> bool {
+    if !rule.codes.iter().any(|c| c.contains(r.status)) {
+        return false;
+    }
+    if let Some(b) = &rule.body
+        && !b.0.is_match(&String::from_utf8_lossy(r.body))
+    {
+        return false;
+    }
+    if let Some(h) = &rule.header {
+        let Some(value) = r.headers.get(h.as_str()) else { return false };
+        if let Some(m) = &rule.header_matches
+            && !m.0.is_match(&String::from_utf8_lossy(value.as_bytes()))
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// The body's evidence about each record; with none to read, all accepted.
+fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
+    let n = ids.len();
+    if let Some(w) = &p.written
+        && let Some(reply) = written(w, r, n)
+    {
+        return (reply, Evidence::PerRecord);
+    }
+    if p.items.is_none() && p.counts.is_none() {
+        return (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request);
+    }
+    let Ok(body) = serde_json::from_slice::<serde_json::Value>(r.body) else {
+        return (
+            Reply::Systemic(format!("HTTP {}: the answer is not the JSON expected: {}", r.status, excerpt(r.body))),
+            Evidence::Request,
+        );
+    };
+    if let Some(items) = &p.items {
+        return (per_item(items, ids, &body, r.status), Evidence::PerRecord);
+    }
+    if let Some(counts) = &p.counts {
+        return (counted(counts, &body, n, r.status), Evidence::PerRecord);
+    }
+    (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request)
+}
+
+fn text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn per_item(items: &Items, ids: &[&str], body: &serde_json::Value, status: u16) -> Reply {
+    let n = ids.len();
+    let Some(array) = items.array.first(body).and_then(|a| a.as_array()) else {
+        return Reply::Systemic(format!("HTTP {status}: no item array at {}", items.array));
+    };
+    if array.len() != n {
+        return Reply::Systemic(format!("HTTP {status}: {} items answer {n} records", array.len()));
+    }
+    let mut answers: Vec<Option<Answer>> = vec![None; n];
+    for (pos, item) in array.iter().enumerate() {
+        let at = match &items.id {
+            None => pos,
+            Some(id) => {
+                let Some(i) = id.first(item).map(text).and_then(|id| ids.iter().position(|x| *x == id)) else {
+                    return Reply::Systemic(format!("HTTP {status}: item {pos} names no record that was sent"));
+                };
+                i
+            }
+        };
+        let answer = item_answer(items, item);
+        if answers[at].replace(answer).is_some() {
+            return Reply::Systemic(format!("HTTP {status}: two items answer record {}", at + 1));
+        }
+    }
+    // Every slot is filled: n items, each to a distinct record.
+    Reply::Answers(answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Systemic("no item".into()))).collect())
+}
+
+fn item_answer(items: &Items, item: &serde_json::Value) -> Answer {
+    let Some(code) = items.status.first(item).and_then(super::pointer::count).and_then(|c| u16::try_from(c).ok())
+    else {
+        return Answer::Systemic(format!("bulk item without a status at {}", items.status));
+    };
+    let kind = items.error_type.as_ref().and_then(|p| p.first(item)).map(text).unwrap_or_default();
+    let why = items.reason.as_ref().and_then(|p| p.first(item)).map(text).unwrap_or_default();
+    let reason = || match (kind.is_empty(), why.is_empty()) {
+        (true, true) => format!("item {code}"),
+        (false, true) => format!("item {code}: {kind}"),
+        (true, false) => format!("item {code}: {why}"),
+        (false, false) => format!("item {code}: {kind}: {why}"),
+    };
+    if fixed::systemic_item_status(code) {
+        return Answer::Systemic(reason());
+    }
+    let rule = items.rules.iter().find(|r| {
+        (r.codes.is_empty() || r.codes.iter().any(|c| c.contains(code)))
+            && (r.error_types.is_empty() || r.error_types.iter().any(|t| *t == kind))
+            && r.reason_matches.as_ref().is_none_or(|m| m.0.is_match(&why))
+    });
+    match rule.map(|r| r.fate) {
+        Some(RecordFate::Accepted) => Answer::Accepted,
+        Some(RecordFate::Duplicate) => Answer::Duplicate,
+        Some(RecordFate::Retry) => Answer::Retry(reason()),
+        Some(RecordFate::Reject) => Answer::Rejected(reason()),
+        Some(RecordFate::Systemic) => Answer::Systemic(reason()),
+        None if (200..300).contains(&code) => Answer::Accepted,
+        None => Answer::Rejected(reason()),
+    }
+}
+
+fn counted(c: &Counts, body: &serde_json::Value, n: usize, status: u16) -> Reply {
+    let (Some(ok), Some(failed)) = (c.successful.sum(body), c.failed.sum(body)) else {
+        return Reply::Systemic(format!("HTTP {status}: no counts at {} and {}", c.successful, c.failed));
+    };
+    let errors: Vec<String> = c
+        .errors
+        .as_ref()
+        .map(|p| p.all(body).into_iter().map(text).filter(|t| !t.is_empty()).collect())
+        .unwrap_or_default();
+    let reason = || {
+        let mut s = format!("successful={ok} failed={failed} of {n}");
+        if !errors.is_empty() {
+            s.push_str(": ");
+            s.push_str(&errors.join("; "));
+        }
+        s
+    };
+    if ok.saturating_add(failed) != n as u64 {
+        return Reply::Systemic(format!("HTTP {status}: the counts do not account for the records sent: {}", reason()));
+    }
+    if failed == 0 {
+        return Reply::Answers(vec![Answer::Accepted; n]);
+    }
+    // Each error text is judged; one that says the backend failed makes
+    // the whole answer systemic (no record is blamed for it).
+    let judged =
+        errors.iter().map(|e| c.rules.iter().find(|r| r.matches.0.is_match(e)).map_or(c.otherwise, |r| r.fate));
+    if judged.into_iter().any(|f| f == CountFate::Systemic) {
+        return Reply::Systemic(format!("HTTP {status}: {}", reason()));
+    }
+    Reply::Split(reason())
+}
+
+fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
+    let body = String::from_utf8_lossy(r.body);
+    let number: usize = row.pattern.0.captures(&body)?.get(1)?.as_str().parse().ok()?;
+    let code = row
+        .code_header
+        .as_ref()
+        .and_then(|h| r.headers.get(h.as_str()))
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u32>().ok())
+        .or_else(|| row.code_pattern.as_ref()?.0.captures(&body)?.get(1)?.as_str().parse().ok());
+    if code.is_some_and(|c| row.systemic_codes.contains(&c)) {
+        return None;
+    }
+    let reason = format!("HTTP {}: {}", r.status, excerpt(r.body));
+    match number.checked_sub(row.base) {
+        Some(i) if i < n => Some(Reply::BadRow { row: i, reason }),
+        _ => Some(Reply::Systemic(format!("{reason} (row {number} is not one of the {n} sent)"))),
+    }
+}
+
+fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Reply> {
+    let source: serde_json::Value = match &w.header {
+        Some(h) => serde_json::from_slice(r.headers.get(h.as_str())?.as_bytes()).ok()?,
+        None => serde_json::from_slice(r.body).ok()?,
+    };
+    let rows = w.pointer.first(&source).and_then(super::pointer::count)?;
+    if rows == 0 && n > 0 {
+        // The backend dropped the whole insert as one it has (ClickHouse's
+        // insert deduplication of a block sent again).
+        return Some(Reply::Answers(vec![Answer::Duplicate; n]));
+    }
+    if rows < n as u64 {
+        return Some(Reply::Systemic(format!("HTTP {}: the backend wrote {rows} of the {n} rows sent", r.status)));
+    }
+    None
+}

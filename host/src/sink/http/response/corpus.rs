@@ -1,0 +1,214 @@
+//! Recorded answers and the fates they must come to: the conformance
+//! corpus in `conformance/responses/<profile>/*.json`. The host's unit
+//! tests run every case against its profile, `sluice sink classify` runs
+//! any case against any profile, and a classifier of the operator's own
+//! can be held to the same cases.
+//!
+//! A case:
+//!
+//! ```json
+//! { "about": "one bulk item of three refused for its mapping",
+//!   "ids": ["a", "b", "c"],
+//!   "response": { "status": 200, "headers": {"retry-after": "3"},
+//!                 "body": "…" },
+//!   "expect": { "answers": ["accepted", "reject", "accepted"],
+//!               "reason": "mapper_parsing_exception" } }
+//! ```
+//!
+//! `response.json` may stand for `body`: the body is then that value's
+//! JSON text. `expect` holds one of `answers` (a fate per record),
+//! `systemic`, `split` (true) or `row` (the bad row, from 0), and may add
+//! `reason`, text every non-accepted answer's reason must contain.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+
+use super::{Profile, Reply, Response, classify};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    #[serde(default)]
+    pub about: String,
+    pub ids: Vec<String>,
+    pub response: Recorded,
+    pub expect: Expect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recorded {
+    pub status: u16,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub json: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub answers: Option<Vec<String>>,
+    #[serde(default)]
+    pub systemic: bool,
+    #[serde(default)]
+    pub split: bool,
+    pub row: Option<usize>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("{path}: {message}")]
+    Read { path: String, message: String },
+    #[error("{path}: expected {expected}, got {got}")]
+    Mismatch { path: String, expected: String, got: String },
+}
+
+impl Case {
+    pub fn load(path: &Path) -> Result<Case, CaseError> {
+        let read = |message: String| CaseError::Read { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| read(e.to_string()))?;
+        let case: Case = serde_json::from_str(&text).map_err(|e| read(e.to_string()))?;
+        let e = &case.expect;
+        let said = usize::from(e.answers.is_some())
+            + usize::from(e.systemic)
+            + usize::from(e.split)
+            + usize::from(e.row.is_some());
+        if said != 1 {
+            return Err(read("expect holds exactly one of answers, systemic, split, row".into()));
+        }
+        if e.answers.as_ref().is_some_and(|a| a.len() != case.ids.len()) {
+            return Err(read("expect.answers needs one fate per id".into()));
+        }
+        Ok(case)
+    }
+
+    /// The case's response read by `profile`.
+    pub fn reply(&self, profile: &Profile) -> Result<Reply, String> {
+        let mut headers = HeaderMap::new();
+        for (k, v) in &self.response.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+            headers.insert(name, HeaderValue::from_str(v).map_err(|e| format!("header {k}: {e}"))?);
+        }
+        let body = match (&self.response.body, &self.response.json) {
+            (Some(b), None) => b.clone().into_bytes(),
+            (None, Some(j)) => j.to_string().into_bytes(),
+            (None, None) => Vec::new(),
+            (Some(_), Some(_)) => return Err("response has both body and json".into()),
+        };
+        let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
+        Ok(classify(profile, &ids, &Response { status: self.response.status, headers: &headers, body: &body }))
+    }
+
+    /// `Ok(what it came to)` when the profile reads it as expected.
+    pub fn check(&self, profile: &Profile, path: &Path) -> Result<String, CaseError> {
+        let shown = path.display().to_string();
+        let reply = self.reply(profile).map_err(|message| CaseError::Read { path: shown.clone(), message })?;
+        let got = describe(&reply);
+        let e = &self.expect;
+        let fits = match &reply {
+            Reply::Answers(a) => {
+                e.answers.as_ref().is_some_and(|want| a.iter().map(|x| x.fate()).eq(want.iter().map(String::as_str)))
+            }
+            Reply::Systemic(_) => e.systemic,
+            Reply::Split(_) => e.split,
+            Reply::BadRow { row, .. } => e.row == Some(*row),
+        };
+        let reasons: Vec<&str> = match &reply {
+            Reply::Answers(a) => a.iter().filter_map(|x| x.reason()).collect(),
+            Reply::Systemic(r) | Reply::Split(r) | Reply::BadRow { reason: r, .. } => vec![r],
+        };
+        let reason_fits = e
+            .reason
+            .as_ref()
+            .is_none_or(|want| !reasons.is_empty() && reasons.iter().all(|r| r.contains(want.as_str())));
+        if fits && reason_fits {
+            return Ok(got);
+        }
+        let mut expected = match (&e.answers, e.systemic, e.split, e.row) {
+            (Some(a), ..) => format!("answers {}", a.join(" ")),
+            (_, true, ..) => "systemic".into(),
+            (_, _, true, _) => "split".into(),
+            (.., Some(r)) => format!("row {r}"),
+            _ => "nothing".into(),
+        };
+        if let Some(r) = &e.reason {
+            expected.push_str(&format!(" with reasons containing {r:?}"));
+        }
+        Err(CaseError::Mismatch { path: shown, expected, got: format!("{got} ({})", reasons.join(" | ")) })
+    }
+}
+
+/// A reply in the words of the corpus.
+pub fn describe(reply: &Reply) -> String {
+    match reply {
+        Reply::Answers(a) => format!("answers {}", a.iter().map(|x| x.fate()).collect::<Vec<_>>().join(" ")),
+        Reply::Systemic(_) => "systemic".into(),
+        Reply::Split(_) => "split".into(),
+        Reply::BadRow { row, .. } => format!("row {row}"),
+    }
+}
+
+/// The cases of a folder, in name order.
+pub fn cases(dir: &Path) -> Result<Vec<std::path::PathBuf>, CaseError> {
+    let read = |message: String| CaseError::Read { path: dir.display().to_string(), message };
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| read(e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::http::response::profile::BUILTIN;
+
+    /// Every built-in profile has a corpus, with at least one partial
+    /// failure (some records accepted, some not), and reads every case of
+    /// it as recorded.
+    #[test]
+    fn every_builtin_profile_reads_its_corpus() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/responses");
+        let mut failures = Vec::new();
+        for (name, _) in BUILTIN {
+            let profile = Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"));
+            let paths = cases(&root.join(name)).unwrap_or_else(|e| panic!("{e}"));
+            assert!(paths.len() >= 3, "{name}: a corpus of at least three answers");
+            let mut partial = false;
+            for path in paths {
+                let case = Case::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                partial |= case.expect.split
+                    || case.expect.row.is_some()
+                    || case
+                        .expect
+                        .answers
+                        .as_ref()
+                        .is_some_and(|a| a.iter().any(|f| f == "accepted") && a.iter().any(|f| f != "accepted"));
+                if let Err(e) = case.check(&profile, &path) {
+                    failures.push(e.to_string());
+                }
+            }
+            assert!(partial, "{name}: the corpus holds a partial failure");
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// The corpus can fail: a case read by the wrong profile does not fit.
+    #[test]
+    fn a_case_read_by_another_profile_is_a_mismatch() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/responses");
+        let path = root.join("elasticsearch_bulk/02-partial-failures.json");
+        let case = Case::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let status = Profile::builtin("status").unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(case.check(&status, &path), Err(CaseError::Mismatch { .. })));
+    }
+}

@@ -1,0 +1,173 @@
+//! Reading a backend's response as answers about records. A `Profile`
+//! (data: the built-in ones in `../profiles/`, or the operator's
+//! `[sink.response]`) says what the backend's statuses, items, counts and
+//! errors mean; `classify` reads one response with it; `fixed` holds every
+//! reading to the rules no profile can override.
+//!
+//! Pure: the request's ids and the response in, a `Reply` out. The corpus
+//! in `conformance/responses/` (recorded answers and the fates they must
+//! come to) runs through here for every built-in profile.
+
+mod classify;
+pub mod corpus;
+pub mod fixed;
+pub mod pointer;
+pub mod profile;
+
+use std::time::Duration;
+
+pub use classify::classify;
+pub use profile::Profile;
+
+use crate::sink::Answer;
+
+/// What a response says about the records of its request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// One answer per record of the request.
+    Answers(Vec<Answer>),
+    /// The backend's fault (or nothing could be read): every record waits
+    /// behind the breaker.
+    Systemic(String),
+    /// Some records are bad and the response does not say which: split the
+    /// request and send the halves (a lone record is then rejected with
+    /// this reason).
+    Split(String),
+    /// Nothing was taken, and row `row` (from 0) is why: reject it and
+    /// send the others again.
+    BadRow { row: usize, reason: String },
+}
+
+/// One response as a profile reads it.
+pub struct Response<'a> {
+    pub status: u16,
+    pub headers: &'a reqwest::header::HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// The start of a body, for reasons and logs.
+pub fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(400)]);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `Retry-After`, in seconds or as an HTTP date; a date in the past is no
+/// wait at all.
+pub fn retry_after(headers: &reqwest::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+    use std::time::SystemTime;
+
+    fn builtin(name: &str) -> Profile {
+        Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn read(profile: &str, status: u16, body: &str, n: usize) -> Reply {
+        let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        classify(&builtin(profile), &ids, &Response { status, headers: &HeaderMap::new(), body: body.as_bytes() })
+    }
+
+    /// The misreadings of issue 40, each of which quarantined records the
+    /// backend never blamed.
+    #[test]
+    fn a_wrong_path_a_wrong_method_or_a_wrong_type_is_systemic_never_split() {
+        for profile in
+            ["status", "openobserve", "elasticsearch_bulk", "clickhouse", "datadog", "victorialogs", "quickwit"]
+        {
+            for status in [404, 405, 415, 301, 503, 429] {
+                assert!(
+                    matches!(read(profile, status, "not found", 20), Reply::Systemic(_)),
+                    "{profile} {status}: {:?}",
+                    read(profile, status, "not found", 20)
+                );
+            }
+            // ClickHouse's 400 without a named row is the query's (a bad
+            // setting), for every row alike.
+            let want_split = profile != "clickhouse";
+            assert_eq!(matches!(read(profile, 400, "bad", 2), Reply::Split(_)), want_split, "{profile} 400");
+        }
+    }
+
+    #[test]
+    fn a_bulk_items_back_pressure_or_missing_index_is_systemic_not_a_retry_or_a_reject() {
+        let body = r#"{"errors":true,"items":[
+            {"create":{"_id":"e0","status":201}},
+            {"create":{"_id":"e1","status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}},
+            {"create":{"_id":"e2","status":404,"error":{"type":"index_not_found_exception","reason":"no such index [logs]"}}},
+            {"create":{"_id":"e3","status":403,"error":{"type":"cluster_block_exception","reason":"index [logs] blocked by: [FORBIDDEN/8/index write (api)]"}}},
+            {"create":{"_id":"e4","status":503,"error":{"type":"unavailable_shards_exception","reason":"primary shard is not active"}}},
+            {"create":{"_id":"e5","status":409,"error":{"type":"version_conflict_engine_exception","reason":"document already exists"}}},
+            {"create":{"_id":"e6","status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse field [ts]"}}}]}"#;
+        let Reply::Answers(a) = read("elasticsearch_bulk", 200, body, 7) else { panic!("answers expected") };
+        assert_eq!(a[0], Answer::Accepted);
+        for (i, what) in [(1, "queue full"), (2, "index_not_found"), (3, "cluster_block"), (4, "primary shard")] {
+            assert!(matches!(&a[i], Answer::Systemic(r) if r.contains(what)), "{i}: {:?}", a[i]);
+        }
+        assert_eq!(a[5], Answer::Duplicate);
+        assert!(matches!(&a[6], Answer::Rejected(r) if r.contains("mapper_parsing_exception")));
+    }
+
+    #[test]
+    fn openobserve_error_text_tells_a_records_fault_from_the_backends() {
+        let too_old = r#"{"code":200,"status":[{"name":"logs","successful":2,"failed":1,"error":"Too old data, only last 5 hours data can be ingested. Data discarded."}]}"#;
+        assert!(matches!(read("openobserve", 200, too_old, 3), Reply::Split(r) if r.contains("Too old")));
+        let storage = r#"{"code":200,"status":[{"name":"logs","successful":0,"failed":3,"error":"write to WAL failed: no space left on device"}]}"#;
+        assert!(matches!(read("openobserve", 200, storage, 3), Reply::Systemic(r) if r.contains("no space")));
+        let short = r#"{"code":200,"status":[{"name":"logs","successful":2,"failed":0}]}"#;
+        assert!(matches!(read("openobserve", 200, short, 3), Reply::Systemic(r) if r.contains("do not account")));
+        assert!(matches!(read("openobserve", 200, "OK", 3), Reply::Systemic(r) if r.contains("not the JSON")));
+    }
+
+    #[test]
+    fn clickhouse_headers_are_read() {
+        let p = builtin("clickhouse");
+        let ids = ["a", "b", "c"];
+        let mut h = HeaderMap::new();
+        h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"read_rows":"0","written_rows":"2"}"#));
+        let r = Response { status: 200, headers: &h, body: b"" };
+        assert!(matches!(classify(&p, &ids, &r), Reply::Systemic(m) if m.contains("wrote 2 of the 3")));
+        h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"written_rows":"0"}"#));
+        let r = Response { status: 200, headers: &h, body: b"" };
+        assert_eq!(classify(&p, &ids, &r), Reply::Answers(vec![Answer::Duplicate; 3]), "a block deduplicated whole");
+        h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"written_rows":"3"}"#));
+        let r = Response { status: 200, headers: &h, body: b"" };
+        assert_eq!(classify(&p, &ids, &r), Reply::Answers(vec![Answer::Accepted; 3]));
+        // A row named, but the exception code says the table is missing.
+        let mut h = HeaderMap::new();
+        h.insert("x-clickhouse-exception-code", HeaderValue::from_static("60"));
+        let body = b"Code: 60. DB::Exception: Table default.x doesn't exist (at row 1)";
+        let r = Response { status: 404, headers: &h, body };
+        assert!(matches!(classify(&p, &ids, &r), Reply::Systemic(_)));
+        let body = b"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: zz (at row 2)";
+        let r = Response { status: 500, headers: &HeaderMap::new(), body };
+        assert!(matches!(classify(&p, &ids, &r), Reply::BadRow { row: 1, .. }), "a bad row on an old server's 500");
+    }
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_986_000);
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h, now), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("12"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(12)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_str(&httpdate::fmt_http_date(now + Duration::from_secs(90)))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(90)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+}

@@ -1,0 +1,439 @@
+//! A backend's answer described as data: which statuses mean what, where
+//! the per-item answers are, which counts say how many records failed,
+//! how an error names a bad row. The built-in profiles are written in
+//! this form (`sink/http/profiles/*.toml`, shipped inside the binary) and
+//! an operator writes the same keys under `[sink.response]` for a backend
+//! sluice does not know.
+//!
+//! What a profile says is read by `classify`, then held to the host's
+//! fixed rules (`fixed`): no profile can make a 404 quarantine a record.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer};
+
+use super::fixed;
+use super::pointer::Pointer;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// One line on what "accepted" proves with this backend, for `sluice
+    /// check`.
+    #[serde(default)]
+    pub description: String,
+    /// How the request body is written (see `Render`).
+    #[serde(default)]
+    pub render: Render,
+    /// With `sluice check --connect`: a backend that must take a request
+    /// of no records (ClickHouse runs the insert of no rows). Otherwise a
+    /// 4xx to it still proves the backend is there.
+    #[serde(default)]
+    pub strict_probe: bool,
+    /// Request-level rules, first match wins, after a named `row` (the
+    /// most specific evidence there is). With none matching: a 2xx reads
+    /// `items`, `counts` or `written` if the profile has them, else
+    /// accepts every record; 400, 413 and 422 split the batch; anything
+    /// else is systemic.
+    #[serde(default)]
+    pub status: Vec<StatusRule>,
+    /// One answer per record in the body (a bulk API).
+    pub items: Option<Items>,
+    /// Success and failure counts in the body (no per-record answers).
+    pub counts: Option<Counts>,
+    /// An error that names the bad row (ClickHouse's `(at row 3)`).
+    pub row: Option<Row>,
+    /// How many rows the backend wrote, to check against the rows sent.
+    pub written: Option<Written>,
+}
+
+/// How records become a request body. `lines` follows the sink's
+/// `encoding`; the others are what the backend takes, whatever
+/// `encoding` says.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Render {
+    #[default]
+    Lines,
+    /// One JSON document per line.
+    Ndjson,
+    /// One JSON array.
+    JsonArray,
+    /// `_bulk`: a `create` action with the event id as `_id` before each
+    /// record (needs the sink's `index`).
+    ElasticsearchBulk,
+}
+
+/// What a request-level rule may decide. `retry` and `reject` are not
+/// here on purpose: they are facts about one record, and only per-record
+/// evidence (`items`, `counts`, `row`) may state them.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestFate {
+    /// Every record of the request is accepted.
+    Accepted,
+    /// Every record is already there.
+    Duplicate,
+    /// The backend's fault: the records wait behind the breaker.
+    Systemic,
+    /// Some record is bad and the answer does not say which: send the
+    /// halves (a lone record is then rejected with the answer).
+    Split,
+    /// Read the body's evidence: `items`, `counts`, `written`.
+    Read,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRule {
+    /// Status codes, each a number (`404`) or a class (`"4xx"`).
+    pub codes: Vec<Code>,
+    /// The rule applies only when the body matches this regex.
+    pub body: Option<Pattern>,
+    /// ... only when this header is present (a name, any case).
+    pub header: Option<String>,
+    /// ... only when that header's value matches this regex.
+    pub header_matches: Option<Pattern>,
+    pub fate: RequestFate,
+}
+
+/// What a per-record answer may decide.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordFate {
+    Accepted,
+    Duplicate,
+    Retry,
+    Reject,
+    Systemic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Items {
+    /// The array of per-record answers (`/items`).
+    pub array: Pointer,
+    /// An item's status, from the item (`/*/status`).
+    pub status: Pointer,
+    /// An item's error type (`/*/error/type`), for rules and reasons.
+    pub error_type: Option<Pointer>,
+    /// An item's error text (`/*/error/reason`), for rules and reasons.
+    pub reason: Option<Pointer>,
+    /// Match items to records by this id (the event id) instead of by
+    /// position.
+    pub id: Option<Pointer>,
+    /// First match wins; with none matching, a 2xx item is accepted and
+    /// any other is rejected.
+    #[serde(default)]
+    pub rules: Vec<ItemRule>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemRule {
+    /// Item statuses; empty: any.
+    #[serde(default)]
+    pub codes: Vec<Code>,
+    /// Error types (`version_conflict_engine_exception`); empty: any.
+    #[serde(default)]
+    pub error_types: Vec<String>,
+    /// The item's error text matches this regex.
+    pub reason_matches: Option<Pattern>,
+    pub fate: RecordFate,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    /// Records taken, summed over every value reached (`/status/*/successful`).
+    pub successful: Pointer,
+    /// Records refused, summed likewise.
+    pub failed: Pointer,
+    /// Error texts that come with failures (`/status/*/error`).
+    pub errors: Option<Pointer>,
+    /// Error texts that say which kind of failure it is, first match wins.
+    #[serde(default)]
+    pub rules: Vec<TextRule>,
+    /// A failure whose error text matches no rule: `split` (a record's
+    /// fault: find it) or `systemic` (the backend's until a rule says
+    /// otherwise). A failure with no text at all is split.
+    #[serde(default = "split")]
+    pub otherwise: CountFate,
+}
+
+fn split() -> CountFate {
+    CountFate::Split
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CountFate {
+    Split,
+    Systemic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextRule {
+    pub matches: Pattern,
+    pub fate: CountFate,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    /// A regex over the body whose first group is the row number.
+    pub pattern: Pattern,
+    /// The number of the first row (ClickHouse counts from 1).
+    #[serde(default = "one")]
+    pub base: usize,
+    /// The header that carries the backend's error code.
+    pub code_header: Option<String>,
+    /// Or a regex over the body whose first group is the error code.
+    pub code_pattern: Option<Pattern>,
+    /// Error codes that are never a row's fault, even when a row is named
+    /// (no such table, no memory, read-only).
+    #[serde(default)]
+    pub systemic_codes: Vec<u32>,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Written {
+    /// The header holding a JSON summary; without it, the body.
+    pub header: Option<String>,
+    /// Where the count of rows written is (`/written_rows`).
+    pub pointer: Pointer,
+}
+
+/// A status code or a class of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl Code {
+    pub fn contains(&self, status: u16) -> bool {
+        (self.lo..=self.hi).contains(&status)
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi { write!(f, "{}", self.lo) } else { write!(f, "{}xx", self.lo / 100) }
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Code, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u16),
+            S(String),
+        }
+        let bad = |s: &str| serde::de::Error::custom(format!("{s:?}: a status code (404) or a class (\"4xx\")"));
+        match Raw::deserialize(d)? {
+            Raw::N(n) if (100..=599).contains(&n) => Ok(Code { lo: n, hi: n }),
+            Raw::N(n) => Err(bad(&n.to_string())),
+            Raw::S(s) => match s.as_bytes() {
+                [c @ b'1'..=b'5', b'x' | b'X', b'x' | b'X'] => {
+                    let lo = u16::from(c - b'0') * 100;
+                    Ok(Code { lo, hi: lo + 99 })
+                }
+                _ => s
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|n| (100..=599).contains(n))
+                    .map(|n| Code { lo: n, hi: n })
+                    .ok_or_else(|| bad(&s)),
+            },
+        }
+    }
+}
+
+/// A regex, compiled when the config is read: a bad one stops the start
+/// with the key that holds it.
+#[derive(Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Pattern, D::Error> {
+        let text = String::deserialize(d)?;
+        regex::Regex::new(&text).map(Pattern).map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))
+    }
+}
+
+/// The built-in profiles, by name: data shipped inside the binary.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("status", include_str!("../profiles/status.toml")),
+    ("openobserve", include_str!("../profiles/openobserve.toml")),
+    ("openobserve_bulk", include_str!("../profiles/openobserve_bulk.toml")),
+    ("elasticsearch_bulk", include_str!("../profiles/elasticsearch_bulk.toml")),
+    ("clickhouse", include_str!("../profiles/clickhouse.toml")),
+    ("datadog", include_str!("../profiles/datadog.toml")),
+    ("victorialogs", include_str!("../profiles/victorialogs.toml")),
+    ("quickwit", include_str!("../profiles/quickwit.toml")),
+];
+
+impl Profile {
+    /// A built-in profile by name.
+    pub fn builtin(name: &str) -> Result<Profile, String> {
+        let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name) else {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            return Err(format!("{name:?} is not a built-in response profile (built in: {})", names.join(", ")));
+        };
+        // Shipped data, parsed by a unit test of every profile: an error
+        // here is a broken build, still reported rather than a panic.
+        toml::from_str(text).map_err(|e| format!("the built-in profile {name:?} does not parse: {e}"))
+    }
+
+    /// Checks beyond the types: `Err((key, message))`, the key relative
+    /// to the profile.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (i, rule) in self.status.iter().enumerate() {
+            // A single fixed code, or a whole class of them (3xx, 5xx),
+            // given another fate: say so rather than silently overrule it.
+            // A class such as 4xx may hold fixed codes; those stay systemic.
+            if rule.fate != RequestFate::Systemic
+                && let Some(c) = rule.codes.iter().find(|c| (c.lo..=c.hi).all(fixed::systemic_status))
+            {
+                return Err((
+                    format!("status[{i}].codes"),
+                    format!(
+                        "{c} is always systemic (a fault of the backend, never of a record); no profile can make it {:?}",
+                        rule.fate
+                    ),
+                ));
+            }
+            if rule.fate == RequestFate::Read && self.items.is_none() && self.counts.is_none() && self.written.is_none()
+            {
+                return Err((format!("status[{i}].fate"), "\"read\" needs [items], [counts] or [written]".into()));
+            }
+            if rule.header_matches.is_some() && rule.header.is_none() {
+                return Err((format!("status[{i}].header_matches"), "needs header".into()));
+            }
+        }
+        if self.items.is_some() && self.counts.is_some() {
+            return Err(("counts".into(), "a profile reads [items] or [counts], not both".into()));
+        }
+        if let Some(row) = &self.row
+            && row.pattern.0.captures_len() < 2
+        {
+            return Err(("row.pattern".into(), "needs a group that captures the row number".into()));
+        }
+        Ok(())
+    }
+
+    /// The rules in force, fixed ones first, as `sluice check` prints them.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out: Vec<String> = fixed::DESCRIBED.iter().map(|s| format!("fixed: {s}")).collect();
+        for rule in &self.status {
+            let codes: Vec<String> = rule.codes.iter().map(Code::to_string).collect();
+            let mut when = codes.join(" ");
+            if let Some(b) = &rule.body {
+                when.push_str(&format!(" body ~ {:?}", b.0.as_str()));
+            }
+            if let Some(h) = &rule.header {
+                when.push_str(&format!(" header {h}"));
+                if let Some(m) = &rule.header_matches {
+                    when.push_str(&format!(" ~ {:?}", m.0.as_str()));
+                }
+            }
+            out.push(format!("status {when}: {:?}", rule.fate).to_lowercase());
+        }
+        if let Some(items) = &self.items {
+            let by = items.id.as_ref().map_or("position".to_string(), |p| format!("id at {p}"));
+            out.push(format!("items at {} (status {}, matched by {by})", items.array, items.status));
+            for r in &items.rules {
+                let codes: Vec<String> = r.codes.iter().map(Code::to_string).collect();
+                let mut when = if codes.is_empty() { "any".to_string() } else { codes.join(" ") };
+                if !r.error_types.is_empty() {
+                    when.push_str(&format!(" type {}", r.error_types.join("|")));
+                }
+                if let Some(m) = &r.reason_matches {
+                    when.push_str(&format!(" reason ~ {:?}", m.0.as_str()));
+                }
+                out.push(format!("  item {when}: {:?}", r.fate).to_lowercase());
+            }
+            out.push("  item otherwise: 2xx accepted, else reject".into());
+        }
+        if let Some(c) = &self.counts {
+            out.push(format!(
+                "counts: successful {} failed {} (every record accounted for, or systemic)",
+                c.successful, c.failed
+            ));
+            for r in &c.rules {
+                out.push(format!("  error ~ {:?}: {:?}", r.matches.0.as_str(), r.fate).to_lowercase());
+            }
+            out.push(format!("  error otherwise: {:?}", c.otherwise).to_lowercase());
+        }
+        if let Some(r) = &self.row {
+            out.push(format!(
+                "row named by {:?} (from {}); never for codes {:?}",
+                r.pattern.0.as_str(),
+                r.base,
+                r.systemic_codes
+            ));
+        }
+        if let Some(w) = &self.written {
+            out.push(format!(
+                "written rows at {}{}: fewer than sent is systemic, none is a duplicate",
+                w.pointer,
+                w.header.as_ref().map(|h| format!(" of header {h}")).unwrap_or_default()
+            ));
+        }
+        out.push("otherwise: 2xx read or accepted; 400 413 422 split; anything else systemic".into());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_validates() {
+        for (name, _) in BUILTIN {
+            let p = Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"));
+            p.validate().unwrap_or_else(|(k, m)| panic!("{name}: {k}: {m}"));
+            assert!(!p.description.is_empty(), "{name} says what accepted proves");
+        }
+        assert!(Profile::builtin("nope").is_err_and(|e| e.contains("elasticsearch_bulk")));
+    }
+
+    #[test]
+    fn a_profile_cannot_give_a_fixed_code_another_fate() {
+        for (codes, fate) in
+            [("[404]", "split"), ("[\"5xx\"]", "accepted"), ("[429]", "read"), ("[\"3xx\"]", "duplicate")]
+        {
+            let text = format!(
+                "[[status]]\ncodes = {codes}\nfate = \"{fate}\"\n[counts]\nsuccessful = \"/s\"\nfailed = \"/f\"\n"
+            );
+            let p: Profile = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+            let err = p.validate().err().unwrap_or_else(|| panic!("{codes} {fate} accepted"));
+            assert_eq!(err.0, "status[0].codes", "{err:?}");
+        }
+        // A class that only holds some fixed codes is allowed; they stay systemic.
+        let p: Profile =
+            toml::from_str("[[status]]\ncodes = [\"4xx\"]\nfate = \"split\"\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.validate().is_ok());
+        // Request-level reject is not a word of the language.
+        let e =
+            toml::from_str::<Profile>("[[status]]\ncodes = [400]\nfate = \"reject\"\n").err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("unknown variant")));
+        assert!(toml::from_str::<Profile>("[[status]]\ncodes = [\"6xx\"]\nfate = \"split\"\n").is_err());
+        assert!(toml::from_str::<Profile>("[[status]]\ncodes = [200]\nbody = \"(\"\nfate = \"split\"\n").is_err());
+    }
+}

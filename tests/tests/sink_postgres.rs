@@ -1,0 +1,301 @@
+//! The postgres sink against a real PostgreSQL (Debian's 15, a cluster made
+//! and started by `sluice_e2e::postgres` on a free loopback port, password
+//! authentication over TCP). Ids are reconciled in the table against the
+//! ids written, after SIGKILLs of sluice mid-run: `ON CONFLICT (event_id)
+//! DO NOTHING` makes every resend a no-op, so the table holds each id once
+//! and the conflicts it absorbed are counted by a trigger.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice_e2e::postgres::{PASSWORD, Postgres};
+use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin};
+
+/// `n NOT NULL`: an event without it is refused by the database (23502);
+/// `n integer`: an event whose n is not a number too (22P02). A BEFORE
+/// INSERT trigger counts every row offered, conflicts included (a row
+/// refused or rolled back takes its count with it).
+const TABLE: &str = "
+CREATE TABLE events (
+    event_id text PRIMARY KEY,
+    ts timestamptz,
+    n integer NOT NULL,
+    msg text,
+    level text DEFAULT 'info',
+    received timestamptz DEFAULT now()
+);
+CREATE TABLE offered (event_id text);
+CREATE FUNCTION count_offer() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO offered VALUES (NEW.event_id); RETURN NEW; END $$;
+CREATE TRIGGER offered BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION count_offer();
+";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(lines: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("input.log"), lines).unwrap_or_else(|e| panic!("{e}"));
+        Fixture { dir }
+    }
+
+    fn config(&self, pg: &Postgres, table: &str, extra: &str) -> PathBuf {
+        let cfg = format!(
+            "[pipeline]\nname = \"pg-e2e\"\nstate_dir = \"state\"\nbatch_size = 1000\n\n[source]\ntype = \"file\"\npaths = [\"input*.log\"]\n\n{}\n\
+             [sink]\ntype = \"postgres\"\nurl = \"{}\"\npassword_env = \"SLUICE_PG_PASSWORD\"\ntable = \"{table}\"\n\
+             timestamp_column = \"ts\"\n{extra}\n\
+             [sink.breaker]\ninitial_probe = \"200ms\"\nmax_probe = \"400ms\"\n[sink.retry]\ninitial_backoff = \"10ms\"\nmax_backoff = \"20ms\"\n",
+            json_chain_toml(true, None),
+            pg.url()
+        );
+        let path = self.dir.path().join("sluice.toml");
+        std::fs::write(&path, cfg).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn command(&self, config: &std::path::Path, password: &str) -> Command {
+        let mut c = Command::new(sluice_bin!());
+        c.args(["run", "-c", &config.display().to_string(), "--summary", "json"])
+            .current_dir(self.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_PG_PASSWORD", password)
+            .env("SLUICE_LOG", "info")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, config: &std::path::Path) -> String {
+        let out = self.command(config, PASSWORD).output().unwrap_or_else(|e| panic!("{e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "sluice run failed:\n{stderr}");
+        stderr
+    }
+
+    fn quarantined(&self) -> BTreeMap<String, String> {
+        quarantine_entries(&self.dir.path().join("state")).into_iter().collect()
+    }
+}
+
+/// `n` lines: unique ids, every 10th repeated (a producer's duplicate),
+/// every 97th with an `n` the column cannot take, every 89th without `n`
+/// (NOT NULL), every 50th not JSON at all.
+fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let ts = now_rfc3339(0);
+    let (mut text, mut good, mut bad_row, mut malformed) =
+        (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for i in 0..n {
+        let id = format!("ev-{i:07}");
+        if i % 50 == 49 {
+            let line = format!("{{\"event_id\":\"{id}\",\"ts\":");
+            text.push_str(&line);
+            malformed.insert(line);
+        } else if i % 97 == 13 {
+            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":\"zz\",\"msg\":\"bad {i}\"}}"));
+            bad_row.insert(id);
+        } else if i % 89 == 5 {
+            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"no n {i}\"}}"));
+            bad_row.insert(id);
+        } else {
+            let line =
+                format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
+            text.push_str(&line);
+            if i % 10 == 0 {
+                text.push('\n');
+                text.push_str(&line);
+            }
+            good.insert(id);
+        }
+        text.push('\n');
+    }
+    (text, good, bad_row, malformed)
+}
+
+#[test]
+fn ids_reconcile_after_sigkills_with_each_row_once_and_refused_rows_alone_in_the_quarantine() {
+    let pg = Postgres::start();
+    pg.execute(TABLE);
+    let (text, good, bad_row, malformed) = lines(20_000);
+    let f = Fixture::new(&text);
+    let config = f.config(&pg, "events", "");
+    let rows_now = || pg.column("SELECT count(*) FROM events").first().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
+
+    // SIGKILL mid-run, three times, each once rows are arriving.
+    let mut mid_run = 0;
+    for _ in 0..3 {
+        let mut child = f
+            .command(&config, PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let before = rows_now();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while rows_now() <= before {
+            assert!(Instant::now() < deadline, "no rows arriving: {}", pg.log_tail());
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if child.try_wait().ok().flatten().is_none() {
+            mid_run += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(mid_run >= 2, "only {mid_run} of 3 kills came before the run ended");
+    let stderr = f.run(&config);
+
+    let rows: Vec<String> = pg.column("SELECT event_id FROM events ORDER BY event_id");
+    let row_set: BTreeSet<String> = rows.iter().cloned().collect();
+    assert_eq!(rows.len(), row_set.len(), "each id once: the primary key");
+    let lost: Vec<_> = good.difference(&row_set).take(5).collect();
+    assert!(lost.is_empty(), "ids lost: {lost:?}");
+    let stray: Vec<_> = row_set.difference(&good).take(5).collect();
+    assert!(stray.is_empty(), "rows that should not be there: {stray:?}");
+    let levels =
+        pg.column("SELECT count(*) FROM events WHERE level = 'warn' AND received IS NOT NULL AND n IS NOT NULL");
+    assert_eq!(levels, vec![good.len().to_string()], "fields to columns, defaults kept");
+
+    // The quarantine: the lines that are not JSON, and the rows the
+    // database refused, each with its SQLSTATE.
+    let q = f.quarantined();
+    let (mut q_rows, mut q_malformed) = (BTreeSet::new(), BTreeSet::new());
+    for (payload, reason) in &q {
+        match serde_json::from_str::<serde_json::Value>(payload) {
+            Ok(v) => {
+                assert!(reason.contains("postgres 22P02") || reason.contains("postgres 23502"), "{reason}");
+                q_rows.insert(v["event_id"].as_str().unwrap_or_default().to_string());
+            }
+            Err(_) => {
+                q_malformed.insert(payload.clone());
+            }
+        }
+    }
+    assert_eq!(q_malformed, malformed);
+    assert_eq!(q_rows, bad_row, "exactly the rows the table refused");
+    // Every offer beyond the rows is a resend ON CONFLICT absorbed: at
+    // most the batches in flight at a kill (1,000 rows each, 4 in flight).
+    let offered: u64 = pg.column("SELECT count(*) FROM offered").first().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let absorbed = offered - rows.len() as u64;
+    assert!(absorbed <= 3 * 4 * 1000, "{absorbed} conflicts from 3 kills");
+    println!(
+        "postgres: {mid_run} kills mid-run; {} ids, each once; {absorbed} resent rows absorbed by ON CONFLICT; \
+         {} refused rows and {} malformed lines quarantined",
+        rows.len(),
+        q_rows.len(),
+        q_malformed.len()
+    );
+    assert!(stderr.contains("\"records\":"), "{stderr}");
+}
+
+/// A missing table, a refused password, a read-only server: the records
+/// wait behind the breaker, none is quarantined, and each arrives once
+/// the fault is fixed.
+#[test]
+fn a_missing_table_a_refused_password_and_a_read_only_server_wait_and_quarantine_nothing() {
+    let pg = Postgres::start();
+    let ts = now_rfc3339(0);
+    let text: String =
+        (0..300).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
+
+    // The operator forgot the table; it appears two seconds later.
+    let f = Fixture::new(&text);
+    let config = f.config(&pg, "events", "");
+    let child = f
+        .command(&config, PASSWORD)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(2));
+    pg.execute(TABLE);
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("circuit breaker opened") && stderr.contains("42P01"), "{stderr}");
+    assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["300"]);
+    assert!(f.quarantined().is_empty(), "a missing table is the backend's, not the records'");
+
+    // A read-only database for two seconds (a standby, a full disk's
+    // emergency switch).
+    pg.execute("ALTER DATABASE postgres SET default_transaction_read_only = on");
+    let text2: String =
+        (300..600).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
+    let g = Fixture::new(&text2);
+    let config = g.config(&pg, "events", "");
+    let child = g
+        .command(&config, PASSWORD)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(2));
+    pg.execute("BEGIN READ WRITE; ALTER DATABASE postgres SET default_transaction_read_only = off; COMMIT;");
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("25006"), "the read-only refusal is named: {stderr}");
+    assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["600"]);
+    assert!(g.quarantined().is_empty());
+
+    // A wrong password: refused for two seconds, then the right one (a
+    // rotated secret, the old one still in the environment until a restart).
+    let text3: String =
+        (600..700).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
+    let h = Fixture::new(&text3);
+    let config = h.config(&pg, "events", "");
+    let mut child = h
+        .command(&config, "wrong")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("28P01") || stderr.contains("password"), "{stderr}");
+    assert!(!stderr.contains("wrong"), "the password never reaches the log: {stderr}");
+    assert!(h.quarantined().is_empty(), "refused credentials quarantine nothing");
+    h.run(&config);
+    assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["700"]);
+}
+
+/// `check --connect` connects, prepares the insert and checks the key,
+/// writing nothing; it names what is wrong.
+#[test]
+fn check_connect_names_a_refused_password_a_missing_table_and_a_missing_key() {
+    let pg = Postgres::start();
+    pg.execute(TABLE);
+    pg.execute("CREATE TABLE unkeyed (event_id text, n integer)");
+    let f = Fixture::new("");
+    let check = |table: &str, password: &str| {
+        let config = f.config(&pg, table, "");
+        let out = Command::new(sluice_bin!())
+            .args(["check", "--connect", "-c", &config.display().to_string()])
+            .current_dir(f.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_PG_PASSWORD", password)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = check("events", PASSWORD);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("connect: sink postgres") && out.contains("keyed on event_id"), "{out}");
+    assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["0"], "the probe inserts nothing");
+    let (code, out) = check("events", "wrong");
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("28P01"), "names the refused password: {out}");
+    let (code, out) = check("absent", PASSWORD);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("42P01") && out.contains("absent"), "{out}");
+    let (code, out) = check("unkeyed", PASSWORD);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("no primary key or unique index"), "{out}");
+}
