@@ -16,6 +16,7 @@ fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
         // reaches no backend, but the config must load.
         .env("CLICKHOUSE_PASSWORD", "unused")
         .env("O2_AUTH", "unused")
+        .env("PGPASSWORD_SLUICE", "unused")
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     (

@@ -605,3 +605,33 @@ fn retry_after_holds_the_next_request_back() {
     assert!(at[2] - at[1] >= 1000, "Retry-After: 1 waited for: {at:?}");
     assert!(at[1] - at[0] < 4000 && at[2] - at[1] < 3000, "and not much longer: {at:?}");
 }
+
+/// `check --connect` against a wrong path: the backend answers, but 404 is
+/// no backend to deliver to, and `check` says so (exit 3) instead of
+/// "reachable". A backend that only refuses the empty probe body (400) is
+/// there.
+#[test]
+fn check_connect_calls_a_wrong_path_a_failure() {
+    let s = Scenario::new(1, |_| false);
+    let backend = Backend::start(|r: &Req| match r.n {
+        0 => Reaction::fail(404, "404 page not found", r),
+        _ => Reaction::fail(400, "{\"error\":\"empty body\"}", r),
+    });
+    let check = || {
+        let config = s.config(&sink(&backend, "status", ""));
+        let out = Command::new(sluice_bin!())
+            .args(["check", "--connect", "-c", &config.display().to_string()])
+            .current_dir(s.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = check();
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("FAILED (HTTP 404: the URL, its path or the method is wrong"), "{out}");
+    assert!(out.contains("fixed: request 3xx 401 403 404"), "check prints the fixed rules: {out}");
+    let (code, out) = check();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("HTTP 400 to a request with no event (reachable"), "{out}");
+}

@@ -1,6 +1,7 @@
 //! `sluice sink classify`: what a response profile makes of a backend's
 //! answer, before a single record is sent to that backend.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -43,21 +44,23 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
             files.push(path.clone());
         }
     }
+    // A reader that stops early (`| head`) ends the listing, not the
+    // program with a panic.
+    let mut out = std::io::stdout().lock();
     let mut all = true;
     for path in files {
         let case = Case::load(&path)?;
         match case.check(&profile, &path) {
-            Ok(got) => println!("ok    {}: {got}", path.display()),
+            Ok(got) => writeln!(out, "ok    {}: {got}", path.display()),
             Err(corpus::CaseError::Mismatch { expected, got, .. }) => {
                 all = false;
-                println!("FAIL  {}: expected {expected}, got {got}", path.display());
+                writeln!(out, "FAIL  {}: expected {expected}, got {got}", path.display())
             }
             Err(e) => return Err(e.into()),
         }
-        if !case.about.is_empty() {
-            println!("      {}", case.about);
-        }
+        .and_then(|()| if case.about.is_empty() { Ok(()) } else { writeln!(out, "      {}", case.about) })
+        .ok();
     }
-    println!("profile {name}: {}", if all { "every case as expected" } else { "some cases differ" });
+    writeln!(out, "profile {name}: {}", if all { "every case as expected" } else { "some cases differ" }).ok();
     Ok(all)
 }

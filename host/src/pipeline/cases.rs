@@ -7,8 +7,9 @@
 //! ("Testing a config").
 //!
 //! What differs from a run is only what is outside the config's logic:
-//! the sink accepts every event (a case tests the config, not the
-//! backend), the window is in memory and starts empty for each case, and
+//! the sink accepts every event unless the case scripts its backend's
+//! answers (`sink`: read by the sink's response profile, `case_sink`),
+//! the window is in memory and starts empty for each case, and
 //! the plugins' clock is pinned to the case's `now` so a case about a
 //! timestamp's age passes the same way next year.
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Deserialize;
 
+use super::case_sink::{CaseSink, Waiting};
 use super::{PipelineError, build_stage};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, scope_of};
@@ -39,6 +41,11 @@ pub struct Case {
     pub input: Vec<Input>,
     /// One per input record, in order.
     pub expect: Vec<Expect>,
+    /// The backend's answers, one per request the sink sends, in order
+    /// (`status`, `headers`, `body` or `json`): read by the sink's
+    /// response profile as in a run. Without them the sink accepts all.
+    #[serde(default)]
+    pub sink: Vec<crate::sink::http::response::corpus::Recorded>,
 }
 
 /// A record: a line as text, or, for a Kafka source, a message with a key
@@ -73,6 +80,11 @@ pub enum Expect {
     Quarantine(String),
     /// Dropped on purpose, with a reason containing this.
     Drop(String),
+    /// Still in the source after a systemic answer (the backend's fault:
+    /// late, not lost, not quarantined), its reason containing this.
+    Systemic(String),
+    /// Still in the source after a retry answer with attempts left.
+    Retry(String),
 }
 
 /// An event: the shape plugin cases use too (`plugin::expect`).
@@ -81,7 +93,8 @@ pub use crate::plugin::expect::ExpectEvent;
 /// What became of one input record.
 #[derive(Debug)]
 pub struct Got {
-    pub fate: Fate,
+    /// `Err`: it has no door yet; it waits in the source.
+    pub fate: Result<Fate, Waiting>,
     /// The events delivered for it (none for a duplicate).
     pub events: Vec<Delivery>,
 }
@@ -109,9 +122,16 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         SourceConfig::Kafka(_) => None,
     };
     let mut window: HashSet<IdDigest> = HashSet::new();
+    let mut sink = match (&case.sink[..], cfg.sink.response()) {
+        ([], _) => None,
+        (answers, Some(response)) => {
+            Some(CaseSink::new(response.profile()?, answers, cfg.sink.guard().0.max_attempts))
+        }
+        (_, None) => return Err("`sink` scripts an HTTP backend's answers; this config's sink is not one".into()),
+    };
     let mut got = Vec::with_capacity(records.len());
     for batch in records.chunks(cfg.pipeline.batch_size.max(1)) {
-        got.extend(run_batch(&mut chain, batch, max_line, topic_wide, &mut window)?);
+        got.extend(run_batch(&mut chain, batch, max_line, topic_wide, &mut window, sink.as_mut())?);
     }
     Ok(got)
 }
@@ -153,13 +173,15 @@ fn records(cfg: &Config, name: &str, input: &[Input]) -> Result<Vec<Record>, Str
     Ok(out)
 }
 
-/// The driver's steps for one batch, with a sink that accepts everything.
+/// The driver's steps for one batch, with the case's sink (or one that
+/// accepts everything).
 fn run_batch(
     chain: &mut Chain,
     batch: &[Record],
     max_line: Option<u64>,
     topic_wide: bool,
     window: &mut HashSet<IdDigest>,
+    sink: Option<&mut CaseSink<'_>>,
 ) -> Result<Vec<Got>, String> {
     let mut plan = Plan::new(batch.len());
     let mut to_plugins = Vec::with_capacity(batch.len());
@@ -186,7 +208,19 @@ fn run_batch(
     plan.seen(&seen);
     let fresh = plan.take_fresh();
     let owners = plan.sent_records();
-    let settled = plan.settle(vec![Some(Outcome::Accepted); fresh.len()]);
+    let answered = match sink {
+        None => vec![Ok(Outcome::Accepted); fresh.len()],
+        Some(s) => s.deliver(&fresh)?,
+    };
+    // A record waits while any of its events waits (the driver would not
+    // settle it): the last such reason is its.
+    let mut waiting: Vec<Option<Waiting>> = vec![None; batch.len()];
+    for (a, owner) in answered.iter().zip(&owners) {
+        if let Err(w) = a {
+            waiting[*owner] = Some(w.clone());
+        }
+    }
+    let settled = plan.settle(answered.into_iter().map(Result::ok).collect());
     window.extend(settled.accepted.iter().copied());
     let mut events: Vec<Vec<Delivery>> = (0..batch.len()).map(|_| Vec::new()).collect();
     for (d, owner) in fresh.into_iter().zip(owners) {
@@ -196,10 +230,12 @@ fn run_batch(
         .fates
         .into_iter()
         .zip(events)
+        .zip(waiting)
         .enumerate()
-        .map(|(i, (fate, events))| match fate {
-            Some(fate) => Ok(Got { fate, events }),
-            None => Err(format!("record {i} was left undecided")),
+        .map(|(i, ((fate, events), waits))| match (fate, waits) {
+            (Some(fate), _) => Ok(Got { fate: Ok(fate), events }),
+            (None, Some(w)) => Ok(Got { fate: Err(w), events: Vec::new() }),
+            (None, None) => Err(format!("record {i} was left undecided")),
         })
         .collect()
 }
@@ -221,11 +257,13 @@ pub fn judge(input: &[Input], expect: &[Expect], got: &[Got]) -> Result<(), Stri
 
 fn judge_one(want: &Expect, got: &Got) -> Result<(), String> {
     match (want, &got.fate) {
-        (Expect::Event(e), Fate::Delivered) => judge_events(std::slice::from_ref(e), &got.events),
-        (Expect::Events(es), Fate::Delivered) => judge_events(es, &got.events),
-        (Expect::Duplicate, Fate::Duplicate) => Ok(()),
-        (Expect::Quarantine(part), Fate::Quarantine { reason, .. }) if reason.contains(part.as_str()) => Ok(()),
-        (Expect::Drop(part), Fate::Dropped { reason }) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Event(e), Ok(Fate::Delivered)) => judge_events(std::slice::from_ref(e), &got.events),
+        (Expect::Events(es), Ok(Fate::Delivered)) => judge_events(es, &got.events),
+        (Expect::Duplicate, Ok(Fate::Duplicate)) => Ok(()),
+        (Expect::Quarantine(part), Ok(Fate::Quarantine { reason, .. })) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Drop(part), Ok(Fate::Dropped { reason })) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Systemic(part), Err(Waiting::Systemic(reason))) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Retry(part), Err(Waiting::Retry(reason))) if reason.contains(part.as_str()) => Ok(()),
         (want, _) => Err(format!("expected {}, got {}", show_expect(want), show(got))),
     }
 }
@@ -248,6 +286,8 @@ fn show_expect(e: &Expect) -> String {
         Expect::Duplicate => "a duplicate".into(),
         Expect::Quarantine(part) => format!("quarantine with a reason containing {part:?}"),
         Expect::Drop(part) => format!("a drop with a reason containing {part:?}"),
+        Expect::Systemic(part) => format!("waiting on a systemic answer containing {part:?}"),
+        Expect::Retry(part) => format!("waiting on a retry answer containing {part:?}"),
     }
 }
 
@@ -265,10 +305,12 @@ fn show_events(events: &[Delivery]) -> String {
 /// A record's fate as the verdict line shows it.
 pub fn show(got: &Got) -> String {
     match &got.fate {
-        Fate::Delivered => format!("delivered {}", show_events(&got.events)),
-        Fate::Duplicate => "a duplicate".into(),
-        Fate::Dropped { reason } => format!("dropped: {reason}"),
-        Fate::Quarantine { stage, plugin, reason } => match plugin {
+        Err(Waiting::Systemic(reason)) => format!("waiting (systemic: {reason})"),
+        Err(Waiting::Retry(reason)) => format!("waiting (retry: {reason})"),
+        Ok(Fate::Delivered) => format!("delivered {}", show_events(&got.events)),
+        Ok(Fate::Duplicate) => "a duplicate".into(),
+        Ok(Fate::Dropped { reason }) => format!("dropped: {reason}"),
+        Ok(Fate::Quarantine { stage, plugin, reason }) => match plugin {
             Some(p) => format!("quarantined by plugin {}: {reason}", p.name),
             None => format!("quarantined at the {stage}: {reason}"),
         },
@@ -288,7 +330,7 @@ mod tests {
                 Delivery::new(id.to_string(), ns, body.as_bytes())
             })
             .collect();
-        Got { fate, events }
+        Got { fate: Ok(fate), events }
     }
 
     fn case(json: &str) -> Case {

@@ -11,6 +11,7 @@
 //! - `stats`: what a run did;
 //! - `watchdog`: partitions with records waiting that stopped moving.
 
+pub mod case_sink;
 pub mod cases;
 pub mod driver;
 #[cfg(test)]

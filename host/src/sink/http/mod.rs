@@ -332,7 +332,12 @@ impl Sink for HttpSink {
             200..=299 => Ok(format!("HTTP {status} to a request with no event")),
             401 | 403 | 407 => Err(format!("HTTP {status}: the credentials are refused{}", said())),
             500..=599 => Err(format!("HTTP {status}: the backend fails{}", said())),
-            _ if self.profile.strict_probe => Err(format!("HTTP {status}{}", said())),
+            300..=399 | 404 | 405 | 415 => {
+                Err(format!("HTTP {status}: the URL, its path or the method is wrong (nothing would be delivered){}", said()))
+            }
+            _ if self.profile.strict_probe || response::fixed::systemic_status(status) => {
+                Err(format!("HTTP {status}{}", said()))
+            }
             // Backends that refuse an empty body (a bulk API) are still
             // there and took the credentials.
             _ => Ok(format!("HTTP {status} to a request with no event (reachable; credentials not refused)")),

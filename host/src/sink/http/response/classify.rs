@@ -16,7 +16,12 @@ pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Rep
 fn read(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
     let n = ids.len();
     let status = r.status;
-    let said = || format!("HTTP {status}: {}", excerpt(r.body));
+    let said = || {
+        // The records are fine, the credentials are not: say so, since an
+        // operator reading "HTTP 403" first suspects the data.
+        let whose = if matches!(status, 401 | 403 | 407) { " (credentials refused)" } else { "" };
+        format!("HTTP {status}: {}{whose}", excerpt(r.body))
+    };
     if !(200..300).contains(&status)
         && let Some(row) = &p.row
         && let Some(reply) = named_row(row, r, n)

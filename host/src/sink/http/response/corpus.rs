@@ -38,7 +38,7 @@ pub struct Case {
     pub expect: Expect,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Recorded {
     pub status: u16,
@@ -48,6 +48,24 @@ pub struct Recorded {
     pub body: Option<String>,
     #[serde(default)]
     pub json: Option<serde_json::Value>,
+}
+
+impl Recorded {
+    /// This answer to a request of the records `ids`, read by `profile`.
+    pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
+        let mut headers = HeaderMap::new();
+        for (k, v) in &self.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+            headers.insert(name, HeaderValue::from_str(v).map_err(|e| format!("header {k}: {e}"))?);
+        }
+        let body = match (&self.body, &self.json) {
+            (Some(b), None) => b.clone().into_bytes(),
+            (None, Some(j)) => j.to_string().into_bytes(),
+            (None, None) => Vec::new(),
+            (Some(_), Some(_)) => return Err("response has both body and json".into()),
+        };
+        Ok(classify(profile, ids, &Response { status: self.status, headers: &headers, body: &body }))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -91,19 +109,8 @@ impl Case {
 
     /// The case's response read by `profile`.
     pub fn reply(&self, profile: &Profile) -> Result<Reply, String> {
-        let mut headers = HeaderMap::new();
-        for (k, v) in &self.response.headers {
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
-            headers.insert(name, HeaderValue::from_str(v).map_err(|e| format!("header {k}: {e}"))?);
-        }
-        let body = match (&self.response.body, &self.response.json) {
-            (Some(b), None) => b.clone().into_bytes(),
-            (None, Some(j)) => j.to_string().into_bytes(),
-            (None, None) => Vec::new(),
-            (Some(_), Some(_)) => return Err("response has both body and json".into()),
-        };
         let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
-        Ok(classify(profile, &ids, &Response { status: self.response.status, headers: &headers, body: &body }))
+        self.response.read(profile, &ids)
     }
 
     /// `Ok(what it came to)` when the profile reads it as expected.
@@ -141,7 +148,8 @@ impl Case {
         if let Some(r) = &e.reason {
             expected.push_str(&format!(" with reasons containing {r:?}"));
         }
-        Err(CaseError::Mismatch { path: shown, expected, got: format!("{got} ({})", reasons.join(" | ")) })
+        let got = if reasons.is_empty() { got } else { format!("{got} ({})", reasons.join(" | ")) };
+        Err(CaseError::Mismatch { path: shown, expected, got })
     }
 }
 

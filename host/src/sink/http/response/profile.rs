@@ -351,7 +351,7 @@ impl Profile {
                     when.push_str(&format!(" ~ {:?}", m.0.as_str()));
                 }
             }
-            out.push(format!("status {when}: {:?}", rule.fate).to_lowercase());
+            out.push(format!("status {when}: {}", word(rule.fate)));
         }
         if let Some(items) = &self.items {
             let by = items.id.as_ref().map_or("position".to_string(), |p| format!("id at {p}"));
@@ -365,7 +365,7 @@ impl Profile {
                 if let Some(m) = &r.reason_matches {
                     when.push_str(&format!(" reason ~ {:?}", m.0.as_str()));
                 }
-                out.push(format!("  item {when}: {:?}", r.fate).to_lowercase());
+                out.push(format!("  item {when}: {}", word(r.fate)));
             }
             out.push("  item otherwise: 2xx accepted, else reject".into());
         }
@@ -375,9 +375,9 @@ impl Profile {
                 c.successful, c.failed
             ));
             for r in &c.rules {
-                out.push(format!("  error ~ {:?}: {:?}", r.matches.0.as_str(), r.fate).to_lowercase());
+                out.push(format!("  error ~ {:?}: {}", r.matches.0.as_str(), word(r.fate)));
             }
-            out.push(format!("  error otherwise: {:?}", c.otherwise).to_lowercase());
+            out.push(format!("  error otherwise: {}", word(c.otherwise)));
         }
         if let Some(r) = &self.row {
             out.push(format!(
@@ -397,6 +397,11 @@ impl Profile {
         out.push("otherwise: 2xx read or accepted; 400 413 422 split; anything else systemic".into());
         out
     }
+}
+
+/// A fate as the config writes it.
+fn word(fate: impl fmt::Debug) -> String {
+    format!("{fate:?}").to_lowercase()
 }
 
 #[cfg(test)]

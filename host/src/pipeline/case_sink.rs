@@ -1,0 +1,155 @@
+//! The sink of a config case (`sluice test`): without scripted answers it
+//! accepts every event; with them, each request the sink would send gets
+//! the next answer, read by the sink's own response profile and held to
+//! the fixed rules, in the rounds the guarded driver runs (a split sends
+//! halves, a named row is taken out, a retry spends an attempt, a
+//! systemic answer spends none). A record still waiting when the answers
+//! run out is reported as waiting: late, not lost.
+
+use crate::sink::Delivery;
+use crate::sink::guarded::Outcome;
+use crate::sink::http::response::corpus::Recorded;
+use crate::sink::http::response::{Profile, Reply};
+use crate::sink::{Answer, Attempt};
+
+/// Why a record is still in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waiting {
+    /// Its last answer was systemic (the backend's fault).
+    Systemic(String),
+    /// Its last answer was a retry with attempts left.
+    Retry(String),
+}
+
+pub struct CaseSink<'a> {
+    profile: Profile,
+    answers: std::slice::Iter<'a, Recorded>,
+    max_attempts: u32,
+}
+
+impl<'a> CaseSink<'a> {
+    pub fn new(profile: Profile, answers: &'a [Recorded], max_attempts: u32) -> CaseSink<'a> {
+        CaseSink { profile, answers: answers.iter(), max_attempts: max_attempts.max(1) }
+    }
+
+    /// Each delivery's outcome, or why it still waits.
+    pub fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Result<Outcome, Waiting>>, String> {
+        let mut out: Vec<Result<Outcome, Waiting>> =
+            vec![Err(Waiting::Systemic("no request was answered".into())); batch.len()];
+        let mut attempts = vec![0u32; batch.len()];
+        let mut pending: Vec<usize> = (0..batch.len()).collect();
+        while !pending.is_empty() && self.answers.len() > 0 {
+            let mut answers: Vec<Option<Answer>> = vec![None; batch.len()];
+            self.resolve(batch, pending.clone(), &mut answers)?;
+            let mut again = Vec::new();
+            for i in pending {
+                match answers[i].take() {
+                    None => again.push(i),
+                    Some(Answer::Accepted | Answer::Duplicate) => out[i] = Ok(Outcome::Accepted),
+                    Some(Answer::Rejected(r)) => out[i] = Ok(Outcome::Rejected(r)),
+                    Some(Answer::Retry(r)) => {
+                        attempts[i] += 1;
+                        if attempts[i] >= self.max_attempts {
+                            out[i] = Ok(Outcome::Rejected(format!("gave up after {} attempts: {r}", attempts[i])));
+                        } else {
+                            out[i] = Err(Waiting::Retry(r));
+                            again.push(i);
+                        }
+                    }
+                    Some(Answer::Systemic(r)) => {
+                        out[i] = Err(Waiting::Systemic(r));
+                        again.push(i);
+                    }
+                }
+            }
+            pending = again;
+        }
+        Ok(out)
+    }
+
+    /// One request of `items`, then as its reply demands (the http sink's
+    /// `resolve`, one request at a time); `None` where the answers ran out.
+    fn resolve(&mut self, batch: &[Delivery], mut items: Vec<usize>, out: &mut [Option<Answer>]) -> Result<(), String> {
+        while !items.is_empty() {
+            let Some(recorded) = self.answers.next() else { return Ok(()) };
+            let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
+            match recorded.read(&self.profile, &ids).map_err(|e| format!("sink answer: {e}"))? {
+                Reply::Answers(a) => {
+                    for (i, a) in items.iter().zip(a) {
+                        out[*i] = Some(a);
+                    }
+                    return Ok(());
+                }
+                Reply::Systemic(r) => {
+                    let a = Attempt::systemic(items.len(), &r);
+                    for (i, a) in items.iter().zip(a.answers) {
+                        out[*i] = Some(a);
+                    }
+                    return Ok(());
+                }
+                Reply::BadRow { row, reason } => {
+                    let bad = items.remove(row);
+                    out[bad] = Some(Answer::Rejected(reason));
+                }
+                Reply::Split(reason) if items.len() == 1 => {
+                    out[items[0]] = Some(Answer::Rejected(reason));
+                    return Ok(());
+                }
+                Reply::Split(_) => {
+                    let right = items.split_off(items.len() / 2);
+                    self.resolve(batch, items, out)?;
+                    return self.resolve(batch, right, out);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, json: serde_json::Value) -> Recorded {
+        serde_json::from_value(serde_json::json!({"status": status, "json": json})).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn batch(n: usize) -> Vec<Delivery> {
+        (0..n).map(|i| Delivery::new(format!("e{i}"), None, b"{}")).collect()
+    }
+
+    #[test]
+    fn splits_rows_retries_and_systemic_answers_play_out_as_the_driver_would() {
+        let status = Profile::builtin("status").unwrap_or_else(|e| panic!("{e}"));
+        // 4 records: a 400 splits; the left half is accepted; the right
+        // half's 400 splits again; e2 accepted, e3 refused alone.
+        let script = [
+            answer(400, serde_json::json!({})),
+            answer(200, serde_json::json!({})),
+            answer(400, serde_json::json!({})),
+            answer(200, serde_json::json!({})),
+            answer(400, serde_json::json!({"error": "bad e3"})),
+        ];
+        let mut sink = CaseSink::new(status.clone(), &script, 5);
+        let got = sink.deliver(&batch(4)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got[..3], [Ok(Outcome::Accepted), Ok(Outcome::Accepted), Ok(Outcome::Accepted)]);
+        assert!(matches!(&got[3], Ok(Outcome::Rejected(r)) if r.contains("bad e3")));
+
+        // A 404 then a 503: never quarantined, still waiting when the script ends.
+        let script = [answer(404, serde_json::json!({})), answer(503, serde_json::json!({}))];
+        let got = CaseSink::new(status, &script, 1).deliver(&batch(2)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(got.iter().all(|g| matches!(g, Err(Waiting::Systemic(r)) if r.contains("503"))), "{got:?}");
+
+        // A bulk item retried until the attempts run out.
+        let mut es = Profile::builtin("elasticsearch_bulk").unwrap_or_else(|e| panic!("{e}"));
+        es.items.iter_mut().for_each(|i| {
+            i.rules.insert(0, toml::from_str("codes = [409]\nfate = \"retry\"").unwrap_or_else(|e| panic!("{e}")))
+        });
+        let conflict = |n: usize| {
+            answer(200, serde_json::json!({"items": vec![serde_json::json!({"create": {"status": 409}}); n]}))
+        };
+        let script = [conflict(1), conflict(1), conflict(1)];
+        let got = CaseSink::new(es, &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(&got[0], Ok(Outcome::Rejected(r)) if r.starts_with("gave up after 2 attempts")), "{got:?}");
+    }
+}
