@@ -199,10 +199,23 @@ async fn handle(
 }
 
 /// Ids and events of a body: NDJSON or a JSON array of envelopes
-/// (`{"id", "event"}`) or rows (`event_id`), or an Elasticsearch bulk body.
+/// (`{"id", "event"}`) or rows (`event_id`), an Elasticsearch bulk body,
+/// Splunk HEC envelopes (`fields.event_id`) or OTLP/HTTP JSON logs (the
+/// `event.id` attribute, the body's text).
 fn parse(body: &[u8]) -> (Vec<String>, Vec<serde_json::Value>) {
     let docs: Vec<serde_json::Value> = match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(serde_json::Value::Array(a)) => a,
+        Ok(v) if v.get("resourceLogs").is_some() => {
+            let records = v["resourceLogs"][0]["scopeLogs"][0]["logRecords"].as_array().cloned().unwrap_or_default();
+            return records
+                .iter()
+                .map(|r| {
+                    let id = r["attributes"][0]["value"]["stringValue"].as_str().unwrap_or_default().to_string();
+                    let text = r["body"]["stringValue"].as_str().unwrap_or_default();
+                    (id, serde_json::from_str(text).unwrap_or_default())
+                })
+                .unzip();
+        }
         _ => body
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
@@ -220,6 +233,9 @@ fn parse(body: &[u8]) -> (Vec<String>, Vec<serde_json::Value>) {
         if let Some(id) = bulk_id.take() {
             ids.push(id);
             events.push(d.get("event").cloned().unwrap_or(d));
+        } else if let Some(id) = d.pointer("/fields/event_id").and_then(|v| v.as_str()) {
+            ids.push(id.to_string());
+            events.push(d.get("event").cloned().unwrap_or_default());
         } else if let Some(id) = d.get("id").and_then(|v| v.as_str()) {
             ids.push(id.to_string());
             events.push(d.get("event").cloned().unwrap_or_default());

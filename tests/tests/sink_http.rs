@@ -635,3 +635,36 @@ fn check_connect_calls_a_wrong_path_a_failure() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("HTTP 400 to a request with no event (reachable"), "{out}");
 }
+
+/// Splunk HEC: events rendered as HEC envelopes; a 400 naming an
+/// `invalid-event-number` rejects that event alone. HEC indexes the events
+/// before the invalid one and answers 400 all the same: those are sent
+/// again, and the only duplicates are theirs.
+#[test]
+fn splunk_hec_rejects_the_invalid_event_it_names_and_nothing_else() {
+    let s = Scenario::new(200, |i| i % 37 == 11);
+    let backend = Backend::start(|r: &Req| {
+        let first_bad = r.events.iter().position(|e| e["poison"] == true);
+        match first_bad {
+            None => Reaction { body: "{\"text\":\"Success\",\"code\":0}".into(), ..Reaction::ok(r) },
+            Some(bad) => Reaction {
+                status: 400,
+                body: format!("{{\"text\":\"Invalid data format\",\"code\":6,\"invalid-event-number\":{bad}}}"),
+                store: (0..r.ids.len()).map(|i| i < bad).collect(),
+                how: How::Answer,
+                headers: Vec::new(),
+            },
+        }
+    });
+    s.run(&sink(&backend, "splunk_hec", "[sink.batch]\nmax_records = 50\n"), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 37 == 11).cloned().collect();
+    let seen = backend.seen();
+    assert!(seen.requests.iter().all(|r| !r.ids.is_empty() && r.ids.iter().all(|id| id.starts_with("ev-"))), "HEC envelopes carry fields.event_id");
+    // A 400 that stored the events before the invalid one explains their
+    // second arrival.
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |r| r.status == 400 && !r.stored.is_empty());
+    for reason in quarantined.values() {
+        assert!(reason.contains("Invalid data format"), "{reason}");
+    }
+    println!("splunk_hec: {} requests, {} invalid events quarantined, {dups} duplicates from events HEC took before an invalid one", seen.requests.len(), refused.len());
+}

@@ -50,6 +50,9 @@ impl Framing<'_> {
             return out;
         }
         match self.render {
+            Render::SplunkHec => super::formats::splunk_hec(batch, &mut out),
+            Render::OtlpJson => super::formats::otlp_json(batch, &mut out),
+            Render::Gelf => super::formats::gelf(batch, super::formats::host_name(), &mut out),
             Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => {
                 for d in batch {
                     self.event(d, &mut out);

@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod config;
+pub mod formats;
 pub mod response;
 
 use std::future::Future;
@@ -111,7 +112,7 @@ impl HttpSink {
             (r, _) => r,
         };
         let content_type = match render {
-            Render::JsonArray => "application/json",
+            Render::JsonArray | Render::OtlpJson | Render::SplunkHec | Render::Gelf => "application/json",
             Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => "application/x-ndjson",
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -74,7 +74,13 @@ fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
     if p.items.is_none() && p.counts.is_none() {
         return (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request);
     }
-    let Ok(body) = serde_json::from_slice::<serde_json::Value>(r.body) else {
+    let empty_is_none_failed = p.counts.as_ref().is_some_and(|c| c.failed_when_absent.is_some());
+    let parsed = if empty_is_none_failed && r.body.trim_ascii().is_empty() {
+        Ok(serde_json::Value::Object(serde_json::Map::new()))
+    } else {
+        serde_json::from_slice::<serde_json::Value>(r.body)
+    };
+    let Ok(body) = parsed else {
         return (
             Reply::Systemic(format!("HTTP {}: the answer is not the JSON expected: {}", r.status, excerpt(r.body))),
             Evidence::Request,
@@ -158,8 +164,15 @@ fn item_answer(items: &Items, item: &serde_json::Value) -> Answer {
 }
 
 fn counted(c: &Counts, body: &serde_json::Value, n: usize, status: u16) -> Reply {
-    let (Some(ok), Some(failed)) = (c.successful.sum(body), c.failed.sum(body)) else {
-        return Reply::Systemic(format!("HTTP {status}: no counts at {} and {}", c.successful, c.failed));
+    let Some(failed) = c.failed.sum(body).or(c.failed_when_absent) else {
+        return Reply::Systemic(format!("HTTP {status}: no count of failures at {}", c.failed));
+    };
+    let ok = match &c.successful {
+        Some(p) => match p.sum(body) {
+            Some(ok) => ok,
+            None => return Reply::Systemic(format!("HTTP {status}: no count of successes at {p}")),
+        },
+        None => (n as u64).saturating_sub(failed),
     };
     let errors: Vec<String> = c
         .errors

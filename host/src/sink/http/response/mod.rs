@@ -82,9 +82,7 @@ mod tests {
     /// backend never blamed.
     #[test]
     fn a_wrong_path_a_wrong_method_or_a_wrong_type_is_systemic_never_split() {
-        for profile in
-            ["status", "openobserve", "elasticsearch_bulk", "clickhouse", "datadog", "victorialogs", "quickwit"]
-        {
+        for profile in profile::BUILTIN.iter().map(|(name, _)| *name) {
             for status in [404, 405, 415, 301, 503, 429] {
                 assert!(
                     matches!(read(profile, status, "not found", 20), Reply::Systemic(_)),

@@ -62,6 +62,12 @@ pub enum Render {
     /// `_bulk`: a `create` action with the event id as `_id` before each
     /// record (needs the sink's `index`).
     ElasticsearchBulk,
+    /// Splunk HEC envelopes: `{"time","event","fields":{"event_id"}}`.
+    SplunkHec,
+    /// OTLP/HTTP logs as JSON: a log record per event.
+    OtlpJson,
+    /// GELF 1.1, a message per line.
+    Gelf,
 }
 
 /// What a request-level rule may decide. `retry` and `reject` are not
@@ -145,10 +151,15 @@ pub struct ItemRule {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Counts {
-    /// Records taken, summed over every value reached (`/status/*/successful`).
-    pub successful: Pointer,
+    /// Records taken, summed over every value reached
+    /// (`/status/*/successful`); without it, every record not failed.
+    pub successful: Option<Pointer>,
     /// Records refused, summed likewise.
     pub failed: Pointer,
+    /// The failures when `failed` reaches nothing, an empty body included
+    /// (OTLP leaves `partialSuccess` out when all went well); without it,
+    /// a missing count is an unreadable answer.
+    pub failed_when_absent: Option<u64>,
     /// Error texts that come with failures (`/status/*/error`).
     pub errors: Option<Pointer>,
     /// Error texts that say which kind of failure it is, first match wins.
@@ -285,6 +296,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("datadog", include_str!("../profiles/datadog.toml")),
     ("victorialogs", include_str!("../profiles/victorialogs.toml")),
     ("quickwit", include_str!("../profiles/quickwit.toml")),
+    ("splunk_hec", include_str!("../profiles/splunk_hec.toml")),
+    ("otlp_http", include_str!("../profiles/otlp_http.toml")),
+    ("gelf", include_str!("../profiles/gelf.toml")),
 ];
 
 impl Profile {
@@ -370,10 +384,8 @@ impl Profile {
             out.push("  item otherwise: 2xx accepted, else reject".into());
         }
         if let Some(c) = &self.counts {
-            out.push(format!(
-                "counts: successful {} failed {} (every record accounted for, or systemic)",
-                c.successful, c.failed
-            ));
+            let ok = c.successful.as_ref().map_or("(the rest)".to_string(), Pointer::to_string);
+            out.push(format!("counts: successful {ok} failed {} (every record accounted for, or systemic)", c.failed));
             for r in &c.rules {
                 out.push(format!("  error ~ {:?}: {}", r.matches.0.as_str(), word(r.fate)));
             }
