@@ -659,12 +659,19 @@ fn splunk_hec_rejects_the_invalid_event_it_names_and_nothing_else() {
     s.run(&sink(&backend, "splunk_hec", "[sink.batch]\nmax_records = 50\n"), &[]);
     let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 37 == 11).cloned().collect();
     let seen = backend.seen();
-    assert!(seen.requests.iter().all(|r| !r.ids.is_empty() && r.ids.iter().all(|id| id.starts_with("ev-"))), "HEC envelopes carry fields.event_id");
+    assert!(
+        seen.requests.iter().all(|r| !r.ids.is_empty() && r.ids.iter().all(|id| id.starts_with("ev-"))),
+        "HEC envelopes carry fields.event_id"
+    );
     // A 400 that stored the events before the invalid one explains their
     // second arrival.
     let (dups, quarantined) = reconcile(&s, &seen, &refused, |r| r.status == 400 && !r.stored.is_empty());
     for reason in quarantined.values() {
         assert!(reason.contains("Invalid data format"), "{reason}");
     }
-    println!("splunk_hec: {} requests, {} invalid events quarantined, {dups} duplicates from events HEC took before an invalid one", seen.requests.len(), refused.len());
+    println!(
+        "splunk_hec: {} requests, {} invalid events quarantined, {dups} duplicates from events HEC took before an invalid one",
+        seen.requests.len(),
+        refused.len()
+    );
 }

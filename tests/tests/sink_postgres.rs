@@ -199,9 +199,47 @@ fn ids_reconcile_after_sigkills_with_each_row_once_and_refused_rows_alone_in_the
     f.run(&config);
     let again: Vec<String> = pg.column("SELECT event_id FROM events ORDER BY event_id");
     assert_eq!(again, rows, "a replay of everything changes nothing");
-    let offered_after: u64 = pg.column("SELECT count(*) FROM offered").first().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let offered_after: u64 =
+        pg.column("SELECT count(*) FROM offered").first().and_then(|c| c.parse().ok()).unwrap_or(0);
     assert_eq!(offered_after - offered, good.len() as u64, "each good record offered once more, and absorbed");
     println!("postgres: a replay without state offered {} rows again, 0 new", offered_after - offered);
+}
+
+/// Events `ids` with an `n` the table takes.
+fn plain_events(ids: std::ops::Range<usize>) -> String {
+    let ts = now_rfc3339(0);
+    ids.map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect()
+}
+
+/// Runs sluice over `ids` with `password`; two seconds in, `fix` runs;
+/// returns the fixture and what sluice logged. With `kill`, sluice is
+/// stopped after `fix` instead of left to finish.
+fn run_across_a_fault(
+    pg: &Postgres,
+    ids: std::ops::Range<usize>,
+    password: &str,
+    fix: impl FnOnce(),
+    kill: bool,
+) -> (Fixture, String) {
+    let f = Fixture::new(&plain_events(ids));
+    let config = f.config(pg, "events", "");
+    let mut child = f
+        .command(&config, password)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(2));
+    fix();
+    if kill {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !kill {
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    }
+    (f, stderr)
 }
 
 /// A missing table, a refused password, a read-only server: the records
@@ -210,24 +248,9 @@ fn ids_reconcile_after_sigkills_with_each_row_once_and_refused_rows_alone_in_the
 #[test]
 fn a_missing_table_a_refused_password_and_a_read_only_server_wait_and_quarantine_nothing() {
     let pg = Postgres::start();
-    let ts = now_rfc3339(0);
-    let text: String =
-        (0..300).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
 
     // The operator forgot the table; it appears two seconds later.
-    let f = Fixture::new(&text);
-    let config = f.config(&pg, "events", "");
-    let child = f
-        .command(&config, PASSWORD)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_secs(2));
-    pg.execute(TABLE);
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (f, stderr) = run_across_a_fault(&pg, 0..300, PASSWORD, || pg.execute(TABLE), false);
     assert!(stderr.contains("circuit breaker opened") && stderr.contains("42P01"), "{stderr}");
     assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["300"]);
     assert!(f.quarantined().is_empty(), "a missing table is the backend's, not the records'");
@@ -235,45 +258,23 @@ fn a_missing_table_a_refused_password_and_a_read_only_server_wait_and_quarantine
     // A read-only database for two seconds (a standby, a full disk's
     // emergency switch).
     pg.execute("ALTER DATABASE postgres SET default_transaction_read_only = on");
-    let text2: String =
-        (300..600).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
-    let g = Fixture::new(&text2);
-    let config = g.config(&pg, "events", "");
-    let child = g
-        .command(&config, PASSWORD)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_secs(2));
-    pg.execute("BEGIN READ WRITE; ALTER DATABASE postgres SET default_transaction_read_only = off; COMMIT;");
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let writable =
+        || pg.execute("BEGIN READ WRITE; ALTER DATABASE postgres SET default_transaction_read_only = off; COMMIT;");
+    let (g, stderr) = run_across_a_fault(&pg, 300..600, PASSWORD, writable, false);
     assert!(stderr.contains("25006"), "the read-only refusal is named: {stderr}");
     assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["600"]);
     assert!(g.quarantined().is_empty());
 
-    // A wrong password: refused for two seconds, then the right one (a
-    // rotated secret, the old one still in the environment until a restart).
-    let text3: String =
-        (600..700).map(|i| format!("{{\"event_id\":\"ev-{i}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"m\"}}\n")).collect();
-    let h = Fixture::new(&text3);
-    let config = h.config(&pg, "events", "");
-    let mut child = h
-        .command(&config, "wrong")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = child.kill();
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("28P01") || stderr.contains("password"), "{stderr}");
-    assert!(!stderr.contains("wrong"), "the password never reaches the log: {stderr}");
+    // A wrong password for two seconds, then sluice restarted with the
+    // right one (a rotated secret).
+    let (h, stderr) = run_across_a_fault(&pg, 600..700, "wrong", || {}, true);
+    assert!(stderr.contains("28P01"), "{stderr}");
+    assert!(
+        !stderr.contains("\"wrong\"") && !stderr.contains("=wrong"),
+        "the password never reaches the log: {stderr}"
+    );
     assert!(h.quarantined().is_empty(), "refused credentials quarantine nothing");
-    h.run(&config);
+    h.run(&h.config(&pg, "events", ""));
     assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["700"]);
 }
 

@@ -124,9 +124,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
     let mut window: HashSet<IdDigest> = HashSet::new();
     let mut sink = match (&case.sink[..], cfg.sink.response()) {
         ([], _) => None,
-        (answers, Some(response)) => {
-            Some(CaseSink::new(response.profile()?, answers, cfg.sink.guard().0.max_attempts))
-        }
+        (answers, Some(response)) => Some(CaseSink::new(response.profile()?, answers, cfg.sink.guard().0.max_attempts)),
         (_, None) => return Err("`sink` scripts an HTTP backend's answers; this config's sink is not one".into()),
     };
     let mut got = Vec::with_capacity(records.len());

@@ -127,8 +127,11 @@ mod tests {
         let (a, b) = (d("a", r#"{"msg":"disk full","level":"error","ctx":{"n":1}}"#), d("b\"q", "{}"));
         let mut out = Vec::new();
         splunk_hec(&[&a, &b], &mut out);
-        let lines: Vec<serde_json::Value> =
-            out.split(|c| *c == b'\n').filter(|l| !l.is_empty()).filter_map(|l| serde_json::from_slice(l).ok()).collect();
+        let lines: Vec<serde_json::Value> = out
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["time"], serde_json::json!(1_795_986_000.25));
         assert_eq!(lines[0]["event"]["level"], "error");
@@ -146,8 +149,11 @@ mod tests {
 
         let mut out = Vec::new();
         gelf(&[&a, &b], "node-1", &mut out);
-        let lines: Vec<serde_json::Value> =
-            out.split(|c| *c == b'\n').filter(|l| !l.is_empty()).filter_map(|l| serde_json::from_slice(l).ok()).collect();
+        let lines: Vec<serde_json::Value> = out
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
         assert_eq!(lines[0]["short_message"], "disk full");
         assert_eq!(lines[0]["_level"], "error");
         assert_eq!(lines[0]["_ctx"], r#"{"n":1}"#);

@@ -333,9 +333,10 @@ impl Sink for HttpSink {
             200..=299 => Ok(format!("HTTP {status} to a request with no event")),
             401 | 403 | 407 => Err(format!("HTTP {status}: the credentials are refused{}", said())),
             500..=599 => Err(format!("HTTP {status}: the backend fails{}", said())),
-            300..=399 | 404 | 405 | 415 => {
-                Err(format!("HTTP {status}: the URL, its path or the method is wrong (nothing would be delivered){}", said()))
-            }
+            300..=399 | 404 | 405 | 415 => Err(format!(
+                "HTTP {status}: the URL, its path or the method is wrong (nothing would be delivered){}",
+                said()
+            )),
             _ if self.profile.strict_probe || response::fixed::systemic_status(status) => {
                 Err(format!("HTTP {status}{}", said()))
             }
