@@ -3,6 +3,7 @@
 //! `Reply` out, held to the fixed rules before it leaves.
 
 use super::fixed::{self, Evidence};
+use super::json::Json;
 use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Written};
 use super::{Reply, Response, excerpt};
 use crate::sink::Answer;
@@ -76,9 +77,9 @@ fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
     }
     let empty_is_none_failed = p.counts.as_ref().is_some_and(|c| c.failed_when_absent.is_some());
     let parsed = if empty_is_none_failed && r.body.trim_ascii().is_empty() {
-        Ok(serde_json::Value::Object(serde_json::Map::new()))
+        Ok(Json::empty_object())
     } else {
-        serde_json::from_slice::<serde_json::Value>(r.body)
+        Json::parse(r.body)
     };
     let Ok(body) = parsed else {
         return (
@@ -95,15 +96,7 @@ fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
     (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request)
 }
 
-fn text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn per_item(items: &Items, ids: &[&str], body: &serde_json::Value, status: u16) -> Reply {
+fn per_item(items: &Items, ids: &[&str], body: &Json<'_>, status: u16) -> Reply {
     let n = ids.len();
     let Some(array) = items.array.first(body).and_then(|a| a.as_array()) else {
         return Reply::Systemic(format!("HTTP {status}: no item array at {}", items.array));
@@ -112,11 +105,20 @@ fn per_item(items: &Items, ids: &[&str], body: &serde_json::Value, status: u16) 
         return Reply::Systemic(format!("HTTP {status}: {} items answer {n} records", array.len()));
     }
     let mut answers: Vec<Option<Answer>> = vec![None; n];
+    // By id: each id's records, the first answered first (one look-up per
+    // item, not a scan of the request).
+    let mut by_id: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    if items.id.is_some() {
+        for (i, id) in ids.iter().enumerate().rev() {
+            by_id.entry(id).or_default().push(i);
+        }
+    }
     for (pos, item) in array.iter().enumerate() {
         let at = match &items.id {
             None => pos,
             Some(id) => {
-                let Some(i) = id.first(item).map(text).and_then(|id| ids.iter().position(|x| *x == id)) else {
+                let named = id.first(item).map(Json::text);
+                let Some(i) = named.and_then(|id| by_id.get_mut(id.as_str()).and_then(Vec::pop)) else {
                     return Reply::Systemic(format!("HTTP {status}: item {pos} names no record that was sent"));
                 };
                 i
@@ -131,26 +133,28 @@ fn per_item(items: &Items, ids: &[&str], body: &serde_json::Value, status: u16) 
     Reply::Answers(answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Systemic("no item".into()))).collect())
 }
 
-fn item_answer(items: &Items, item: &serde_json::Value) -> Answer {
-    let Some(code) = items.status.first(item).and_then(super::pointer::count).and_then(|c| u16::try_from(c).ok())
-    else {
+fn item_answer(items: &Items, item: &Json<'_>) -> Answer {
+    let Some(code) = items.status.first(item).and_then(Json::count).and_then(|c| u16::try_from(c).ok()) else {
         return Answer::Systemic(format!("bulk item without a status at {}", items.status));
     };
-    let kind = items.error_type.as_ref().and_then(|p| p.first(item)).map(text).unwrap_or_default();
-    let why = items.reason.as_ref().and_then(|p| p.first(item)).map(text).unwrap_or_default();
-    let reason = || match (kind.is_empty(), why.is_empty()) {
-        (true, true) => format!("item {code}"),
-        (false, true) => format!("item {code}: {kind}"),
-        (true, false) => format!("item {code}: {why}"),
-        (false, false) => format!("item {code}: {kind}: {why}"),
+    // Borrowed, and looked up only when a rule or a reason needs them:
+    // most items of a bulk answer are plain 2xx.
+    let as_str = |p: &Option<super::pointer::Pointer>| p.as_ref().and_then(|p| p.first(item)).and_then(Json::as_str);
+    let kind = || as_str(&items.error_type).unwrap_or("");
+    let why = || as_str(&items.reason).unwrap_or("");
+    let reason = || match (kind(), why()) {
+        ("", "") => format!("item {code}"),
+        (k, "") => format!("item {code}: {k}"),
+        ("", w) => format!("item {code}: {w}"),
+        (k, w) => format!("item {code}: {k}: {w}"),
     };
     if fixed::systemic_item_status(code) {
         return Answer::Systemic(reason());
     }
     let rule = items.rules.iter().find(|r| {
         (r.codes.is_empty() || r.codes.iter().any(|c| c.contains(code)))
-            && (r.error_types.is_empty() || r.error_types.iter().any(|t| *t == kind))
-            && r.reason_matches.as_ref().is_none_or(|m| m.0.is_match(&why))
+            && (r.error_types.is_empty() || r.error_types.iter().any(|t| t == kind()))
+            && r.reason_matches.as_ref().is_none_or(|m| m.0.is_match(why()))
     });
     match rule.map(|r| r.fate) {
         Some(RecordFate::Accepted) => Answer::Accepted,
@@ -163,7 +167,7 @@ fn item_answer(items: &Items, item: &serde_json::Value) -> Answer {
     }
 }
 
-fn counted(c: &Counts, body: &serde_json::Value, n: usize, status: u16) -> Reply {
+fn counted(c: &Counts, body: &Json<'_>, n: usize, status: u16) -> Reply {
     let Some(failed) = c.failed.sum(body).or(c.failed_when_absent) else {
         return Reply::Systemic(format!("HTTP {status}: no count of failures at {}", c.failed));
     };
@@ -177,7 +181,7 @@ fn counted(c: &Counts, body: &serde_json::Value, n: usize, status: u16) -> Reply
     let errors: Vec<String> = c
         .errors
         .as_ref()
-        .map(|p| p.all(body).into_iter().map(text).filter(|t| !t.is_empty()).collect())
+        .map(|p| p.all(body).into_iter().map(Json::text).filter(|t| !t.is_empty()).collect())
         .unwrap_or_default();
     let reason = || {
         let mut s = format!("successful={ok} failed={failed} of {n}");
@@ -223,11 +227,11 @@ fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
 }
 
 fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Reply> {
-    let source: serde_json::Value = match &w.header {
-        Some(h) => serde_json::from_slice(r.headers.get(h.as_str())?.as_bytes()).ok()?,
-        None => serde_json::from_slice(r.body).ok()?,
+    let source = match &w.header {
+        Some(h) => Json::parse(r.headers.get(h.as_str())?.as_bytes()).ok()?,
+        None => Json::parse(r.body).ok()?,
     };
-    let rows = w.pointer.first(&source).and_then(super::pointer::count)?;
+    let rows = w.pointer.first(&source).and_then(Json::count)?;
     if rows == 0 && n > 0 {
         // The backend dropped the whole insert as one it has (ClickHouse's
         // insert deduplication of a block sent again).

@@ -11,6 +11,7 @@
 mod classify;
 pub mod corpus;
 pub mod fixed;
+pub mod json;
 pub mod pointer;
 pub mod profile;
 
@@ -150,6 +151,27 @@ mod tests {
         let body = b"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: zz (at row 2)";
         let r = Response { status: 500, headers: &HeaderMap::new(), body };
         assert!(matches!(classify(&p, &ids, &r), Reply::BadRow { row: 1, .. }), "a bad row on an old server's 500");
+    }
+
+    /// A profile of an operator's own (the README's example), items matched
+    /// by id: an answer in another order still lands on its records.
+    #[test]
+    fn items_matched_by_id_land_on_their_records_in_any_order() {
+        let p: Profile = toml::from_str(
+            "[[status]]\ncodes = [\"2xx\"]\nfate = \"read\"\n[items]\narray = \"/results\"\nstatus = \"/code\"\n\
+             reason = \"/message\"\nid = \"/id\"\n[[items.rules]]\ncodes = [422]\nreason_matches = \"(?i)too old\"\nfate = \"reject\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let body =
+            br#"{"results":[{"id":"c","code":200},{"id":"a","code":422,"message":"Too old"},{"id":"b","code":409}]}"#;
+        let r = Response { status: 200, headers: &HeaderMap::new(), body };
+        let Reply::Answers(a) = classify(&p, &["a", "b", "c"], &r) else { panic!("answers") };
+        assert!(matches!(&a[0], Answer::Rejected(r) if r == "item 422: Too old"), "{a:?}");
+        assert!(matches!(&a[1], Answer::Rejected(r) if r == "item 409"), "no rule: a 4xx item is rejected");
+        assert_eq!(a[2], Answer::Accepted);
+        let stray = br#"{"results":[{"id":"c","code":200},{"id":"x","code":200},{"id":"a","code":200}]}"#;
+        let r = Response { status: 200, headers: &HeaderMap::new(), body: stray };
+        assert!(matches!(classify(&p, &["a", "b", "c"], &r), Reply::Systemic(m) if m.contains("names no record")));
     }
 
     #[test]

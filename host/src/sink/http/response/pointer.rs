@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer};
 
+use super::json::Json;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
     Key(String),
@@ -60,57 +62,63 @@ impl<'de> Deserialize<'de> for Pointer {
 impl Pointer {
     /// Every value the pointer reaches, in document order; none when a
     /// step is missing.
-    pub fn all<'v>(&self, v: &'v serde_json::Value) -> Vec<&'v serde_json::Value> {
-        let mut at = vec![v];
-        for step in &self.steps {
-            at = at
-                .into_iter()
-                .flat_map(|v| -> Vec<&serde_json::Value> {
-                    match (step, v) {
-                        (Step::Each, serde_json::Value::Array(a)) => a.iter().collect(),
-                        (Step::Each, serde_json::Value::Object(o)) => o.values().collect(),
-                        (Step::Key(k), serde_json::Value::Object(o)) => o.get(k).into_iter().collect(),
-                        (Step::Key(k), serde_json::Value::Array(a)) => {
-                            k.parse::<usize>().ok().and_then(|i| a.get(i)).into_iter().collect()
-                        }
-                        _ => Vec::new(),
-                    }
-                })
-                .collect();
-        }
-        at
+    pub fn all<'v, 'a>(&self, v: &'v Json<'a>) -> Vec<&'v Json<'a>> {
+        let mut out = Vec::new();
+        all_from(&self.steps, v, &mut out);
+        out
     }
 
-    /// The first value reached.
-    pub fn first<'v>(&self, v: &'v serde_json::Value) -> Option<&'v serde_json::Value> {
-        self.all(v).into_iter().next()
+    /// The first value reached, found without collecting the others: the
+    /// per-item look-ups of a bulk answer run this a few times per record.
+    pub fn first<'v, 'a>(&self, v: &'v Json<'a>) -> Option<&'v Json<'a>> {
+        first_from(&self.steps, v)
     }
 
     /// The sum of the numbers reached (a number written as a string
     /// counts: ClickHouse's summary quotes its counts); `None` when nothing
     /// is reached or something reached is not a count.
-    pub fn sum(&self, v: &serde_json::Value) -> Option<u64> {
+    pub fn sum(&self, v: &Json<'_>) -> Option<u64> {
         let found = self.all(v);
         if found.is_empty() {
             return None;
         }
-        found.into_iter().try_fold(0u64, |acc, v| Some(acc.saturating_add(count(v)?)))
+        found.into_iter().try_fold(0u64, |acc, v| Some(acc.saturating_add(v.count()?)))
     }
 }
 
-/// A whole number, or a string holding one.
-pub fn count(v: &serde_json::Value) -> Option<u64> {
-    match v {
-        serde_json::Value::Number(n) => n.as_u64(),
-        serde_json::Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+/// The values below `v` in each element of an array or member of an
+/// object (`*`), or in the member or element a key names.
+fn children<'v, 'a>(step: &Step, v: &'v Json<'a>) -> Box<dyn Iterator<Item = &'v Json<'a>> + 'v> {
+    match (step, v) {
+        (Step::Each, Json::Array(a)) => Box::new(a.iter()),
+        (Step::Each, Json::Object(o)) => Box::new(o.iter().map(|(_, v)| v)),
+        (Step::Key(k), Json::Object(_)) => Box::new(v.get(k).into_iter()),
+        (Step::Key(k), Json::Array(a)) => Box::new(k.parse::<usize>().ok().and_then(|i| a.get(i)).into_iter()),
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
+fn first_from<'v, 'a>(steps: &[Step], v: &'v Json<'a>) -> Option<&'v Json<'a>> {
+    let Some((step, rest)) = steps.split_first() else { return Some(v) };
+    match (step, v) {
+        (Step::Key(k), Json::Object(_)) => v.get(k).and_then(|x| first_from(rest, x)),
+        _ => children(step, v).find_map(|x| first_from(rest, x)),
+    }
+}
+
+fn all_from<'v, 'a>(steps: &[Step], v: &'v Json<'a>, out: &mut Vec<&'v Json<'a>>) {
+    let Some((step, rest)) = steps.split_first() else {
+        out.push(v);
+        return;
+    };
+    for x in children(step, v) {
+        all_from(rest, x, out);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn p(s: &str) -> Pointer {
         s.parse().unwrap_or_else(|e| panic!("{e}"))
@@ -118,15 +126,17 @@ mod tests {
 
     #[test]
     fn wildcards_reach_every_element_and_member() {
-        let v = json!({"items": [{"create": {"status": 201}}, {"index": {"status": 429}}],
-                       "status": [{"successful": 2, "failed": 1}, {"successful": "3", "failed": 0}],
-                       "a/b": {"~x": 7}});
+        let body = br#"{"items": [{"create": {"status": 201}}, {"index": {"status": 429}}],
+                        "status": [{"successful": 2, "failed": 1}, {"successful": "3", "failed": 0}],
+                        "a/b": {"~x": 7}}"#;
+        let v = Json::parse(body).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p("/items").all(&v).len(), 1);
-        assert_eq!(p("/items/*/*/status").all(&v), vec![&json!(201), &json!(429)]);
-        assert_eq!(p("/items/1/index/status").first(&v), Some(&json!(429)));
+        assert_eq!(p("/items/*/*/status").all(&v), vec![&Json::Unsigned(201), &Json::Unsigned(429)]);
+        assert_eq!(p("/items/1/index/status").first(&v), Some(&Json::Unsigned(429)));
+        assert_eq!(p("/items/*/*/status").first(&v), Some(&Json::Unsigned(201)));
         assert_eq!(p("/status/*/successful").sum(&v), Some(5));
         assert_eq!(p("/status/*/failed").sum(&v), Some(1));
-        assert_eq!(p("/a~1b/~0x").first(&v), Some(&json!(7)));
+        assert_eq!(p("/a~1b/~0x").first(&v), Some(&Json::Unsigned(7)));
         assert_eq!(p("/nope").sum(&v), None, "nothing reached is not zero");
         assert_eq!(p("/items").sum(&v), None, "an array is not a count");
         assert_eq!(p("").first(&v), Some(&v));
