@@ -629,7 +629,7 @@ fn check_connect_calls_a_wrong_path_a_failure() {
     };
     let (code, out) = check();
     assert_eq!(code, Some(3), "{out}");
-    assert!(out.contains("FAILED (HTTP 404: the URL, its path or the method is wrong"), "{out}");
+    assert!(out.contains("FAILED (HTTP 404: not found: the URL's path"), "{out}");
     assert!(out.contains("fixed: request 3xx 401 403 404"), "check prints the fixed rules: {out}");
     let (code, out) = check();
     assert_eq!(code, Some(0), "{out}");

@@ -333,10 +333,16 @@ impl Sink for HttpSink {
             200..=299 => Ok(format!("HTTP {status} to a request with no event")),
             401 | 403 | 407 => Err(format!("HTTP {status}: the credentials are refused{}", said())),
             500..=599 => Err(format!("HTTP {status}: the backend fails{}", said())),
-            300..=399 | 404 | 405 | 415 => Err(format!(
-                "HTTP {status}: the URL, its path or the method is wrong (nothing would be delivered){}",
-                said()
-            )),
+            // Nothing would be delivered: say what the backend means.
+            300..=399 | 404 | 405 | 415 => {
+                let what = match status {
+                    404 => "not found: the URL's path, or the table, index or stream it names, is missing",
+                    405 => "method not allowed",
+                    415 => "content type refused",
+                    _ => "a redirect, which sluice does not follow: point url at its target",
+                };
+                Err(format!("HTTP {status}: {what}{}", said()))
+            }
             _ if self.profile.strict_probe || response::fixed::systemic_status(status) => {
                 Err(format!("HTTP {status}{}", said()))
             }
