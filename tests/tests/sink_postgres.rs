@@ -278,6 +278,38 @@ fn a_missing_table_a_refused_password_and_a_read_only_server_wait_and_quarantine
     assert_eq!(pg.column("SELECT count(*) FROM events"), vec!["700"]);
 }
 
+/// A row a trigger discards (`BEFORE INSERT … RETURN NULL`) is neither
+/// inserted nor an error: it must not count as "already there". It is
+/// quarantined with the reason; its neighbours are delivered.
+#[test]
+fn a_row_a_trigger_discards_is_quarantined_not_taken_for_a_duplicate() {
+    let pg = Postgres::start();
+    pg.execute(TABLE);
+    pg.execute(
+        "CREATE FUNCTION discard_seven() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.n % 7 = 3 THEN RETURN NULL; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER discard BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION discard_seven();",
+    );
+    let f = Fixture::new(&plain_events(0..100));
+    f.run(&f.config(&pg, "events", ""));
+    let rows: BTreeSet<String> = pg.column("SELECT event_id FROM events").into_iter().collect();
+    let q: BTreeSet<String> = f
+        .quarantined()
+        .into_iter()
+        .map(|(payload, reason)| {
+            assert!(reason.contains("neither inserted nor there"), "{reason}");
+            serde_json::from_str::<serde_json::Value>(&payload).unwrap_or_default()["event_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let discarded: BTreeSet<String> = (0..100).filter(|i| i % 7 == 3).map(|i| format!("ev-{i}")).collect();
+    assert_eq!(q, discarded, "every discarded row is in the quarantine");
+    assert_eq!(rows.len() + q.len(), 100, "every id is in the table or the quarantine");
+    assert!(rows.is_disjoint(&q));
+}
+
 /// `check --connect` connects, prepares the insert and checks the key,
 /// writing nothing; it names what is wrong.
 #[test]

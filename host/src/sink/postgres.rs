@@ -155,10 +155,14 @@ enum Tls {
     Native(postgres_native_tls::MakeTlsConnector),
 }
 
-/// One connection with its insert prepared for the table as it is.
+/// One connection with its statements prepared for the table as it is.
 struct Conn {
     client: postgres::Client,
     insert: postgres::Statement,
+    /// Which of the given ids have a row: what makes an id `RETURNING`
+    /// did not give back a duplicate rather than a row a trigger or rule
+    /// discarded.
+    present: postgres::Statement,
 }
 
 pub struct PostgresSink {
@@ -235,14 +239,19 @@ impl PostgresSink {
     fn open(&self) -> Result<Conn, postgres::Error> {
         let mut client = self.client()?;
         let columns = client.query(
-            "SELECT a.attname::text, pg_get_expr(d.adbin, d.adrelid), a.attgenerated <> '' \
+            "SELECT a.attname::text, pg_get_expr(d.adbin, d.adrelid), a.attgenerated <> '', \
+             format_type(a.atttypid, a.atttypmod) \
              FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
              WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
             &[&self.table],
         )?;
         let (mut names, mut values) = (Vec::new(), Vec::new());
+        let mut id_type = "text".to_string();
         for row in columns {
             let (name, default, generated): (String, Option<String>, bool) = (row.get(0), row.get(1), row.get(2));
+            if name == self.cfg.id_column {
+                id_type = row.get(3);
+            }
             if generated {
                 continue;
             }
@@ -262,7 +271,11 @@ impl PostgresSink {
             values = values.join(", "),
         );
         let insert = client.prepare(&sql)?;
-        Ok(Conn { client, insert })
+        let present = client.prepare(&format!(
+            "SELECT u.i FROM unnest($1::text[]) AS u(i) WHERE EXISTS (SELECT 1 FROM {t} WHERE {id} = u.i::{id_type})",
+            t = self.table,
+        ))?;
+        Ok(Conn { client, insert, present })
     }
 
     fn rows(&self, batch: &[&Delivery]) -> String {
@@ -312,10 +325,28 @@ impl PostgresSink {
     }
 
     fn deliver_on(&self, conn: &mut Conn, batch: &[Delivery]) -> Result<Vec<Answer>, postgres::Error> {
-        match self.insert_all(conn, batch) {
-            Err(e) if records_fault(&e) => self.insert_rows(conn, batch),
-            other => other,
+        let mut answers = match self.insert_all(conn, batch) {
+            Err(e) if records_fault(&e) => self.insert_rows(conn, batch)?,
+            other => other?,
+        };
+        // An id not returned is a duplicate only if its row is there: a
+        // BEFORE INSERT trigger that returns NULL (or a rule) discards a
+        // row without an error, and counting that record as delivered
+        // would lose it. One look-up per batch, on replays only.
+        let unproven: Vec<&str> =
+            batch.iter().zip(&answers).filter(|(_, a)| **a == Answer::Duplicate).map(|(d, _)| d.id.as_str()).collect();
+        if !unproven.is_empty() {
+            let there: std::collections::HashSet<String> =
+                conn.client.query(&conn.present, &[&unproven])?.iter().map(|r| r.get(0)).collect();
+            for (d, a) in batch.iter().zip(answers.iter_mut()) {
+                if *a == Answer::Duplicate && !there.contains(&d.id) {
+                    *a = Answer::Rejected(
+                        "postgres: the row was neither inserted nor there: a trigger or rule discarded it".into(),
+                    );
+                }
+            }
         }
+        Ok(answers)
     }
 }
 
