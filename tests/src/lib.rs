@@ -5,6 +5,7 @@
 //! binary, incremental), so `cargo test` alone is enough on a machine that
 //! has the `wasm32-wasip2` target; `scripts/test` installs it.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -160,6 +161,43 @@ pub fn now_rfc3339(offset_secs: i64) -> String {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     sluice_guest::time::format_rfc3339((now + offset_secs) * 1_000_000_000)
+}
+
+/// `n` JSON lines for the table sinks' suites: unique ids (`ev-0000000`),
+/// every 10th line repeated (a producer's duplicate), every 97th with an
+/// `n` a numeric column cannot take, every 50th not JSON at all, and with
+/// `without_n`, every 89th lacking `n` (a NOT NULL column refuses it).
+/// Returns the text, the ids that must arrive, the ids the table must
+/// refuse, and the malformed lines.
+pub fn table_lines(n: usize, without_n: bool) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let ts = now_rfc3339(0);
+    let (mut text, mut good, mut bad_row, mut malformed) =
+        (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for i in 0..n {
+        let id = format!("ev-{i:07}");
+        if i % 50 == 49 {
+            let line = format!("{{\"event_id\":\"{id}\",\"ts\":");
+            text.push_str(&line);
+            malformed.insert(line);
+        } else if i % 97 == 13 {
+            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":\"zz\",\"msg\":\"bad {i}\"}}"));
+            bad_row.insert(id);
+        } else if without_n && i % 89 == 5 {
+            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"no n {i}\"}}"));
+            bad_row.insert(id);
+        } else {
+            let line =
+                format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
+            text.push_str(&line);
+            if i % 10 == 0 {
+                text.push('\n');
+                text.push_str(&line);
+            }
+            good.insert(id);
+        }
+        text.push('\n');
+    }
+    (text, good, bad_row, malformed)
 }
 
 /// Every entry of the quarantine of the state store at `state`, as

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use sluice_e2e::clickhouse::ClickHouse;
-use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin, table_lines};
 
 const TABLE: &str = "CREATE TABLE {name} (
     event_id String,
@@ -67,37 +67,6 @@ impl Fixture {
     }
 }
 
-/// `n` lines: unique ids, every 10th repeated (a producer's duplicate),
-/// every 97th with a value the table cannot take (`n` not a number),
-/// every 50th not JSON at all.
-fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
-    let ts = now_rfc3339(0);
-    let (mut text, mut good, mut bad_row, mut malformed) =
-        (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    for i in 0..n {
-        let id = format!("ev-{i:07}");
-        if i % 50 == 49 {
-            let line = format!("{{\"event_id\":\"{id}\",\"ts\":");
-            text.push_str(&line);
-            malformed.insert(line);
-        } else if i % 97 == 13 {
-            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":\"zz\",\"msg\":\"bad {i}\"}}"));
-            bad_row.insert(id);
-        } else {
-            let line =
-                format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
-            text.push_str(&line);
-            if i % 10 == 0 {
-                text.push('\n');
-                text.push_str(&line);
-            }
-            good.insert(id);
-        }
-        text.push('\n');
-    }
-    (text, good, bad_row, malformed)
-}
-
 #[test]
 fn ids_reconcile_after_sigkills_and_final_shows_each_once() {
     let ch = ClickHouse::start();
@@ -112,7 +81,7 @@ fn ids_reconcile_after_sigkills_and_final_shows_each_once() {
         "CREATE MATERIALIZED VIEW arrivals ENGINE = MergeTree ORDER BY tuple() \
          AS SELECT event_id FROM events WHERE sleep(0.3) = 0",
     );
-    let (text, good, bad_row, malformed) = lines(20_000);
+    let (text, good, bad_row, malformed) = table_lines(20_000, false);
     let f = Fixture::new(&text);
     let config = f.config(&ch, "events", "[sink.batch]\nmax_records = 1000\n");
     let rows_now = || ch.query("SELECT count() FROM events").trim().parse::<u64>().unwrap_or(0);
@@ -306,7 +275,7 @@ fn clickhouse_behind_a_30_s_black_hole_is_waited_for_and_nothing_is_lost() {
     let proxy = FaultProxy::start(upstream);
     // Slowed, so that the hole opens mid-run.
     proxy.set(Link::Delay(Duration::from_millis(100)));
-    let (text, good, bad_row, malformed) = lines(20_000);
+    let (text, good, bad_row, malformed) = table_lines(20_000, false);
     let f = Fixture::new(&text);
     let config = f.config(&ch, "events", "[sink.batch]\nmax_records = 500\n[sink.request]\ntimeout = \"2s\"\n");
     let text =

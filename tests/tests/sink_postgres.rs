@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_e2e::postgres::{PASSWORD, Postgres};
-use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin};
+use sluice_e2e::{json_chain_toml, now_rfc3339, quarantine_entries, sluice_bin, table_lines};
 
 /// `n NOT NULL`: an event without it is refused by the database (23502);
 /// `n integer`: an event whose n is not a number too (22P02). A BEFORE
@@ -80,45 +80,11 @@ impl Fixture {
     }
 }
 
-/// `n` lines: unique ids, every 10th repeated (a producer's duplicate),
-/// every 97th with an `n` the column cannot take, every 89th without `n`
-/// (NOT NULL), every 50th not JSON at all.
-fn lines(n: usize) -> (String, BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
-    let ts = now_rfc3339(0);
-    let (mut text, mut good, mut bad_row, mut malformed) =
-        (String::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    for i in 0..n {
-        let id = format!("ev-{i:07}");
-        if i % 50 == 49 {
-            let line = format!("{{\"event_id\":\"{id}\",\"ts\":");
-            text.push_str(&line);
-            malformed.insert(line);
-        } else if i % 97 == 13 {
-            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":\"zz\",\"msg\":\"bad {i}\"}}"));
-            bad_row.insert(id);
-        } else if i % 89 == 5 {
-            text.push_str(&format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"msg\":\"no n {i}\"}}"));
-            bad_row.insert(id);
-        } else {
-            let line =
-                format!("{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\",\"level\":\"warn\"}}");
-            text.push_str(&line);
-            if i % 10 == 0 {
-                text.push('\n');
-                text.push_str(&line);
-            }
-            good.insert(id);
-        }
-        text.push('\n');
-    }
-    (text, good, bad_row, malformed)
-}
-
 #[test]
 fn ids_reconcile_after_sigkills_with_each_row_once_and_refused_rows_alone_in_the_quarantine() {
     let pg = Postgres::start();
     pg.execute(TABLE);
-    let (text, good, bad_row, malformed) = lines(20_000);
+    let (text, good, bad_row, malformed) = table_lines(20_000, true);
     let f = Fixture::new(&text);
     let config = f.config(&pg, "events", "");
     let rows_now = || pg.column("SELECT count(*) FROM events").first().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
