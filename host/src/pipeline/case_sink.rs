@@ -8,7 +8,7 @@
 
 use crate::sink::Delivery;
 use crate::sink::guarded::Outcome;
-use crate::sink::http::response::corpus::Recorded;
+use crate::sink::http::corpus::Recorded;
 use crate::sink::http::response::{Profile, Reply};
 use crate::sink::{Answer, Attempt};
 

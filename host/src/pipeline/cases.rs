@@ -45,7 +45,7 @@ pub struct Case {
     /// (`status`, `headers`, `body` or `json`): read by the sink's
     /// response profile as in a run. Without them the sink accepts all.
     #[serde(default)]
-    pub sink: Vec<crate::sink::http::response::corpus::Recorded>,
+    pub sink: Vec<crate::sink::http::corpus::Recorded>,
 }
 
 /// A record: a line as text, or, for a Kafka source, a message with a key

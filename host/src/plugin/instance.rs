@@ -138,6 +138,26 @@ impl Instance {
     }
 }
 
+impl Instance {
+    /// One call of a classifier's `classify`, under the same time limit
+    /// and log budget as `process`.
+    pub(super) fn classify(
+        &mut self,
+        asked: &super::classifier::Asked<'_>,
+        answered: &super::classifier::Answered<'_>,
+    ) -> Result<super::classifier::Said, Fault> {
+        self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
+        self.store.data_mut().logs.reset();
+        let said = self.bindings.call_classify(&mut self.store, asked, answered);
+        let suppressed = self.store.data_mut().logs.reset();
+        if suppressed > 0 {
+            tracing::warn!(plugin = %self.plugin.id, suppressed, limit = self.plugin.limits.max_log_lines_per_batch,
+                "classifier logged more lines for one response than max_log_lines_per_batch; the rest were suppressed");
+        }
+        said.map_err(|e| classify(&mut self.store, &self.plugin, e))
+    }
+}
+
 fn deadline_ticks(plugin: &LoadedPlugin) -> u64 {
     let ticks = plugin.limits.time_per_batch.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
     // One tick more: the current tick may be almost over.

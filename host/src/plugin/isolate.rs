@@ -32,6 +32,12 @@ impl Isolated {
     /// Instantiate and initialise; a config refusal comes back as
     /// [`PluginError::Config`] with the plugin's own message.
     pub fn new(plugin: Arc<LoadedPlugin>) -> Result<Isolated, PluginError> {
+        if plugin.contract() == super::Contract::Classifier {
+            return Err(PluginError::Link {
+                plugin: plugin.id.to_string(),
+                message: "it is a classifier (it reads a sink's answers, not records): name it in [sink.classifier], not [[plugins]]".into(),
+            });
+        }
         let instance = Instance::new(plugin.clone())?;
         Ok(Isolated { plugin, instance, stats: StageStats::default() })
     }

@@ -6,6 +6,7 @@
 //! - `instance`: one store, one call, and what a fault was;
 //! - `isolate`: a batch call that falls back to record by record on a fault;
 //! - `chain`: stages in a row, and the per-source-record verdict;
+//! - `classifier`: plugins that read a sink's answers (`wit/classifier.wit`);
 //! - `inspect`: what a component file is, without running it;
 //! - `contract`: the 0.1 and 0.2 versions of the WIT contract, detected
 //!   at load, and the generated bindings, private to this module;
@@ -13,6 +14,7 @@
 
 pub mod cache;
 mod chain;
+pub mod classifier;
 pub mod conformance;
 mod contract;
 mod engine;

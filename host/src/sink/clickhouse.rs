@@ -107,6 +107,7 @@ impl ClickhouseSinkConfig {
                 .user
                 .as_ref()
                 .map(|u| BasicAuth { user: u.clone(), password_env: self.password_env.clone() }),
+            classifier: None,
             response: ResponseConfig::Named("clickhouse".into()),
             encoding: Encoding::Ndjson,
             payload: Payload::Event { id_field: self.id_field.clone(), timestamp_field: self.timestamp_field.clone() },

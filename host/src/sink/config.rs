@@ -68,6 +68,14 @@ impl SinkConfig {
         }
     }
 
+    /// The classifier plugin that reads an HTTP backend's answers, if any.
+    pub fn classifier(&self) -> Option<super::http::classifier::ClassifierConfig> {
+        match self {
+            SinkConfig::Http(h) => h.classifier.clone(),
+            _ => None,
+        }
+    }
+
     /// The retry policy and breaker the sink is driven with; standard
     /// output uses the defaults.
     pub fn guard(&self) -> (RetryConfig, BreakerConfig) {
@@ -126,7 +134,12 @@ impl SinkConfig {
                     }
                 }
             }
-            SinkConfig::Stdout | SinkConfig::Http(_) | SinkConfig::Clickhouse(_) => {}
+            SinkConfig::Http(h) => {
+                if let Some(c) = &mut h.classifier {
+                    c.absolutize(abs);
+                }
+            }
+            SinkConfig::Stdout | SinkConfig::Clickhouse(_) => {}
         }
     }
 }

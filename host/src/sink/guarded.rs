@@ -119,7 +119,9 @@ impl Guarded {
                 &subset
             };
             let started = Instant::now();
-            let attempt = self.sink.deliver(sent).unwrap_or_else(|e| Attempt::systemic(sent.len(), &e.to_string()));
+            let nth = 1 + pending.iter().map(|i| attempts[*i]).max().unwrap_or(0);
+            let attempt =
+                self.sink.deliver_nth(sent, nth).unwrap_or_else(|e| Attempt::systemic(sent.len(), &e.to_string()));
             let attempt = conform(attempt, sent.len());
             SinkRequests { sink: &self.name, attempt: &attempt, seconds: started.elapsed().as_secs_f64() }.emit();
             {

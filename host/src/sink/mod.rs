@@ -200,6 +200,12 @@ pub trait Sink: Send + Sync {
     /// One answer per delivery, in order. An `Err` means nothing in the
     /// call can be assumed accepted, and counts as a failed request.
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError>;
+    /// `deliver`, told which send of these records this is (from 1: one
+    /// more than the attempts the most-tried of them has spent), for
+    /// readers that weigh it (a classifier plugin sees it).
+    fn deliver_nth(&self, batch: &[Delivery], _nth: u32) -> Result<Attempt, SinkError> {
+        self.deliver(batch)
+    }
     /// For logs and metrics labels; never holds a secret.
     fn describe(&self) -> String;
     /// `sluice check --connect`: reach the backend once, without writing a

@@ -6,7 +6,10 @@
 //! - `v02`: `sluice:plugin@0.2.0` (`wit/plugin.wit`), a batch as a few
 //!   buffers (`sluice-abi`).
 //!
-//! Both lift into the host's own `Outcome`s; the output contract that
+//! - `classifier`: the second world of 0.2 (`wit/classifier.wit`), a
+//!   plugin that reads an HTTP sink's responses instead of records.
+//!
+//! Both parse versions lift into the host's own `Outcome`s; the output contract that
 //! applies to both is `output_rules`. The generated bindings stay private:
 //! the rest of the host speaks `types.rs`.
 
@@ -24,6 +27,8 @@ use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
 pub enum Contract {
     V01,
     V02,
+    /// `world classifier` of 0.2: reads a sink's answers, never records.
+    Classifier,
 }
 
 impl Contract {
@@ -31,14 +36,25 @@ impl Contract {
     pub fn version(&self) -> &'static str {
         match self {
             Contract::V01 => "0.1.0",
-            Contract::V02 => "0.2.0",
+            Contract::V02 | Contract::Classifier => "0.2.0",
+        }
+    }
+
+    /// The world within the package: `plugin` or `classifier`.
+    pub fn world(&self) -> &'static str {
+        match self {
+            Contract::V01 | Contract::V02 => "plugin",
+            Contract::Classifier => "classifier",
         }
     }
 }
 
 impl fmt::Display for Contract {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sluice:plugin@{}", self.version())
+        match self {
+            Contract::Classifier => write!(f, "sluice:plugin@{} (classifier)", self.version()),
+            _ => write!(f, "sluice:plugin@{}", self.version()),
+        }
     }
 }
 
@@ -53,20 +69,26 @@ pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
 pub(super) enum Pre {
     V01(v01::BindingsPre<StoreState>),
     V02(v02::BindingsPre<StoreState>),
+    Classifier(classifier::BindingsPre<StoreState>),
 }
 
 impl Pre {
-    /// Which contract the component's exports match: 0.2 first, then 0.1;
-    /// neither is an error naming what both checks said.
+    /// Which contract the component's exports match: 0.2 first, then 0.1,
+    /// then the classifier world; none is an error naming what each check
+    /// said.
     pub(super) fn detect(instance_pre: InstancePre<StoreState>) -> Result<Pre, String> {
         let e02 = match v02::BindingsPre::new(instance_pre.clone()) {
             Ok(pre) => return Ok(Pre::V02(pre)),
             Err(e) => e,
         };
-        match v01::BindingsPre::new(instance_pre) {
-            Ok(pre) => Ok(Pre::V01(pre)),
-            Err(e01) => Err(format!(
-                "not a sluice plugin: its exports match neither sluice:plugin@0.2.0 ({e02:#}) nor sluice:plugin@0.1.0 ({e01:#})"
+        let e01 = match v01::BindingsPre::new(instance_pre.clone()) {
+            Ok(pre) => return Ok(Pre::V01(pre)),
+            Err(e) => e,
+        };
+        match classifier::BindingsPre::new(instance_pre) {
+            Ok(pre) => Ok(Pre::Classifier(pre)),
+            Err(ec) => Err(format!(
+                "not a sluice plugin: its exports match neither sluice:plugin@0.2.0 ({e02:#}) nor sluice:plugin@0.1.0 ({e01:#}) nor a classifier ({ec:#})"
             )),
         }
     }
@@ -75,6 +97,7 @@ impl Pre {
         match self {
             Pre::V01(_) => Contract::V01,
             Pre::V02(_) => Contract::V02,
+            Pre::Classifier(_) => Contract::Classifier,
         }
     }
 
@@ -82,6 +105,7 @@ impl Pre {
         Ok(match self {
             Pre::V01(pre) => Bound::V01(pre.instantiate(store)?),
             Pre::V02(pre) => Bound::V02(pre.instantiate(store)?, v02::Packer::default()),
+            Pre::Classifier(pre) => Bound::Classifier(pre.instantiate(store)?),
         })
     }
 }
@@ -90,6 +114,7 @@ impl Pre {
 pub(super) enum Bound {
     V01(v01::Bindings),
     V02(v02::Bindings, v02::Packer),
+    Classifier(classifier::Bindings),
 }
 
 /// What a `process` call returned before the output rules: one outcome per
@@ -111,6 +136,7 @@ impl Bound {
         match self {
             Bound::V01(b) => b.call_init(store, config),
             Bound::V02(b, _) => b.call_init(store, config),
+            Bound::Classifier(b) => b.call_init(store, config),
         }
     }
 
@@ -122,6 +148,21 @@ impl Bound {
         match self {
             Bound::V01(b) => v01::process(b, store, batch),
             Bound::V02(b, packer) => v02::process(b, packer, store, batch),
+            // The chain refuses a classifier at load (`build_chain`); this
+            // is only a guard.
+            Bound::Classifier(_) => Err(wasmtime::format_err!("a classifier plugin has no process")),
+        }
+    }
+
+    pub(super) fn call_classify(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &crate::plugin::classifier::Asked<'_>,
+        response: &crate::plugin::classifier::Answered<'_>,
+    ) -> wasmtime::Result<crate::plugin::classifier::Said> {
+        match self {
+            Bound::Classifier(b) => classifier::classify(b, store, request, response),
+            Bound::V01(_) | Bound::V02(..) => Err(wasmtime::format_err!("a parse plugin has no classify")),
         }
     }
 }
@@ -198,6 +239,7 @@ macro_rules! host_imports {
 }
 use host_imports;
 
+mod classifier;
 mod v01;
 mod v02;
 

@@ -14,7 +14,7 @@ use super::Returned;
 use crate::plugin::sandbox::StoreState;
 use crate::plugin::types::{Event, Outcome, Position, Record};
 
-mod generated {
+pub(super) mod generated {
     wasmtime::component::bindgen!({
         world: "plugin",
         path: "../wit",

@@ -38,24 +38,46 @@ impl Framing<'_> {
     }
 
     pub fn body(&self, batch: &[&Delivery]) -> Vec<u8> {
+        self.body_with_spans(batch, &mut Vec::new())
+    }
+
+    /// The body, and into `spans` each event's `(start, length)` in it (a
+    /// classifier plugin matches a backend's "at byte …" to its record
+    /// with them; a bulk action line is not part of its event's span).
+    pub fn body_with_spans(&self, batch: &[&Delivery], spans: &mut Vec<(u32, u32)>) -> Vec<u8> {
         let mut out = Vec::with_capacity(batch.len() * 320);
-        if self.render == Render::ElasticsearchBulk {
-            for d in batch {
-                let action = serde_json::json!({ "create": { "_index": self.index, "_id": d.id } });
-                let _ = serde_json::to_writer(&mut out, &action);
-                out.push(b'\n');
-                self.event(d, &mut out);
-                out.push(b'\n');
-            }
-            return out;
-        }
+        spans.clear();
+        spans.reserve(batch.len());
+        let mut span = |out: &Vec<u8>, start: usize| spans.push((start as u32, (out.len() - start) as u32));
         match self.render {
-            Render::SplunkHec => super::formats::splunk_hec(batch, &mut out),
-            Render::OtlpJson => super::formats::otlp_json(batch, &mut out),
-            Render::Gelf => super::formats::gelf(batch, super::formats::host_name(), &mut out),
-            Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => {
+            Render::ElasticsearchBulk => {
                 for d in batch {
+                    let action = serde_json::json!({ "create": { "_index": self.index, "_id": d.id } });
+                    let _ = serde_json::to_writer(&mut out, &action);
+                    out.push(b'\n');
+                    let start = out.len();
                     self.event(d, &mut out);
+                    span(&out, start);
+                    out.push(b'\n');
+                }
+            }
+            Render::SplunkHec | Render::Gelf => {
+                for d in batch {
+                    let start = out.len();
+                    if self.render == Render::SplunkHec {
+                        super::formats::splunk_hec(&[d], &mut out);
+                    } else {
+                        super::formats::gelf(&[d], super::formats::host_name(), &mut out);
+                    }
+                    span(&out, start);
+                }
+            }
+            Render::OtlpJson => super::formats::otlp_json(batch, &mut out, spans),
+            Render::Lines | Render::Ndjson => {
+                for d in batch {
+                    let start = out.len();
+                    self.event(d, &mut out);
+                    span(&out, start);
                     out.push(b'\n');
                 }
             }
@@ -65,7 +87,9 @@ impl Framing<'_> {
                     if i > 0 {
                         out.push(b',');
                     }
+                    let start = out.len();
                     self.event(d, &mut out);
+                    span(&out, start);
                 }
                 out.push(b']');
             }

@@ -31,6 +31,9 @@ pub struct HttpSinkConfig {
     /// profile of the operator's own as a table (`ResponseConfig`).
     #[serde(default)]
     pub response: ResponseConfig,
+    /// A classifier plugin that reads the answers in place of the
+    /// profile's rules (`response` then only shapes the request body).
+    pub classifier: Option<super::classifier::ClassifierConfig>,
     #[serde(default)]
     pub encoding: Encoding,
     /// What each line or element is: see `Payload`.
@@ -251,6 +254,9 @@ impl HttpSinkConfig {
             && std::env::var(var).is_err()
         {
             return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
+        }
+        if let Some(c) = &self.classifier {
+            c.validate().map_err(|(key, message)| (format!("classifier.{key}"), message))?;
         }
         let profile = self.response.profile().map_err(|e| ("response".to_string(), e))?;
         profile.validate().map_err(|(key, message)| (format!("response.{key}"), message))?;

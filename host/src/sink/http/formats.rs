@@ -44,8 +44,9 @@ pub fn splunk_hec(batch: &[&Delivery], out: &mut Vec<u8>) {
 
 /// OTLP/HTTP logs in JSON (`/v1/logs`, `Content-Type: application/json`):
 /// one resource and scope, a log record per event whose body is the
-/// event's JSON text and whose `event.id` attribute is its id.
-pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>) {
+/// event's JSON text and whose `event.id` attribute is its id. `spans`
+/// gets each log record's place in `out`.
+pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>, spans: &mut Vec<(u32, u32)>) {
     out.extend_from_slice(
         br#"{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"sluice"}}]},"scopeLogs":[{"scope":{"name":"sluice"},"logRecords":["#,
     );
@@ -53,6 +54,7 @@ pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>) {
         if i > 0 {
             out.push(b',');
         }
+        let start = out.len();
         out.push(b'{');
         if let Some(ns) = d.timestamp.filter(|ns| *ns >= 0) {
             // proto3's JSON writes a 64-bit integer as a string.
@@ -63,6 +65,7 @@ pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>) {
         out.extend_from_slice(br#"},"attributes":[{"key":"event.id","value":{"stringValue":"#);
         write_json_string(&d.id, out);
         out.extend_from_slice(b"}}]}");
+        spans.push((start as u32, (out.len() - start) as u32));
     }
     out.extend_from_slice(b"]}]}]}");
 }
@@ -138,7 +141,7 @@ mod tests {
         assert_eq!(lines[1]["fields"]["event_id"], "b\"q");
 
         let mut out = Vec::new();
-        otlp_json(&[&a, &b], &mut out);
+        otlp_json(&[&a, &b], &mut out, &mut Vec::new());
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
         let records = &v["resourceLogs"][0]["scopeLogs"][0]["logRecords"];
         assert_eq!(records[0]["timeUnixNano"], "1795986000250000000");

@@ -9,7 +9,9 @@
 //! every sink through them.
 
 pub mod body;
+pub mod classifier;
 pub mod config;
+pub mod corpus;
 pub mod formats;
 pub mod response;
 
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use self::body::Framing;
+use self::classifier::{Reader, Sent};
 use self::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
 use self::response::profile::Render;
 use self::response::{Profile, Reply, Response};
@@ -36,6 +39,8 @@ pub struct HttpSink {
     /// The body's form, `Render::Lines` resolved from `encoding`.
     render: Render,
     profile: Profile,
+    /// The profile's rules, or a classifier plugin (`[sink.classifier]`).
+    reader: Reader,
     index: Option<String>,
     max_records: usize,
     max_bytes: u64,
@@ -67,11 +72,14 @@ impl Tally {
     }
 }
 
-/// One answered request: what the profile needs to read it.
+/// One answered request: what a reader needs to read it.
 struct Answered {
     status: u16,
     headers: HeaderMap,
     body: bytes::Bytes,
+    /// Each event's place in the request body, and the body's length.
+    spans: Vec<(u32, u32)>,
+    body_bytes: u64,
 }
 
 impl HttpSink {
@@ -106,6 +114,10 @@ impl HttpSink {
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
         let profile = cfg.response.profile().map_err(setup)?;
+        let reader = match &cfg.classifier {
+            Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| setup(format!("classifier: {e}")))?)),
+            None => Reader::Profile(profile.clone()),
+        };
         let render = match (profile.render, cfg.encoding) {
             (Render::Lines, Encoding::Ndjson) => Render::Ndjson,
             (Render::Lines, Encoding::JsonArray) => Render::JsonArray,
@@ -153,6 +165,7 @@ impl HttpSink {
             payload: cfg.payload.clone(),
             render,
             profile,
+            reader,
             index: cfg.index.clone(),
             max_records: cfg.batch.max_records.max(1),
             max_bytes: cfg.batch.max_bytes,
@@ -190,7 +203,10 @@ impl HttpSink {
     /// only that subset.
     async fn send(&self, batch: &[Delivery], items: &[usize]) -> Result<Answered, String> {
         let events: Vec<&Delivery> = items.iter().map(|i| &batch[*i]).collect();
-        let body = body::compress(self.framing().body(&events), self.compression);
+        let mut spans = Vec::new();
+        let body = self.framing().body_with_spans(&events, &mut spans);
+        let body_bytes = body.len() as u64;
+        let body = body::compress(body, self.compression);
         let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
         let mut request = self.client.request(self.method.clone(), self.url.clone()).headers(self.headers.clone());
         if body.is_empty() {
@@ -202,7 +218,7 @@ impl HttpSink {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| format!("HTTP {status}, body lost: {}", describe_error(&e)))?;
-        Ok(Answered { status, headers, body })
+        Ok(Answered { status, headers, body, spans, body_bytes })
     }
 
     /// Answers for `items`: one request, then as the reply demands,
@@ -211,6 +227,7 @@ impl HttpSink {
         &'a self,
         batch: &'a [Delivery],
         items: Vec<usize>,
+        nth: u32,
     ) -> Pin<Box<dyn Future<Output = Tally> + Send + 'a>> {
         Box::pin(async move {
             let mut tally = Tally::default();
@@ -221,8 +238,19 @@ impl HttpSink {
                         let waited = response::retry_after(&answered.headers, std::time::SystemTime::now());
                         tally.retry_after = tally.retry_after.max(waited);
                         let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
+                        let timestamps: Vec<Option<i64>> = match self.reader {
+                            Reader::Plugin(_) => items.iter().map(|i| batch[*i].timestamp).collect(),
+                            Reader::Profile(_) => Vec::new(),
+                        };
+                        let sent = Sent {
+                            ids: &ids,
+                            timestamps: &timestamps,
+                            spans: &answered.spans,
+                            body_bytes: answered.body_bytes,
+                            attempt: nth,
+                        };
                         let r = Response { status: answered.status, headers: &answered.headers, body: &answered.body };
-                        response::classify(&self.profile, &ids, &r)
+                        self.reader.read(&sent, &r)
                     }
                     Err(e) => Reply::Systemic(e),
                 };
@@ -258,7 +286,7 @@ impl HttpSink {
                         tally.ok += 1;
                         tally.splits += 1;
                         let right = items.split_off(items.len() / 2);
-                        let (a, b) = futures::join!(self.resolve(batch, items), self.resolve(batch, right));
+                        let (a, b) = futures::join!(self.resolve(batch, items, nth), self.resolve(batch, right, nth));
                         tally.merge(a);
                         tally.merge(b);
                         break;
@@ -295,10 +323,14 @@ fn describe_error(e: &reqwest::Error) -> String {
 
 impl Sink for HttpSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
+        self.deliver_nth(batch, 1)
+    }
+
+    fn deliver_nth(&self, batch: &[Delivery], nth: u32) -> Result<Attempt, SinkError> {
         let chunks = self.chunks(batch);
         let tallies = self
             .runtime
-            .block_on(futures::future::join_all(chunks.into_iter().map(|items| self.resolve(batch, items))));
+            .block_on(futures::future::join_all(chunks.into_iter().map(|items| self.resolve(batch, items, nth))));
         let mut answers: Vec<Option<Answer>> = vec![None; batch.len()];
         let mut attempt = Attempt::default();
         for t in tallies {

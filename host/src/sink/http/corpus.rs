@@ -1,8 +1,8 @@
 //! Recorded answers and the fates they must come to: the conformance
 //! corpus in `conformance/responses/<profile>/*.json`. The host's unit
 //! tests run every case against its profile, `sluice sink classify` runs
-//! any case against any profile, and a classifier of the operator's own
-//! can be held to the same cases.
+//! any case against any profile or classifier plugin, and the classifier
+//! examples of every SDK are held to `conformance/responses/axiom/`.
 //!
 //! A case:
 //!
@@ -16,7 +16,9 @@
 //! ```
 //!
 //! `response.json` may stand for `body`: the body is then that value's
-//! JSON text. `expect` holds one of `answers` (a fate per record),
+//! JSON text. For a classifier plugin a case may add what the request
+//! carried: `timestamps` (RFC 3339, or null, one per id), `spans`
+//! (`[start, length]` in the request body, one per id) and `attempt`. `expect` holds one of `answers` (a fate per record),
 //! `systemic`, `split` (true) or `row` (the bad row, from 0), and may add
 //! `reason`, text every non-accepted answer's reason must contain.
 
@@ -26,7 +28,8 @@ use std::path::Path;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
-use super::{Profile, Reply, Response, classify};
+use super::classifier::{Reader, Sent};
+use super::response::{Profile, Reply, Response};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,8 +37,18 @@ pub struct Case {
     #[serde(default)]
     pub about: String,
     pub ids: Vec<String>,
+    #[serde(default)]
+    pub timestamps: Vec<Option<String>>,
+    #[serde(default)]
+    pub spans: Vec<(u32, u32)>,
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     pub response: Recorded,
     pub expect: Expect,
+}
+
+fn first_attempt() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,6 +66,12 @@ pub struct Recorded {
 impl Recorded {
     /// This answer to a request of the records `ids`, read by `profile`.
     pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
+        let sent = Sent { ids, timestamps: &[], spans: &[], body_bytes: 0, attempt: 1 };
+        self.read_with(&Reader::Profile(profile.clone()), &sent)
+    }
+
+    /// This answer to `sent`, read by `reader`.
+    pub fn read_with(&self, reader: &Reader, sent: &Sent<'_>) -> Result<Reply, String> {
         let mut headers = HeaderMap::new();
         for (k, v) in &self.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
@@ -64,7 +83,7 @@ impl Recorded {
             (None, None) => Vec::new(),
             (Some(_), Some(_)) => return Err("response has both body and json".into()),
         };
-        Ok(classify(profile, ids, &Response { status: self.status, headers: &headers, body: &body }))
+        Ok(reader.read(sent, &Response { status: self.status, headers: &headers, body: &body }))
     }
 }
 
@@ -104,19 +123,38 @@ impl Case {
         if e.answers.as_ref().is_some_and(|a| a.len() != case.ids.len()) {
             return Err(read("expect.answers needs one fate per id".into()));
         }
+        if !case.timestamps.is_empty() && case.timestamps.len() != case.ids.len() {
+            return Err(read("timestamps needs one per id (null for none)".into()));
+        }
+        if !case.spans.is_empty() && case.spans.len() != case.ids.len() {
+            return Err(read("spans needs one per id".into()));
+        }
+        case.nanos().map_err(read)?;
         Ok(case)
     }
 
-    /// The case's response read by `profile`.
-    pub fn reply(&self, profile: &Profile) -> Result<Reply, String> {
-        let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
-        self.response.read(profile, &ids)
+    /// The timestamps as ns since the epoch.
+    fn nanos(&self) -> Result<Vec<Option<i64>>, String> {
+        let rfc3339 = crate::plugin::helpers::compile_time_format("rfc3339")?;
+        self.timestamps
+            .iter()
+            .map(|t| t.as_deref().map(|t| rfc3339.parse(t, 0).map_err(|e| format!("timestamps: {e}"))).transpose())
+            .collect()
     }
 
-    /// `Ok(what it came to)` when the profile reads it as expected.
-    pub fn check(&self, profile: &Profile, path: &Path) -> Result<String, CaseError> {
+    /// The case's response read by `reader`.
+    pub fn reply(&self, reader: &Reader) -> Result<Reply, String> {
+        let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
+        let timestamps = self.nanos()?;
+        let sent =
+            Sent { ids: &ids, timestamps: &timestamps, spans: &self.spans, body_bytes: 0, attempt: self.attempt };
+        self.response.read_with(reader, &sent)
+    }
+
+    /// `Ok(what it came to)` when the reader reads it as expected.
+    pub fn check(&self, reader: &Reader, path: &Path) -> Result<String, CaseError> {
         let shown = path.display().to_string();
-        let reply = self.reply(profile).map_err(|message| CaseError::Read { path: shown.clone(), message })?;
+        let reply = self.reply(reader).map_err(|message| CaseError::Read { path: shown.clone(), message })?;
         let got = describe(&reply);
         let e = &self.expect;
         let fits = match &reply {
@@ -180,6 +218,10 @@ mod tests {
     use super::*;
     use crate::sink::http::response::profile::BUILTIN;
 
+    fn reader(name: &str) -> Reader {
+        Reader::Profile(Profile::builtin(name).unwrap_or_else(|e| panic!("{e}")))
+    }
+
     /// Every built-in profile has a corpus, with at least one partial
     /// failure (some records accepted, some not), and reads every case of
     /// it as recorded.
@@ -188,7 +230,7 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/responses");
         let mut failures = Vec::new();
         for (name, _) in BUILTIN {
-            let profile = Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"));
+            let profile = reader(name);
             let paths = cases(&root.join(name)).unwrap_or_else(|e| panic!("{e}"));
             assert!(paths.len() >= 3, "{name}: a corpus of at least three answers");
             let mut partial = false;
@@ -216,7 +258,7 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/responses");
         let path = root.join("elasticsearch_bulk/02-partial-failures.json");
         let case = Case::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let status = Profile::builtin("status").unwrap_or_else(|e| panic!("{e}"));
+        let status = reader("status");
         assert!(matches!(case.check(&status, &path), Err(CaseError::Mismatch { .. })));
     }
 }

@@ -1,0 +1,104 @@
+//! Classifier plugins (`wit/classifier.wit`): a backend's answer read by a
+//! plugin rather than a built-in profile, for a backend no profile covers.
+//!
+//! The HTTP sink asks once per response. A plugin's fault (a trap, a
+//! timeout, memory) is never a record's: the caller turns it into a
+//! systemic answer, so the records wait and the instance is rebuilt for the
+//! next response. Instances are pooled, since responses to one sink arrive
+//! on several request tasks at once; each is used by one call at a time.
+
+use std::sync::{Arc, Mutex};
+
+use super::engine::LoadedPlugin;
+use super::instance::{Fault, Instance};
+use super::{Contract, PluginError, PluginId};
+
+/// Bytes per record in the packed request (`wit/classifier.wit`).
+pub const RECORD_BYTES: usize = 32;
+
+/// The request a response answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub ids: &'a [&'a str],
+    /// Per record, in the order of `ids`.
+    pub timestamps: &'a [Option<i64>],
+    /// Per record: `(start, length)` of its bytes in the request body.
+    pub spans: &'a [(u32, u32)],
+    pub body_bytes: u64,
+    pub attempt: u32,
+}
+
+/// The response, as much of it as the config lets the plugin see.
+#[derive(Debug, Clone, Copy)]
+pub struct Answered<'a> {
+    pub status: u16,
+    /// Names in lower case.
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+    pub truncated: bool,
+}
+
+/// One record's fate, as the plugin said it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    Accepted,
+    Duplicate,
+    Retry(String),
+    Reject(String),
+    Systemic(String),
+}
+
+/// The plugin's reply, before the host's fixed rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Said {
+    Each(Vec<Fate>),
+    All(Fate),
+    Split(String),
+    BadRow { row: usize, reason: String },
+}
+
+/// A loaded classifier and its idle instances.
+pub struct Classifier {
+    plugin: Arc<LoadedPlugin>,
+    idle: Mutex<Vec<Instance>>,
+}
+
+impl Classifier {
+    /// Instantiate once and call `init`, so a refused config or a faulty
+    /// plugin stops the start rather than the first response.
+    pub fn new(plugin: Arc<LoadedPlugin>) -> Result<Classifier, PluginError> {
+        if plugin.contract() != Contract::Classifier {
+            return Err(PluginError::Link {
+                plugin: plugin.id.to_string(),
+                message: format!(
+                    "it is a parse plugin ({}), not a classifier: name it under [[plugins]], not [sink.classifier]",
+                    plugin.contract()
+                ),
+            });
+        }
+        let first = Instance::new(plugin.clone())?;
+        Ok(Classifier { plugin, idle: Mutex::new(vec![first]) })
+    }
+
+    pub fn id(&self) -> &PluginId {
+        &self.plugin.id
+    }
+
+    /// What the plugin makes of one response. A faulted instance is
+    /// dropped; the next call builds another.
+    pub fn classify(&self, asked: &Asked<'_>, answered: &Answered<'_>) -> Result<Said, Fault> {
+        let taken = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut instance = match taken {
+            Some(i) => i,
+            None => Instance::new(self.plugin.clone()).map_err(|e| Fault::Trap {
+                trap: format!("cannot rebuild the instance: {e}"),
+                stderr: String::new(),
+            })?,
+        };
+        let said = instance.classify(asked, answered)?;
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(instance);
+        }
+        Ok(said)
+    }
+}

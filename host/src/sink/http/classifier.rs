@@ -1,0 +1,226 @@
+//! `[sink.classifier]`: a classifier plugin reads the backend's answers
+//! instead of a profile's rules (`wit/classifier.wit`). The profile named
+//! by `response` still shapes the request body; the plugin reads what
+//! comes back; the fixed rules (`response::fixed`) come after both.
+//!
+//! The plugin sees what the operator lets it: the headers listed here,
+//! the body up to `max_body_bytes`. Its fault (a trap, a timeout, a
+//! malformed reply) is never a record's: the answer is systemic, the
+//! records wait behind the breaker, and the next response gets a fresh
+//! instance.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::response::fixed::{self, Evidence};
+use super::response::{self, Profile, Reply, Response};
+use crate::plugin::classifier::{Answered, Asked, Classifier, Fate, Said};
+use crate::plugin::{PluginLimits, PluginSpec, Runtime};
+use crate::sink::Answer;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifierConfig {
+    /// The component (`.wasm`), relative to the config file's folder.
+    pub path: PathBuf,
+    /// Its name in logs and reasons; the file's stem by default.
+    pub name: Option<String>,
+    /// The plugin's own table, handed to its `init` as JSON.
+    #[serde(default = "empty_table")]
+    pub config: serde_json::Value,
+    /// Response headers the plugin sees (case-insensitive). None by
+    /// default: a header can carry what the plugin has no need of.
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// The most of a body the plugin sees; the rest is cut and the
+    /// response marked truncated.
+    #[serde(default = "default_max_body", deserialize_with = "crate::config::bytes")]
+    pub max_body_bytes: u64,
+    /// Memory cap of one instance.
+    #[serde(default = "default_memory", deserialize_with = "crate::config::bytes")]
+    pub memory: u64,
+    /// Wall time one `classify` may take; past it the answer is systemic.
+    #[serde(default = "default_time_limit", deserialize_with = "crate::config::duration")]
+    pub time_limit: Duration,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        ClassifierConfig {
+            path: PathBuf::new(),
+            name: None,
+            config: empty_table(),
+            headers: Vec::new(),
+            max_body_bytes: default_max_body(),
+            memory: default_memory(),
+            time_limit: default_time_limit(),
+        }
+    }
+}
+
+fn empty_table() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+fn default_max_body() -> u64 {
+    1 << 20
+}
+
+fn default_memory() -> u64 {
+    64 << 20
+}
+
+fn default_time_limit() -> Duration {
+    Duration::from_secs(1)
+}
+
+impl ClassifierConfig {
+    /// `Err((key under [sink.classifier], message))`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !self.path.is_file() {
+            return Err(("path".into(), format!("{} is not a file", self.path.display())));
+        }
+        for h in &self.headers {
+            reqwest::header::HeaderName::from_bytes(h.as_bytes())
+                .map_err(|e| ("headers".to_string(), format!("{h:?}: {e}")))?;
+        }
+        if !self.config.is_object() {
+            return Err(("config".into(), "must be a table".into()));
+        }
+        if self.time_limit.is_zero() {
+            return Err(("time_limit".into(), "must be more than 0".into()));
+        }
+        Ok(())
+    }
+
+    pub fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
+        self.path = abs(&self.path);
+    }
+
+    fn spec(&self) -> PluginSpec {
+        let mut spec = PluginSpec::from_path(&self.path);
+        if let Some(name) = &self.name {
+            spec.name = name.clone();
+        }
+        spec.config = self.config.clone();
+        spec.limits = PluginLimits {
+            memory_bytes: usize::try_from(self.memory).unwrap_or(usize::MAX),
+            time_per_batch: self.time_limit,
+            ..PluginLimits::default()
+        };
+        spec
+    }
+
+    /// Load, compile (or take from the plugin cache) and initialise.
+    pub fn build(&self) -> Result<PluginReader, String> {
+        let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| e.to_string())?;
+        let loaded = runtime.load(&self.spec()).map_err(|e| e.to_string())?;
+        let classifier = Classifier::new(loaded).map_err(|e| e.to_string())?;
+        Ok(PluginReader {
+            classifier,
+            headers: self.headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            max_body: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+            _runtime: runtime,
+        })
+    }
+}
+
+/// A classifier ready to read responses.
+pub struct PluginReader {
+    classifier: Classifier,
+    headers: Vec<String>,
+    max_body: usize,
+    /// Keeps the engine's clock (time limits) running while the plugin
+    /// lives.
+    _runtime: Runtime,
+}
+
+/// What was sent, as a reader may need it.
+pub struct Sent<'a> {
+    pub ids: &'a [&'a str],
+    pub timestamps: &'a [Option<i64>],
+    pub spans: &'a [(u32, u32)],
+    pub body_bytes: u64,
+    pub attempt: u32,
+}
+
+/// Who reads a sink's answers: a profile's rules or a plugin.
+pub enum Reader {
+    Profile(Profile),
+    Plugin(Box<PluginReader>),
+}
+
+impl Reader {
+    /// The reply to `sent`, held to the fixed rules.
+    pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
+        match self {
+            Reader::Profile(p) => response::classify(p, sent.ids, r),
+            Reader::Plugin(p) => p.read(sent, r),
+        }
+    }
+}
+
+impl PluginReader {
+    pub fn name(&self) -> String {
+        self.classifier.id().to_string()
+    }
+
+    pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
+        let n = sent.ids.len();
+        let headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .filter_map(|h| {
+                r.headers.get(h.as_str()).map(|v| (h.clone(), String::from_utf8_lossy(v.as_bytes()).into()))
+            })
+            .collect();
+        let truncated = r.body.len() > self.max_body;
+        let asked = Asked {
+            ids: sent.ids,
+            timestamps: sent.timestamps,
+            spans: sent.spans,
+            body_bytes: sent.body_bytes,
+            attempt: sent.attempt,
+        };
+        let answered = Answered {
+            status: r.status,
+            headers: &headers,
+            body: &r.body[..r.body.len().min(self.max_body)],
+            truncated,
+        };
+        let (reply, evidence) = match self.classifier.classify(&asked, &answered) {
+            Ok(said) => lift(said, n),
+            Err(fault) => (
+                Reply::Systemic(format!(
+                    "HTTP {}: classifier {} faulted, so the answer is unread: {fault}",
+                    r.status,
+                    self.classifier.id()
+                )),
+                Evidence::Request,
+            ),
+        };
+        fixed::enforce(r.status, n, reply, evidence)
+    }
+}
+
+/// A plugin's reply as the sink's: one fate for all is the request's
+/// evidence; fates per record, a split or a named row are the body's
+/// (the plugin read it).
+fn lift(said: Said, n: usize) -> (Reply, Evidence) {
+    let answer = |f: Fate| match f {
+        Fate::Accepted => Answer::Accepted,
+        Fate::Duplicate => Answer::Duplicate,
+        Fate::Retry(r) => Answer::Retry(r),
+        Fate::Reject(r) => Answer::Rejected(r),
+        Fate::Systemic(r) => Answer::Systemic(r),
+    };
+    match said {
+        Said::Each(fates) => (Reply::Answers(fates.into_iter().map(answer).collect()), Evidence::PerRecord),
+        Said::All(Fate::Systemic(r)) => (Reply::Systemic(r), Evidence::Request),
+        Said::All(f) => (Reply::Answers(vec![answer(f); n]), Evidence::Request),
+        Said::Split(r) => (Reply::Split(r), Evidence::PerRecord),
+        Said::BadRow { row, reason } => (Reply::BadRow { row, reason }, Evidence::PerRecord),
+    }
+}
