@@ -3,6 +3,9 @@
 #
 #     guest-sdk/c/build.sh plugin.c plugin.wasm [wit-dir]
 #
+# WORLD=classifier builds a classifier plugin (sluice_classifier.h,
+# wit/classifier.wit) instead of a parse plugin.
+#
 # Needs Debian's clang, lld, wasi-libc and libclang-rt-14-dev-wasm32, and
 # wit-bindgen and wasm-tools from crates.io (scripts/setup c installs them;
 # WIT_BINDGEN and WASM_TOOLS may name the programs). Extra C files of the
@@ -25,11 +28,18 @@ need() {
 need "$clang" "Install Debian's clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32), or set CLANG."
 need "$wit_bindgen" "Install it with: cargo install --locked wit-bindgen-cli@0.63.0 --no-default-features --features c (with wasm-tools, about 12 minutes of 2 cores; guest-sdk/c/README.md), or set WIT_BINDGEN to the program."
 need "$wasm_tools" "Install it with: cargo install --locked wasm-tools@1.263.0 --no-default-features --features component,parse,print (with wit-bindgen, about 12 minutes of 2 cores), or set WASM_TOOLS to the program."
+world=${WORLD:-plugin}
+case "$world" in
+plugin) sdk="$here/sluice_plugin.c" ;;
+classifier) sdk="$here/sluice_classifier.c" ;;
+*) echo "build.sh: WORLD=$world: plugin or classifier" >&2; exit 2 ;;
+esac
 gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 
-# The bindings of the contract: plugin.h, plugin.c, plugin_component_type.o.
-if ! said=$("$wit_bindgen" c --world plugin --out-dir "$gen" "$wit" 2>&1); then
+# The bindings of the contract: plugin.h, plugin.c, plugin_component_type.o
+# (classifier.h … for a classifier).
+if ! said=$("$wit_bindgen" c --world "$world" --out-dir "$gen" "$wit" 2>&1); then
     echo "$said" >&2
     exit 1
 fi
@@ -39,7 +49,7 @@ fi
     -Wno-unused-function ${CFLAGS:-} \
     -I "$here" -I "$gen" \
     -o "$gen/core.wasm" \
-    "$src" ${CFILES:-} "$here/sluice_plugin.c" "$gen/plugin.c" "$gen/plugin_component_type.o"
+    "$src" ${CFILES:-} "$sdk" "$here/sluice_json_read.c" "$gen/$world.c" "$gen/${world}_component_type.o"
 # A plugin imports only the host's log and clock. wasi-libc's stdio brings
 # a few WASI calls along (snprintf links stdout's writer); no-wasi.wat
 # answers those in place of a WASI adapter, so the component imports no

@@ -31,11 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes borrowed from the batch: valid until `process` returns. */
-typedef struct {
-    const uint8_t *ptr;
-    size_t len;
-} sluice_bytes;
+/* sluice_bytes, and reading the config: sluice_config_next_key,
+ * sluice_config_string (and sluice_json_member for any value). */
+#include "sluice_json_read.h"
 
 /* One record in. */
 typedef struct {
@@ -127,14 +125,6 @@ void sluice_json_string(sluice_buf *b, const char *s, size_t len);
 void sluice_json_int(sluice_buf *b, int64_t v);
 void sluice_json_raw(sluice_buf *b, const char *json); /* true, false, null, a number */
 void sluice_json_close(sluice_buf *b);
-
-/* Reading the config (a JSON object, what `init` receives). */
-/* Walk its top-level keys: start with *pos = 0; returns 1 with the key's
- * raw text (between the quotes), 0 at the end, -1 if the JSON is bad. */
-int sluice_config_next_key(const char *config, size_t *pos, sluice_bytes *key);
-/* The string value of top-level `key`, unescaped, into a new NUL-terminated
- * malloc'd string: 1 found, 0 absent, -1 present but not a string. */
-int sluice_config_string(const char *config, const char *key, char **value);
 
 /* Native helpers (`sluice:plugin/helpers` in wit/plugin.wit, where their
  * limits are documented): work a parser repeats per record, run by the

@@ -7,6 +7,9 @@
 // install); otherwise it is resolved from the nearest node_modules. No
 // wasi:http (sluice links none, and a plugin has no network).
 //
+// `WORLD=classifier` builds a classifier plugin (`sluice-classifier.js`,
+// `wit/classifier.wit`) instead of a parse plugin.
+//
 // `WEVAL` naming a weval program turns on componentize-js's ahead-of-time
 // mode (the JavaScript is partially evaluated into wasm at build time);
 // benches/README.md has what it changes per record.
@@ -27,7 +30,7 @@ const aot = process.env.WEVAL ? { enableAot: true, wevalBin: process.env.WEVAL }
 const { component } = await componentize({
   sourcePath: source,
   witPath: wit,
-  worldName: "plugin",
+  worldName: process.env.WORLD || "plugin",
   disableFeatures: ["http", "fetch-event"],
   ...aot,
 });
