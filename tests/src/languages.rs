@@ -46,10 +46,20 @@ pub fn c_tools() -> (PathBuf, PathBuf) {
 
 /// Build C plugin `source` (with the C SDK) into `out`.
 pub fn build_c(source: &Path, out: &Path) {
+    build_c_world(source, out, "plugin")
+}
+
+/// [`build_c`] for a world of the contract: `plugin` or `classifier`.
+pub fn build_c_world(source: &Path, out: &Path, world: &str) {
     let root = workspace_root();
     let (wit_bindgen, wasm_tools) = c_tools();
     let mut cmd = Command::new(root.join("guest-sdk/c/build.sh"));
-    cmd.arg(source).arg(out).arg(root.join("wit")).env("WIT_BINDGEN", wit_bindgen).env("WASM_TOOLS", wasm_tools);
+    cmd.arg(source)
+        .arg(out)
+        .arg(root.join("wit"))
+        .env("WIT_BINDGEN", wit_bindgen)
+        .env("WASM_TOOLS", wasm_tools)
+        .env("WORLD", world);
     run(cmd, &format!("guest-sdk/c/build.sh {}", source.display()));
 }
 
@@ -66,9 +76,14 @@ fn run(mut cmd: Command, what: &str) {
 /// Build Python module `module` (found in `dirs` or the Python SDK) into
 /// `out`.
 pub fn build_python(dirs: &[&Path], module: &str, out: &Path) {
+    build_python_world(dirs, module, out, "plugin")
+}
+
+/// [`build_python`] for a world of the contract: `plugin` or `classifier`.
+pub fn build_python_world(dirs: &[&Path], module: &str, out: &Path, world: &str) {
     let root = workspace_root();
     let mut cmd = Command::new(componentize_py());
-    cmd.arg("-d").arg(root.join("wit")).args(["-w", "plugin", "componentize"]);
+    cmd.arg("-d").arg(root.join("wit")).args(["-w", world, "componentize"]);
     cmd.arg("-p").arg(root.join("guest-sdk/python"));
     for d in dirs {
         cmd.arg("-p").arg(d);
@@ -81,28 +96,36 @@ pub fn build_python(dirs: &[&Path], module: &str, out: &Path) {
 /// JavaScript SDK in a scratch folder (a plugin imports it as
 /// `./sluice-plugin.js`), then componentized.
 pub fn build_js(source: &Path, out: &Path) {
-    build_js_with(source, out, None)
+    build_js_with(source, out, None, "plugin")
+}
+
+/// [`build_js`] for a world of the contract: `plugin` or `classifier` (a
+/// classifier imports `./sluice-classifier.js`).
+pub fn build_js_world(source: &Path, out: &Path, world: &str) {
+    build_js_with(source, out, None, world)
 }
 
 /// [`build_js`] with componentize-js's ahead-of-time mode, through the
 /// `weval` program at `weval` (benches/plugin_languages).
 pub fn build_js_aot(source: &Path, out: &Path, weval: &Path) {
-    build_js_with(source, out, Some(weval))
+    build_js_with(source, out, Some(weval), "plugin")
 }
 
-fn build_js_with(source: &Path, out: &Path, weval: Option<&Path>) {
+fn build_js_with(source: &Path, out: &Path, weval: Option<&Path>, world: &str) {
     let root = workspace_root();
     let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let name = source.file_name().unwrap_or_default();
     std::fs::copy(source, scratch.path().join(name)).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::copy(root.join("guest-sdk/js/sluice-plugin.js"), scratch.path().join("sluice-plugin.js"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    for sdk in ["sluice-plugin.js", "sluice-classifier.js"] {
+        std::fs::copy(root.join("guest-sdk/js").join(sdk), scratch.path().join(sdk)).unwrap_or_else(|e| panic!("{e}"));
+    }
     let mut cmd = Command::new("node");
     cmd.arg(root.join("guest-sdk/js/build.mjs"))
         .arg(scratch.path().join(name))
         .arg(out)
         .arg(root.join("wit"))
-        .env("COMPONENTIZE_JS", componentize_js());
+        .env("COMPONENTIZE_JS", componentize_js())
+        .env("WORLD", world);
     match weval {
         Some(w) => cmd.env("WEVAL", w),
         None => cmd.env_remove("WEVAL"),

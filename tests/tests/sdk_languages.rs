@@ -10,12 +10,18 @@
 //! - `sluice plugin new` projects build and pass their cases, for all four;
 //! - the native helpers (`sluice:plugin/helpers`) answer the same through
 //!   the Python, JavaScript and C SDKs (`conformance/helpers`), bounding each
-//!   attack, and the logfmt example rebuilt on them passes its cases.
+//!   attack, and the logfmt example rebuilt on them passes its cases;
+//! - the Axiom classifier (`wit/classifier.wit`) in all four languages
+//!   reads `conformance/responses/axiom` as recorded, and a classifier
+//!   that reads it wrong fails it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sluice_e2e::languages::{build_c, build_js, build_python, c_tools, componentize_js, componentize_py};
+use sluice_e2e::languages::{
+    build_c, build_c_world, build_js, build_js_world, build_python, build_python_world, c_tools, componentize_js,
+    componentize_py,
+};
 use sluice_e2e::{build_wasm, plugin, plugin_v01, sluice_bin, workspace_root};
 
 fn sluice(args: &[&str], dir: &Path) -> (bool, String) {
@@ -323,4 +329,54 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
             assert!(out.status.success() && said.contains("Ran 3 tests"), "python unit tests:\n{said}");
         }
     }
+}
+
+/// `sluice sink classify --plugin`: the reading of each case, and whether
+/// all came as recorded.
+fn classify(wasm: &Path, config: Option<&str>, cases: &Path) -> (bool, String) {
+    let (w, c) = (wasm.display().to_string(), cases.display().to_string());
+    let mut args = vec!["sink", "classify", "--plugin", &w];
+    if let Some(config) = config {
+        args.extend(["--plugin-config", config]);
+    }
+    args.push(&c);
+    sluice(&args, &root())
+}
+
+#[test]
+fn the_axiom_classifier_reads_its_corpus_alike_in_rust_python_javascript_and_c() {
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let example = root().join("examples/classifiers/axiom");
+    let corpus = root().join("conformance/responses/axiom");
+    let rust = build_wasm(&["sluice-classifier-axiom"]).join("sluice_classifier_axiom.wasm");
+    let python = work.path().join("axiom-py.wasm");
+    build_python_world(&[&example.join("python")], "axiom", &python, "classifier");
+    let js = work.path().join("axiom-js.wasm");
+    build_js_world(&example.join("js/axiom.js"), &js, "classifier");
+    let c = work.path().join("axiom-c.wasm");
+    build_c_world(&example.join("c/axiom.c"), &c, "classifier");
+    let cases = std::fs::read_dir(&corpus).map(|d| d.count()).unwrap_or(0);
+    assert!(cases >= 10, "the axiom corpus has {cases} cases");
+    for (lang, wasm) in [("rust", &rust), ("python", &python), ("js", &js), ("c", &c)] {
+        let (ok, text) = classify(wasm, None, &corpus);
+        println!("{lang}:\n{text}");
+        assert!(ok && text.contains("every case as expected"), "{lang}:\n{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), cases, "{lang}: every case read");
+        // `plugin inspect` says which world the file is.
+        let (ok, inspected) = sluice(&["plugin", "inspect", &wasm.display().to_string()], &root());
+        assert!(ok && inspected.contains("classifier"), "{lang}: {inspected}");
+    }
+    // The corpus can fail: a classifier that blames every record is
+    // caught by the cases that expect acceptance, and the run fails.
+    let hostile = build_wasm(&["sluice-classifier-hostile"]).join("sluice_classifier_hostile.wasm");
+    let (ok, text) = classify(&hostile, Some(r#"{"mode":"reject-all"}"#), &corpus);
+    assert!(!ok && text.contains("FAIL") && text.contains("01-all-ingested"), "{text}");
+    // A classifier is not a parse plugin: named under [[plugins]] it is
+    // refused at load, saying where it belongs.
+    let logfmt_cases = root().join("examples/plugins/logfmt/cases");
+    let (ok, text) = sluice(
+        &["plugin", "test", &rust.display().to_string(), "--cases", &logfmt_cases.display().to_string()],
+        &root(),
+    );
+    assert!(!ok && text.contains("[sink.classifier]"), "{text}");
 }

@@ -29,13 +29,19 @@ impl Scenario {
     /// `n` lines with ids `ev-0000000…`; `poison(i)` lines carry a field
     /// the "status" backend refuses.
     fn new(n: usize, poison: impl Fn(usize) -> bool) -> Scenario {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let ts = now_rfc3339(0);
+        Scenario::with_times(n, poison, |_| ts.clone())
+    }
+
+    /// [`Scenario::new`] with line `i`'s time `ts(i)`.
+    fn with_times(n: usize, poison: impl Fn(usize) -> bool, ts: impl Fn(usize) -> String) -> Scenario {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut text = String::new();
         let mut ids = Vec::new();
         for i in 0..n {
             let id = format!("ev-{i:07}");
             let extra = if poison(i) { ",\"poison\":true" } else { "" };
+            let ts = ts(i);
             text.push_str(&format!(
                 "{{\"event_id\":\"{id}\",\"ts\":\"{ts}\",\"n\":{i},\"msg\":\"line {i}\"{extra}}}\n"
             ));
@@ -674,4 +680,105 @@ fn splunk_hec_rejects_the_invalid_event_it_names_and_nothing_else() {
         seen.requests.len(),
         refused.len()
     );
+}
+
+/// The Axiom classifier plugin (examples/classifiers/axiom), built here.
+fn classifier(crate_name: &str) -> PathBuf {
+    sluice_e2e::build_wasm(&[crate_name]).join(format!("{}.wasm", crate_name.replace('-', "_")))
+}
+
+/// An Axiom-shaped backend: counts, and each failure named by its event's
+/// time. Every 23rd event is refused.
+fn axiom_backend() -> Backend {
+    Backend::start(|r: &Req| {
+        let refused = |e: &serde_json::Value| e["n"].as_u64().is_some_and(|n| n % 23 == 0);
+        let store: Vec<bool> = r.events.iter().map(|e| !refused(e)).collect();
+        let failures: Vec<String> = r
+            .events
+            .iter()
+            .filter(|e| refused(e))
+            .map(|e| format!("{{\"timestamp\":{},\"error\":\"field n is not accepted here\"}}", e["ts"]))
+            .collect();
+        let ingested = store.iter().filter(|k| **k).count();
+        Reaction {
+            status: 200,
+            body: format!(
+                "{{\"ingested\":{ingested},\"failed\":{},\"failures\":[{}],\"processedBytes\":1,\"blocksCreated\":0,\"walLength\":0}}",
+                failures.len(),
+                failures.join(",")
+            ),
+            store,
+            how: How::Answer,
+            headers: Vec::new(),
+        }
+    })
+}
+
+/// A backend no built-in profile covers, read by a classifier plugin: each
+/// failure lands on the one record with its time, so the refused events
+/// are quarantined with Axiom's reason, and no batch is split (a split
+/// would send ingested events twice: the backend would store duplicates).
+#[test]
+fn a_classifier_plugin_reads_a_backend_no_profile_covers_record_by_record() {
+    // Distinct times, a second apart: a failure names exactly one record.
+    let s = Scenario::with_times(300, |_| false, |i| now_rfc3339(-(i as i64)));
+    let backend = axiom_backend();
+    let wasm = classifier("sluice-classifier-axiom");
+    let extra = format!("[sink.classifier]\npath = \"{}\"\n[sink.batch]\nmax_records = 50\n", wasm.display());
+    s.run(&sink(&backend, "status", &extra), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id).is_multiple_of(23)).cloned().collect();
+    let seen = backend.seen();
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |_| false);
+    assert_eq!(dups, 0, "no split: every failure was matched to its record");
+    assert!(seen.requests.iter().all(|r| r.ids.len() == 50), "one request per 50 events, none split");
+    for reason in quarantined.values() {
+        assert!(reason.contains("axiom: field n is not accepted here"), "{reason}");
+    }
+    println!(
+        "axiom classifier: {} requests, {} refused and quarantined by time, 0 splits, 0 duplicates",
+        seen.requests.len(),
+        refused.len()
+    );
+    // The control: the same backend read by the status profile counts every
+    // 200 as accepted, and the refused events are lost without a trace.
+    let s = Scenario::with_times(300, |_| false, |i| now_rfc3339(-(i as i64)));
+    let backend = axiom_backend();
+    s.run(&sink(&backend, "status", "[sink.batch]\nmax_records = 50\n"), &[]);
+    let stored: BTreeSet<String> = backend.seen().stored.iter().cloned().collect();
+    let missing = s.ids.iter().filter(|id| !stored.contains(id.as_str())).count();
+    assert_eq!(missing, refused.len(), "without the classifier, what Axiom refused is neither stored nor quarantined");
+    assert!(s.quarantined().is_empty());
+}
+
+/// A classifier that traps, spins past its time limit, runs out of
+/// memory, answers too few fates or names a row never sent: each is the
+/// classifier's fault, never a record's. The answer is systemic, the
+/// records wait, and once the backend answers what the classifier reads
+/// without fault, everything arrives and nothing is quarantined. One that
+/// blames every record for a 404 is overruled by the fixed rules.
+#[test]
+fn a_faulty_classifier_is_systemic_and_quarantines_nothing() {
+    let wasm = classifier("sluice-classifier-hostile");
+    for (mode, status) in
+        [("trap", 202), ("spin", 202), ("grow", 202), ("short", 202), ("row-outside", 202), ("reject-all", 404)]
+    {
+        let s = Scenario::new(40, |_| false);
+        let backend =
+            Backend::start(move |r: &Req| if r.n < 3 { Reaction::fail(status, "not yet", r) } else { Reaction::ok(r) });
+        let extra = format!(
+            "[sink.classifier]\npath = \"{}\"\ntime_limit = \"200ms\"\nmemory = \"32MiB\"\nconfig = {{ mode = \"{mode}\", fault_on_status = {status} }}\n",
+            wasm.display()
+        );
+        let stderr = s.run(&sink(&backend, "status", &extra), &[]);
+        let seen = backend.seen();
+        let (dups, _) = reconcile(&s, &seen, &BTreeSet::new(), |_| false);
+        assert_eq!(dups, 0, "{mode}");
+        let faulted = seen.requests.iter().filter(|r| r.status == status).count();
+        assert_eq!(faulted, 3, "{mode}: the backend's three {status}s were each read and none split");
+        assert!(seen.requests.iter().all(|r| r.ids.len() == 40), "{mode}: a classifier's fault never splits");
+        if matches!(mode, "trap" | "spin" | "grow") {
+            assert!(stderr.contains("faulted"), "{mode}: the log says why the answer was unread:\n{stderr}");
+        }
+        println!("{mode}: {faulted} answers unread or overruled, 40 delivered, 0 quarantined");
+    }
 }

@@ -218,9 +218,15 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     println!("name:        {}", i.name);
     println!("path:        {}", i.path.display());
     println!("digest:      blake3:{}", i.digest);
-    println!("pin:         digest = \"blake3:{}\"   (in the plugin's [[plugins]] table)", i.digest);
+    let table =
+        if i.world.as_deref() == Some("classifier") { "[sink.classifier]" } else { "the plugin's [[plugins]] table" };
+    println!("pin:         digest = \"blake3:{}\"   (in {table})", i.digest);
     println!("size:        {} bytes", i.size_bytes);
     match (&i.wit_version, &i.not_runnable) {
+        (Some(v), None) if i.world.as_deref() == Some("classifier") => println!(
+            "wit:         {}@{v}, world classifier (reads an HTTP sink's answers: name it in [sink.classifier])",
+            inspect::WIT_PACKAGE
+        ),
         (Some(v), None) => println!("wit:         {}@{v}", inspect::WIT_PACKAGE),
         (Some(v), Some(why)) => {
             println!("wit:         {}@{v}, which this host cannot run: {why}", inspect::WIT_PACKAGE)

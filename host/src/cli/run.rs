@@ -175,7 +175,22 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     }
     let sink = pipeline::open_sink(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
     println!("  sink:   {}", sink.describe());
-    if let Some(response) = cfg.sink.response()
+    if let Some(c) = cfg.sink.classifier() {
+        let shown = c.name.clone().unwrap_or_else(|| crate::plugin::PluginSpec::from_path(&c.path).name);
+        println!("  answers: classifier plugin {shown} ({}), then the host's fixed rules:", c.path.display());
+        for rule in crate::sink::http::response::fixed::DESCRIBED {
+            println!("    fixed: {rule}");
+        }
+        let headers = if c.headers.is_empty() { "none".to_string() } else { c.headers.join(", ") };
+        println!(
+            "    it sees: status, headers {headers}, body up to {} bytes; time limit {}",
+            c.max_body_bytes,
+            sluice_guest::duration::display(c.time_limit)
+        );
+        if let Some(response) = cfg.sink.response() {
+            println!("    request body shaped by profile {}", response.name());
+        }
+    } else if let Some(response) = cfg.sink.response()
         && let Ok(profile) = response.profile()
     {
         println!("  answers: profile {}: {}", response.name(), profile.description);

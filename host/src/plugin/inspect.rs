@@ -22,6 +22,9 @@ pub struct Inspection {
     /// 0.2), or, for a component that matches neither, the version in its
     /// import names, if any.
     pub wit_version: Option<String>,
+    /// The world it exports: `plugin` (records into events, `[[plugins]]`)
+    /// or `classifier` (a sink's answers, `[sink.classifier]`).
+    pub world: Option<String>,
     /// Why this host cannot run it, when it cannot.
     pub not_runnable: Option<String>,
     pub imports: Vec<String>,
@@ -38,8 +41,8 @@ pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection,
     let mut exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     imports.sort();
     exports.sort();
-    let (wit_version, not_runnable) = match runtime.contract_of(&component) {
-        Ok(contract) => (Some(contract.version().to_string()), None),
+    let (wit_version, world, not_runnable) = match runtime.contract_of(&component) {
+        Ok(contract) => (Some(contract.version().to_string()), Some(contract.world().to_string()), None),
         Err(why) => (
             imports
                 .iter()
@@ -47,6 +50,7 @@ pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection,
                     i.strip_prefix(WIT_PACKAGE).and_then(|rest| rest.split_once('@')).map(|(_, v)| v.to_string())
                 })
                 .next(),
+            None,
             Some(why),
         ),
     };
@@ -56,6 +60,7 @@ pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection,
         digest: digest.to_hex().to_string(),
         size_bytes: bytes.len() as u64,
         wit_version,
+        world,
         not_runnable,
         imports,
         exports,

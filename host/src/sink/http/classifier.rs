@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::response::fixed::{self, Evidence};
 use super::response::{self, Profile, Reply, Response};
 use crate::plugin::classifier::{Answered, Asked, Classifier, Fate, Said};
+use crate::plugin::pin::Pin;
 use crate::plugin::{PluginLimits, PluginSpec, Runtime};
 use crate::sink::Answer;
 
@@ -27,6 +28,10 @@ pub struct ClassifierConfig {
     pub path: PathBuf,
     /// Its name in logs and reasons; the file's stem by default.
     pub name: Option<String>,
+    /// `"blake3:<hex>"` or `"sha256:<hex>"`: the file must have this
+    /// digest or the start stops, as for `[[plugins]]` (`sluice plugin
+    /// inspect` prints the line).
+    pub digest: Option<String>,
     /// The plugin's own table, handed to its `init` as JSON.
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
@@ -51,6 +56,7 @@ impl Default for ClassifierConfig {
         ClassifierConfig {
             path: PathBuf::new(),
             name: None,
+            digest: None,
             config: empty_table(),
             headers: Vec::new(),
             max_body_bytes: default_max_body(),
@@ -92,6 +98,9 @@ impl ClassifierConfig {
         if self.time_limit.is_zero() {
             return Err(("time_limit".into(), "must be more than 0".into()));
         }
+        if let Some(d) = &self.digest {
+            d.parse::<Pin>().map_err(|e| ("digest".to_string(), e))?;
+        }
         Ok(())
     }
 
@@ -117,6 +126,22 @@ impl ClassifierConfig {
     pub fn build(&self) -> Result<PluginReader, String> {
         let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| e.to_string())?;
         let loaded = runtime.load(&self.spec()).map_err(|e| e.to_string())?;
+        if let Some(pin) = self.digest.as_deref().map(str::parse::<Pin>).transpose()? {
+            // blake3 is the loaded file's own id; sha256 reads it again.
+            let found = match pin {
+                Pin::Blake3(_) => Pin::Blake3(*loaded.id().digest.as_bytes()),
+                Pin::Sha256(_) => {
+                    let bytes = std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+                    pin.of(&bytes)
+                }
+            };
+            if found != pin {
+                return Err(format!(
+                    "{} has digest {found}, not the {pin} that digest pins: the file changed since it was pinned",
+                    self.path.display()
+                ));
+            }
+        }
         let classifier = Classifier::new(loaded).map_err(|e| e.to_string())?;
         Ok(PluginReader {
             classifier,

@@ -250,7 +250,14 @@ impl HttpSink {
                             attempt: nth,
                         };
                         let r = Response { status: answered.status, headers: &answered.headers, body: &answered.body };
-                        self.reader.read(&sent, &r)
+                        match &self.reader {
+                            Reader::Profile(_) => self.reader.read(&sent, &r),
+                            // A plugin's WASI (its stderr) blocks on a
+                            // runtime of its own, which tokio refuses on
+                            // a worker thread: this worker steps out of
+                            // the pool while the plugin runs.
+                            Reader::Plugin(_) => tokio::task::block_in_place(|| self.reader.read(&sent, &r)),
+                        }
                     }
                     Err(e) => Reply::Systemic(e),
                 };
