@@ -380,3 +380,39 @@ fn the_axiom_classifier_reads_its_corpus_alike_in_rust_python_javascript_and_c()
     );
     assert!(!ok && text.contains("[sink.classifier]"), "{text}");
 }
+
+#[test]
+fn new_classifier_projects_build_and_pass_their_answer_cases_in_three_commands() {
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let target = sluice_e2e::target_dir().join("scaffold");
+    for (lang, wasm) in [
+        ("rust", target.join("wasm32-wasip2/release/answers_rust.wasm")),
+        ("python", work.path().join("answers-python/answers_python.wasm")),
+        ("js", work.path().join("answers-js/answers_js.wasm")),
+        ("c", work.path().join("answers-c/answers_c.wasm")),
+    ] {
+        let name = format!("answers-{lang}");
+        // 1. new
+        let (ok, text) = sluice(&["plugin", "new", "--kind", "classifier", "--lang", lang, &name], work.path());
+        assert!(ok, "{text}");
+        assert!(text.contains(&format!("  cd {name}\n  ./build.sh\n")), "{text}");
+        let project = work.path().join(&name);
+        assert!(project.join("wit/classifier.wit").is_file() && project.join("cases").is_dir());
+        // 2. build
+        let out = Command::new(project.join("build.sh"))
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("COMPONENTIZE_PY", componentize_py())
+            .env("COMPONENTIZE_JS", componentize_js())
+            .env("WIT_BINDGEN", c_tools().0)
+            .env("WASM_TOOLS", c_tools().1)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
+        // 3. its answer cases, through the host
+        let (ok, text) = classify(&wasm, None, &project.join("cases"));
+        println!("{lang}:\n{text}");
+        assert!(ok && text.contains("every case as expected"), "{lang}:\n{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), 3, "{lang}");
+    }
+}

@@ -9,6 +9,7 @@ mod quarantine;
 mod reload;
 pub mod run;
 mod scaffold;
+mod scaffold_classifier;
 mod shadow;
 mod sink;
 pub mod summary;
@@ -453,11 +454,21 @@ pub struct NewArgs {
     /// The plugin's language.
     #[arg(long, value_enum)]
     pub lang: Lang,
+    /// What it is: a parse plugin (records into events, `[[plugins]]`) or
+    /// a classifier (an HTTP backend's answers, `[sink.classifier]`).
+    #[arg(long, value_enum, default_value = "plugin")]
+    pub kind: Kind,
     /// The plugin's name (letters, digits, `-`): also the project folder.
     pub name: String,
     /// Where to create the project folder (default: the current one).
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Plugin,
+    Classifier,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

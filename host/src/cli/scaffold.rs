@@ -12,9 +12,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::{Lang, NewArgs};
+use super::{Kind, Lang, NewArgs};
 
-const WIT: &str = include_str!("../../../wit/plugin.wit");
+pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
 const RUST_SDK: [(&str, &str); 11] = [
@@ -31,15 +31,21 @@ const RUST_SDK: [(&str, &str); 11] = [
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
 ];
 const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");
-const C_SDK: [(&str, &str); 4] = [
+/// The C SDK of both kinds: a classifier project gets these too, since
+/// `sdk-build.sh` builds either world.
+pub(super) const C_SDK: [(&str, &str); 8] = [
     ("sluice_plugin.h", include_str!("../../../guest-sdk/c/sluice_plugin.h")),
     ("sluice_plugin.c", include_str!("../../../guest-sdk/c/sluice_plugin.c")),
+    ("sluice_classifier.h", include_str!("../../../guest-sdk/c/sluice_classifier.h")),
+    ("sluice_classifier.c", include_str!("../../../guest-sdk/c/sluice_classifier.c")),
+    ("sluice_json_read.h", include_str!("../../../guest-sdk/c/sluice_json_read.h")),
+    ("sluice_json_read.c", include_str!("../../../guest-sdk/c/sluice_json_read.c")),
     ("no-wasi.wat", include_str!("../../../guest-sdk/c/no-wasi.wat")),
     ("sdk-build.sh", include_str!("../../../guest-sdk/c/build.sh")),
 ];
 const PY_SDK: &str = include_str!("../../../guest-sdk/python/sluice_plugin.py");
 const JS_SDK: &str = include_str!("../../../guest-sdk/js/sluice-plugin.js");
-const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
+pub(super) const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
 
 /// The versions of the tool chains a new project pins.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -97,6 +103,9 @@ pub fn new(args: &NewArgs) -> Result<()> {
         }
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
     };
+    if args.kind == Kind::Classifier {
+        return super::scaffold_classifier::new(args, &root, &write);
+    }
     write("wit/plugin.wit", WIT)?;
     write("wit/v0.1/plugin.wit", WIT_V01)?;
     for (file, text) in CASES {
@@ -157,7 +166,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
     Ok(())
 }
 
-fn make_executable(path: &Path) -> Result<()> {
+pub(super) fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mut perms = std::fs::metadata(path)?.permissions();
     perms.set_mode(0o755);
@@ -375,7 +384,7 @@ class KeyValues extends Plugin {
 export const { init, process } = exportPlugin(KeyValues);
 "#;
 
-const JS_PACKAGE: &str = r#"{
+pub(super) const JS_PACKAGE: &str = r#"{
   "name": "{name}",
   "private": true,
   "type": "module",

@@ -249,3 +249,60 @@ fn lift(said: Said, n: usize) -> (Reply, Evidence) {
         Said::BadRow { row, reason } => (Reply::BadRow { row, reason }, Evidence::PerRecord),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(said: Said, status: u16, n: usize) -> Reply {
+        let (reply, evidence) = lift(said, n);
+        fixed::enforce(status, n, reply, evidence)
+    }
+
+    #[test]
+    fn a_plugins_reply_is_held_to_the_fixed_rules() {
+        let each = || Said::Each(vec![Fate::Accepted, Fate::Reject("bad".into())]);
+        // Per-record fates on a 200 stand; on a 404 or 503 nothing a
+        // plugin says makes a record bad.
+        assert_eq!(held(each(), 200, 2), Reply::Answers(vec![Answer::Accepted, Answer::Rejected("bad".into())]));
+        for status in [301, 401, 403, 404, 405, 415, 429, 500, 503] {
+            assert!(matches!(held(each(), status, 2), Reply::Systemic(_)), "{status}");
+            assert!(matches!(held(Said::All(Fate::Reject("x".into())), status, 2), Reply::Systemic(_)), "{status}");
+            assert!(matches!(held(Said::Split("x".into()), status, 2), Reply::Systemic(_)), "{status}");
+        }
+        // A wrong count, or a row never sent, is the plugin's fault.
+        assert!(
+            matches!(held(Said::Each(vec![Fate::Accepted]), 200, 2), Reply::Systemic(r) if r.contains("accounts for 1"))
+        );
+        assert!(matches!(held(Said::BadRow { row: 2, reason: "r".into() }, 400, 2), Reply::Systemic(_)));
+        // A split the plugin read from a 200's body is evidence; so is a row.
+        assert_eq!(held(Said::Split("2 failed".into()), 200, 4), Reply::Split("2 failed".into()));
+        assert_eq!(
+            held(Said::BadRow { row: 1, reason: "r".into() }, 400, 2),
+            Reply::BadRow { row: 1, reason: "r".into() }
+        );
+        // One fate for all: the systemic one is a systemic reply.
+        assert_eq!(held(Said::All(Fate::Systemic("busy".into())), 200, 3), Reply::Systemic("busy".into()));
+        assert_eq!(held(Said::All(Fate::Duplicate), 200, 2), Reply::Answers(vec![Answer::Duplicate; 2]));
+    }
+
+    #[test]
+    fn the_config_refuses_what_cannot_work_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let wasm = dir.path().join("c.wasm");
+        std::fs::write(&wasm, b"\0asm").unwrap_or_else(|e| panic!("{e}"));
+        let with = |f: &dyn Fn(&mut ClassifierConfig)| {
+            let mut c = ClassifierConfig { path: wasm.clone(), ..ClassifierConfig::default() };
+            f(&mut c);
+            c.validate().err().map(|(key, _)| key)
+        };
+        assert_eq!(with(&|_| {}), None);
+        assert_eq!(with(&|c| c.path = dir.path().join("missing.wasm")), Some("path".into()));
+        assert_eq!(with(&|c| c.headers = vec!["bad header".into()]), Some("headers".into()));
+        assert_eq!(with(&|c| c.config = serde_json::json!([1])), Some("config".into()));
+        assert_eq!(with(&|c| c.time_limit = Duration::ZERO), Some("time_limit".into()));
+        assert_eq!(with(&|c| c.digest = Some("md5:00".into())), Some("digest".into()));
+        let unknown = toml::from_str::<ClassifierConfig>("path = \"x.wasm\"\nheader = [\"a\"]\n");
+        assert!(unknown.is_err_and(|e| e.to_string().contains("unknown field `header`")));
+    }
+}
