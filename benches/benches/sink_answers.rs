@@ -7,7 +7,12 @@
 //!   profiles);
 //! - `elasticsearch_bulk`, 1,000 items: all created, and one in ten
 //!   refused (mapping errors, conflicts, a full queue);
-//! - `openobserve` counts and `status` alone, per request.
+//! - `openobserve` counts and `status` alone, per request;
+//! - a classifier plugin (the Axiom example, Rust built for wasm32-wasip2)
+//!   reading counts of 1,000 records, all ingested and one in ten failed
+//!   (each failure matched to its record by time), beside the same
+//!   classifier's code run natively (what the WebAssembly boundary adds)
+//!   and the `openobserve` profile (a built-in reading of counts).
 //!
 //! Best of seven rounds, thread CPU ns per batch and per record.
 //!
@@ -95,7 +100,7 @@ fn main() {
     let status = Profile::builtin("status").unwrap_or_else(|e| panic!("{e}"));
     let oo = Profile::builtin("openobserve").unwrap_or_else(|e| panic!("{e}"));
     println!("reading one answer to a request of {N} records, thread CPU, best of {ROUNDS}:");
-    println!("{:<52} {:>12} {:>12} {:>8}", "reader", "µs/batch", "ns/record", "× base");
+    println!("{:<60} {:>12} {:>12} {:>8}", "reader", "µs/batch", "ns/record", "× base");
     for failing in [false, true] {
         let body = bulk(failing);
         let r = Response { status: 200, headers: &headers, body: body.as_bytes() };
@@ -113,14 +118,14 @@ fn main() {
         });
         let what = if failing { "one in ten refused" } else { "all created" };
         println!(
-            "{:<52} {:>12.1} {:>12.1} {:>8}",
+            "{:<60} {:>12.1} {:>12.1} {:>8}",
             format!("bulk, {what}: typed serde (baseline)"),
             base * 1e6,
             base * 1e9 / N as f64,
             "1.00"
         );
         println!(
-            "{:<52} {:>12.1} {:>12.1} {:>8.2}",
+            "{:<60} {:>12.1} {:>12.1} {:>8.2}",
             format!("bulk, {what}: profile elasticsearch_bulk"),
             prof * 1e6,
             prof * 1e9 / N as f64,
@@ -132,10 +137,85 @@ fn main() {
     let t = best(&mut || {
         std::hint::black_box(classify(&oo, &ids, std::hint::black_box(&r)));
     });
-    println!("{:<52} {:>12.1} {:>12.1}", "counts: profile openobserve", t * 1e6, t * 1e9 / N as f64);
+    println!("{:<60} {:>12.1} {:>12.1}", "counts: profile openobserve", t * 1e6, t * 1e9 / N as f64);
     let r = Response { status: 204, headers: &headers, body: b"" };
     let t = best(&mut || {
         std::hint::black_box(classify(&status, &ids, std::hint::black_box(&r)));
     });
-    println!("{:<52} {:>12.1} {:>12.1}", "a 204: profile status", t * 1e6, t * 1e9 / N as f64);
+    println!("{:<60} {:>12.1} {:>12.1}", "a 204: profile status", t * 1e6, t * 1e9 / N as f64);
+    classifier_plugin(&ids);
+}
+
+/// The Axiom answer to `N` records whose times are `times`: every tenth
+/// failed when `failing`.
+fn axiom_body(times: &[i64], failing: bool) -> String {
+    let failures: Vec<String> = (0..N)
+        .filter(|i| failing && i % 10 == 3)
+        .map(|i| {
+            format!(
+                r#"{{"timestamp":"{}","error":"field 'level' is a string here and a number in the dataset"}}"#,
+                sluice_guest::time::format_rfc3339(times[i])
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"ingested":{},"failed":{},"failures":[{}],"processedBytes":300000,"blocksCreated":0,"walLength":{N}}}"#,
+        N - failures.len(),
+        failures.len(),
+        failures.join(",")
+    )
+}
+
+fn classifier_plugin(ids: &[&str]) {
+    use sluice::sink::http::classifier::{ClassifierConfig, Sent};
+    use sluice_classifier::Classifier as _;
+    let wasm = sluice_e2e::build_wasm(&["sluice-classifier-axiom"]).join("sluice_classifier_axiom.wasm");
+    let reader =
+        ClassifierConfig { path: wasm, ..ClassifierConfig::default() }.build().unwrap_or_else(|e| panic!("{e}"));
+    let base_ns = 1_733_300_000_000_000_000i64;
+    let times: Vec<Option<i64>> = (0..N as i64).map(|i| Some(base_ns + i * 1_000_000)).collect();
+    let plain: Vec<i64> = times.iter().flatten().copied().collect();
+    let spans: Vec<(u32, u32)> = (0..N as u32).map(|i| (i * 300, 299)).collect();
+    let sent = Sent { ids, timestamps: &times, spans: &spans, body_bytes: N as u64 * 300, attempt: 1 };
+    let native_request = sluice_classifier::Request::new(ids, &times, &spans);
+    let headers = HeaderMap::new();
+    let oo = Profile::builtin("openobserve").unwrap_or_else(|e| panic!("{e}"));
+    for failing in [false, true] {
+        let body = axiom_body(&plain, failing);
+        let r = Response { status: 200, headers: &headers, body: body.as_bytes() };
+        let reply = reader.read(&sent, &r);
+        let want = if failing { N / 10 } else { 0 };
+        match &reply {
+            sluice::sink::http::response::Reply::Answers(a) => {
+                assert_eq!(a.iter().filter(|x| x.fate() == "reject").count(), want, "the plugin matched every failure")
+            }
+            other => panic!("answers expected, got {other:?}"),
+        }
+        let native_response = sluice_classifier::Response::new(200, body.clone().into_bytes());
+        let mut native = sluice_classifier_axiom::Axiom {};
+        let base = best(&mut || {
+            std::hint::black_box(native.classify(&native_request, std::hint::black_box(&native_response)));
+        });
+        let plugin = best(&mut || {
+            std::hint::black_box(reader.read(&sent, std::hint::black_box(&r)));
+        });
+        let failed = if failing { N / 10 } else { 0 };
+        let counts = format!(
+            r#"{{"code":200,"status":[{{"name":"logs","successful":{},"failed":{failed}{}}}]}}"#,
+            N - failed,
+            if failing { r#","error":"Too old data""# } else { "" }
+        );
+        let rc = Response { status: 200, headers: &headers, body: counts.as_bytes() };
+        let profile = best(&mut || {
+            std::hint::black_box(classify(&oo, ids, std::hint::black_box(&rc)));
+        });
+        let what = if failing { "one in ten failed" } else { "all ingested" };
+        for (name, t) in [
+            (format!("axiom, {what}: the classifier natively (baseline)"), base),
+            (format!("axiom, {what}: classifier plugin (wasm)"), plugin),
+            (format!("counts, {what}: profile openobserve"), profile),
+        ] {
+            println!("{:<60} {:>12.1} {:>12.1} {:>8.2}", name, t * 1e6, t * 1e9 / N as f64, t / base);
+        }
+    }
 }

@@ -51,14 +51,19 @@ class Axiom extends Classifier {
     const first = failures.length > 0 ? (failures[0].error ?? "") : "no failure listed";
     const whole = split(`axiom: ${failed} of ${n} failed: ${first}`);
     if (failures.length !== failed) return whole;
+    // One pass over the request: each time to its record, or to null when
+    // two records share it (which one failed is then unknown).
+    const byTime = new Map();
+    for (let i = 0; i < n; i++) {
+      const ns = request.timestamp(i);
+      if (ns !== undefined) byTime.set(ns, byTime.has(ns) ? null : i);
+    }
     const fates = Array.from({ length: n }, accepted);
     for (const f of failures) {
       const ns = rfc3339Nanos(f.timestamp);
-      if (ns === undefined) return whole;
-      const withTime = [];
-      for (let i = 0; i < n; i++) if (request.timestamp(i) === ns) withTime.push(i);
-      if (withTime.length !== 1 || fates[withTime[0]].tag !== "accepted") return whole;
-      fates[withTime[0]] = reject(`axiom: ${f.error ?? ""}`);
+      const i = ns === undefined ? undefined : byTime.get(ns);
+      if (i === undefined || i === null || fates[i].tag !== "accepted") return whole;
+      fates[i] = reject(`axiom: ${f.error ?? ""}`);
     }
     return each(fates);
   }

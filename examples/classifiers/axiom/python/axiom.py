@@ -57,15 +57,19 @@ class Axiom(Classifier):
         whole = split(f"axiom: {failed} of {n} failed: {first}")
         if len(failures) != failed:
             return whole
+        # One pass over the request: each time to its record, or to None
+        # when two records share it (which one failed is then unknown).
+        by_time = {}
+        for i in range(n):
+            ns = request.timestamp(i)
+            if ns is not None:
+                by_time[ns] = None if ns in by_time else i
         fates = [accepted()] * n
         for f in failures:
-            ns = rfc3339_nanos(f.get("timestamp"))
-            if ns is None:
+            i = by_time.get(rfc3339_nanos(f.get("timestamp")))
+            if i is None or fates[i] != accepted():
                 return whole
-            with_time = [i for i in range(n) if request.timestamp(i) == ns]
-            if len(with_time) != 1 or fates[with_time[0]] != accepted():
-                return whole
-            fates[with_time[0]] = reject(f"axiom: {f.get('error', '')}")
+            fates[i] = reject(f"axiom: {f.get('error', '')}")
         return each(fates)
 
 

@@ -8,6 +8,8 @@
 //! The same logic is written in Python, JavaScript and C beside this
 //! folder, and all four pass `conformance/responses/axiom/`.
 
+use std::collections::HashMap;
+
 use sluice_classifier::{Classifier, Fate, Reply, Request, Response, export_classifier};
 
 #[derive(serde::Deserialize)]
@@ -57,12 +59,19 @@ impl Classifier for Axiom {
         if ingest.failures.len() as u64 != ingest.failed {
             return split();
         }
+        // One pass over the request: each time to its record, or to none
+        // when two records share it (which one failed is then unknown).
+        let mut by_time: HashMap<i64, Option<usize>> = HashMap::with_capacity(n);
+        for i in 0..n {
+            if let Some(ns) = request.timestamp(i) {
+                by_time.entry(ns).and_modify(|shared| *shared = None).or_insert(Some(i));
+            }
+        }
         let mut fates = vec![Fate::Accepted; n];
         for f in &ingest.failures {
             let Some(ns) = f.timestamp.as_deref().and_then(rfc3339_nanos) else { return split() };
-            let mut with_time = (0..n).filter(|i| request.timestamp(*i) == Some(ns));
-            match (with_time.next(), with_time.next()) {
-                (Some(i), None) if fates[i] == Fate::Accepted => fates[i] = Fate::Reject(format!("axiom: {}", f.error)),
+            match by_time.get(&ns) {
+                Some(Some(i)) if fates[*i] == Fate::Accepted => fates[*i] = Fate::Reject(format!("axiom: {}", f.error)),
                 _ => return split(),
             }
         }
