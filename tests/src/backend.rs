@@ -30,6 +30,8 @@ pub struct Req {
     pub ids: Vec<String>,
     /// The events (the `event` of an envelope, or the row itself).
     pub events: Vec<serde_json::Value>,
+    /// Loki: each entry's time (ns) and its stream's labels, by position.
+    pub loki: Vec<(i64, serde_json::Value)>,
     pub headers: hyper::HeaderMap,
 }
 
@@ -161,10 +163,13 @@ async fn handle(
     } else {
         raw.to_vec()
     };
-    let (ids, events) = parse(&body);
+    let (ids, events, loki) = parse_loki(&body).unwrap_or_else(|| {
+        let (ids, events) = parse(&body);
+        (ids, events, Vec::new())
+    });
     let (r, reaction) = {
         let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
-        let r = Req { n: s.requests.len(), at: started.elapsed(), ids, events, headers };
+        let r = Req { n: s.requests.len(), at: started.elapsed(), ids, events, loki, headers };
         let reaction = script(&r);
         let stored: Vec<String> =
             r.ids.iter().zip(&reaction.store).filter(|(_, keep)| **keep).map(|(id, _)| id.clone()).collect();
@@ -196,6 +201,26 @@ async fn handle(
         }
     }
     Ok(response)
+}
+
+/// A Loki push body: per entry its id, event (the line's JSON), time and
+/// stream labels, in body order.
+#[allow(clippy::type_complexity)]
+fn parse_loki(body: &[u8]) -> Option<(Vec<String>, Vec<serde_json::Value>, Vec<(i64, serde_json::Value)>)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let streams = v.get("streams")?.as_array()?;
+    let (mut ids, mut events, mut loki) = (Vec::new(), Vec::new(), Vec::new());
+    for stream in streams {
+        for value in stream["values"].as_array()? {
+            let ns: i64 = value[0].as_str()?.parse().ok()?;
+            let line: serde_json::Value = serde_json::from_str(value[1].as_str()?).unwrap_or_default();
+            let id = line.get("id").or_else(|| line.get("event_id")).and_then(|v| v.as_str()).unwrap_or_default();
+            ids.push(id.to_string());
+            events.push(line.get("event").cloned().unwrap_or(line.clone()));
+            loki.push((ns, stream["stream"].clone()));
+        }
+    }
+    Some((ids, events, loki))
 }
 
 /// Ids and events of a body: NDJSON or a JSON array of envelopes

@@ -782,3 +782,67 @@ fn a_faulty_classifier_is_systemic_and_quarantines_nothing() {
         println!("{mode}: {faulted} answers unread or overruled, 40 delivered, 0 quarantined");
     }
 }
+
+/// Go's `time.Time.String()` of `ns`, as Loki writes a refused entry's time.
+fn go_time(ns: i64) -> String {
+    let rfc = sluice_guest::time::format_rfc3339(ns);
+    format!("{} +0000 UTC", rfc.trim_end_matches('Z').replacen('T', " ", 1))
+}
+
+/// Loki takes the good entries of a push and answers 400 naming the
+/// refused ones by time: those are quarantined with Loki's reason, and
+/// the entries it took are not sent again (no split, no duplicate).
+#[test]
+fn loki_rejects_the_entries_it_names_by_time_and_keeps_the_rest() {
+    let s = Scenario::with_times(200, |_| false, |i| now_rfc3339(-(i as i64)));
+    let too_old = |e: &serde_json::Value| e["n"].as_u64().is_some_and(|n| n % 19 == 0);
+    let labels = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::<String>::new()));
+    let streams = labels.clone();
+    let backend = Backend::start(move |r: &Req| {
+        assert_eq!(r.loki.len(), r.ids.len(), "a Loki push body");
+        let mut seen = streams.lock().unwrap_or_else(|p| p.into_inner());
+        seen.extend(r.loki.iter().map(|(_, l)| l.to_string()));
+        let store: Vec<bool> = r.events.iter().map(|e| !too_old(e)).collect();
+        let refused: Vec<String> = r
+            .loki
+            .iter()
+            .zip(&store)
+            .filter(|(_, keep)| !**keep)
+            .map(|((ns, l), _)| {
+                format!(
+                    "entry with timestamp {} ignored, reason: 'entry too far behind, oldest acceptable timestamp is: x' for stream: {l},\n",
+                    go_time(*ns)
+                )
+            })
+            .collect();
+        if refused.is_empty() {
+            return Reaction { status: 204, ..Reaction::ok(r) };
+        }
+        Reaction {
+            status: 400,
+            body: format!("{}total ignored: {} out of {}", refused.concat(), refused.len(), r.ids.len()),
+            store,
+            how: How::Answer,
+            headers: Vec::new(),
+        }
+    });
+    let extra = "[sink.labels]\nstatic = { job = \"e2e\" }\nfields = [\"msg_kind\"]\n[sink.batch]\nmax_records = 50\n";
+    s.run(&sink(&backend, "loki", extra), &[]);
+    let refused: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id).is_multiple_of(19)).cloned().collect();
+    let seen = backend.seen();
+    let (dups, quarantined) = reconcile(&s, &seen, &refused, |_| false);
+    assert_eq!(dups, 0, "what Loki took was not sent again");
+    assert_eq!(seen.requests.len(), 4, "four pushes of 50, none split");
+    for reason in quarantined.values() {
+        assert!(reason.contains("HTTP 400: entry too far behind"), "{reason}");
+    }
+    // The events have no msg_kind field: the label is left out, the set one
+    // is on every stream.
+    let labels = labels.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(labels, BTreeSet::from([r#"{"job":"e2e"}"#.to_string()]));
+    println!(
+        "loki: {} pushes, {} entries refused by time and quarantined, 0 resent",
+        seen.requests.len(),
+        refused.len()
+    );
+}

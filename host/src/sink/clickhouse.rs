@@ -112,6 +112,7 @@ impl ClickhouseSinkConfig {
             encoding: Encoding::Ndjson,
             payload: Payload::Event { id_field: self.id_field.clone(), timestamp_field: self.timestamp_field.clone() },
             index: None,
+            labels: None,
             batch: self.batch.clone(),
             request: self.request.clone(),
             retry: self.retry.clone(),

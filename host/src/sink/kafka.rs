@@ -163,7 +163,7 @@ pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, Str
 
 impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
-        let framing = Framing { render: Render::Ndjson, payload: &self.payload, index: None };
+        let framing = Framing { render: Render::Ndjson, payload: &self.payload, index: None, labels: None };
         let mut pending = Vec::with_capacity(batch.len());
         for d in batch {
             let mut value = Vec::with_capacity(d.event().len() + 64);

@@ -279,7 +279,7 @@ impl PostgresSink {
     }
 
     fn rows(&self, batch: &[&Delivery]) -> String {
-        let f = Framing { render: Render::JsonArray, payload: &self.payload, index: None };
+        let f = Framing { render: Render::JsonArray, payload: &self.payload, index: None, labels: None };
         // Valid UTF-8: JSON written from checked bodies and escaped ids.
         String::from_utf8_lossy(&f.body(batch)).into_owned()
     }

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use super::config::{Compression, Payload};
+use super::config::{Compression, LabelsConfig, Payload};
 use super::response::profile::Render;
 use crate::sink::Delivery;
 
@@ -14,6 +14,8 @@ pub struct Framing<'a> {
     pub payload: &'a Payload,
     /// `_bulk`: the index of the `create` actions.
     pub index: Option<&'a str>,
+    /// Loki: the streams' labels.
+    pub labels: Option<&'a LabelsConfig>,
 }
 
 impl Framing<'_> {
@@ -73,6 +75,7 @@ impl Framing<'_> {
                 }
             }
             Render::OtlpJson => super::formats::otlp_json(batch, &mut out, spans),
+            Render::LokiPush => self.loki_push(batch, &mut out, spans),
             Render::Lines | Render::Ndjson => {
                 for d in batch {
                     let start = out.len();
@@ -95,6 +98,86 @@ impl Framing<'_> {
             }
         }
         out
+    }
+}
+
+impl Framing<'_> {
+    /// Loki's push body: the events grouped into streams by their labels
+    /// (set ones, then those read from fields), each a `[time, line]`
+    /// value whose line is the event as the sink's `payload` writes it.
+    /// An event without a time gets the time of sending. `spans` stays in
+    /// the batch's order, whatever stream each event went to.
+    fn loki_push(&self, batch: &[&Delivery], out: &mut Vec<u8>, spans: &mut Vec<(u32, u32)>) {
+        let empty = LabelsConfig::default();
+        let labels = self.labels.unwrap_or(&empty);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        // Each distinct set of field values is a stream, in order of first
+        // appearance.
+        let mut streams: Vec<(Vec<Option<String>>, Vec<usize>)> = Vec::new();
+        let mut index: std::collections::HashMap<Vec<Option<String>>, usize> = std::collections::HashMap::new();
+        for (i, d) in batch.iter().enumerate() {
+            let values = if labels.fields.is_empty() {
+                Vec::new()
+            } else {
+                let fields: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(d.event()).unwrap_or_default();
+                labels
+                    .fields
+                    .iter()
+                    .map(|f| match fields.get(f) {
+                        Some(serde_json::Value::String(s)) => Some(s.clone()),
+                        Some(serde_json::Value::Null) | None => None,
+                        Some(other) => Some(other.to_string()),
+                    })
+                    .collect()
+            };
+            match index.get(&values) {
+                Some(k) => streams[*k].1.push(i),
+                None => {
+                    index.insert(values.clone(), streams.len());
+                    streams.push((values, vec![i]));
+                }
+            }
+        }
+        spans.resize(batch.len(), (0, 0));
+        let mut line = Vec::with_capacity(512);
+        out.extend_from_slice(b"{\"streams\":[");
+        for (k, (values, members)) in streams.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"stream\":{");
+            let mut first = true;
+            let named = labels.fields.iter().zip(values).filter_map(|(f, v)| v.as_deref().map(|v| (f.as_str(), v)));
+            for (name, value) in labels.fixed.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(named) {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                crate::sink::write_json_string(name, out);
+                out.push(b':');
+                crate::sink::write_json_string(value, out);
+            }
+            out.extend_from_slice(b"},\"values\":[");
+            for (j, i) in members.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                let d = batch[*i];
+                let start = out.len();
+                out.extend_from_slice(format!("[\"{}\",", d.timestamp.unwrap_or(now)).as_bytes());
+                line.clear();
+                self.event(d, &mut line);
+                crate::sink::write_json_string(&String::from_utf8_lossy(&line), out);
+                out.push(b']');
+                spans[*i] = (start as u32, (out.len() - start) as u32);
+            }
+            out.extend_from_slice(b"]}");
+        }
+        out.extend_from_slice(b"]}");
     }
 }
 
@@ -194,7 +277,7 @@ mod tests {
     #[test]
     fn rows_get_the_id_and_timestamp_spliced_in() {
         let p = Payload::Event { id_field: "event_id".into(), timestamp_field: Some("ts".into()) };
-        let f = Framing { render: Render::Ndjson, payload: &p, index: None };
+        let f = Framing { render: Render::Ndjson, payload: &p, index: None, labels: None };
         let body = f.body(&[
             &d("a", r#"{"msg":"x"}"#),
             &d("b", "{}"),
@@ -223,10 +306,10 @@ mod tests {
     #[test]
     fn arrays_and_bulk_actions() {
         let p = Payload::Envelope;
-        let f = Framing { render: Render::JsonArray, payload: &p, index: None };
+        let f = Framing { render: Render::JsonArray, payload: &p, index: None, labels: None };
         let v: serde_json::Value = serde_json::from_slice(&f.body(&[&d("a", "{}"), &d("b", "{}")])).unwrap_or_default();
         assert_eq!(v[1]["id"], "b");
-        let f = Framing { render: Render::ElasticsearchBulk, payload: &p, index: Some("logs") };
+        let f = Framing { render: Render::ElasticsearchBulk, payload: &p, index: Some("logs"), labels: None };
         let text = String::from_utf8(f.body(&[&d("a", "{}")])).unwrap_or_default();
         assert!(text.starts_with(r#"{"create":{"_id":"a","_index":"logs"}}"#), "{text}");
         assert_eq!(text.lines().count(), 2);
@@ -239,5 +322,36 @@ mod tests {
         let mut s = String::new();
         let _ = flate2::read::GzDecoder::new(&z[..]).read_to_string(&mut s);
         assert_eq!(s, "hello hello hello");
+    }
+
+    #[test]
+    fn loki_groups_events_into_streams_by_their_labels_and_spans_stay_in_batch_order() {
+        let p = Payload::Envelope;
+        let labels = LabelsConfig {
+            fixed: [("job".to_string(), "sluice".to_string())].into(),
+            fields: vec!["level".into(), "app".into()],
+        };
+        let f = Framing { render: Render::LokiPush, payload: &p, index: None, labels: Some(&labels) };
+        let batch =
+            [d("a", r#"{"level":"info","m":1}"#), d("b", r#"{"level":"warn"}"#), d("c", r#"{"level":"info","app":3}"#)];
+        let refs: Vec<&Delivery> = batch.iter().collect();
+        let mut spans = Vec::new();
+        let body = f.body_with_spans(&refs, &mut spans);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let streams = v["streams"].as_array().cloned().unwrap_or_default();
+        assert_eq!(streams.len(), 3, "{v}");
+        assert_eq!(streams[0]["stream"], serde_json::json!({"job":"sluice","level":"info"}));
+        assert_eq!(streams[2]["stream"], serde_json::json!({"job":"sluice","level":"info","app":"3"}));
+        assert_eq!(streams[0]["values"][0][0], "1795986000000000000", "the time in ns, as text");
+        let line: serde_json::Value =
+            serde_json::from_str(streams[1]["values"][0][1].as_str().unwrap_or_default()).unwrap_or_default();
+        assert_eq!(line["id"], "b", "the line is the event as the payload writes it");
+        // Each span is its own record's value, whichever stream it is in.
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            let (start, len) = spans[i];
+            let value: serde_json::Value =
+                serde_json::from_slice(&body[start as usize..(start + len) as usize]).unwrap_or_default();
+            assert!(value[1].as_str().is_some_and(|l| l.contains(&format!("\"id\":\"{id}\""))), "{i}: {value}");
+        }
     }
 }

@@ -181,7 +181,7 @@ impl Reader {
     /// The reply to `sent`, held to the fixed rules.
     pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
         match self {
-            Reader::Profile(p) => response::classify(p, sent.ids, r),
+            Reader::Profile(p) => response::classify_timed(p, sent.ids, sent.timestamps, r),
             Reader::Plugin(p) => p.read(sent, r),
         }
     }

@@ -42,6 +42,8 @@ pub struct HttpSinkConfig {
     /// `_bulk` profiles (`elasticsearch_bulk`, `openobserve_bulk`): the
     /// index of the `create` actions.
     pub index: Option<String>,
+    /// `response = "loki"`: each stream's labels.
+    pub labels: Option<LabelsConfig>,
     #[serde(default)]
     pub batch: BatchConfig,
     #[serde(default)]
@@ -50,6 +52,40 @@ pub struct HttpSinkConfig {
     pub retry: RetryConfig,
     #[serde(default)]
     pub breaker: BreakerConfig,
+}
+
+/// Loki's stream labels: set ones, and ones read from each event's
+/// top-level fields (a field an event lacks leaves its label out). Keep
+/// them few and of few values: each distinct set is a stream, and Loki
+/// indexes labels, not lines.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelsConfig {
+    /// `{ job = "sluice", env = "prod" }`.
+    #[serde(default, rename = "static")]
+    pub fixed: BTreeMap<String, String>,
+    /// `["level", "service"]`: the label takes the field's text.
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+impl LabelsConfig {
+    fn validate(&self) -> Result<(), (String, String)> {
+        let name_ok = |n: &str| {
+            n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if let Some(n) = self.fixed.keys().find(|n| !name_ok(n)) {
+            return Err((format!("labels.static.{n}"), "a label name is letters, digits and _".into()));
+        }
+        if let Some(n) = self.fields.iter().find(|n| !name_ok(n)) {
+            return Err(("labels.fields".into(), format!("{n:?}: a label name is letters, digits and _")));
+        }
+        if self.fixed.is_empty() && self.fields.is_empty() {
+            return Err(("labels".into(), "Loki needs at least one label: static = { job = \"sluice\" }".into()));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -260,6 +296,17 @@ impl HttpSinkConfig {
         }
         let profile = self.response.profile().map_err(|e| ("response".to_string(), e))?;
         profile.validate().map_err(|(key, message)| (format!("response.{key}"), message))?;
+        if profile.render == Render::LokiPush {
+            match &self.labels {
+                Some(l) => l.validate()?,
+                None => {
+                    return Err((
+                        "labels".into(),
+                        "required with response = \"loki\": [sink.labels] static = { job = \"sluice\" }, fields = [\"level\"]".into(),
+                    ));
+                }
+            }
+        }
         if profile.render == Render::ElasticsearchBulk && self.index.is_none() {
             return Err((
                 "index".into(),

@@ -42,6 +42,7 @@ pub struct HttpSink {
     /// The profile's rules, or a classifier plugin (`[sink.classifier]`).
     reader: Reader,
     index: Option<String>,
+    labels: Option<self::config::LabelsConfig>,
     max_records: usize,
     max_bytes: u64,
     compression: Compression,
@@ -124,7 +125,9 @@ impl HttpSink {
             (r, _) => r,
         };
         let content_type = match render {
-            Render::JsonArray | Render::OtlpJson | Render::SplunkHec | Render::Gelf => "application/json",
+            Render::JsonArray | Render::OtlpJson | Render::SplunkHec | Render::Gelf | Render::LokiPush => {
+                "application/json"
+            }
             Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => "application/x-ndjson",
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -167,6 +170,7 @@ impl HttpSink {
             profile,
             reader,
             index: cfg.index.clone(),
+            labels: cfg.labels.clone(),
             max_records: cfg.batch.max_records.max(1),
             max_bytes: cfg.batch.max_bytes,
             compression: cfg.request.compression,
@@ -176,7 +180,12 @@ impl HttpSink {
     }
 
     fn framing(&self) -> Framing<'_> {
-        Framing { render: self.render, payload: &self.payload, index: self.index.as_deref() }
+        Framing {
+            render: self.render,
+            payload: &self.payload,
+            index: self.index.as_deref(),
+            labels: self.labels.as_ref(),
+        }
     }
 
     /// Requests of at most `max_records` events and about `max_bytes`.
@@ -238,9 +247,10 @@ impl HttpSink {
                         let waited = response::retry_after(&answered.headers, std::time::SystemTime::now());
                         tally.retry_after = tally.retry_after.max(waited);
                         let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
-                        let timestamps: Vec<Option<i64>> = match self.reader {
-                            Reader::Plugin(_) => items.iter().map(|i| batch[*i].timestamp).collect(),
-                            Reader::Profile(_) => Vec::new(),
+                        // Times only for a reader that matches by them.
+                        let timestamps: Vec<Option<i64>> = match &self.reader {
+                            Reader::Profile(p) if p.timed.is_none() => Vec::new(),
+                            _ => items.iter().map(|i| batch[*i].timestamp).collect(),
                         };
                         let sent = Sent {
                             ids: &ids,

@@ -4,17 +4,23 @@
 
 use super::fixed::{self, Evidence};
 use super::json::Json;
-use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Written};
+use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Timed, Written};
 use super::{Reply, Response, excerpt};
 use crate::sink::Answer;
 
 /// What `profile` makes of `response` to a request of the records `ids`.
 pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Reply {
-    let (reply, evidence) = read(profile, ids, response);
+    classify_timed(profile, ids, &[], response)
+}
+
+/// [`classify`], with the records' times (ns, by position) for a profile
+/// whose backend names refused records by time (`timed`).
+pub fn classify_timed(profile: &Profile, ids: &[&str], times: &[Option<i64>], response: &Response<'_>) -> Reply {
+    let (reply, evidence) = read(profile, ids, times, response);
     fixed::enforce(response.status, ids.len(), reply, evidence)
 }
 
-fn read(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
+fn read(p: &Profile, ids: &[&str], times: &[Option<i64>], r: &Response<'_>) -> (Reply, Evidence) {
     let n = ids.len();
     let status = r.status;
     let said = || {
@@ -26,6 +32,12 @@ fn read(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
     if !(200..300).contains(&status)
         && let Some(row) = &p.row
         && let Some(reply) = named_row(row, r, n)
+    {
+        return (reply, Evidence::PerRecord);
+    }
+    if let Some(t) = &p.timed
+        && t.codes.iter().any(|c| c.contains(status))
+        && let Some(reply) = timed(t, times, r, n)
     {
         return (reply, Evidence::PerRecord);
     }
@@ -224,6 +236,48 @@ fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
         Some(i) if i < n => Some(Reply::BadRow { row: i, reason }),
         _ => Some(Reply::Systemic(format!("{reason} (row {number} is not one of the {n} sent)"))),
     }
+}
+
+/// The records an answer names by time, rejected; the others taken.
+/// `None` when the body names no time: the status rules read it then.
+fn timed(t: &Timed, times: &[Option<i64>], r: &Response<'_>, n: usize) -> Option<Reply> {
+    let body = String::from_utf8_lossy(r.body);
+    let named: Vec<(Option<i64>, String)> = t
+        .pattern
+        .0
+        .captures_iter(&body)
+        .filter_map(|c| {
+            let time = c.name("time")?.as_str();
+            let reason = c.name("reason").map_or_else(|| c[0].to_string(), |m| m.as_str().to_string());
+            Some((t.time_formats.parse(time), reason))
+        })
+        .collect();
+    let first = named.first()?.1.clone();
+    let split = |why: String| Some(Reply::Split(format!("HTTP {}: {why}", r.status)));
+    if let Some(total) = &t.total
+        && let Some(count) = total.0.captures(&body).and_then(|c| c.get(1)?.as_str().parse::<usize>().ok())
+        && count != named.len()
+    {
+        return split(format!("{count} refused, {} of them named: {first}", named.len()));
+    }
+    // One pass over the request: each time to its record, or to none when
+    // two records share it (which one was refused is then unknown).
+    let mut by_time: std::collections::HashMap<i64, Option<usize>> = std::collections::HashMap::with_capacity(n);
+    for (i, ns) in times.iter().enumerate().take(n) {
+        if let Some(ns) = ns {
+            by_time.entry(*ns).and_modify(|shared| *shared = None).or_insert(Some(i));
+        }
+    }
+    let mut answers = vec![Answer::Accepted; n];
+    for (ns, reason) in named {
+        match ns.and_then(|ns| by_time.get(&ns).copied().flatten()) {
+            Some(i) if answers[i] == Answer::Accepted => {
+                answers[i] = Answer::Rejected(format!("HTTP {}: {reason}", r.status));
+            }
+            _ => return split(format!("a refused record's time is not one sent alone: {reason}")),
+        }
+    }
+    Some(Reply::Answers(answers))
 }
 
 fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Reply> {

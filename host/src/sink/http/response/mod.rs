@@ -16,7 +16,7 @@ pub mod profile;
 
 use std::time::Duration;
 
-pub use classify::classify;
+pub use classify::{classify, classify_timed};
 pub use profile::Profile;
 
 use crate::sink::Answer;

@@ -45,6 +45,10 @@ pub struct Profile {
     pub row: Option<Row>,
     /// How many rows the backend wrote, to check against the rows sent.
     pub written: Option<Written>,
+    /// Errors that name the records they refused by time (Loki's `entry
+    /// with timestamp … ignored`): those are rejected, every other record
+    /// of the request was taken and is not sent again.
+    pub timed: Option<Timed>,
 }
 
 /// How records become a request body. `lines` follows the sink's
@@ -68,6 +72,9 @@ pub enum Render {
     OtlpJson,
     /// GELF 1.1, a message per line.
     Gelf,
+    /// Loki's push API in JSON: streams of `[time, line]` values, the
+    /// stream's labels from the sink's `[sink.labels]`.
+    LokiPush,
 }
 
 /// What a request-level rule may decide. `retry` and `reject` are not
@@ -214,6 +221,47 @@ fn one() -> usize {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct Timed {
+    /// The statuses whose body is read so (Loki: 400).
+    pub codes: Vec<Code>,
+    /// A regex matched across the body, once per refused record: the
+    /// named group `time` is its time, `reason` (optional) why.
+    pub pattern: Pattern,
+    /// How `time` is written, tried in order (the README's "Timestamps").
+    pub time_formats: TimeFormats,
+    /// A regex whose first group is how many records the backend says it
+    /// refused: when it is not the number of times named, the answer does
+    /// not say which records failed, and the request is split.
+    pub total: Option<Pattern>,
+}
+
+/// Timestamp formats, compiled when the config is read.
+#[derive(Debug, Clone)]
+pub struct TimeFormats(pub Vec<sluice_guest::time::Format>);
+
+impl TimeFormats {
+    /// `text` as ns since the epoch by the first format that reads it.
+    pub fn parse(&self, text: &str) -> Option<i64> {
+        self.0.iter().find_map(|f| f.parse(text, 0).ok())
+    }
+}
+
+impl<'de> Deserialize<'de> for TimeFormats {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TimeFormats, D::Error> {
+        let specs = Vec::<String>::deserialize(d)?;
+        if specs.is_empty() {
+            return Err(serde::de::Error::custom("at least one timestamp format"));
+        }
+        specs
+            .iter()
+            .map(|s| sluice_guest::time::Format::new(s).map_err(|e| serde::de::Error::custom(format!("{s:?}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()
+            .map(TimeFormats)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Written {
     /// The header holding a JSON summary; without it, the body.
     pub header: Option<String>,
@@ -299,6 +347,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("splunk_hec", include_str!("../profiles/splunk_hec.toml")),
     ("otlp_http", include_str!("../profiles/otlp_http.toml")),
     ("gelf", include_str!("../profiles/gelf.toml")),
+    ("loki", include_str!("../profiles/loki.toml")),
 ];
 
 impl Profile {
@@ -341,6 +390,20 @@ impl Profile {
         }
         if self.items.is_some() && self.counts.is_some() {
             return Err(("counts".into(), "a profile reads [items] or [counts], not both".into()));
+        }
+        if let Some(t) = &self.timed {
+            if t.pattern.0.capture_names().all(|n| n != Some("time")) {
+                return Err(("timed.pattern".into(), "needs a group named time: (?P<time>…)".into()));
+            }
+            if let Some(c) = t.codes.iter().find(|c| (c.lo..=c.hi).any(fixed::systemic_status)) {
+                return Err((
+                    "timed.codes".into(),
+                    format!("{c} holds statuses that are always systemic: no record is named on them"),
+                ));
+            }
+            if t.total.as_ref().is_some_and(|p| p.0.captures_len() < 2) {
+                return Err(("timed.total".into(), "needs a group that captures the count".into()));
+            }
         }
         if let Some(row) = &self.row
             && row.pattern.0.captures_len() < 2
@@ -397,6 +460,14 @@ impl Profile {
                 r.pattern.0.as_str(),
                 r.base,
                 r.systemic_codes
+            ));
+        }
+        if let Some(t) = &self.timed {
+            let codes: Vec<String> = t.codes.iter().map(Code::to_string).collect();
+            out.push(format!(
+                "on {}: records named by time ({:?}) rejected, the others accepted; a time not sent, or shared, splits",
+                codes.join(" "),
+                t.pattern.0.as_str()
             ));
         }
         if let Some(w) = &self.written {
