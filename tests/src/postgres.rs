@@ -60,6 +60,18 @@ pub struct Postgres {
 
 impl Postgres {
     pub fn start() -> Postgres {
+        Postgres::start_with(None)
+    }
+
+    /// A server that takes TCP connections over TLS only (`hostssl` in
+    /// `pg_hba.conf`, `ssl = on`), with this certificate and key (PEM): a
+    /// client that does not speak TLS is refused, so a passing run proves
+    /// the connection was encrypted.
+    pub fn start_tls(cert: &[u8], key: &[u8]) -> Postgres {
+        Postgres::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&[u8], &[u8])>) -> Postgres {
         let bin = bin_dir();
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let owner = owner();
@@ -92,6 +104,28 @@ impl Postgres {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let mut tls_args = Vec::new();
+        if let Some((cert, key)) = tls {
+            use std::os::unix::fs::PermissionsExt;
+            for (name, pem) in [("server.crt", cert), ("server.key", key)] {
+                let path = data.join(name);
+                std::fs::write(&path, pem).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                if let Some((uid, gid)) = owner {
+                    std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap_or_else(|e| panic!("chown: {e}"));
+                }
+            }
+            let hba = data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).unwrap_or_else(|e| panic!("{e}"));
+            let text: String = text
+                .lines()
+                .map(|l| if l.starts_with("host ") { l.replacen("host ", "hostssl ", 1) } else { l.to_string() })
+                .map(|l| l + "\n")
+                .collect();
+            std::fs::write(&hba, text).unwrap_or_else(|e| panic!("{e}"));
+            tls_args = vec!["-c".to_string(), "ssl=on".to_string()];
+        }
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap_or_else(|e| panic!("{e}"));
         if let Some((uid, gid)) = owner {
@@ -107,6 +141,7 @@ impl Postgres {
                 "-c",
                 &format!("unix_socket_directories={}", dir.path().display()),
             ])
+            .args(&tls_args)
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -133,9 +168,15 @@ impl Postgres {
         format!("postgresql://{USER}@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The suite's own connection, over the cluster's Unix socket (trusted,
+    /// and open on a TLS-only server too).
     pub fn client(&self) -> Result<postgres::Client, postgres::Error> {
-        let mut c: postgres::Config = self.url().parse()?;
-        c.password(PASSWORD).connect_timeout(Duration::from_secs(5));
+        let mut c = postgres::Config::new();
+        c.host_path(self.dir.path())
+            .port(self.port)
+            .user(USER)
+            .dbname("postgres")
+            .connect_timeout(Duration::from_secs(5));
         c.connect(postgres::NoTls)
     }
 

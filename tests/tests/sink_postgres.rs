@@ -309,3 +309,55 @@ fn check_connect_names_a_refused_password_a_missing_table_and_a_missing_key() {
     assert_eq!(code, 3, "{out}");
     assert!(out.contains("no primary key or unique index"), "{out}");
 }
+
+/// `[sink.tls]` against a server that takes TLS only: with the server's
+/// CA every id arrives; without TLS the server refuses the connection, and
+/// with another CA the certificate is refused; both named by `check
+/// --connect`, neither quarantines a record.
+#[test]
+fn tls_verified_against_the_ca_delivers_and_a_plain_or_unverified_connection_is_refused() {
+    let (cert, key) = sluice_e2e::tls::self_signed();
+    let pg = Postgres::start_tls(&cert, &key);
+    pg.execute(TABLE);
+    let (text, ids, bad_rows, malformed) = table_lines(300, false);
+    let f = Fixture::new(&text);
+    let ca = f.dir.path().join("ca.pem");
+    std::fs::write(&ca, &cert).unwrap_or_else(|e| panic!("{e}"));
+    let (other, _) = sluice_e2e::tls::self_signed();
+    let other_ca = f.dir.path().join("other-ca.pem");
+    std::fs::write(&other_ca, &other).unwrap_or_else(|e| panic!("{e}"));
+    let check = |extra: &str| {
+        let config = f.config(&pg, "events", extra);
+        let out = Command::new(sluice_bin!())
+            .args(["check", "--connect", "-c", &config.display().to_string()])
+            .current_dir(f.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .env("SLUICE_PG_PASSWORD", PASSWORD)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code().unwrap_or(-1), said)
+    };
+    let (code, out) = check("");
+    assert_eq!(code, 3, "a plain connection is refused by a TLS-only server: {out}");
+    assert!(out.contains("no encryption") || out.contains("pg_hba"), "{out}");
+    let (code, out) = check("[sink.tls]\nca = \"other-ca.pem\"\n");
+    assert_eq!(code, 3, "another CA: {out}");
+    assert!(out.to_lowercase().contains("certificate"), "{out}");
+    let (code, out) = check("[sink.tls]\nca = \"ca.pem\"\n");
+    assert_eq!(code, 0, "{out}");
+    f.run(&f.config(&pg, "events", "[sink.tls]\nca = \"ca.pem\"\n"));
+    let stored: BTreeSet<String> = pg.column("SELECT event_id FROM events").into_iter().collect();
+    let missing: Vec<_> = ids.difference(&stored).take(5).collect();
+    assert!(missing.is_empty(), "ids lost over TLS: {missing:?}");
+    assert_eq!(stored, ids, "exactly the good ids, each once");
+    assert_eq!(
+        f.quarantined().len(),
+        bad_rows.len() + malformed.len(),
+        "only the rows the database or the parser refused"
+    );
+    println!(
+        "postgres over TLS: {} ids delivered; plain and wrong-CA connections refused by check --connect",
+        stored.len()
+    );
+}

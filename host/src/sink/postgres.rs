@@ -380,7 +380,21 @@ fn records_fault(e: &postgres::Error) -> bool {
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("postgres {}: {}", db.code().code(), db.message()),
-        None => format!("postgres: {e}"),
+        // A connection's failure says little alone ("error performing TLS
+        // handshake"): its causes say why (the certificate, the CA).
+        None => {
+            let mut out = format!("postgres: {e}");
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                let text = cause.to_string();
+                if !out.contains(&text) {
+                    out.push_str(": ");
+                    out.push_str(&text);
+                }
+                source = cause.source();
+            }
+            out
+        }
     }
 }
 
