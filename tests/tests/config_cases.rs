@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sluice_e2e::{plugin, sluice_bin, workspace_root};
+use sluice_e2e::{build_wasm, plugin, sluice_bin, workspace_root};
 
 fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
     let out = Command::new(sluice_bin!())
@@ -17,6 +17,7 @@ fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
         .env("CLICKHOUSE_PASSWORD", "unused")
         .env("O2_AUTH", "unused")
         .env("PGPASSWORD_SLUICE", "unused")
+        .env("AXIOM_AUTHORIZATION", "unused")
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     (
@@ -26,15 +27,26 @@ fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
     )
 }
 
-/// Every `examples/*/*.toml` with a `[pipeline]` table: the configs a
-/// newcomer copies (the loghub folder holds plugin configs).
+/// Every `examples/**/*.toml` (two levels down at most) with a
+/// `[pipeline]` table: the configs a newcomer copies (the loghub folder
+/// holds plugin configs).
 fn example_pipelines() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in std::fs::read_dir(workspace_root().join("examples")).into_iter().flatten().flatten() {
-        for file in std::fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+    let mut dirs = vec![(workspace_root().join("examples"), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = file.path();
+            if path.is_dir() {
+                if depth < 2 {
+                    dirs.push((path, depth + 1));
+                }
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if path.extension().is_some_and(|e| e == "toml") && text.lines().any(|l| l.trim() == "[pipeline]") {
+            if depth > 0
+                && path.extension().is_some_and(|e| e == "toml")
+                && text.lines().any(|l| l.trim() == "[pipeline]")
+            {
                 out.push(path);
             }
         }
@@ -48,7 +60,13 @@ fn example_pipelines() -> Vec<PathBuf> {
 fn with_built_plugins(config: &Path, dir: &Path) -> PathBuf {
     let mut text = std::fs::read_to_string(config).unwrap_or_else(|e| panic!("{e}"));
     for name in ["json", "pattern", "ts-window"] {
-        text = text.replace(&format!("../../out/plugins/{name}.wasm"), &plugin(name).display().to_string());
+        for up in ["../../../", "../../"] {
+            text = text.replace(&format!("{up}out/plugins/{name}.wasm"), &plugin(name).display().to_string());
+        }
+    }
+    if text.contains("out/classifiers/axiom.wasm") {
+        let axiom = build_wasm(&["sluice-classifier-axiom"]).join("sluice_classifier_axiom.wasm");
+        text = text.replace("../../../out/classifiers/axiom.wasm", &axiom.display().to_string());
     }
     let copy = dir.join(config.file_name().unwrap_or_default());
     std::fs::write(&copy, text).unwrap_or_else(|e| panic!("{e}"));
@@ -58,7 +76,7 @@ fn with_built_plugins(config: &Path, dir: &Path) -> PathBuf {
 #[test]
 fn every_example_config_ships_cases_and_passes_them() {
     let configs = example_pipelines();
-    assert!(configs.len() >= 4, "quickstart, kafka, clickhouse, http: {configs:?}");
+    assert!(configs.len() >= 6, "quickstart, kafka, clickhouse, http, postgres, classifiers/axiom: {configs:?}");
     for config in &configs {
         let cases = config.with_file_name("cases");
         let n = std::fs::read_dir(&cases)

@@ -1,15 +1,16 @@
 //! The sink of a config case (`sluice test`): without scripted answers it
 //! accepts every event; with them, each request the sink would send gets
-//! the next answer, read by the sink's own response profile and held to
-//! the fixed rules, in the rounds the guarded driver runs (a split sends
+//! the next answer, read by the sink's own reader (its response profile,
+//! or its classifier plugin) and held to the fixed rules, in the rounds the guarded driver runs (a split sends
 //! halves, a named row is taken out, a retry spends an attempt, a
 //! systemic answer spends none). A record still waiting when the answers
 //! run out is reported as waiting: late, not lost.
 
 use crate::sink::Delivery;
 use crate::sink::guarded::Outcome;
+use crate::sink::http::classifier::{Reader, Sent};
 use crate::sink::http::corpus::Recorded;
-use crate::sink::http::response::{Profile, Reply};
+use crate::sink::http::response::Reply;
 use crate::sink::{Answer, Attempt};
 
 /// Why a record is still in the source.
@@ -22,14 +23,14 @@ pub enum Waiting {
 }
 
 pub struct CaseSink<'a> {
-    profile: Profile,
+    reader: Reader,
     answers: std::slice::Iter<'a, Recorded>,
     max_attempts: u32,
 }
 
 impl<'a> CaseSink<'a> {
-    pub fn new(profile: Profile, answers: &'a [Recorded], max_attempts: u32) -> CaseSink<'a> {
-        CaseSink { profile, answers: answers.iter(), max_attempts: max_attempts.max(1) }
+    pub fn new(reader: Reader, answers: &'a [Recorded], max_attempts: u32) -> CaseSink<'a> {
+        CaseSink { reader, answers: answers.iter(), max_attempts: max_attempts.max(1) }
     }
 
     /// Each delivery's outcome, or why it still waits.
@@ -73,7 +74,9 @@ impl<'a> CaseSink<'a> {
         while !items.is_empty() {
             let Some(recorded) = self.answers.next() else { return Ok(()) };
             let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
-            match recorded.read(&self.profile, &ids).map_err(|e| format!("sink answer: {e}"))? {
+            let times: Vec<Option<i64>> = items.iter().map(|i| batch[*i].timestamp).collect();
+            let sent = Sent { ids: &ids, timestamps: &times, spans: &[], body_bytes: 0, attempt: 1 };
+            match recorded.read_with(&self.reader, &sent).map_err(|e| format!("sink answer: {e}"))? {
                 Reply::Answers(a) => {
                     for (i, a) in items.iter().zip(a) {
                         out[*i] = Some(a);
@@ -109,6 +112,7 @@ impl<'a> CaseSink<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::http::response::Profile;
 
     fn answer(status: u16, json: serde_json::Value) -> Recorded {
         serde_json::from_value(serde_json::json!({"status": status, "json": json})).unwrap_or_else(|e| panic!("{e}"))
@@ -130,14 +134,15 @@ mod tests {
             answer(200, serde_json::json!({})),
             answer(400, serde_json::json!({"error": "bad e3"})),
         ];
-        let mut sink = CaseSink::new(status.clone(), &script, 5);
+        let mut sink = CaseSink::new(Reader::Profile(status.clone()), &script, 5);
         let got = sink.deliver(&batch(4)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got[..3], [Ok(Outcome::Accepted), Ok(Outcome::Accepted), Ok(Outcome::Accepted)]);
         assert!(matches!(&got[3], Ok(Outcome::Rejected(r)) if r.contains("bad e3")));
 
         // A 404 then a 503: never quarantined, still waiting when the script ends.
         let script = [answer(404, serde_json::json!({})), answer(503, serde_json::json!({}))];
-        let got = CaseSink::new(status, &script, 1).deliver(&batch(2)).unwrap_or_else(|e| panic!("{e}"));
+        let got =
+            CaseSink::new(Reader::Profile(status), &script, 1).deliver(&batch(2)).unwrap_or_else(|e| panic!("{e}"));
         assert!(got.iter().all(|g| matches!(g, Err(Waiting::Systemic(r)) if r.contains("503"))), "{got:?}");
 
         // A bulk item retried until the attempts run out.
@@ -149,7 +154,7 @@ mod tests {
             answer(200, serde_json::json!({"items": vec![serde_json::json!({"create": {"status": 409}}); n]}))
         };
         let script = [conflict(1), conflict(1), conflict(1)];
-        let got = CaseSink::new(es, &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
+        let got = CaseSink::new(Reader::Profile(es), &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(&got[0], Ok(Outcome::Rejected(r)) if r.starts_with("gave up after 2 attempts")), "{got:?}");
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! What differs from a run is only what is outside the config's logic:
 //! the sink accepts every event unless the case scripts its backend's
-//! answers (`sink`: read by the sink's response profile, `case_sink`),
+//! answers (`sink`: read by the sink's response profile or classifier
+//! plugin, `case_sink`),
 //! the window is in memory and starts empty for each case, and
 //! the plugins' clock is pinned to the case's `now` so a case about a
 //! timestamp's age passes the same way next year.
@@ -28,6 +29,7 @@ use crate::plugin::expect::show_time;
 use crate::plugin::{Chain, Position, Record, Runtime};
 use crate::sink::Delivery;
 use crate::sink::guarded::Outcome;
+use crate::sink::http::classifier::Reader;
 
 /// One case file.
 #[derive(Debug, Clone, Deserialize)]
@@ -124,7 +126,13 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
     let mut window: HashSet<IdDigest> = HashSet::new();
     let mut sink = match (&case.sink[..], cfg.sink.response()) {
         ([], _) => None,
-        (answers, Some(response)) => Some(CaseSink::new(response.profile()?, answers, cfg.sink.guard().0.max_attempts)),
+        (answers, Some(response)) => {
+            let reader = match cfg.sink.classifier() {
+                Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| format!("sink.classifier: {e}"))?)),
+                None => Reader::Profile(response.profile()?),
+            };
+            Some(CaseSink::new(reader, answers, cfg.sink.guard().0.max_attempts))
+        }
         (_, None) => return Err("`sink` scripts an HTTP backend's answers; this config's sink is not one".into()),
     };
     let mut got = Vec::with_capacity(records.len());
