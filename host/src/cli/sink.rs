@@ -39,7 +39,7 @@ pub struct ClassifyArgs {
 pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
     let (name, reader) = match (&args.profile, &args.config, &args.plugin) {
         (Some(name), None, None) => {
-            (format!("profile {name}"), Reader::Profile(Profile::builtin(name).map_err(anyhow::Error::msg)?))
+            (format!("profile {name}"), Reader::profile(Profile::builtin(name).map_err(anyhow::Error::msg)?))
         }
         (None, Some(path), None) => {
             let cfg = crate::config::Config::load(path).with_context(|| format!("config {}", path.display()))?;
@@ -50,7 +50,7 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
                 Some(c) => plugin_reader(&c)?,
                 None => (
                     format!("profile {}", response.name()),
-                    Reader::Profile(response.profile().map_err(anyhow::Error::msg)?),
+                    Reader::profile(response.profile().map_err(anyhow::Error::msg)?),
                 ),
             }
         }

@@ -134,7 +134,7 @@ mod tests {
             answer(200, serde_json::json!({})),
             answer(400, serde_json::json!({"error": "bad e3"})),
         ];
-        let mut sink = CaseSink::new(Reader::Profile(status.clone()), &script, 5);
+        let mut sink = CaseSink::new(Reader::profile(status.clone()), &script, 5);
         let got = sink.deliver(&batch(4)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got[..3], [Ok(Outcome::Accepted), Ok(Outcome::Accepted), Ok(Outcome::Accepted)]);
         assert!(matches!(&got[3], Ok(Outcome::Rejected(r)) if r.contains("bad e3")));
@@ -142,7 +142,7 @@ mod tests {
         // A 404 then a 503: never quarantined, still waiting when the script ends.
         let script = [answer(404, serde_json::json!({})), answer(503, serde_json::json!({}))];
         let got =
-            CaseSink::new(Reader::Profile(status), &script, 1).deliver(&batch(2)).unwrap_or_else(|e| panic!("{e}"));
+            CaseSink::new(Reader::profile(status), &script, 1).deliver(&batch(2)).unwrap_or_else(|e| panic!("{e}"));
         assert!(got.iter().all(|g| matches!(g, Err(Waiting::Systemic(r)) if r.contains("503"))), "{got:?}");
 
         // A bulk item retried until the attempts run out.
@@ -154,7 +154,7 @@ mod tests {
             answer(200, serde_json::json!({"items": vec![serde_json::json!({"create": {"status": 409}}); n]}))
         };
         let script = [conflict(1), conflict(1), conflict(1)];
-        let got = CaseSink::new(Reader::Profile(es), &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
+        let got = CaseSink::new(Reader::profile(es), &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(&got[0], Ok(Outcome::Rejected(r)) if r.starts_with("gave up after 2 attempts")), "{got:?}");
     }
 }

@@ -129,7 +129,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         (answers, Some(response)) => {
             let reader = match cfg.sink.classifier() {
                 Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| format!("sink.classifier: {e}"))?)),
-                None => Reader::Profile(response.profile()?),
+                None => Reader::profile(response.profile()?),
             };
             Some(CaseSink::new(reader, answers, cfg.sink.guard().0.max_attempts))
         }

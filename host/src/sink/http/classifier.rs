@@ -173,11 +173,15 @@ pub struct Sent<'a> {
 
 /// Who reads a sink's answers: a profile's rules or a plugin.
 pub enum Reader {
-    Profile(Profile),
+    Profile(Box<Profile>),
     Plugin(Box<PluginReader>),
 }
 
 impl Reader {
+    pub fn profile(p: Profile) -> Reader {
+        Reader::Profile(Box::new(p))
+    }
+
     /// The reply to `sent`, held to the fixed rules.
     pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
         match self {

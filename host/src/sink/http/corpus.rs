@@ -67,7 +67,7 @@ impl Recorded {
     /// This answer to a request of the records `ids`, read by `profile`.
     pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
         let sent = Sent { ids, timestamps: &[], spans: &[], body_bytes: 0, attempt: 1 };
-        self.read_with(&Reader::Profile(profile.clone()), &sent)
+        self.read_with(&Reader::profile(profile.clone()), &sent)
     }
 
     /// This answer to `sent`, read by `reader`.
@@ -219,7 +219,7 @@ mod tests {
     use crate::sink::http::response::profile::BUILTIN;
 
     fn reader(name: &str) -> Reader {
-        Reader::Profile(Profile::builtin(name).unwrap_or_else(|e| panic!("{e}")))
+        Reader::profile(Profile::builtin(name).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// Every built-in profile has a corpus, with at least one partial

@@ -117,7 +117,7 @@ impl HttpSink {
         let profile = cfg.response.profile().map_err(setup)?;
         let reader = match &cfg.classifier {
             Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| setup(format!("classifier: {e}")))?)),
-            None => Reader::Profile(profile.clone()),
+            None => Reader::profile(profile.clone()),
         };
         let render = match (profile.render, cfg.encoding) {
             (Render::Lines, Encoding::Ndjson) => Render::Ndjson,
