@@ -3,7 +3,7 @@ one request of the HTTP sink (`wit/classifier.wit`), for a backend no
 built-in profile covers.
 
 A classifier subclasses `Classifier` and overrides
-`classify(request, response)`, returning `each([...])`, `all(fate)`,
+`classify(request, response)`, returning `each([...])`, `for_all(fate)`,
 `split(reason)` or `bad_row(row, reason)`, where a fate is `accepted()`,
 `duplicate()`, `retry(reason)`, `reject(reason)` or `systemic(reason)`.
 The module ends with
@@ -137,7 +137,9 @@ def each(fates: list):
     return ("each", list(fates))
 
 
-def all(fate):  # noqa: A001 - the WIT name
+def for_all(fate):
+    """One fate for every record (the WIT's `all`: named apart from
+    Python's builtin `all`, which a plugin's module keeps)."""
     return ("all", fate)
 
 
@@ -213,12 +215,12 @@ def export(classifier_class):
         def classify(self, request, response):
             c = Export.instance
             if c is None:
-                return _lower(all(systemic("classifier used before init")))
+                return _lower(for_all(systemic("classifier used before init")))
             req = Request(request.records, request.ids, request.body_bytes, request.attempt)
             resp = Response(response.status, response.body, dict(response.headers), response.truncated)
             try:
                 return _lower(c.classify(req, resp))
             except Exception as e:
-                return _lower(all(systemic(f"classifier failed: {type(e).__name__}: {e}")))
+                return _lower(for_all(systemic(f"classifier failed: {type(e).__name__}: {e}")))
 
     return Export

@@ -231,7 +231,7 @@ export_classifier!(Answers);
 const PY_CLASSIFIER: &str = r#""""A backend's answer, read per record: a 2xx may list refused records by
 position; a 400/413/422 names none; anything else is the backend's."""
 
-from sluice_classifier import Classifier, accepted, all, each, export, reject, split, systemic
+from sluice_classifier import Classifier, accepted, each, export, for_all, reject, split, systemic
 
 
 class Answers(Classifier):
@@ -239,16 +239,16 @@ class Answers(Classifier):
         if response.status in (400, 413, 422):
             return split(response.excerpt())
         if not 200 <= response.status < 300:
-            return all(systemic(response.excerpt()))
+            return for_all(systemic(response.excerpt()))
         try:
             refused = response.json().get("rejected") or []
         except ValueError as e:
-            return all(systemic(str(e)))
+            return for_all(systemic(str(e)))
         fates = [accepted()] * len(request)
         for r in refused:
             i = r.get("index")
             if not isinstance(i, int) or not 0 <= i < len(fates):
-                return all(systemic(f"the answer names record {i}"))
+                return for_all(systemic(f"the answer names record {i}"))
             fates[i] = reject(r.get("reason", ""))
         return each(fates)
 

@@ -8,8 +8,7 @@ matched to the one record sent with that time; otherwise split.
 
 import re
 
-from sluice_classifier import (Classifier, accepted, all, each, export, reject,
-                               split, systemic)
+from sluice_classifier import Classifier, accepted, each, export, for_all, reject, split, systemic
 
 _RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))$")
 
@@ -42,17 +41,17 @@ class Axiom(Classifier):
         if response.status in (400, 413, 422):
             return split(response.excerpt())
         if not 200 <= response.status < 300:
-            return all(systemic(response.excerpt()))
+            return for_all(systemic(response.excerpt()))
         try:
             ingest = response.json()
             ingested, failed = int(ingest["ingested"]), int(ingest["failed"])
             failures = ingest.get("failures") or []
         except (ValueError, KeyError, TypeError) as e:
-            return all(systemic(f"HTTP {response.status}: {e}"))
+            return for_all(systemic(f"HTTP {response.status}: {e}"))
         if ingested + failed != n:
-            return all(systemic(f"Axiom counted {ingested} ingested and {failed} failed of the {n} sent"))
+            return for_all(systemic(f"Axiom counted {ingested} ingested and {failed} failed of the {n} sent"))
         if failed == 0:
-            return all(accepted())
+            return for_all(accepted())
         first = failures[0].get("error", "") if failures else "no failure listed"
         whole = split(f"axiom: {failed} of {n} failed: {first}")
         if len(failures) != failed:
