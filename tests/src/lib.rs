@@ -14,6 +14,7 @@ use sluice::plugin::{PluginLimits, PluginSpec};
 
 /// The plugin crates the suites use, by package name.
 pub mod backend;
+pub mod browser;
 pub mod clickhouse;
 pub mod kafka;
 pub mod languages;

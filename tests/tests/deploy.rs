@@ -150,6 +150,11 @@ fn the_statefulset_agrees_with_the_binary_and_its_config() {
         assert!(env.iter().any(|e| e["name"] == var), "the config reads ${{{var}}}, which the pod does not set");
     }
     assert!(config.contains("\"group.instance.id\" = \"${POD_NAME}\""), "{config}");
+    // The API's token comes from a Secret, never from the manifest.
+    assert!(config.contains("token_env = \"SLUICE_API_TOKEN\""), "{config}");
+    let token = env.iter().find(|e| e["name"] == "SLUICE_API_TOKEN").unwrap_or_else(|| panic!("no SLUICE_API_TOKEN"));
+    assert_eq!(token["valueFrom"]["secretKeyRef"]["key"], "token", "{token}");
+    assert!(token.get("value").is_none(), "the token's value is not in the manifest");
     // Ports: the metrics listener is the named port the probes and the
     // Service use.
     let listen = config
@@ -203,6 +208,7 @@ fn the_statefulset_agrees_with_the_binary_and_its_config() {
             .arg("-c")
             .arg(&copy)
             .env("POD_NAME", "sluice-0")
+            .env("SLUICE_API_TOKEN", "a-token-of-the-deploy-suite")
             .env("SLUICE_BROKERS", &closed)
             .env("SLUICE_LOG", "info")
             .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"));
@@ -336,9 +342,21 @@ fn the_container_image_holds_every_library_and_runs_as_its_user() {
     let broker = sluice_e2e::kafka::Broker::start(sluice_e2e::kafka::Storage::Memory);
     sluice_e2e::kafka::create_topic(&broker.brokers(), "logs", 2);
     sluice_e2e::kafka::create_topic(&broker.brokers(), "logs-parsed", 2);
+    // Without its API token the image's config refuses to start, naming
+    // the key: the listener is on 0.0.0.0 and the API is on.
+    let (code, said) = in_image(
+        &["check", "-c", "/etc/sluice/sluice.toml"],
+        &[("POD_NAME", "sluice-0"), ("SLUICE_BROKERS", &broker.brokers())],
+    );
+    assert_ne!(code, 0, "{said}");
+    assert!(said.contains("api.token_env") && said.contains("SLUICE_API_TOKEN"), "{said}");
     let (code, said) = in_image(
         &["check", "--connect", "-c", "/etc/sluice/sluice.toml"],
-        &[("POD_NAME", "sluice-0"), ("SLUICE_BROKERS", &broker.brokers())],
+        &[
+            ("POD_NAME", "sluice-0"),
+            ("SLUICE_BROKERS", &broker.brokers()),
+            ("SLUICE_API_TOKEN", "a-token-of-the-deploy-suite"),
+        ],
     );
     assert_eq!(code, 0, "{said}");
     assert!(said.contains("plugin: json@") && said.contains("plugin: ts-window@"), "{said}");

@@ -4,39 +4,11 @@
 //! the quarantine reasons, the config and plugin versions) and keeps a
 //! screenshot beside the build (`status-page.png` in the target directory).
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
+use sluice_e2e::browser::chromium;
 use sluice_e2e::watched::Watched;
 use sluice_e2e::{get, now_rfc3339, sluice_bin, target_dir};
-
-/// Headless Chromium (`scripts/setup test` installs Debian's), with the
-/// flags this machine needs: no sandbox as root, no network of its own.
-fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
-    let bin = ["chromium", "/usr/bin/chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .unwrap_or_else(|| panic!("chromium not found: scripts/setup test installs it (apt: chromium)"));
-    Command::new("timeout")
-        .arg("120")
-        .arg(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("chromium: {e}"))
-}
 
 #[test]
 fn the_status_page_draws_the_running_pipeline_in_a_browser() {

@@ -63,7 +63,19 @@ pub fn run(cmd: &QuarantineCommand) -> Result<()> {
             let filter = to_filter(filter)?;
             let store = open(&config.config)?;
             let started = Instant::now();
-            let file = std::fs::File::create(to).with_context(|| format!("create {}", to.display()))?;
+            // Raw records, secrets and all: readable by the owner alone,
+            // whatever the umask (an existing file is narrowed too).
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = options.open(to).with_context(|| format!("create {}", to.display()))?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .with_context(|| format!("chmod 600 {}", to.display()))?;
+            }
             let mut out = std::io::BufWriter::new(file);
             // Drawn only on a terminal: a spinner with the count.
             let bar = indicatif::ProgressBar::new_spinner();

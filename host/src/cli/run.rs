@@ -118,6 +118,10 @@ pub const EXIT_UNREACHABLE: u8 = 3;
 
 pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     let args = &check.config;
+    // Read before the load opens the store, which narrows the folder.
+    let state_open = crate::config::Config::load(&args.config)
+        .ok()
+        .and_then(|c| crate::store::open_to_others(&c.pipeline.state_dir));
     let (cfg, _runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
     let mut window = cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW);
@@ -175,6 +179,19 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     }
     let sink = pipeline::open_sink(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
     println!("  sink:   {}", sink.describe());
+    if let Some(warning) = state_open {
+        println!("  state:  WARNING {warning}; sluice narrowed it to 0700");
+    }
+    match (&cfg.metrics.listen, cfg.api.enabled, &cfg.api.token_env) {
+        (Some(addr), true, Some(var)) => {
+            println!("  api:    /tap, /status.json and the status page on {addr}, bearer token from ${var}")
+        }
+        (Some(addr), true, None) => {
+            println!("  api:    /tap, /status.json and the status page on {addr} (loopback), no token")
+        }
+        (Some(addr), false, _) => println!("  api:    off; {addr} serves /metrics, /health, /ready only"),
+        (None, ..) => {}
+    }
     if let Some(c) = cfg.sink.classifier() {
         let shown = c.name.clone().unwrap_or_else(|| crate::plugin::PluginSpec::from_path(&c.path).name);
         println!("  answers: classifier plugin {shown} ({}), then the host's fixed rules:", c.path.display());

@@ -31,6 +31,27 @@ pub struct TapArgs {
     /// Samples a second at most.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub rate: u32,
+    /// A file holding the pipeline's API token (`[api] token_env`).
+    /// Without it: the variable the config's `api.token_env` names, else
+    /// `$SLUICE_API_TOKEN`. Never a flag's value: a command line is seen
+    /// by every user of the machine.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// The API token a client command sends, if any: `--token-file`, the
+/// variable the config's `api.token_env` names, `$SLUICE_API_TOKEN`.
+pub(super) fn api_token(file: Option<&std::path::Path>, config: Option<&std::path::Path>) -> Result<Option<String>> {
+    if let Some(f) = file {
+        let t = std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?;
+        anyhow::ensure!(!t.trim().is_empty(), "--token-file {}: the file is empty", f.display());
+        return Ok(Some(t.trim().to_string()));
+    }
+    let from_config = config
+        .and_then(|c| crate::config::Config::load(c).ok())
+        .and_then(|c| c.api.token_env)
+        .and_then(|var| std::env::var(var).ok());
+    Ok(from_config.or_else(|| std::env::var("SLUICE_API_TOKEN").ok()).map(|t| t.trim().to_string()))
 }
 
 pub fn tap(args: &TapArgs) -> Result<()> {
@@ -41,8 +62,10 @@ pub fn tap(args: &TapArgs) -> Result<()> {
         (None, false) => "quarantined".to_string(),
     };
     query.push_str(&format!("&rate={}", args.rate));
+    let token = api_token(args.token_file.as_deref(), args.config.as_deref())?;
+    let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("cannot reach http://{addr}"))?;
-    s.write_all(format!("GET /tap?{query} HTTP/1.0\r\nHost: sluice\r\n\r\n").as_bytes())?;
+    s.write_all(format!("GET /tap?{query} HTTP/1.0\r\nHost: sluice\r\n{authorization}\r\n").as_bytes())?;
     let mut from = BufReader::new(s);
     let mut status = String::new();
     from.read_line(&mut status)?;
@@ -52,6 +75,11 @@ pub fn tap(args: &TapArgs) -> Result<()> {
         if from.read_line(&mut h)? == 0 || h.trim().is_empty() {
             break;
         }
+    }
+    if status.contains(" 401") {
+        anyhow::bail!(
+            "http://{addr}/tap: the API refused the token (401): pass --token-file, or set the variable [api] token_env names"
+        );
     }
     if !status.contains(" 200") {
         let mut why = String::new();

@@ -113,6 +113,8 @@ pub struct Config {
     pub quarantine: QuarantineConfig,
     pub shutdown: ShutdownConfig,
     pub metrics: MetricsConfig,
+    /// Who may read record contents on the metrics listener.
+    pub api: crate::telemetry::api::ApiConfig,
     pub watchdog: crate::pipeline::watchdog::WatchdogConfig,
 }
 
@@ -758,8 +760,8 @@ impl Config {
     /// mistyped key, and this goes on to the next section. `None` when any
     /// section failed (each failure is in `p`).
     fn from_sections(raw: &config::Config, p: &mut Problems) -> Option<Config> {
-        const SECTIONS: [&str; 9] =
-            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics", "watchdog"];
+        const SECTIONS: [&str; 10] =
+            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics", "api", "watchdog"];
         match raw.clone().try_deserialize::<BTreeMap<String, config::Value>>() {
             Ok(table) => {
                 for key in table.keys().filter(|k| !SECTIONS.contains(&k.as_str())) {
@@ -800,6 +802,7 @@ impl Config {
         let quarantine = section!(quarantine: QuarantineConfig, default);
         let shutdown = section!(shutdown: ShutdownConfig, default);
         let metrics = section!(metrics: MetricsConfig, default);
+        let api = section!(api: crate::telemetry::api::ApiConfig, default);
         let watchdog = section!(watchdog: crate::pipeline::watchdog::WatchdogConfig, default);
         if !p.is_empty() {
             return None;
@@ -813,6 +816,7 @@ impl Config {
             quarantine: quarantine?,
             shutdown: shutdown?,
             metrics: metrics?,
+            api: api?,
             watchdog: watchdog?,
         })
     }
@@ -846,6 +850,9 @@ impl Config {
     /// Every problem, not the first: an operator fixes a config in one
     /// round trip instead of one per mistake.
     fn validate(&self, p: &mut Problems) {
+        for (key, message) in self.api.validate(self.metrics.listen) {
+            p.add(&key, message);
+        }
         if self.pipeline.name.trim().is_empty() {
             p.add("pipeline.name", "must not be empty".into());
         }

@@ -33,7 +33,8 @@ pub(super) fn run(
     let health = std::sync::Arc::new(crate::telemetry::Health::default());
     if let Some(addr) = cfg.metrics.listen {
         let bound =
-            crate::telemetry::server::serve(addr, health.clone()).map_err(|e| PipelineError::Metrics(e.to_string()))?;
+            crate::telemetry::server::serve(addr, health.clone(), crate::telemetry::api::Access::from_config(&cfg.api))
+                .map_err(|e| PipelineError::Metrics(e.to_string()))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }
     crate::telemetry::install();

@@ -166,13 +166,19 @@ impl Store {
                 });
             }
         };
-        std::fs::create_dir_all(path).map_err(io)?;
+        if let Some(warning) = open_to_others(path) {
+            tracing::warn!("{warning}; sluice sets it to 0700");
+        }
         #[cfg(unix)]
         {
-            // Quarantined records may hold secrets: the state is owner-only.
-            use std::os::unix::fs::PermissionsExt;
+            // Quarantined records may hold secrets: the state is owner-only,
+            // from its creation on (no moment with the umask's mode).
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(io)?;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
         }
+        #[cfg(not(unix))]
+        std::fs::create_dir_all(path).map_err(io)?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
@@ -653,6 +659,28 @@ pub(crate) fn cf_options(name: &str) -> Options {
     }
     o.set_block_based_table_factory(&table);
     o
+}
+
+/// Why the state folder at `path` is open to other users, naming it and
+/// its mode, when it is: it holds the quarantine's raw records, secrets
+/// and all. `None` for an owner-only folder or one not made yet.
+pub fn open_to_others(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "state folder {} is open to other users (mode {mode:04o}): it holds the quarantine's raw records",
+                path.display()
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 #[cfg(test)]

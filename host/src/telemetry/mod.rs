@@ -4,7 +4,8 @@
 //! - `events`: the internal events (a batch finished, offsets committed, a
 //!   partition paused…). Each is one struct that both logs and counts, so
 //!   logs and metrics never disagree.
-//! - `server`: the HTTP endpoint.
+//! - `server`: the HTTP endpoint; `api`: who may read its record-bearing
+//!   endpoints (`[api]`: off by default, a bearer token off loopback).
 //! - `repeats`: per-record warnings said once, then counted per interval,
 //!   within a budget of lines per second.
 //! - `scrape`: the `/metrics` text read back, and the rates two readings
@@ -21,6 +22,7 @@
 //! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`
 //! (the maintained exporter of that facade), installed once per process.
 
+pub mod api;
 pub mod events;
 pub mod history;
 pub mod progress;

@@ -1,5 +1,6 @@
 //! `/metrics`, `/health`, `/ready` over HTTP, on a thread of its own so
-//! that a busy pipeline never delays a scrape or a probe.
+//! that a busy pipeline never delays a scrape or a probe; and, behind
+//! `[api]` (`api.rs`), `/tap`, `/status.json` and the status page.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -10,6 +11,7 @@ use axum::routing::get;
 use futures::StreamExt as _;
 
 use super::Health;
+use super::api::{Access, Refusal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -23,8 +25,11 @@ pub enum ServerError {
 /// pipeline behind the same endpoint.
 type Current = Arc<RwLock<Arc<Health>>>;
 
+/// Who may read the closed endpoints: a reload may change it.
+type Gate = Arc<RwLock<Access>>;
+
 /// Endpoints already serving in this process, by the address asked for.
-static SERVING: Mutex<Vec<(SocketAddr, SocketAddr, Current)>> = Mutex::new(Vec::new());
+static SERVING: Mutex<Vec<(SocketAddr, SocketAddr, Current, Gate)>> = Mutex::new(Vec::new());
 
 fn current(slot: &Current) -> Arc<Health> {
     slot.read().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone())
@@ -33,10 +38,11 @@ fn current(slot: &Current) -> Arc<Health> {
 /// Bind `addr` and serve until the process ends. Returns the bound address
 /// (port 0 picks a free one). Asked again for the same address (a reload),
 /// the endpoint stays and answers for `health` from then on.
-pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, ServerError> {
+pub fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<SocketAddr, ServerError> {
     let mut serving = SERVING.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, bound, slot)) = serving.iter().find(|(asked, _, _)| *asked == addr) {
+    if let Some((_, bound, slot, gate)) = serving.iter().find(|(asked, ..)| *asked == addr) {
         *slot.write().unwrap_or_else(|p| p.into_inner()) = health;
+        *gate.write().unwrap_or_else(|p| p.into_inner()) = access;
         return Ok(*bound);
     }
     let handle = super::install().ok_or(ServerError::Recorder)?;
@@ -49,8 +55,10 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
     listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServerError::Bind { addr, source })?;
     let slot: Current = Arc::new(RwLock::new(health));
-    serving.push((addr, bound, slot.clone()));
+    let gate: Gate = Arc::new(RwLock::new(access));
+    serving.push((addr, bound, slot.clone(), gate.clone()));
     let (h1, h2) = (slot.clone(), slot);
+    let (g1, g2, g3) = (gate.clone(), gate.clone(), gate);
     let app = Router::new()
         .route("/metrics", get(move || async move { handle.render() }))
         .route(
@@ -69,13 +77,36 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
                 (code, body)
             }),
         )
-        .route("/tap", get(tap))
-        // The status page and the samples it draws (`history`).
-        .route("/", get(|| async { axum::response::Html(include_str!("status.html")) }))
+        .route(
+            "/tap",
+            get(move |headers: axum::http::HeaderMap, uri: axum::http::Uri| async move {
+                match refused(&g1, &headers, "/tap") {
+                    None => tap(uri).await,
+                    Some(refusal) => refusal,
+                }
+            }),
+        )
+        // The status page: no record in it, but it is the API's (its data
+        // needs the token), so it is there only when the API is on.
+        .route(
+            "/",
+            get(move || async move {
+                use axum::response::IntoResponse;
+                let on = g2.read().map(|a| a.enabled).unwrap_or_else(|p| p.into_inner().enabled);
+                if on { axum::response::Html(include_str!("status.html")).into_response() } else { off() }
+            }),
+        )
+        // The samples the page draws (`history`), quarantine reasons among
+        // them.
         .route(
             "/status.json",
-            get(|| async {
-                ([(axum::http::header::CONTENT_TYPE, "application/json")], super::history::HISTORY.json())
+            get(move |headers: axum::http::HeaderMap| async move {
+                use axum::response::IntoResponse;
+                match refused(&g3, &headers, "/status.json") {
+                    None => ([(axum::http::header::CONTENT_TYPE, "application/json")], super::history::HISTORY.json())
+                        .into_response(),
+                    Some(refusal) => refusal,
+                }
             }),
         )
         .route(
@@ -119,6 +150,37 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Server
         })
         .map_err(|source| ServerError::Bind { addr, source })?;
     Ok(bound)
+}
+
+/// A closed endpoint while the API is off: the key that turns it on.
+fn off() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (StatusCode::NOT_FOUND, "the API is off: [api] enabled = true serves /tap, /status.json and the status page\n")
+        .into_response()
+}
+
+/// `None` when the request may read a closed endpoint; else the whole
+/// answer: 404 naming the key while the API is off, 401 and nothing else
+/// (counted) for a missing or wrong token.
+fn refused(gate: &Gate, headers: &axum::http::HeaderMap, endpoint: &'static str) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let access = gate.read().map(|a| a.clone()).unwrap_or_else(|p| p.into_inner().clone());
+    let given = headers.get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes());
+    match access.admit(given) {
+        Ok(()) => None,
+        Err(Refusal::Off) => Some(off()),
+        Err(Refusal::Unauthorized) => {
+            metrics::counter!("sluice_api_unauthorized_total", "endpoint" => endpoint).increment(1);
+            Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(axum::http::header::WWW_AUTHENTICATE, "Bearer realm=\"sluice\"")],
+                    "unauthorized\n",
+                )
+                    .into_response(),
+            )
+        }
+    }
 }
 
 /// `GET /tap?before_sink`, `?after=PLUGIN`, `?quarantined`, with `&rate=N`

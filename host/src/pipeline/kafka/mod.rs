@@ -120,7 +120,8 @@ pub(super) fn run(
 ) -> Result<RunStats, PipelineError> {
     let health = Arc::new(Health::default());
     if let Some(addr) = cfg.metrics.listen {
-        let bound = crate::telemetry::server::serve(addr, health.clone())
+        let access = crate::telemetry::api::Access::from_config(&cfg.api);
+        let bound = crate::telemetry::server::serve(addr, health.clone(), access)
             .map_err(|e| KafkaSourceError::Other(e.to_string()))?;
         tracing::info!("metrics on http://{bound}/metrics");
     }

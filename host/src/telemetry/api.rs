@@ -1,0 +1,176 @@
+//! `[api]`: who may read what the metrics listener serves.
+//!
+//! Two kinds of endpoint share the listener. `/metrics`, `/health` and
+//! `/ready` carry no record content and stay open, so Prometheus and a
+//! kubelet need nothing. `/tap` (records as they pass), `/status.json`
+//! (quarantine reasons) and the status page that draws it are off unless
+//! `[api] enabled = true`; once on, they answer only a request bearing the
+//! token when one is configured, and the config must configure one when
+//! the listener is off loopback: a pipeline cannot start that would hand
+//! records to anyone who can reach its port.
+//!
+//! The token comes from the environment (never the file, never a log),
+//! is compared in constant time, and a refusal says nothing but 401.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+/// The shortest token accepted: 16 bytes, a guess away from nothing.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Serve `/tap`, `/status.json` and the status page. Off by default:
+    /// they carry record contents and quarantine reasons.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The environment variable holding the bearer token those endpoints
+    /// ask for (`Authorization: Bearer …`). Required when `metrics.listen`
+    /// is not a loopback address.
+    pub token_env: Option<String>,
+}
+
+impl ApiConfig {
+    /// Every problem as `(key, message)`, keys from the config's root.
+    pub fn validate(&self, listen: Option<SocketAddr>) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(var) = &self.token_env {
+            match std::env::var(var) {
+                Ok(t) if t.trim().len() >= MIN_TOKEN_BYTES => {}
+                Ok(_) => out.push((
+                    "api.token_env".into(),
+                    format!("${var} holds fewer than {MIN_TOKEN_BYTES} bytes: make the token long and random"),
+                )),
+                Err(_) => out.push(("api.token_env".into(), format!("${var} is not set"))),
+            }
+        }
+        if !self.enabled {
+            return out;
+        }
+        match listen {
+            None => out.push((
+                "api.enabled".into(),
+                "needs metrics.listen: the API is served on the metrics listener".into(),
+            )),
+            Some(addr) if !addr.ip().is_loopback() && self.token_env.is_none() => out.push((
+                "api.token_env".into(),
+                format!(
+                    "required: metrics.listen {addr} is reachable from other hosts, and [api] serves record contents \
+                     (/tap, /status.json); name the environment variable that holds a bearer token, or listen on 127.0.0.1"
+                ),
+            )),
+            Some(_) => {}
+        }
+        out
+    }
+}
+
+/// What the listener enforces, built from the config in force.
+#[derive(Clone, Default)]
+pub struct Access {
+    pub enabled: bool,
+    token: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Access {
+    /// Never the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access").field("enabled", &self.enabled).field("token", &self.token.is_some()).finish()
+    }
+}
+
+/// Why a request for a closed endpoint is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `[api] enabled` is false.
+    Off,
+    /// The token is missing or wrong.
+    Unauthorized,
+}
+
+impl Access {
+    /// The access a validated config asks for; the token read from its
+    /// variable now (a validated config has it set).
+    pub fn from_config(cfg: &ApiConfig) -> Access {
+        let token = cfg.token_env.as_ref().and_then(|v| std::env::var(v).ok()).map(|t| t.trim().as_bytes().to_vec());
+        Access { enabled: cfg.enabled, token }
+    }
+
+    /// For tests and the CLI: an enabled API with this token.
+    pub fn with_token(token: Option<&str>) -> Access {
+        Access { enabled: true, token: token.map(|t| t.as_bytes().to_vec()) }
+    }
+
+    /// May a request with this `Authorization` header value read a closed
+    /// endpoint?
+    pub fn admit(&self, authorization: Option<&[u8]>) -> Result<(), Refusal> {
+        if !self.enabled {
+            return Err(Refusal::Off);
+        }
+        let Some(want) = &self.token else { return Ok(()) };
+        let given = authorization.and_then(|h| h.strip_prefix(b"Bearer ")).map(<[u8]>::trim_ascii).unwrap_or_default();
+        if constant_time_eq(given, want) { Ok(()) } else { Err(Refusal::Unauthorized) }
+    }
+}
+
+/// Equal bytes, in a time that depends on `want`'s length only: a caller
+/// learns nothing of the token from how long a wrong guess took.
+fn constant_time_eq(given: &[u8], want: &[u8]) -> bool {
+    let mut diff = given.len() ^ want.len();
+    for (i, w) in want.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(!*w) ^ w);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_right_token_is_admitted() {
+        let a = Access::with_token(Some("0123456789abcdef-secret"));
+        assert_eq!(a.admit(Some(b"Bearer 0123456789abcdef-secret")), Ok(()));
+        for wrong in [
+            None,
+            Some(&b""[..]),
+            Some(b"Bearer "),
+            Some(b"Bearer 0123456789abcdef-secreT"),
+            Some(b"Bearer 0123456789abcdef-secret2"),
+            Some(b"Bearer 0123456789abcdef-secre"),
+            Some(b"Basic 0123456789abcdef-secret"),
+            Some(b"0123456789abcdef-secret"),
+        ] {
+            assert_eq!(a.admit(wrong), Err(Refusal::Unauthorized), "{:?}", wrong.map(String::from_utf8_lossy));
+        }
+        assert_eq!(Access::with_token(None).admit(None), Ok(()), "no token configured: loopback only");
+        assert_eq!(Access::default().admit(Some(b"Bearer x")), Err(Refusal::Off));
+    }
+
+    #[test]
+    fn off_loopback_the_api_needs_a_token_naming_the_key() {
+        let open = |addr: &str| -> Option<SocketAddr> { addr.parse().ok() };
+        let on = ApiConfig { enabled: true, token_env: None };
+        assert!(on.validate(open("127.0.0.1:9898")).is_empty());
+        assert!(on.validate(open("[::1]:9898")).is_empty());
+        let problems = on.validate(open("0.0.0.0:9898"));
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].0, "api.token_env");
+        assert!(problems[0].1.contains("0.0.0.0:9898"), "{}", problems[0].1);
+        assert_eq!(on.validate(None)[0].0, "api.enabled");
+        // Off, nothing is served, so nothing is asked.
+        assert!(ApiConfig::default().validate(open("0.0.0.0:9898")).is_empty());
+        let unset = ApiConfig { enabled: true, token_env: Some("SLUICE_API_TOKEN_UNSET_FOR_TEST".into()) };
+        assert!(
+            unset.validate(open("0.0.0.0:9898")).iter().any(|(k, m)| k == "api.token_env" && m.contains("not set"))
+        );
+    }
+
+    #[test]
+    fn the_debug_form_never_shows_the_token() {
+        let shown = format!("{:?}", Access::with_token(Some("0123456789abcdef-secret")));
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+}
