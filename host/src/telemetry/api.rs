@@ -93,8 +93,13 @@ pub enum Refusal {
 impl Access {
     /// The access a validated config asks for; the token read from its
     /// variable now (a validated config has it set).
+    ///
+    /// A `token_env` whose variable cannot be read here (it was unset
+    /// after validation) closes the endpoints to everyone rather than
+    /// opening them: an empty token matches no request.
     pub fn from_config(cfg: &ApiConfig) -> Access {
-        let token = cfg.token_env.as_ref().and_then(|v| std::env::var(v).ok()).map(|t| t.trim().as_bytes().to_vec());
+        let token =
+            cfg.token_env.as_ref().map(|v| std::env::var(v).map(|t| t.trim().as_bytes().to_vec()).unwrap_or_default());
         Access { enabled: cfg.enabled, token }
     }
 
@@ -110,6 +115,9 @@ impl Access {
             return Err(Refusal::Off);
         }
         let Some(want) = &self.token else { return Ok(()) };
+        if want.is_empty() {
+            return Err(Refusal::Unauthorized);
+        }
         let given = authorization.and_then(|h| h.strip_prefix(b"Bearer ")).map(<[u8]>::trim_ascii).unwrap_or_default();
         if constant_time_eq(given, want) { Ok(()) } else { Err(Refusal::Unauthorized) }
     }
@@ -146,6 +154,10 @@ mod tests {
             assert_eq!(a.admit(wrong), Err(Refusal::Unauthorized), "{:?}", wrong.map(String::from_utf8_lossy));
         }
         assert_eq!(Access::with_token(None).admit(None), Ok(()), "no token configured: loopback only");
+        let unreadable = ApiConfig { enabled: true, token_env: Some("SLUICE_API_TOKEN_UNSET_FOR_TEST".into()) };
+        let closed = Access::from_config(&unreadable);
+        assert_eq!(closed.admit(None), Err(Refusal::Unauthorized), "a token that cannot be read opens nothing");
+        assert_eq!(closed.admit(Some(b"Bearer ")), Err(Refusal::Unauthorized));
         assert_eq!(Access::default().admit(Some(b"Bearer x")), Err(Refusal::Off));
     }
 
