@@ -71,48 +71,41 @@ int sluice_config_next_key(const char *config, size_t *pos, sluice_bytes *key) {
 }
 
 int sluice_config_string(const char *config, const char *key, char **value) {
-    size_t pos = 0;
-    sluice_bytes k;
-    int found;
-    size_t klen = strlen(key);
-    while ((found = sluice_config_next_key(config, &pos, &k)) == 1) {
-        if (k.len != klen || memcmp(k.ptr, key, klen) != 0) continue;
-        /* Back from the end of the value to its start. */
-        size_t v = skip_ws(config, (size_t)((const char *)k.ptr - config) + k.len + 1);
-        v = skip_ws(config, v + 1); /* past ':' */
-        if (config[v] != '"') return -1;
-        size_t end = skip_string(config, v);
-        char *out = malloc(end - v);
-        if (!out) __builtin_trap();
-        size_t n = 0;
-        for (size_t i = v + 1; i < end - 1; i++) {
-            if (config[i] == '\\' && config[i + 1] == 'u' && i + 5 < end - 1) {
-                /* \uXXXX, as UTF-8 (a surrogate pair is kept as two). */
-                unsigned cp = (unsigned)strtoul((char[5]){config[i + 2], config[i + 3], config[i + 4], config[i + 5], 0}, NULL, 16);
-                if (cp < 0x80) {
-                    out[n++] = (char)cp;
-                } else if (cp < 0x800) {
-                    out[n++] = (char)(0xc0 | cp >> 6);
-                    out[n++] = (char)(0x80 | (cp & 0x3f));
-                } else {
-                    out[n++] = (char)(0xe0 | cp >> 12);
-                    out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-                    out[n++] = (char)(0x80 | (cp & 0x3f));
-                }
-                i += 5;
-            } else if (config[i] == '\\') {
-                i++;
-                char c = config[i];
-                out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+    sluice_bytes raw;
+    int found = sluice_json_member(config, key, &raw);
+    if (found != 1) return found;
+    if (raw.len < 2 || raw.ptr[0] != '"') return -1;
+    size_t v = (size_t)((const char *)raw.ptr - config);
+    size_t end = v + raw.len;
+    char *out = malloc(end - v);
+    if (!out) __builtin_trap();
+    size_t n = 0;
+    for (size_t i = v + 1; i < end - 1; i++) {
+        if (config[i] == '\\' && config[i + 1] == 'u' && i + 5 < end - 1) {
+            /* \uXXXX, as UTF-8 (a surrogate pair is kept as two). */
+            unsigned cp = (unsigned)strtoul((char[5]){config[i + 2], config[i + 3], config[i + 4], config[i + 5], 0}, NULL, 16);
+            if (cp < 0x80) {
+                out[n++] = (char)cp;
+            } else if (cp < 0x800) {
+                out[n++] = (char)(0xc0 | cp >> 6);
+                out[n++] = (char)(0x80 | (cp & 0x3f));
             } else {
-                out[n++] = config[i];
+                out[n++] = (char)(0xe0 | cp >> 12);
+                out[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+                out[n++] = (char)(0x80 | (cp & 0x3f));
             }
+            i += 5;
+        } else if (config[i] == '\\') {
+            i++;
+            char c = config[i];
+            out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+        } else {
+            out[n++] = config[i];
         }
-        out[n] = 0;
-        *value = out;
-        return 1;
     }
-    return found < 0 ? -1 : 0;
+    out[n] = 0;
+    *value = out;
+    return 1;
 }
 
 int sluice_json_member(const char *object, const char *key, sluice_bytes *raw) {

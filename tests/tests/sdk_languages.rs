@@ -253,6 +253,21 @@ fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_att
     assert!(imports(&logfmt_py).contains("sluice:plugin/helpers@0.2.0"), "{}", imports(&logfmt_py));
 }
 
+/// A new project's own `build.sh`, with the suite's tool chains instead
+/// of installs of its own; the Rust build shares `target`.
+fn build_project(lang: &str, project: &Path, target: &Path) {
+    let out = Command::new(project.join("build.sh"))
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", target)
+        .env("COMPONENTIZE_PY", componentize_py())
+        .env("COMPONENTIZE_JS", componentize_js())
+        .env("WIT_BINDGEN", c_tools().0)
+        .env("WASM_TOOLS", c_tools().1)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn new_projects_build_and_pass_their_cases_in_three_commands() {
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -289,16 +304,7 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
             let said = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success() && said.contains("cargo install --locked wit-bindgen-cli@"), "{said}");
         }
-        let out = Command::new(project.join("build.sh"))
-            .current_dir(&project)
-            .env("CARGO_TARGET_DIR", &target)
-            .env("COMPONENTIZE_PY", componentize_py())
-            .env("COMPONENTIZE_JS", componentize_js())
-            .env("WIT_BINDGEN", c_tools().0)
-            .env("WASM_TOOLS", c_tools().1)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
+        build_project(lang, &project, &target);
         // 3. test
         passes(&wasm, &project.join("cases"));
         // A key the plugin does not read stops the start, named (Python
@@ -399,16 +405,7 @@ fn new_classifier_projects_build_and_pass_their_answer_cases_in_three_commands()
         let project = work.path().join(&name);
         assert!(project.join("wit/classifier.wit").is_file() && project.join("cases").is_dir());
         // 2. build
-        let out = Command::new(project.join("build.sh"))
-            .current_dir(&project)
-            .env("CARGO_TARGET_DIR", &target)
-            .env("COMPONENTIZE_PY", componentize_py())
-            .env("COMPONENTIZE_JS", componentize_js())
-            .env("WIT_BINDGEN", c_tools().0)
-            .env("WASM_TOOLS", c_tools().1)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(out.status.success(), "{lang} build.sh:\n{}", String::from_utf8_lossy(&out.stderr));
+        build_project(lang, &project, &target);
         // 3. its answer cases, through the host
         let (ok, text) = classify(&wasm, None, &project.join("cases"));
         println!("{lang}:\n{text}");

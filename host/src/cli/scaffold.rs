@@ -121,7 +121,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("sluice-guest/Cargo.toml", RUST_SDK_MANIFEST)?;
             write("sluice-abi/src/lib.rs", RUST_ABI)?;
             write("sluice-abi/Cargo.toml", RUST_ABI_MANIFEST)?;
-            write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name))?;
+            write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-guest"))?;
             write("src/lib.rs", RUST_PLUGIN)?;
             write("build.sh", RUST_BUILD)?;
             format!("target/wasm32-wasip2/release/{snake}.wasm")
@@ -130,7 +130,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("sluice_plugin.py", PY_SDK)?;
             write(&format!("{snake}.py"), PY_PLUGIN)?;
             write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake))?;
-            write("build.sh", &PY_BUILD.replace("{module}", &snake).replace("{version}", COMPONENTIZE_PY))?;
+            write("build.sh", &build_script(PY_BUILD, "plugin", &snake, ""))?;
             format!("{snake}.wasm")
         }
         Lang::Js => {
@@ -138,7 +138,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("build.mjs", JS_BUILDER)?;
             write("plugin.js", JS_PLUGIN)?;
             write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
-            write("build.sh", &JS_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            write("build.sh", &build_script(JS_BUILD, "plugin", &snake, "plugin.js"))?;
             format!("{snake}.wasm")
         }
         Lang::C => {
@@ -147,23 +147,43 @@ pub fn new(args: &NewArgs) -> Result<()> {
             }
             make_executable(&root.join("sdk/sdk-build.sh"))?;
             write("plugin.c", C_PLUGIN)?;
-            write("build.sh", &C_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            write("build.sh", &build_script(C_BUILD, "plugin", &snake, "plugin.c"))?;
             format!("{snake}.wasm")
         }
     };
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
-    // Each line works after the one before it: the paths are the
-    // project's own once inside it.
-    let shown = if args.dir == Path::new(".") { Path::new(&args.name) } else { root.as_path() };
+    let mut then = Vec::new();
+    if args.lang == Lang::Python {
+        then.push(format!("python3 -m unittest test_{snake}   # its unit tests, in plain Python"));
+    }
+    then.push(format!("sluice plugin test {wasm} --cases cases"));
+    say_steps(args, &root, &then);
+    Ok(())
+}
+
+/// A project's `build.sh` from its template, for `world` (`plugin` or
+/// `classifier`), the module `snake` (its `.wasm` named after it) and the
+/// source file `source` it builds.
+pub(super) fn build_script(template: &str, world: &str, snake: &str, source: &str) -> String {
+    template
+        .replace("{world}", world)
+        .replace("{source}", source)
+        .replace("{module}", snake)
+        .replace("{wasm}", &format!("{snake}.wasm"))
+        .replace("{version}", COMPONENTIZE_PY)
+}
+
+/// What to type next: each line works after the one before it, the paths
+/// being the project's own once inside it.
+pub(super) fn say_steps(args: &NewArgs, root: &Path, then: &[String]) {
+    let shown = if args.dir == Path::new(".") { Path::new(&args.name) } else { root };
     println!("created {}", shown.display());
     println!("  cd {}", shown.display());
     println!("  ./build.sh");
-    if args.lang == Lang::Python {
-        println!("  python3 -m unittest test_{snake}   # its unit tests, in plain Python");
+    for line in then {
+        println!("  {line}");
     }
-    println!("  sluice plugin test {wasm} --cases cases");
-    Ok(())
 }
 
 pub(super) fn make_executable(path: &Path) -> Result<()> {
@@ -219,7 +239,7 @@ edition = "2024"
 name = "sluice_abi"
 "#;
 
-const RUST_MANIFEST: &str = r#"[package]
+pub(super) const RUST_MANIFEST: &str = r#"[package]
 name = "{name}"
 version = "0.1.0"
 edition = "2024"
@@ -228,7 +248,7 @@ edition = "2024"
 crate-type = ["cdylib"]
 
 [dependencies]
-sluice-guest = { path = "sluice-guest" }
+{sdk} = { path = "{sdk}" }
 serde = { version = "1", features = ["derive"] }
 serde_json = "1"
 
@@ -241,7 +261,7 @@ strip = true
 [workspace]
 "#;
 
-const RUST_BUILD: &str = r#"#!/usr/bin/env bash
+pub(super) const RUST_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs Rust (rustup); adds the wasm32-wasip2 target once.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -349,7 +369,7 @@ if __name__ == "__main__":
     unittest.main()
 "#;
 
-const PY_BUILD: &str = r#"#!/usr/bin/env bash
+pub(super) const PY_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs Python 3.10+; installs componentize-py {version} into .venv once (or
 # uses the one $COMPONENTIZE_PY names).
 set -euo pipefail
@@ -359,7 +379,7 @@ if [ ! -x "$CPY" ]; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet "componentize-py=={version}"
 fi
-"$CPY" -d wit -w plugin componentize {module} -o {module}.wasm
+"$CPY" -d wit -w {world} componentize {module} -o {module}.wasm
 "#;
 
 const JS_PLUGIN: &str = r#"// key=value lines in, one JSON object out.
@@ -394,7 +414,7 @@ pub(super) const JS_PACKAGE: &str = r#"{
 }
 "#;
 
-const JS_BUILD: &str = r#"#!/usr/bin/env bash
+pub(super) const JS_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs Node.js 18+ and npm; installs componentize-js into node_modules once
 # (or uses the install $COMPONENTIZE_JS names).
 set -euo pipefail
@@ -402,7 +422,7 @@ cd "$(dirname "$0")"
 if [ -z "${COMPONENTIZE_JS:-}" ] && [ ! -d node_modules/@bytecodealliance/componentize-js ]; then
   npm install --no-audit --no-fund --silent
 fi
-node build.mjs plugin.js {wasm} wit
+WORLD={world} node build.mjs {source} {wasm} wit
 "#;
 
 const C_PLUGIN: &str = r#"/* key=value lines in, one JSON object out. */
@@ -454,13 +474,13 @@ static void process(const sluice_record *r, sluice_out *out) {
 SLUICE_PLUGIN(NULL, process)
 "#;
 
-const C_BUILD: &str = r#"#!/usr/bin/env bash
+pub(super) const C_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (Debian), and
 # wit-bindgen and wasm-tools (cargo install wit-bindgen-cli wasm-tools), on
 # PATH or named by $WIT_BINDGEN and $WASM_TOOLS.
 set -euo pipefail
 cd "$(dirname "$0")"
-sdk/sdk-build.sh plugin.c {wasm} wit
+WORLD={world} sdk/sdk-build.sh {source} {wasm} wit
 "#;
 
 #[cfg(test)]

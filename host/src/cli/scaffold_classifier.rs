@@ -14,7 +14,10 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::scaffold::{C_SDK, COMPONENTIZE_JS, COMPONENTIZE_PY, JS_BUILDER, JS_PACKAGE, WIT, make_executable};
+use super::scaffold::{
+    C_BUILD, C_SDK, COMPONENTIZE_JS, JS_BUILD, JS_BUILDER, JS_PACKAGE, PY_BUILD, RUST_BUILD, RUST_MANIFEST, WIT,
+    build_script, make_executable, say_steps,
+};
 use super::{Lang, NewArgs};
 
 const WIT_CLASSIFIER: &str = include_str!("../../../wit/classifier.wit");
@@ -68,7 +71,7 @@ pub fn new(args: &NewArgs, root: &Path, write: &dyn Fn(&str, &str) -> Result<()>
         Lang::Rust => {
             write("sluice-classifier/src/lib.rs", &RUST_SDK.replace("\"../../wit\"", "\"../wit\""))?;
             write("sluice-classifier/Cargo.toml", RUST_SDK_MANIFEST)?;
-            write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name))?;
+            write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-classifier"))?;
             write("src/lib.rs", RUST_CLASSIFIER)?;
             write("build.sh", RUST_BUILD)?;
             format!("target/wasm32-wasip2/release/{snake}.wasm")
@@ -76,7 +79,7 @@ pub fn new(args: &NewArgs, root: &Path, write: &dyn Fn(&str, &str) -> Result<()>
         Lang::Python => {
             write("sluice_classifier.py", PY_SDK)?;
             write(&format!("{snake}.py"), PY_CLASSIFIER)?;
-            write("build.sh", &PY_BUILD.replace("{module}", &snake).replace("{version}", COMPONENTIZE_PY))?;
+            write("build.sh", &build_script(PY_BUILD, "classifier", &snake, ""))?;
             format!("{snake}.wasm")
         }
         Lang::Js => {
@@ -84,7 +87,7 @@ pub fn new(args: &NewArgs, root: &Path, write: &dyn Fn(&str, &str) -> Result<()>
             write("build.mjs", JS_BUILDER)?;
             write("classifier.js", JS_CLASSIFIER)?;
             write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
-            write("build.sh", &JS_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            write("build.sh", &build_script(JS_BUILD, "classifier", &snake, "classifier.js"))?;
             format!("{snake}.wasm")
         }
         Lang::C => {
@@ -93,17 +96,13 @@ pub fn new(args: &NewArgs, root: &Path, write: &dyn Fn(&str, &str) -> Result<()>
             }
             make_executable(&root.join("sdk/sdk-build.sh"))?;
             write("classifier.c", C_CLASSIFIER)?;
-            write("build.sh", &C_BUILD.replace("{wasm}", &format!("{snake}.wasm")))?;
+            write("build.sh", &build_script(C_BUILD, "classifier", &snake, "classifier.c"))?;
             format!("{snake}.wasm")
         }
     };
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
-    let shown = if args.dir == Path::new(".") { Path::new(&args.name) } else { root };
-    println!("created {}", shown.display());
-    println!("  cd {}", shown.display());
-    println!("  ./build.sh");
-    println!("  sluice sink classify --plugin {wasm} cases");
+    say_steps(args, root, &[format!("sluice sink classify --plugin {wasm} cases")]);
     Ok(())
 }
 
@@ -147,36 +146,6 @@ wit-bindgen = { version = "0.61", default-features = false, features = ["macros"
 serde = { version = "1", features = ["derive"] }
 serde_json = "1"
 serde_path_to_error = "0.1"
-"#;
-
-const RUST_MANIFEST: &str = r#"[package]
-name = "{name}"
-version = "0.1.0"
-edition = "2024"
-
-[lib]
-crate-type = ["cdylib"]
-
-[dependencies]
-sluice-classifier = { path = "sluice-classifier" }
-serde = { version = "1", features = ["derive"] }
-serde_json = "1"
-
-[profile.release]
-opt-level = 3
-lto = true
-codegen-units = 1
-strip = true
-
-[workspace]
-"#;
-
-const RUST_BUILD: &str = r#"#!/usr/bin/env bash
-# Needs Rust (rustup); adds the wasm32-wasip2 target once.
-set -euo pipefail
-cd "$(dirname "$0")"
-rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
-cargo build --release --target wasm32-wasip2
 "#;
 
 const RUST_CLASSIFIER: &str = r#"//! A backend's answer, read per record: a 2xx may list refused records by
@@ -256,19 +225,6 @@ class Answers(Classifier):
 WitWorld = export(Answers)
 "#;
 
-const PY_BUILD: &str = r#"#!/usr/bin/env bash
-# Needs Python 3.10+; installs componentize-py {version} into .venv once (or
-# uses the one $COMPONENTIZE_PY names).
-set -euo pipefail
-cd "$(dirname "$0")"
-CPY="${COMPONENTIZE_PY:-.venv/bin/componentize-py}"
-if [ ! -x "$CPY" ]; then
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet "componentize-py=={version}"
-fi
-"$CPY" -d wit -w classifier componentize {module} -o {module}.wasm
-"#;
-
 const JS_CLASSIFIER: &str = r#"// A backend's answer, read per record: a 2xx may list refused records by
 // position; a 400/413/422 names none; anything else is the backend's.
 import { Classifier, accepted, all, each, exportClassifier, reject, split, systemic } from "./sluice-classifier.js";
@@ -295,17 +251,6 @@ class Answers extends Classifier {
 }
 
 export const { init, classify } = exportClassifier(Answers);
-"#;
-
-const JS_BUILD: &str = r#"#!/usr/bin/env bash
-# Needs Node.js 18+ and npm; installs componentize-js into node_modules once
-# (or uses the install $COMPONENTIZE_JS names).
-set -euo pipefail
-cd "$(dirname "$0")"
-if [ -z "${COMPONENTIZE_JS:-}" ] && [ ! -d node_modules/@bytecodealliance/componentize-js ]; then
-  npm install --no-audit --no-fund --silent
-fi
-WORLD=classifier node build.mjs classifier.js {wasm} wit
 "#;
 
 const C_CLASSIFIER: &str = r#"/* A backend's answer, read per record: a 2xx may list refused records by
@@ -348,13 +293,4 @@ static void classify(const sluice_request *req, const sluice_response *resp, slu
 
 /* No config: setup is NULL. */
 SLUICE_CLASSIFIER(NULL, classify)
-"#;
-
-const C_BUILD: &str = r#"#!/usr/bin/env bash
-# Needs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (Debian), and
-# wit-bindgen and wasm-tools (cargo install wit-bindgen-cli wasm-tools), on
-# PATH or named by $WIT_BINDGEN and $WASM_TOOLS.
-set -euo pipefail
-cd "$(dirname "$0")"
-WORLD=classifier sdk/sdk-build.sh classifier.c {wasm} wit
 "#;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::response::fixed::{self, Evidence};
 use super::response::{self, Profile, Reply, Response};
-use crate::plugin::classifier::{Answered, Asked, Classifier, Fate, Said};
+use crate::plugin::classifier::{Answered, Classifier, Fate, Said};
 use crate::plugin::pin::Pin;
 use crate::plugin::{PluginLimits, PluginSpec, Runtime};
 use crate::sink::Answer;
@@ -162,14 +162,9 @@ pub struct PluginReader {
     _runtime: Runtime,
 }
 
-/// What was sent, as a reader may need it.
-pub struct Sent<'a> {
-    pub ids: &'a [&'a str],
-    pub timestamps: &'a [Option<i64>],
-    pub spans: &'a [(u32, u32)],
-    pub body_bytes: u64,
-    pub attempt: u32,
-}
+/// What was sent, as a reader may need it: what a classifier plugin is
+/// asked about, and what a profile that matches by time reads.
+pub use crate::plugin::classifier::Asked as Sent;
 
 /// Who reads a sink's answers: a profile's rules or a plugin.
 pub enum Reader {
@@ -206,20 +201,13 @@ impl PluginReader {
             })
             .collect();
         let truncated = r.body.len() > self.max_body;
-        let asked = Asked {
-            ids: sent.ids,
-            timestamps: sent.timestamps,
-            spans: sent.spans,
-            body_bytes: sent.body_bytes,
-            attempt: sent.attempt,
-        };
         let answered = Answered {
             status: r.status,
             headers: &headers,
             body: &r.body[..r.body.len().min(self.max_body)],
             truncated,
         };
-        let (reply, evidence) = match self.classifier.classify(&asked, &answered) {
+        let (reply, evidence) = match self.classifier.classify(sent, &answered) {
             Ok(said) => lift(said, n),
             Err(fault) => (
                 Reply::Systemic(format!(

@@ -230,8 +230,9 @@ pub struct Timed {
     /// How `time` is written, tried in order (the README's "Timestamps").
     pub time_formats: TimeFormats,
     /// A regex whose first group is how many records the backend says it
-    /// refused: when it is not the number of times named, the answer does
-    /// not say which records failed, and the request is split.
+    /// refused: when it is not the number of times named, or the answer
+    /// carries no count, it does not say which records failed, and the
+    /// request is split.
     pub total: Option<Pattern>,
 }
 
