@@ -58,7 +58,7 @@ fn main() {
 
     // 2. A new instance restores the ids `on` wrote.
     let SourceConfig::Kafka(k) = &on_cfg.source else { panic!("kafka") };
-    let changelog_topic = on_cfg.dedup.changelog_topic(&on_cfg.source).unwrap_or_default();
+    let changelog_topic = on_cfg.changelog_topic().unwrap_or_default();
     let messages: i64 = high_watermarks(&brokers, &changelog_topic, PARTITIONS).iter().sum();
     let store_dir = dir.path().join("restored");
     let store = Store::open(&store_dir, &pipeline::identity(&on_cfg)).unwrap_or_else(|e| panic!("{e}"));

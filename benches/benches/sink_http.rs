@@ -18,9 +18,10 @@
 
 use std::time::Instant;
 
+use sluice::delivery::FinalAnswer;
 use sluice::sink::Delivery;
 use sluice::sink::clickhouse::ClickhouseSinkConfig;
-use sluice::sink::guarded::{Guarded, Outcome};
+use sluice::sink::guarded::Guarded;
 use sluice::sink::http::HttpSink;
 use sluice::sink::http::body::Framing;
 use sluice::sink::http::config::{HttpSinkConfig, Payload};
@@ -93,9 +94,9 @@ fn through_sluice(sink: &Guarded, batches: &[Vec<Delivery>], n: usize) -> Figure
         for b in batches {
             let out = sink.deliver(b, &|| false);
             assert!(
-                out.iter().all(|o| *o == Some(Outcome::Accepted)),
+                out.iter().all(|o| *o == Some(FinalAnswer::Accepted)),
                 "sink: {:?}",
-                out.iter().find(|o| **o != Some(Outcome::Accepted))
+                out.iter().find(|o| **o != Some(FinalAnswer::Accepted))
             );
         }
     })
@@ -103,7 +104,7 @@ fn through_sluice(sink: &Guarded, batches: &[Vec<Delivery>], n: usize) -> Figure
 
 /// One batch's request body, as the sink frames it.
 fn body(batch: &[Delivery], payload: &Payload) -> Vec<u8> {
-    let f = Framing { render: Render::Ndjson, payload, index: None };
+    let f = Framing { render: Render::Ndjson, payload, index: None, labels: None };
     f.body(&batch.iter().collect::<Vec<_>>())
 }
 

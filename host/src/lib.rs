@@ -32,13 +32,19 @@ pub mod batch;
 pub mod cli;
 pub mod config;
 pub mod custody;
+pub mod delivery;
 pub mod masking;
 pub mod pipeline;
 pub mod plugin;
+pub mod problem;
+pub mod record;
 pub mod sink;
 pub mod source;
 pub mod store;
 pub mod telemetry;
+pub mod units;
+pub mod verdict;
+pub mod watchdog;
 
 /// The host's version, recorded with every quarantined record.
 pub const HOST_VERSION: &str = env!("CARGO_PKG_VERSION");

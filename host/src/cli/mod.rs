@@ -15,6 +15,7 @@ mod sink;
 pub mod summary;
 mod tap;
 mod top;
+mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,7 +79,10 @@ pub fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Command::Plugin(PluginCommand::New(args)) => scaffold::new(args),
+        Command::Plugin(PluginCommand::New(args)) => match args.kind {
+            Kind::Classifier => scaffold_classifier::new(args),
+            _ => scaffold::new(args),
+        },
         Command::Plugin(PluginCommand::Cache(args)) => plugin::cache(args),
         Command::Sink(SinkCommand::Classify(args)) => match sink::classify(args) {
             Ok(true) => Ok(()),

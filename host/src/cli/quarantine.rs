@@ -100,7 +100,7 @@ pub fn run(cmd: &QuarantineCommand) -> Result<()> {
             eprintln!("exported {n} entries to {} in {:.2} s", to.display(), started.elapsed().as_secs_f64());
         }
         QuarantineCommand::Replay { config, ids, include_masked, summary } => {
-            let (cfg, runtime, _) = super::run::load(config).map_err(|super::run::BadInput(e)| e)?;
+            let (cfg, runtime, _) = super::validate::load(config).map_err(|super::validate::BadInput(e)| e)?;
             let replayed = pipeline::replay::replay(&cfg, &runtime, ids, *include_masked)?;
             super::summary::print_replay(&replayed, *summary);
         }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::PipelineArgs as RunArgs;
-use super::run::{BadInput, validate};
+use super::validate::{BadInput, validate};
 use crate::config::{Config, SourceConfig};
 use crate::pipeline::{self, Stop};
 use crate::plugin::{Chain, Runtime};

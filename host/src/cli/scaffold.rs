@@ -8,11 +8,11 @@
 //! (Python, JavaScript) or assumed (Rust: rustup, which sluice needs too;
 //! C: clang, wasi-libc, wit-bindgen and wasm-tools, named in build.sh).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{Kind, Lang, NewArgs};
+use super::{Lang, NewArgs};
 
 pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
@@ -88,7 +88,8 @@ fn valid_name(name: &str) -> bool {
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
 }
 
-pub fn new(args: &NewArgs) -> Result<()> {
+/// The new project's folder, checked: a valid name, not there yet.
+pub(super) fn project_root(args: &NewArgs) -> Result<PathBuf> {
     anyhow::ensure!(
         valid_name(&args.name),
         "plugin name {:?}: letters, digits and -, starting with a letter",
@@ -96,16 +97,23 @@ pub fn new(args: &NewArgs) -> Result<()> {
     );
     let root = args.dir.join(&args.name);
     anyhow::ensure!(!root.exists(), "{} exists already", root.display());
-    let write = |rel: &str, text: &str| -> Result<()> {
-        let path = root.join(rel);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        }
-        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
-    };
-    if args.kind == Kind::Classifier {
-        return super::scaffold_classifier::new(args, &root, &write);
+    Ok(root)
+}
+
+/// Write `text` to `rel` under `root`, making its folders.
+pub(super) fn write_file(root: &Path, rel: &str, text: &str) -> Result<()> {
+    let path = root.join(rel);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
+    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
+}
+
+/// `sluice plugin new` of a parse plugin (`--kind classifier`:
+/// `scaffold_classifier`).
+pub fn new(args: &NewArgs) -> Result<()> {
+    let root = project_root(args)?;
+    let write = |rel: &str, text: &str| write_file(&root, rel, text);
     write("wit/plugin.wit", WIT)?;
     write("wit/v0.1/plugin.wit", WIT_V01)?;
     for (file, text) in CASES {

@@ -10,8 +10,6 @@
 //! backend's (systemic). An author replaces it with what their backend
 //! says, and the cases with answers recorded from it.
 
-use std::path::Path;
-
 use anyhow::Result;
 
 use super::scaffold::{
@@ -59,7 +57,10 @@ const CASES: [(&str, &str); 3] = [
     ),
 ];
 
-pub fn new(args: &NewArgs, root: &Path, write: &dyn Fn(&str, &str) -> Result<()>) -> Result<()> {
+pub fn new(args: &NewArgs) -> Result<()> {
+    let root = super::scaffold::project_root(args)?;
+    let root = root.as_path();
+    let write = |rel: &str, text: &str| super::scaffold::write_file(root, rel, text);
     write("wit/plugin.wit", WIT)?;
     write("wit/classifier.wit", WIT_CLASSIFIER)?;
     for (file, text) in CASES {

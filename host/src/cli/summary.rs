@@ -158,7 +158,7 @@ fn one_line(reason: &str) -> String {
 }
 
 /// A row's figures: the doors, then the rate.
-fn cells(c: &crate::pipeline::stats::Counts, per_second: String) -> [String; 6] {
+fn cells(c: &crate::telemetry::stats::Counts, per_second: String) -> [String; 6] {
     let n = thousands;
     [n(c.records), n(c.delivered), n(c.duplicate), n(c.quarantined), n(c.dropped), per_second]
 }
@@ -166,7 +166,7 @@ fn cells(c: &crate::pipeline::stats::Counts, per_second: String) -> [String; 6] 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::stats::Counts;
+    use crate::telemetry::stats::Counts;
 
     fn counts(records: u64, delivered: u64, quarantined: u64) -> Counts {
         Counts { records, delivered, quarantined, ..Counts::default() }

@@ -5,68 +5,32 @@
 //! stops the start with one message naming the key or file at fault.
 //! `examples/quickstart/sluice.toml` is the annotated example.
 
+//!
+//! This module only assembles: each section's type lives beside the
+//! component it configures, checks itself there (`validate`), and imports
+//! nothing from here. What is left here is reading the file, interpolating
+//! `${VAR}`, placing each problem at its line, and the checks that span
+//! sections.
+
 mod located;
+mod pipeline;
+
 pub use located::locate_plugin_problem;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use crate::plugin::{OutputLimits, PluginLimits, PluginSpec};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config {}: {message}", path.display())]
-    Load { path: PathBuf, message: String },
-    #[error("config {}: {key}: {message}", path.display())]
-    Invalid { path: PathBuf, key: String, message: String },
-    /// More than one thing is wrong: each on its own line, key first.
-    #[error("config {} has {} problems:{}", path.display(), problems.len(), problems.iter().map(|p| format!("\n  {}: {}", p.key, p.message)).collect::<String>())]
-    Many { path: PathBuf, problems: Vec<Problem> },
-}
-
-/// One thing wrong with a config: the key at fault and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub key: String,
-    pub message: String,
-}
-
-/// Everything wrong with one config file, gathered before anything
-/// refuses it: an operator fixes a config in one round trip, not one per
-/// mistake.
-pub struct Problems {
-    path: PathBuf,
-    list: Vec<Problem>,
-}
-
-impl Problems {
-    pub fn new(path: &Path) -> Problems {
-        Problems { path: path.to_path_buf(), list: Vec::new() }
-    }
-
-    pub fn add(&mut self, key: &str, message: String) {
-        self.list.push(Problem { key: key.to_string(), message });
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    /// Nothing wrong, one thing (its key in the message, as ever), or a list.
-    pub fn into_result(mut self) -> Result<(), ConfigError> {
-        match self.list.len() {
-            0 => Ok(()),
-            1 => {
-                let Problem { key, message } = self.list.remove(0);
-                Err(ConfigError::Invalid { path: self.path, key, message })
-            }
-            _ => Err(ConfigError::Many { path: self.path, problems: self.list }),
-        }
-    }
-}
-
+pub use self::pipeline::{PipelineConfig, ShutdownConfig};
+pub use crate::plugin::config::PluginConfig;
+pub use crate::problem::{ConfigError, Problem, Problems};
+pub use crate::sink::config::SinkConfig;
+pub use crate::source::config::{FileSourceConfig, KafkaSourceConfig, SourceConfig};
+pub use crate::store::dedup::config::{DEFAULT_WINDOW, DedupConfig, DedupScope, OnMissingState};
+pub use crate::store::quarantine::config::QuarantineConfig;
+pub use crate::telemetry::config::{ApiConfig, MetricsConfig};
+pub use crate::units::normalize;
+pub use crate::watchdog::config::WatchdogConfig;
 impl ConfigError {
     /// The same error with each problem's place in the file the operator
     /// wrote, `(line 12, column 1)`, where `text` (the file) writes its key.
@@ -114,601 +78,9 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub metrics: MetricsConfig,
     /// Who may read record contents on the metrics listener.
-    pub api: crate::telemetry::api::ApiConfig,
-    pub watchdog: crate::pipeline::watchdog::WatchdogConfig,
+    pub api: ApiConfig,
+    pub watchdog: WatchdogConfig,
 }
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// Serve `/metrics` (Prometheus), `/health` and `/ready` here, e.g.
-    /// `127.0.0.1:9898`. Unset: no endpoint.
-    pub listen: Option<std::net::SocketAddr>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PipelineConfig {
-    /// Identifies the pipeline; the state store refuses to open for another.
-    pub name: String,
-    /// Where checkpoints, dedup ids and the quarantine live (RocksDB).
-    pub state_dir: PathBuf,
-    #[serde(default = "default_batch_size")]
-    pub batch_size: usize,
-    /// Batches of one partition that may be between its source and its
-    /// commit at once: while one is in the sink or being synced, the next
-    /// is read and run through the plugins. Commits stay contiguous; more
-    /// costs memory (up to this many batches per partition) and re-reading
-    /// after a crash, not safety. Default 2: on the 2-core machines one
-    /// file ran 1.3–1.5× faster (wall) with 2 or 4 than with 1, and four
-    /// files spent about 25% more CPU per record with 4 than with 1 or 2
-    /// (`benches/README.md`, pipeline_file).
-    #[serde(default = "default_in_flight")]
-    pub in_flight: usize,
-    /// Free space the state store's volume keeps: below it, commits wait
-    /// (and say so) until space is freed, instead of RocksDB running out
-    /// mid-write (`store::room`). `0` turns the guard off. Default 64MiB,
-    /// room for RocksDB's flushes of the dedup window's buffers.
-    #[serde(default = "default_state_reserve", deserialize_with = "bytes")]
-    pub state_reserve: u64,
-}
-
-fn default_state_reserve() -> u64 {
-    64 << 20
-}
-
-fn default_batch_size() -> usize {
-    1000
-}
-
-fn default_in_flight() -> usize {
-    2
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SourceConfig {
-    File(FileSourceConfig),
-    Kafka(Box<KafkaSourceConfig>),
-}
-
-/// A Kafka consumer group member (see `source/kafka`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaSourceConfig {
-    /// `host:port[,host:port…]`.
-    pub brokers: String,
-    /// Topic names; a name starting with `^` is a regular expression.
-    pub topics: Vec<String>,
-    pub group_id: String,
-    /// How often finished prefixes are committed (also when idle, on
-    /// revoke and on shutdown).
-    #[serde(default = "default_commit_interval", deserialize_with = "duration")]
-    pub commit_interval: Duration,
-    /// Records librdkafka may hold fetched per partition ahead of the
-    /// batches in flight (`queued.min.messages`): at this many it stops
-    /// fetching the partition until the driver has taken some. Default:
-    /// four batches.
-    pub queue_records: Option<usize>,
-    /// How long a partition's task waits to fill a batch once it has its
-    /// first record. Each batch pays two syncs (sink, state store): a batch
-    /// of a few records costs as much as a full one.
-    #[serde(default = "default_linger", deserialize_with = "duration")]
-    pub linger: Duration,
-    /// Any librdkafka property (`session.timeout.ms = 6000`). In
-    /// environment overrides write `_` for `.`:
-    /// `SLUICE__SOURCE__PROPERTIES__SESSION_TIMEOUT_MS=6000`.
-    #[serde(default)]
-    pub properties: BTreeMap<String, PropertyValue>,
-    pub tls: Option<TlsConfig>,
-    pub sasl: Option<SaslConfig>,
-    /// Fence members that lost their partitions: each batch's offsets
-    /// commit in a Kafka transaction under a transactional id of its
-    /// partition's own (`<group_id>-txn-<topic>-<partition>`), which the
-    /// partition's next owner initialises first, so a member whose session
-    /// expired commits nothing more and stops after the batch it was in.
-    /// Needs the dedup changelog.
-    #[serde(default)]
-    pub transactions: bool,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum PropertyValue {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-}
-
-impl std::fmt::Display for PropertyValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PropertyValue::Bool(b) => write!(f, "{b}"),
-            PropertyValue::Int(n) => write!(f, "{n}"),
-            PropertyValue::Float(x) => write!(f, "{x}"),
-            PropertyValue::Text(t) => f.write_str(t),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    /// CA bundle (PEM) to verify the brokers; default: the system's.
-    pub ca: Option<PathBuf>,
-    /// Client certificate and key (PEM) for mutual TLS.
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-    /// The environment variable holding the key's password.
-    pub key_password_env: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SaslConfig {
-    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
-    pub mechanism: String,
-    pub username: String,
-    /// The environment variable holding the password: secrets never sit
-    /// in the config file.
-    pub password_env: String,
-}
-
-fn default_linger() -> Duration {
-    Duration::from_millis(100)
-}
-
-fn default_commit_interval() -> Duration {
-    Duration::from_secs(1)
-}
-
-/// librdkafka properties sluice sets itself: the custody rule depends on
-/// them (offsets are committed by sluice, only for finished prefixes).
-const OWNED_PROPERTIES: [(&str, &str); 6] = [
-    ("bootstrap.servers", "source.brokers"),
-    ("group.id", "source.group_id"),
-    ("enable.auto.commit", "nothing: sluice commits finished prefixes itself"),
-    ("enable.auto.offset.store", "nothing: sluice commits finished prefixes itself"),
-    ("enable.partition.eof", "nothing"),
-    ("transactional.id", "source.transactions (one transactional id per partition)"),
-];
-
-/// Property names that hold secrets; they come from the environment only.
-pub fn is_secret_property(key: &str) -> bool {
-    ["password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config", "sasl.jaas"]
-        .iter()
-        .any(|s| key.contains(s))
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSourceConfig {
-    /// Paths or globs; each file found is one partition.
-    pub paths: Vec<String>,
-    /// Longer lines go to the quarantine whole.
-    #[serde(default = "default_max_line", deserialize_with = "bytes")]
-    pub max_line_bytes: u64,
-    /// Keep reading as files grow (and follow rotation); otherwise stop at
-    /// the end of every file.
-    #[serde(default)]
-    pub follow: bool,
-    #[serde(default = "default_poll", deserialize_with = "duration")]
-    pub poll_interval: Duration,
-    /// A batch ends at `pipeline.batch_size` lines or at this many bytes,
-    /// whichever comes first: what bounds memory when lines are long (a
-    /// batch of 1,000 lines of 1 MiB would otherwise be 1 GiB per batch in
-    /// flight). Default 8MiB, the same as a Kafka partition's queue.
-    #[serde(default = "default_batch_bytes", deserialize_with = "bytes")]
-    pub batch_bytes: u64,
-}
-
-fn default_max_line() -> u64 {
-    1 << 20
-}
-
-fn default_batch_bytes() -> u64 {
-    8 << 20
-}
-
-fn default_poll() -> Duration {
-    Duration::from_millis(250)
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginConfig {
-    pub name: String,
-    pub path: PathBuf,
-    /// `"blake3:<hex>"` or `"sha256:<hex>"`: the file must have this
-    /// digest, or the start (and a reload) stops. `sluice plugin inspect`
-    /// prints the line.
-    #[serde(default)]
-    pub digest: Option<String>,
-    /// The plugin's own table, handed to its `init`.
-    #[serde(default = "empty_table")]
-    pub config: serde_json::Value,
-    #[serde(default = "default_memory", deserialize_with = "bytes")]
-    pub memory: u64,
-    #[serde(default = "default_time_limit", deserialize_with = "duration")]
-    pub time_limit: Duration,
-    /// The output contract's bounds (`plugin::output_rules`): a record whose
-    /// events pass them is rejected into the quarantine, naming the rule.
-    #[serde(default = "default_max_id_bytes")]
-    pub max_id_bytes: usize,
-    #[serde(default = "default_max_events")]
-    pub max_events_per_record: usize,
-    #[serde(default = "default_max_event_bytes", deserialize_with = "bytes")]
-    pub max_event_bytes_per_record: u64,
-    /// Log lines one batch may send before the rest are only counted.
-    #[serde(default = "default_max_log_lines")]
-    pub max_log_lines_per_batch: u32,
-}
-
-fn default_max_id_bytes() -> usize {
-    OutputLimits::default().max_id_bytes
-}
-
-fn default_max_events() -> usize {
-    OutputLimits::default().max_events_per_record
-}
-
-fn default_max_event_bytes() -> u64 {
-    OutputLimits::default().max_event_bytes_per_record as u64
-}
-
-fn default_max_log_lines() -> u32 {
-    PluginLimits::default().max_log_lines_per_batch
-}
-
-fn empty_table() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-fn default_memory() -> u64 {
-    PluginLimits::default().memory_bytes as u64
-}
-
-fn default_time_limit() -> Duration {
-    PluginLimits::default().time_per_batch
-}
-
-impl PluginConfig {
-    pub fn spec(&self) -> PluginSpec {
-        PluginSpec {
-            name: self.name.clone(),
-            path: self.path.clone(),
-            config: self.config.clone(),
-            limits: PluginLimits {
-                memory_bytes: usize::try_from(self.memory).unwrap_or(usize::MAX),
-                time_per_batch: self.time_limit,
-                output: OutputLimits {
-                    max_id_bytes: self.max_id_bytes,
-                    max_events_per_record: self.max_events_per_record,
-                    max_event_bytes_per_record: usize::try_from(self.max_event_bytes_per_record).unwrap_or(usize::MAX),
-                },
-                max_log_lines_per_batch: self.max_log_lines_per_batch,
-                fixed_now: None,
-            },
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DedupConfig {
-    /// How long an id is remembered: at least as long as the source can
-    /// replay a record. Default for files: 7 days; for Kafka: the longest
-    /// retention of the topics (read from the brokers), else 7 days.
-    #[serde(default, deserialize_with = "optional_duration")]
-    pub window: Option<Duration>,
-    /// Which ids see each other (Kafka): each partition's own (the
-    /// default), or the whole topic's, so that a producer's re-send that
-    /// lands on another partition is caught too.
-    #[serde(default)]
-    pub scope: DedupScope,
-    /// Exact topic-wide dedup across instances (Kafka, with `scope =
-    /// "topic"`): each event is produced, keyed by its id, to the internal
-    /// topic `<group_id>-by-id`, so that every copy of an id lands on one
-    /// partition there, owned by one member, whose partition-scoped window
-    /// and changelog decide it (`pipeline::kafka::repartition`). Costs a
-    /// produce and a consume per event; without it the topic scope is
-    /// only as exact across instances as the changelog follower's lag.
-    #[serde(default)]
-    pub repartition: bool,
-    /// The dedup changelog (Kafka): every recorded id is also produced to
-    /// a topic of the source's cluster before its batch's offsets may be
-    /// committed, and a partition's next owner restores them from there.
-    #[serde(default)]
-    pub changelog: ChangelogConfig,
-    /// What a partition does when its changelog cannot be read to its
-    /// end (deleted, recreated, unreachable): refuse to start (`fail`, the
-    /// default) or run without the ids it could not restore and count
-    /// what it could not check (`accept-duplicates`).
-    #[serde(default)]
-    pub on_missing_state: OnMissingState,
-    /// Keep each delivered id's trail (when, from which position, through
-    /// which sink and plugin versions) and each absorbed duplicate's, for
-    /// `sluice audit`: 29 bytes beside each id, in the same write.
-    #[serde(default = "default_audit")]
-    pub audit: bool,
-}
-
-impl Default for DedupConfig {
-    fn default() -> Self {
-        DedupConfig {
-            window: None,
-            scope: DedupScope::default(),
-            repartition: false,
-            changelog: ChangelogConfig::default(),
-            on_missing_state: OnMissingState::default(),
-            audit: default_audit(),
-        }
-    }
-}
-
-fn default_audit() -> bool {
-    true
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub enum DedupScope {
-    /// An id is a duplicate only on the partition that delivered it: each
-    /// instance keeps and restores the ids of the partitions it owns.
-    #[default]
-    Partition,
-    /// An id delivered on any partition of a topic is a duplicate on all
-    /// of them: every instance follows the whole changelog (memory and
-    /// restore time grow with the topic, not with what it owns).
-    Topic,
-}
-
-impl DedupScope {
-    pub fn name(self) -> &'static str {
-        match self {
-            DedupScope::Partition => "partition",
-            DedupScope::Topic => "topic",
-        }
-    }
-}
-
-impl TryFrom<String> for DedupScope {
-    type Error = String;
-    fn try_from(s: String) -> Result<DedupScope, String> {
-        match s.as_str() {
-            "partition" => Ok(DedupScope::Partition),
-            "topic" => Ok(DedupScope::Topic),
-            _ => Err(format!("{s:?} is not a scope: \"partition\" or \"topic\"")),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub enum OnMissingState {
-    #[default]
-    Fail,
-    AcceptDuplicates,
-}
-
-impl TryFrom<String> for OnMissingState {
-    type Error = String;
-    fn try_from(s: String) -> Result<OnMissingState, String> {
-        match s.as_str() {
-            "fail" => Ok(OnMissingState::Fail),
-            "accept-duplicates" => Ok(OnMissingState::AcceptDuplicates),
-            _ => Err(format!("{s:?} is neither \"fail\" nor \"accept-duplicates\"")),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChangelogConfig {
-    /// On by default for a Kafka source; files never move, and have none.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Default `<group_id>-dedup-changelog`. Created by sluice when
-    /// missing (as many partitions as the source topics, retention at
-    /// least the window, `cleanup.policy=delete`).
-    #[serde(default)]
-    pub topic: Option<String>,
-    /// How many times the window the changelog keeps its messages (at
-    /// least 1): a message older than the window restores nothing.
-    #[serde(default = "default_retention_factor")]
-    pub retention_factor: u32,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_retention_factor() -> u32 {
-    2
-}
-
-impl Default for ChangelogConfig {
-    fn default() -> ChangelogConfig {
-        ChangelogConfig { enabled: true, topic: None, retention_factor: default_retention_factor() }
-    }
-}
-
-impl DedupConfig {
-    /// The changelog topic of a Kafka pipeline, if it has one.
-    pub fn changelog_topic(&self, source: &SourceConfig) -> Option<String> {
-        let SourceConfig::Kafka(k) = source else { return None };
-        if !self.changelog.enabled {
-            return None;
-        }
-        Some(self.changelog.topic.clone().unwrap_or_else(|| format!("{}-dedup-changelog", k.group_id)))
-    }
-
-    fn validate(&self, source: &SourceConfig, p: &mut Problems) {
-        if self.window.is_some_and(|w| w.is_zero()) {
-            p.add("dedup.window", "must be greater than zero".into());
-        }
-        let kafka = matches!(source, SourceConfig::Kafka(_));
-        if !kafka && self.scope == DedupScope::Topic {
-            p.add("dedup.scope", "only for a kafka source (a file pipeline's files already share one scope)".into());
-        }
-        if self.repartition && self.scope != DedupScope::Topic {
-            p.add(
-                "dedup.repartition",
-                "repartitions ids for the topic scope: set dedup.scope = \"topic\" as well (the partition scope \
-                 needs no repartitioning)"
-                    .into(),
-            );
-        }
-        if let SourceConfig::Kafka(k) = source
-            && self.repartition
-        {
-            let internal = crate::pipeline::kafka::repartition::topic(&k.group_id);
-            if crate::source::kafka::client::matches(k, &internal) {
-                p.add(
-                    "source.topics",
-                    format!(
-                        "{internal:?} is dedup.repartition's internal topic: the front would consume its own output"
-                    ),
-                );
-            }
-        }
-        if !kafka && self.changelog.topic.is_some() {
-            p.add("dedup.changelog.topic", "only for a kafka source (files never move)".into());
-        }
-        if let Some(t) = &self.changelog.topic
-            && (t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
-        {
-            p.add("dedup.changelog.topic", format!("{t:?} is not a valid topic name"));
-        }
-        if self.changelog.retention_factor == 0 {
-            p.add("dedup.changelog.retention_factor", "must be at least 1".into());
-        }
-        if let SourceConfig::Kafka(k) = source
-            && k.transactions
-            && !self.changelog.enabled
-        {
-            p.add(
-                "source.transactions",
-                "needs the dedup changelog (dedup.changelog.enabled = true): without it the partition's next \
-                 owner knows nothing of what the fenced member delivered"
-                    .into(),
-            );
-        }
-        if let (SourceConfig::Kafka(k), Some(t)) = (source, self.changelog_topic(source))
-            && k.topics.iter().any(|s| *s == t || (s.starts_with('^') && crate::source::kafka::client::matches(k, &t)))
-        {
-            p.add(
-                "dedup.changelog.topic",
-                format!("{t:?} is one of source.topics: the pipeline would consume its own changelog"),
-            );
-        }
-    }
-}
-
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
-
-fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    sluice_guest::duration::deserialize(d).map(Some)
-}
-
-pub use crate::sink::config::SinkConfig;
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QuarantineConfig {
-    /// JSON fields masked before an entry is written: a name
-    /// (`password`) wherever it is in the object, or a dotted path from the
-    /// root (`auth.key`), in the payload and a Kafka record's key; a Kafka
-    /// header of that name (in any case) is masked whole. The unmasked
-    /// original is then not kept, and the entry says what was masked.
-    #[serde(default)]
-    pub mask_fields: Vec<String>,
-    /// Regexes masked in payloads that are not JSON (`token=(\S+)`), and in
-    /// every string of those that are: the first capture group, or the
-    /// whole match when there is none, becomes `***`.
-    #[serde(default)]
-    pub mask_patterns: Vec<String>,
-    /// Kafka pipelines: also produce every quarantined record to this
-    /// topic of the source's cluster (the original as the value, the
-    /// context in headers). Each entry is acknowledged by the brokers
-    /// (`acks=all`) before the record's offset may be committed.
-    pub topic: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShutdownConfig {
-    /// How long in-flight work may take to finish after SIGTERM/SIGINT.
-    #[serde(default = "default_grace", deserialize_with = "duration")]
-    pub grace: Duration,
-}
-
-impl Default for ShutdownConfig {
-    fn default() -> Self {
-        ShutdownConfig { grace: default_grace() }
-    }
-}
-
-fn default_grace() -> Duration {
-    Duration::from_secs(10)
-}
-
-pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    sluice_guest::duration::deserialize(d)
-}
-
-/// Sizes: `1048576`, `64KiB`, `1MiB`, `2GiB`, `10MB`.
-pub(crate) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(u64),
-        S(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::N(n) => Ok(n),
-        Raw::S(s) => parse_size(&s).map_err(serde::de::Error::custom),
-    }
-}
-
-/// Remove `.` and `..` without touching the file system (the path may not
-/// exist yet, and symlinks are the operator's to choose).
-pub fn normalize(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?} (examples: 65536, 64KiB, 256MiB)"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        _ => return Err(format!("invalid size {s:?}: unknown unit (use B, KiB, MiB, GiB, KB, MB, GB)")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("invalid size {s:?}: too large"))
-}
-
 impl Config {
     /// Load `path`, apply `SLUICE__…` environment overrides, resolve
     /// relative paths against the config file's folder, and validate.
@@ -802,8 +174,8 @@ impl Config {
         let quarantine = section!(quarantine: QuarantineConfig, default);
         let shutdown = section!(shutdown: ShutdownConfig, default);
         let metrics = section!(metrics: MetricsConfig, default);
-        let api = section!(api: crate::telemetry::api::ApiConfig, default);
-        let watchdog = section!(watchdog: crate::pipeline::watchdog::WatchdogConfig, default);
+        let api = section!(api: ApiConfig, default);
+        let watchdog = section!(watchdog: WatchdogConfig, default);
         if !p.is_empty() {
             return None;
         }
@@ -834,17 +206,59 @@ impl Config {
                 }
             }
             SourceConfig::Kafka(k) => {
-                if let Some(tls) = &mut k.tls {
-                    for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
-                        *p = abs(p);
-                    }
-                }
-                // Environment overrides cannot hold dots: `_` stands for `.`.
-                k.properties =
-                    std::mem::take(&mut k.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
+                k.connection.absolutize(&abs);
             }
         }
         self.sink.absolutize(&abs);
+    }
+
+    /// The changelog topic, if the pipeline has one (Kafka, changelog on).
+    pub fn changelog_topic(&self) -> Option<String> {
+        self.dedup.changelog_topic(self.source.kafka_group())
+    }
+
+    /// `[dedup]` against `[source]`: what only a Kafka source has, and the
+    /// topics a pipeline writes that it must not also read.
+    fn validate_dedup_against_source(&self, p: &mut Problems) {
+        let dedup = &self.dedup;
+        let kafka = match &self.source {
+            SourceConfig::Kafka(k) => Some(k),
+            SourceConfig::File(_) => None,
+        };
+        if kafka.is_none() && dedup.scope == DedupScope::Topic {
+            p.add("dedup.scope", "only for a kafka source (a file pipeline's files already share one scope)".into());
+        }
+        if kafka.is_none() && dedup.changelog.topic.is_some() {
+            p.add("dedup.changelog.topic", "only for a kafka source (files never move)".into());
+        }
+        let Some(k) = kafka else { return };
+        if dedup.repartition {
+            let internal = crate::source::kafka::config::repartition_topic(&k.group_id);
+            if k.matches(&internal) {
+                p.add(
+                    "source.topics",
+                    format!(
+                        "{internal:?} is dedup.repartition's internal topic: the front would consume its own output"
+                    ),
+                );
+            }
+        }
+        if k.transactions && !dedup.changelog.enabled {
+            p.add(
+                "source.transactions",
+                "needs the dedup changelog (dedup.changelog.enabled = true): without it the partition's next \
+                 owner knows nothing of what the fenced member delivered"
+                    .into(),
+            );
+        }
+        if let Some(t) = self.changelog_topic()
+            && k.topics.iter().any(|s| *s == t || (s.starts_with('^') && k.matches(&t)))
+        {
+            p.add(
+                "dedup.changelog.topic",
+                format!("{t:?} is one of source.topics: the pipeline would consume its own changelog"),
+            );
+        }
     }
 
     /// Every problem, not the first: an operator fixes a config in one
@@ -853,59 +267,10 @@ impl Config {
         for (key, message) in self.api.validate(self.metrics.listen) {
             p.add(&key, message);
         }
-        if self.pipeline.name.trim().is_empty() {
-            p.add("pipeline.name", "must not be empty".into());
-        }
-        if !(1..=64).contains(&self.pipeline.in_flight) {
-            p.add("pipeline.in_flight", format!("{} is not within 1..=64", self.pipeline.in_flight));
-        }
-        if !(1..=100_000).contains(&self.pipeline.batch_size) {
-            p.add("pipeline.batch_size", format!("{} is not within 1..=100000", self.pipeline.batch_size));
-        }
-        match &self.source {
-            SourceConfig::File(f) => {
-                if f.paths.is_empty() {
-                    p.add("source.paths", "name at least one path or glob".into());
-                }
-                for (i, pattern) in f.paths.iter().enumerate() {
-                    if let Err(e) = glob::Pattern::new(pattern) {
-                        p.add(&format!("source.paths[{i}]"), format!("{pattern:?}: {e}"));
-                    }
-                }
-                if f.max_line_bytes < 16 {
-                    p.add("source.max_line_bytes", "must be at least 16 bytes".into());
-                }
-                if f.batch_bytes < 1024 {
-                    p.add("source.batch_bytes", "must be at least 1KiB".into());
-                }
-            }
-            SourceConfig::Kafka(k) => k.validate(p),
-        }
+        self.pipeline.validate(p);
+        self.source.validate(p);
         for (i, plugin) in self.plugins.iter().enumerate() {
-            if !plugin.path.is_file() {
-                p.add(&format!("plugins[{i}].path"), format!("{}: no such file", plugin.path.display()));
-            }
-            if plugin.memory < 1 << 20 {
-                p.add(&format!("plugins[{i}].memory"), "must be at least 1MiB".into());
-            }
-            if plugin.max_id_bytes == 0 || plugin.max_events_per_record == 0 || plugin.max_event_bytes_per_record == 0 {
-                let key = if plugin.max_id_bytes == 0 {
-                    "max_id_bytes"
-                } else if plugin.max_events_per_record == 0 {
-                    "max_events_per_record"
-                } else {
-                    "max_event_bytes_per_record"
-                };
-                p.add(&format!("plugins[{i}].{key}"), "must be at least 1".into());
-            }
-            if !plugin.config.is_object() {
-                p.add(&format!("plugins[{i}].config"), "must be a table".into());
-            }
-            if let Some(d) = &plugin.digest
-                && let Err(e) = d.parse::<crate::plugin::pin::Pin>()
-            {
-                p.add(&format!("plugins[{i}].digest"), e);
-            }
+            plugin.validate(i, p);
         }
         if let Some(dup) = self
             .plugins
@@ -915,97 +280,15 @@ impl Config {
         {
             p.add("plugins", format!("two plugins are named {dup:?}: names label metrics and quarantine entries"));
         }
-        self.dedup.validate(&self.source, p);
+        self.dedup.validate(p);
+        self.validate_dedup_against_source(p);
         self.watchdog.validate(p);
         for (key, message) in self.sink.validate() {
             p.add(&format!("sink.{key}"), message);
         }
-        for (i, pattern) in self.quarantine.mask_patterns.iter().enumerate() {
-            if let Err(e) = regex::bytes::Regex::new(pattern) {
-                p.add(&format!("quarantine.mask_patterns[{i}]"), format!("{pattern:?}: {e}"));
-            }
-        }
-        if let Some(topic) = &self.quarantine.topic {
-            if !matches!(self.source, SourceConfig::Kafka(_)) {
-                p.add("quarantine.topic", "only for a kafka source (files keep the local quarantine)".into());
-            }
-            if topic.is_empty() || !topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                p.add("quarantine.topic", format!("{topic:?} is not a valid topic name"));
-            }
-        }
+        self.quarantine.validate(self.source.is_kafka(), p);
     }
 }
-
-impl KafkaSourceConfig {
-    fn validate(&self, p: &mut Problems) {
-        if self.brokers.trim().is_empty() {
-            p.add("source.brokers", "name at least one host:port".into());
-        }
-        if self.group_id.trim().is_empty() {
-            p.add("source.group_id", "must not be empty".into());
-        }
-        if self.topics.is_empty() {
-            p.add("source.topics", "name at least one topic (or a ^regex)".into());
-        }
-        for (i, t) in self.topics.iter().enumerate() {
-            if let Some(re) = t.strip_prefix('^') {
-                if let Err(e) = regex::Regex::new(&format!("^{re}")) {
-                    p.add(&format!("source.topics[{i}]"), format!("{t:?}: {e}"));
-                }
-            } else if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                p.add(&format!("source.topics[{i}]"), format!("{t:?} is not a valid topic name"));
-            }
-        }
-        if self.commit_interval < Duration::from_millis(10) {
-            p.add("source.commit_interval", "must be at least 10ms".into());
-        }
-        if self.linger > Duration::from_secs(10) {
-            p.add("source.linger", "must be at most 10s".into());
-        }
-        if self.queue_records == Some(0) {
-            p.add("source.queue_records", "must be at least 1".into());
-        }
-        for key in self.properties.keys() {
-            let at = format!("source.properties.{key:?}");
-            if let Some((_, instead)) = OWNED_PROPERTIES.iter().find(|(k, _)| k == key) {
-                p.add(&at, format!("set by sluice; use {instead}"));
-            }
-            if is_secret_property(key) {
-                p.add(
-                    &at,
-                    "secrets come from the environment only: use source.sasl.password_env or \
-                     source.tls.key_password_env"
-                        .into(),
-                );
-            }
-        }
-        if let Some(sasl) = &self.sasl {
-            let mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
-            if !mechanisms.contains(&sasl.mechanism.as_str()) {
-                p.add("source.sasl.mechanism", format!("{:?} is not one of {mechanisms:?}", sasl.mechanism));
-            }
-            if std::env::var_os(&sasl.password_env).is_none() {
-                p.add("source.sasl.password_env", format!("the environment variable {} is not set", sasl.password_env));
-            }
-        }
-        if let Some(tls) = &self.tls {
-            for (key, file) in
-                [("source.tls.ca", &tls.ca), ("source.tls.cert", &tls.cert), ("source.tls.key", &tls.key)]
-            {
-                if let Some(file) = file.as_ref().filter(|f| !f.is_file()) {
-                    p.add(key, format!("{}: no such file", file.display()));
-                }
-            }
-            if tls.cert.is_some() != tls.key.is_some() {
-                p.add("source.tls", "cert and key go together".into());
-            }
-            if let Some(var) = tls.key_password_env.as_ref().filter(|v| std::env::var_os(v).is_none()) {
-                p.add("source.tls.key_password_env", format!("the environment variable {var} is not set"));
-            }
-        }
-    }
-}
-
 /// `${VAR}`, `${VAR:-default}` (unset or empty: the default) and
 /// `${VAR:?message}` in every string of the file, before anything else
 /// reads it; `$${` is a literal `${`. An unset variable without a default
@@ -1103,7 +386,10 @@ fn interpolate(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, 
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::units::parse_size;
 
     #[test]
     fn environment_variables_are_interpolated_or_named_when_missing() {
@@ -1344,7 +630,7 @@ mod tests {
     fn kafka_property_overrides_use_underscores_for_dots() {
         let cfg = kafka_config("properties = { session_timeout_ms = 6000 }").unwrap_or_else(|e| panic!("{e}"));
         let SourceConfig::Kafka(k) = &cfg.source else { panic!("not kafka") };
-        assert_eq!(k.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
+        assert_eq!(k.connection.properties.get("session.timeout.ms").map(|v| v.to_string()), Some("6000".into()));
     }
 
     #[test]
@@ -1374,16 +660,16 @@ mod tests {
     fn dedup_scope_and_changelog_are_checked_where_they_are_defined() {
         let cfg = kafka_config("").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.dedup.scope, DedupScope::Partition);
-        assert_eq!(cfg.dedup.changelog_topic(&cfg.source).as_deref(), Some("g-dedup-changelog"), "on by default");
+        assert_eq!(cfg.changelog_topic().as_deref(), Some("g-dedup-changelog"), "on by default");
         let cfg = kafka_config(
             "[dedup]\nscope = \"topic\"\non_missing_state = \"accept-duplicates\"\nchangelog.topic = \"ids\"",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.dedup.scope, DedupScope::Topic);
         assert_eq!(cfg.dedup.on_missing_state, OnMissingState::AcceptDuplicates);
-        assert_eq!(cfg.dedup.changelog_topic(&cfg.source).as_deref(), Some("ids"));
+        assert_eq!(cfg.changelog_topic().as_deref(), Some("ids"));
         let cfg = kafka_config("[dedup]\nchangelog.enabled = false").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(cfg.dedup.changelog_topic(&cfg.source), None);
+        assert_eq!(cfg.changelog_topic(), None);
         let e = error_of(kafka_config("[dedup]\nscope = \"global\""));
         assert!(e.contains("dedup.scope") && e.contains("partition") && e.contains("topic"), "{e}");
         let e = error_of(kafka_config("[dedup]\nchangelog.topic = \"logs\""));

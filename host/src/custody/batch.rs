@@ -17,9 +17,10 @@
 
 use super::ids::{DigestSet, IdDigest, Scope, digest};
 use super::offsets::Door;
-use crate::plugin::{Event, PluginId, Verdict};
-use crate::sink::Delivery;
-use crate::sink::guarded::Outcome;
+use crate::delivery::Delivery;
+use crate::delivery::FinalAnswer;
+use crate::record::Event;
+use crate::verdict::{PluginId, Verdict};
 
 /// What became of one source record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +181,7 @@ impl Plan {
     /// The sink's final word per delivery that [`Plan::take_fresh`] gave
     /// out (`None`: let go undecided). Returns each record's fate and the
     /// ids to record as delivered: exactly those the sink accepted.
-    pub fn settle(self, outcomes: Vec<Option<Outcome>>) -> Settled {
+    pub fn settle(self, outcomes: Vec<Option<FinalAnswer>>) -> Settled {
         let Plan { mut fates, events, event_count, sent } = self;
         // Per event: its fate, `None` while undecided.
         let mut event_fate: Vec<Option<Fate>> =
@@ -189,13 +190,13 @@ impl Plan {
         let mut accepted_records = Vec::with_capacity(sent.len());
         for (j, outcome) in sent.into_iter().zip(outcomes) {
             event_fate[j] = outcome.map(|o| match o {
-                Outcome::Accepted => {
+                FinalAnswer::Accepted => {
                     accepted.push(events[j].digest);
                     accepted_records.push(events[j].record);
                     Fate::Delivered
                 }
                 // Rejected, or out of attempts: the sink's answer is the reason.
-                Outcome::Rejected(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
+                FinalAnswer::Rejected(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
             });
         }
         // A record's fate from its events': quarantined if any event was
@@ -272,9 +273,9 @@ mod tests {
         let ids: Vec<&str> = fresh.iter().map(|d| d.id.as_str()).collect();
         assert_eq!(ids, ["a", "pos-2/0", "pos-2/1"], "the repeat is not sent; a split's ids are suffixed");
         let settled = plan.settle(vec![
-            Some(Outcome::Accepted),
-            Some(Outcome::Accepted),
-            Some(Outcome::Rejected("bad row".into())),
+            Some(FinalAnswer::Accepted),
+            Some(FinalAnswer::Accepted),
+            Some(FinalAnswer::Rejected("bad row".into())),
         ]);
         assert_eq!(settled.fates[0], Some(Fate::Delivered));
         assert_eq!(settled.fates[1], Some(Fate::Duplicate));
@@ -314,7 +315,7 @@ mod tests {
         plan.accepted_earlier(|d| *d == a);
         let fresh = plan.take_fresh();
         assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["b"]);
-        let settled = plan.settle(vec![Some(Outcome::Accepted)]);
+        let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);
         assert_eq!(settled.fates, vec![Some(Fate::Duplicate), Some(Fate::Delivered)]);
     }
 }

@@ -19,6 +19,7 @@ pub mod batch;
 pub mod claims;
 pub mod ids;
 pub mod offsets;
+pub mod standing;
 
 pub use batch::{Fate, Plan, Settled};
 pub use offsets::{Door, OffsetError, OffsetTracker};

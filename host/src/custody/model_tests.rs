@@ -24,8 +24,8 @@ use proptest::prelude::*;
 
 use super::ids::{IdDigest, PIPELINE_SCOPE};
 use super::{Fate, OffsetTracker, Plan};
+use crate::delivery::FinalAnswer;
 use crate::plugin::{Event, PluginId, Verdict};
-use crate::sink::guarded::Outcome;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -136,11 +136,11 @@ impl World {
             for d in &fresh {
                 let i: usize = range.clone().find(|i| self.ids[*i] == d.id).unwrap_or(range.start);
                 if self.kinds[i] == Kind::SinkReject {
-                    outcomes.push(Some(Outcome::Rejected("bad row".into())));
+                    outcomes.push(Some(FinalAnswer::Rejected("bad row".into())));
                 } else {
                     self.durable.sink.push((d.id.clone(), i as u64));
                     accepted_ids.push(d.id.clone());
-                    outcomes.push(Some(Outcome::Accepted));
+                    outcomes.push(Some(FinalAnswer::Accepted));
                 }
             }
             self.step().map_err(|c| self.lose(&pending, &accepted_ids, c))?;

@@ -6,8 +6,8 @@
 //! systemic answer spends none). A record still waiting when the answers
 //! run out is reported as waiting: late, not lost.
 
+use crate::delivery::FinalAnswer;
 use crate::sink::Delivery;
-use crate::sink::guarded::Outcome;
 use crate::sink::http::classifier::{Reader, Sent};
 use crate::sink::http::corpus::Recorded;
 use crate::sink::http::response::Reply;
@@ -34,8 +34,8 @@ impl<'a> CaseSink<'a> {
     }
 
     /// Each delivery's outcome, or why it still waits.
-    pub fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Result<Outcome, Waiting>>, String> {
-        let mut out: Vec<Result<Outcome, Waiting>> =
+    pub fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Result<FinalAnswer, Waiting>>, String> {
+        let mut out: Vec<Result<FinalAnswer, Waiting>> =
             vec![Err(Waiting::Systemic("no request was answered".into())); batch.len()];
         let mut attempts = vec![0u32; batch.len()];
         let mut pending: Vec<usize> = (0..batch.len()).collect();
@@ -46,12 +46,12 @@ impl<'a> CaseSink<'a> {
             for i in pending {
                 match answers[i].take() {
                     None => again.push(i),
-                    Some(Answer::Accepted | Answer::Duplicate) => out[i] = Ok(Outcome::Accepted),
-                    Some(Answer::Rejected(r)) => out[i] = Ok(Outcome::Rejected(r)),
+                    Some(Answer::Accepted | Answer::Duplicate) => out[i] = Ok(FinalAnswer::Accepted),
+                    Some(Answer::Rejected(r)) => out[i] = Ok(FinalAnswer::Rejected(r)),
                     Some(Answer::Retry(r)) => {
                         attempts[i] += 1;
                         if attempts[i] >= self.max_attempts {
-                            out[i] = Ok(Outcome::Rejected(format!("gave up after {} attempts: {r}", attempts[i])));
+                            out[i] = Ok(FinalAnswer::Rejected(format!("gave up after {} attempts: {r}", attempts[i])));
                         } else {
                             out[i] = Err(Waiting::Retry(r));
                             again.push(i);
@@ -136,8 +136,8 @@ mod tests {
         ];
         let mut sink = CaseSink::new(Reader::profile(status.clone()), &script, 5);
         let got = sink.deliver(&batch(4)).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(got[..3], [Ok(Outcome::Accepted), Ok(Outcome::Accepted), Ok(Outcome::Accepted)]);
-        assert!(matches!(&got[3], Ok(Outcome::Rejected(r)) if r.contains("bad e3")));
+        assert_eq!(got[..3], [Ok(FinalAnswer::Accepted), Ok(FinalAnswer::Accepted), Ok(FinalAnswer::Accepted)]);
+        assert!(matches!(&got[3], Ok(FinalAnswer::Rejected(r)) if r.contains("bad e3")));
 
         // A 404 then a 503: never quarantined, still waiting when the script ends.
         let script = [answer(404, serde_json::json!({})), answer(503, serde_json::json!({}))];
@@ -155,6 +155,9 @@ mod tests {
         };
         let script = [conflict(1), conflict(1), conflict(1)];
         let got = CaseSink::new(Reader::profile(es), &script, 2).deliver(&batch(1)).unwrap_or_else(|e| panic!("{e}"));
-        assert!(matches!(&got[0], Ok(Outcome::Rejected(r)) if r.starts_with("gave up after 2 attempts")), "{got:?}");
+        assert!(
+            matches!(&got[0], Ok(FinalAnswer::Rejected(r)) if r.starts_with("gave up after 2 attempts")),
+            "{got:?}"
+        );
     }
 }

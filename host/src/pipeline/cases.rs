@@ -25,10 +25,10 @@ use super::{PipelineError, build_stage};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, scope_of};
 use crate::custody::{Fate, Plan};
+use crate::delivery::FinalAnswer;
 use crate::plugin::expect::show_time;
 use crate::plugin::{Chain, Position, Record, Runtime};
 use crate::sink::Delivery;
-use crate::sink::guarded::Outcome;
 use crate::sink::http::classifier::Reader;
 
 /// One case file.
@@ -215,7 +215,7 @@ fn run_batch(
     let fresh = plan.take_fresh();
     let owners = plan.sent_records();
     let answered = match sink {
-        None => vec![Ok(Outcome::Accepted); fresh.len()],
+        None => vec![Ok(FinalAnswer::Accepted); fresh.len()],
         Some(s) => s.deliver(&fresh)?,
     };
     // A record waits while any of its events waits (the driver would not

@@ -41,22 +41,24 @@ use rocksdb::WriteBatch;
 
 use super::durable::{Committer, Durable};
 use super::kafka::quarantine_topic::QuarantineTopic;
-use super::stats::{Counts, RunStats};
-use super::watchdog::Watchdog;
 use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::claims::{Claimed, Claims};
 use crate::custody::ids::{DigestSet, IdDigest};
+use crate::custody::standing::PartitionState;
 use crate::custody::{Fate, OffsetTracker, Plan};
+use crate::pipeline::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
 use crate::plugin::{Chain, Judged, Record, Verdicts};
 use crate::sink::guarded::Guarded;
 use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
-use crate::telemetry::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
+use crate::telemetry::InternalEvent;
+use crate::telemetry::stats::{Counts, RunStats};
 use crate::telemetry::tap::{Point, Sample, TAPS};
+use crate::watchdog::Watchdog;
 
 /// Where a partition's records come from. Runs on the front thread.
 pub trait Reader: Send {
@@ -92,43 +94,6 @@ pub trait Keeper: Send {
         false
     }
 }
-
-/// Where a partition stands, for the commit loop and the metrics.
-#[derive(Debug, Default)]
-pub struct PartitionState {
-    /// The finished prefix, durable in the state store.
-    pub committable: Option<i64>,
-    /// The last offset the group acknowledged (Kafka).
-    pub committed: Option<i64>,
-    /// The first position still owed and the stage its batch is in.
-    pub blocking: Option<(i64, &'static str)>,
-    /// When the oldest unfinished record was received.
-    pub oldest: Option<Instant>,
-    /// When each batch out (taken, not yet durable) was received, oldest
-    /// first.
-    pub(crate) out: VecDeque<Instant>,
-    /// When a batch last became durable (or the partition started): what
-    /// the watchdog measures a stall from.
-    pub progress: Option<Instant>,
-    /// What the source holds that the driver has not read, when it says
-    /// (Kafka: librdkafka's consumer lag; a file: its unread bytes).
-    pub source_behind: Option<u64>,
-    /// The front waits for a credit: every batch it may have out is out.
-    pub backpressured: bool,
-    /// The stage the back thread is in now, if it is in one. Not always
-    /// `blocking`'s: a back held in the sink by a newer batch cannot take
-    /// the answer that makes the older batch's write finished, so the
-    /// commit waits "in store" for what is really a hung delivery.
-    pub busy: Option<&'static str>,
-    /// Its dedup ids are in the store (restored from the changelog, or
-    /// there is none): until every assigned partition's are, the member
-    /// is not ready. False from the assignment on, so no moment between
-    /// the assignment and the restore's start reads as ready.
-    pub restored: bool,
-}
-
-/// The stages a batch can wait in, for `sluice_commit_blocked_by`.
-pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "changelog", "store"];
 
 /// Where a batch's accepted ids go beyond the local window before its
 /// position may leave the process: the dedup changelog of a Kafka
@@ -231,6 +196,13 @@ pub(crate) struct Prepared {
     claimed: Option<Claimed>,
 }
 
+/// The committer's word reaches the back thread as one more message.
+impl super::durable::Answer for Sender<ToBack> {
+    fn durable(&self, seq: u64, result: Result<(), String>) {
+        let _ = self.send(ToBack::Durable(seq, result));
+    }
+}
+
 pub(crate) enum ToBack {
     Batch(Box<Prepared>),
     /// The write of this partition's `seq`th batch is durable (or failed).
@@ -326,7 +298,7 @@ pub fn drive(
             state: &state,
             stopping: part.stopping,
             quarantine: &quarantine,
-            to_self: to_back.clone(),
+            to_self: std::sync::Arc::new(to_back.clone()),
             credits: credit_tx,
             writes_durable: &writes_durable,
             tracker: part.start.map(OffsetTracker::new),
@@ -515,7 +487,7 @@ struct Back<'a, 's> {
     stopping: &'a (dyn Fn() -> bool + Sync),
     quarantine: &'a Quarantine<'s>,
     /// Given to the committer, which answers on it.
-    to_self: Sender<ToBack>,
+    to_self: std::sync::Arc<dyn super::durable::Answer>,
     credits: SyncSender<Credit>,
     writes_durable: &'a AtomicU64,
     tracker: Option<OffsetTracker>,

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use rocksdb::WriteBatch;
 
 use super::PipelineError;
-use super::driver::{self, Commit, IdLog, Keeper, Partition, PartitionState, Reader, SentIds, Shared};
+use super::driver::{self, Commit, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use crate::batch::{Pull, Pulled};
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
+use crate::custody::standing::PartitionState;
 use crate::plugin::Record;
 
 const RECORDS: u64 = 100;
@@ -112,7 +113,7 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
     let fenced = AtomicBool::new(false);
     let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
     let state = Arc::new(Mutex::new(PartitionState::default()));
-    super::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
+    crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
         super::with_committer(&store, None, |committer| {
             let shared = Shared {
                 cfg: &cfg,

@@ -18,18 +18,24 @@ use std::time::Duration;
 
 use rocksdb::WriteBatch;
 
-use super::driver::ToBack;
+use crate::pipeline::events::StateVolumeFull;
 use crate::store::Store;
 use crate::store::room::Room;
 use crate::telemetry::Health;
-use crate::telemetry::events::StateVolumeFull;
+use crate::telemetry::InternalEvent;
 
 /// One batch's write and where to say it is durable.
 pub(crate) struct Durable {
     pub write: WriteBatch,
     /// The partition's sequence number of this batch.
     pub seq: u64,
-    pub answer: Sender<ToBack>,
+    pub answer: std::sync::Arc<dyn Answer>,
+}
+
+/// Who is told a write is durable (or failed): the partition's back
+/// thread, behind a trait so the committer knows nothing of the driver.
+pub(crate) trait Answer: Send + Sync {
+    fn durable(&self, seq: u64, result: Result<(), String>);
 }
 
 /// The handle partitions submit writes through.
@@ -54,11 +60,11 @@ impl Committer {
             Some(tx) => {
                 if let Err(e) = tx.send(job) {
                     let job = e.0;
-                    let _ = job.answer.send(ToBack::Durable(job.seq, Err("the committer has stopped".into())));
+                    job.answer.durable(job.seq, Err("the committer has stopped".into()));
                 }
             }
             None => {
-                let _ = job.answer.send(ToBack::Durable(job.seq, Err("the committer has stopped".into())));
+                job.answer.durable(job.seq, Err("the committer has stopped".into()));
             }
         }
     }
@@ -81,7 +87,7 @@ impl Committer {
         while let Ok(first) = rx.recv() {
             let mut group = vec![first];
             room.wait(&closed, &mut |free| {
-                StateVolumeFull { path: store.path(), free, reserve: room.reserve, was_short: short }.emit(health);
+                StateVolumeFull { path: store.path(), free, reserve: room.reserve, was_short: short, health }.emit();
                 short = free.is_some();
             });
             group.extend(rx.try_iter());
@@ -99,9 +105,9 @@ impl Committer {
             if let Err(e) = &result {
                 failed.get_or_insert_with(|| e.clone());
             }
-            crate::telemetry::events::GroupCommitted { writes: group.len(), ok: result.is_ok() }.emit();
+            crate::pipeline::events::GroupCommitted { writes: group.len(), ok: result.is_ok() }.emit();
             for job in group {
-                let _ = job.answer.send(ToBack::Durable(job.seq, result.clone()));
+                job.answer.durable(job.seq, result.clone());
             }
         }
     }
@@ -147,7 +153,7 @@ fn report_shape(store: &Store) {
     match store.shape() {
         Ok(shape) => {
             let families: Vec<(&str, u64, u64)> = shape.iter().map(|(f, s)| (*f, s.tables, s.bytes)).collect();
-            crate::telemetry::events::StoreShape { families: &families }.emit();
+            crate::pipeline::events::StoreShape { families: &families }.emit();
         }
         Err(e) => tracing::debug!(error = %e, "the store's table list could not be read"),
     }

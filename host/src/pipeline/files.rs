@@ -7,17 +7,18 @@ use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
-use super::driver::{self, Keeper, Partition, PartitionState, Reader, Shared};
-use super::watchdog::with_watchdog;
+use super::driver::{self, Keeper, Partition, Reader, Shared};
 use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
 use crate::custody::Fate;
 use crate::custody::ids::PIPELINE_SCOPE;
+use crate::custody::standing::PartitionState;
 use crate::plugin::Runtime;
 use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
+use crate::watchdog::with_watchdog;
 
 /// Run the pipeline until every file is read (or, with `follow`, until
 /// `stop`). The sink, the store and its committer are shared.

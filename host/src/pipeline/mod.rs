@@ -17,17 +17,16 @@ pub mod driver;
 #[cfg(test)]
 mod driver_tests;
 pub mod durable;
+pub mod events;
 mod files;
 pub mod kafka;
 pub mod replay;
 pub mod shadow;
-pub mod stats;
-pub mod watchdog;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use stats::RunStats;
+pub use crate::telemetry::stats::RunStats;
 
 use crate::config::{Config, SourceConfig};
 use crate::plugin::{Chain, Runtime};

@@ -25,18 +25,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rocksdb::WriteBatch;
 use serde::Serialize;
 
-use super::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, SentIds, Shared};
+use super::driver::{self, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
-use super::watchdog::with_watchdog;
 use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sink, with_committer};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, Scope, scope_of};
+use crate::custody::standing::PartitionState;
 use crate::plugin::Runtime;
 use crate::plugin::{Chain, Position};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
+use crate::watchdog::with_watchdog;
 
 /// How long a replay on Kafka waits for the brokers to open the dedup
 /// changelog.

@@ -8,12 +8,11 @@
 //!   original goes to the quarantine and none of its events is delivered, so
 //!   a replay after repair re-creates them all and nothing is half-delivered.
 
-use bytes::Bytes;
-
 use super::isolate::Isolated;
-use super::types::{Event, Outcome, Record};
 use super::{PluginError, PluginId};
+use crate::record::{Event, Outcome, Record, json_or_string_bytes};
 use crate::telemetry::tap::{Point, Sample, TAPS};
+pub use crate::verdict::{Judged, Judgement, Verdict, Verdicts};
 
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
@@ -33,60 +32,6 @@ impl Stage for Isolated {
 
     fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
         Isolated::process_kept(self, batch, inputs_checked)
-    }
-}
-
-/// What became of one source record after the whole chain: its events
-/// (`E`: the events themselves in a [`Verdict`], their count in a
-/// [`Judged`]), or why it has none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Judgement<E> {
-    /// Every body here is one checked JSON value (the output contract's
-    /// object, or with no plugins the source's JSON, or its text quoted as
-    /// a JSON string): a sink copies it through without parsing it again.
-    Emit(E),
-    Drop {
-        plugin: PluginId,
-        reason: String,
-    },
-    Reject {
-        plugin: PluginId,
-        reason: String,
-    },
-}
-
-/// One record's judgement owning its events: for the views that compare
-/// or show verdicts (`shadow`, `sluice test`).
-pub type Verdict = Judgement<Vec<Event>>;
-
-/// One record's judgement in a [`Verdicts`]: `Emit(n)` is the next `n`
-/// events of [`Verdicts::events`].
-pub type Judged = Judgement<usize>;
-
-/// What the chain said of a batch: one [`Judged`] per source record, and
-/// the events of every emitting record in one list, in record order. One
-/// allocation per batch where a `Vec<Verdict>` would make one per record.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Verdicts {
-    pub judged: Vec<Judged>,
-    /// The events of `Judged::Emit(n)` records, `n` each, in record order.
-    pub events: Vec<Event>,
-}
-
-impl Verdicts {
-    /// One [`Verdict`] per record, each owning its events: for the views
-    /// that compare or show verdicts (`shadow`, `sluice test`), not the
-    /// hot path.
-    pub fn into_vec(self) -> Vec<Verdict> {
-        let mut events = self.events.into_iter();
-        self.judged
-            .into_iter()
-            .map(|j| match j {
-                Judged::Emit(n) => Verdict::Emit(events.by_ref().take(n).collect()),
-                Judged::Drop { plugin, reason } => Verdict::Drop { plugin, reason },
-                Judged::Reject { plugin, reason } => Verdict::Reject { plugin, reason },
-            })
-            .collect()
     }
 }
 
@@ -311,39 +256,10 @@ fn follow(from: &Record, event: Event) -> Record {
     }
 }
 
-/// [`json_or_string`] over shared bytes: a JSON payload goes on as a
-/// slice of itself, not a copy.
-pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
-    match json_text(payload) {
-        Some(json) => payload.slice_ref(json),
-        None => quoted(payload).into(),
-    }
-}
-
-/// A payload delivered with no plugin: itself when it is JSON, else its
-/// text as a JSON string (lossy where it is not UTF-8).
-pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
-    match json_text(payload) {
-        Some(json) => json.to_vec(),
-        None => quoted(payload),
-    }
-}
-
-/// The payload without the white space around it (as a row holds it) when
-/// it is one JSON value in UTF-8.
-fn json_text(payload: &[u8]) -> Option<&[u8]> {
-    let json =
-        serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && simdutf8::basic::from_utf8(payload).is_ok();
-    json.then(|| payload.trim_ascii())
-}
-
-/// The payload's text as a JSON string.
-fn quoted(payload: &[u8]) -> Vec<u8> {
-    serde_json::to_vec(&String::from_utf8_lossy(payload)).unwrap_or_else(|_| b"null".to_vec())
-}
-
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
     use proptest::prelude::*;
 

@@ -13,49 +13,7 @@ use super::engine::LoadedPlugin;
 use super::instance::{Fault, Instance};
 use super::{Contract, PluginError, PluginId};
 
-/// Bytes per record in the packed request (`wit/classifier.wit`).
-pub const RECORD_BYTES: usize = 32;
-
-/// The request a response answers.
-#[derive(Debug, Clone, Copy)]
-pub struct Asked<'a> {
-    pub ids: &'a [&'a str],
-    /// Per record, in the order of `ids`.
-    pub timestamps: &'a [Option<i64>],
-    /// Per record: `(start, length)` of its bytes in the request body.
-    pub spans: &'a [(u32, u32)],
-    pub body_bytes: u64,
-    pub attempt: u32,
-}
-
-/// The response, as much of it as the config lets the plugin see.
-#[derive(Debug, Clone, Copy)]
-pub struct Answered<'a> {
-    pub status: u16,
-    /// Names in lower case.
-    pub headers: &'a [(String, String)],
-    pub body: &'a [u8],
-    pub truncated: bool,
-}
-
-/// One record's fate, as the plugin said it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
-    Accepted,
-    Duplicate,
-    Retry(String),
-    Reject(String),
-    Systemic(String),
-}
-
-/// The plugin's reply, before the host's fixed rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Said {
-    Each(Vec<Fate>),
-    All(Fate),
-    Split(String),
-    BadRow { row: usize, reason: String },
-}
+pub use super::classified::{Answered, Asked, Fate, RECORD_BYTES, Said};
 
 /// A loaded classifier and its idle instances.
 pub struct Classifier {

@@ -12,7 +12,7 @@ use super::contract::{Bound, Returned};
 use super::engine::{EPOCH_TICK, LoadedPlugin};
 use super::output_rules;
 use super::sandbox::StoreState;
-use super::types::{Outcome, Record};
+use crate::record::{Outcome, Record};
 
 /// Why a call into a plugin did not return a usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,9 +143,9 @@ impl Instance {
     /// and log budget as `process`.
     pub(super) fn classify(
         &mut self,
-        asked: &super::classifier::Asked<'_>,
-        answered: &super::classifier::Answered<'_>,
-    ) -> Result<super::classifier::Said, Fault> {
+        asked: &super::classified::Asked<'_>,
+        answered: &super::classified::Answered<'_>,
+    ) -> Result<super::classified::Said, Fault> {
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
         self.store.data_mut().logs.reset();
         let said = self.bindings.call_classify(&mut self.store, asked, answered);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::engine::LoadedPlugin;
 use super::instance::{Fault, Instance};
-use super::types::{Outcome, Record};
 use super::{PluginError, PluginId};
+use crate::record::{Outcome, Record};
 
 /// Counters a stage keeps about its own health.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,9 @@
 
 pub mod cache;
 mod chain;
+mod classified;
 pub mod classifier;
+pub mod config;
 pub mod conformance;
 mod contract;
 mod engine;
@@ -26,37 +28,21 @@ mod isolate;
 pub mod output_rules;
 pub mod pin;
 mod sandbox;
-mod types;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::record::{Event, IntoPayload, Outcome, Position, Record};
+pub use crate::record::{json_or_string, json_or_string_bytes};
 pub use cache::{DISK_BYTES, DISK_ENTRIES, MEMORY_ENTRIES};
-pub use chain::{Chain, Judged, Judgement, Verdict, Verdicts, json_or_string, json_or_string_bytes};
+pub use chain::{Chain, Judged, Judgement, Verdict, Verdicts};
 pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
 pub use output_rules::OutputLimits;
-pub use types::{Event, IntoPayload, Outcome, Position, Record};
 
-/// A plugin's identity: its name and the blake3 digest of its bytes. Stored
-/// with every quarantined record as the version that processed it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PluginId {
-    pub name: String,
-    pub digest: blake3::Hash,
-}
-
-impl fmt::Display for PluginId {
-    /// `name@` and the first 12 hex digits of the digest; the full digest
-    /// is in quarantine entries and `sluice plugin inspect`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let hex = self.digest.to_hex();
-        write!(f, "{}@{}", self.name, &hex[..12])
-    }
-}
+pub use crate::verdict::PluginId;
 
 /// Resource limits of one plugin instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,4 +128,26 @@ pub fn build_chain(runtime: &Runtime, specs: &[PluginSpec]) -> Result<Chain, Plu
 /// The hex blake3 digest of a plugin's bytes: its version.
 pub fn digest_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
+}
+
+/// What the runtime needs of a `[[plugins]]` entry.
+impl config::PluginConfig {
+    pub fn spec(&self) -> PluginSpec {
+        PluginSpec {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            config: self.config.clone(),
+            limits: PluginLimits {
+                memory_bytes: usize::try_from(self.memory).unwrap_or(usize::MAX),
+                time_per_batch: self.time_limit,
+                output: OutputLimits {
+                    max_id_bytes: self.max_id_bytes,
+                    max_events_per_record: self.max_events_per_record,
+                    max_event_bytes_per_record: usize::try_from(self.max_event_bytes_per_record).unwrap_or(usize::MAX),
+                },
+                max_log_lines_per_batch: self.max_log_lines_per_batch,
+                fixed_now: None,
+            },
+        }
+    }
 }

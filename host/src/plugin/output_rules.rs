@@ -16,7 +16,7 @@
 
 use serde::de::IgnoredAny;
 
-use super::types::{Event, Outcome};
+use crate::record::{Event, Outcome};
 
 /// The limits of the output contract; part of a plugin's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

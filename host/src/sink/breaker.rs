@@ -17,10 +17,10 @@ pub struct BreakerConfig {
     #[serde(default = "default_failures")]
     pub failures: u32,
     /// The pause before the first probe.
-    #[serde(default = "default_initial_probe", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_initial_probe", deserialize_with = "crate::units::duration")]
     pub initial_probe: Duration,
     /// The longest pause between probes.
-    #[serde(default = "default_max_probe", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_max_probe", deserialize_with = "crate::units::duration")]
     pub max_probe: Duration,
 }
 

@@ -23,14 +23,9 @@ use std::time::{Duration, Instant};
 use super::breaker::{Breaker, BreakerConfig, Permit, Transition};
 use super::retry::RetryConfig;
 use super::{Answer, Attempt, Delivery, Sink};
-use crate::telemetry::events::{BreakerChanged, SinkRequests};
-
-/// The final word on one event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    Accepted,
-    Rejected(String),
-}
+use crate::delivery::FinalAnswer;
+use crate::sink::events::{BreakerChanged, SinkRequests};
+use crate::telemetry::InternalEvent;
 
 pub struct Guarded {
     sink: Box<dyn Sink>,
@@ -83,8 +78,8 @@ impl Guarded {
     /// Deliver `batch` until every event is accepted or rejected, or until
     /// `stopping()` says the caller must let go (those events come back
     /// `None`: not delivered as far as anyone knows).
-    pub fn deliver(&self, batch: &[Delivery], stopping: &dyn Fn() -> bool) -> Vec<Option<Outcome>> {
-        let mut out: Vec<Option<Outcome>> = vec![None; batch.len()];
+    pub fn deliver(&self, batch: &[Delivery], stopping: &dyn Fn() -> bool) -> Vec<Option<FinalAnswer>> {
+        let mut out: Vec<Option<FinalAnswer>> = vec![None; batch.len()];
         let mut attempts = vec![0u32; batch.len()];
         let mut pending: Vec<usize> = (0..batch.len()).collect();
         let mut round = 0u32;
@@ -144,13 +139,13 @@ impl Guarded {
             let mut again = Vec::new();
             for (i, answer) in pending.iter().copied().zip(attempt.answers) {
                 match answer {
-                    Answer::Accepted | Answer::Duplicate => out[i] = Some(Outcome::Accepted),
-                    Answer::Rejected(reason) => out[i] = Some(Outcome::Rejected(reason)),
+                    Answer::Accepted | Answer::Duplicate => out[i] = Some(FinalAnswer::Accepted),
+                    Answer::Rejected(reason) => out[i] = Some(FinalAnswer::Rejected(reason)),
                     Answer::Retry(reason) => {
                         attempts[i] += 1;
                         if attempts[i] >= self.retry.max_attempts.max(1) {
                             let n = attempts[i];
-                            out[i] = Some(Outcome::Rejected(format!("gave up after {n} attempts: {reason}")));
+                            out[i] = Some(FinalAnswer::Rejected(format!("gave up after {n} attempts: {reason}")));
                         } else {
                             again.push(i);
                         }
@@ -244,9 +239,9 @@ mod tests {
             ..Attempt::default()
         });
         let out = g.deliver(&batch(3), &|| false);
-        assert_eq!(out[0], Some(Outcome::Accepted));
-        assert_eq!(out[1], Some(Outcome::Rejected("gave up after 3 attempts: busy".into())));
-        assert_eq!(out[2], Some(Outcome::Accepted));
+        assert_eq!(out[0], Some(FinalAnswer::Accepted));
+        assert_eq!(out[1], Some(FinalAnswer::Rejected("gave up after 3 attempts: busy".into())));
+        assert_eq!(out[2], Some(FinalAnswer::Accepted));
     }
 
     #[test]
@@ -255,7 +250,7 @@ mod tests {
         // yet nothing is rejected.
         let g = guarded(|n, b| if n < 12 { Attempt::systemic(b.len(), "503") } else { Attempt::accepted(b.len()) });
         let out = g.deliver(&batch(2), &|| false);
-        assert_eq!(out, vec![Some(Outcome::Accepted); 2]);
+        assert_eq!(out, vec![Some(FinalAnswer::Accepted); 2]);
         assert!(matches!(g.breaker().state(), crate::sink::breaker::State::Closed { failures: 0 }));
     }
 
@@ -270,7 +265,7 @@ mod tests {
     #[test]
     fn a_wrong_answer_count_is_a_failed_request_not_a_delivery() {
         let g = guarded(|n, b| if n == 0 { Attempt::accepted(1) } else { Attempt::accepted(b.len()) });
-        assert_eq!(g.deliver(&batch(3), &|| false), vec![Some(Outcome::Accepted); 3]);
+        assert_eq!(g.deliver(&batch(3), &|| false), vec![Some(FinalAnswer::Accepted); 3]);
         assert_eq!(g.sink.describe(), "scripted");
     }
 }

@@ -3,7 +3,6 @@
 //! report, never when it is queued: a queued record is still only in this
 //! process's memory.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -16,26 +15,23 @@ use super::http::config::Payload;
 use super::http::response::profile::Render;
 use super::retry::RetryConfig;
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
-use crate::config::{PropertyValue, SaslConfig, TlsConfig};
+use crate::source::kafka::connection::{KafkaConnection, PropertyValue};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkConfig {
-    pub brokers: String,
+    /// Brokers, TLS, SASL and librdkafka producer properties (`linger.ms =
+    /// 5`; `_` for `.` in environment overrides): the source's type.
+    #[serde(flatten)]
+    pub connection: KafkaConnection,
     pub topic: String,
     /// What the record value is (the record key is the event id).
     #[serde(default)]
     pub payload: Payload,
     /// How long librdkafka may try before it reports a record failed
     /// (`message.timeout.ms`); a failure is then sent again by sluice.
-    #[serde(default = "default_timeout", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub message_timeout: Duration,
-    /// librdkafka producer properties (`linger.ms = 5`); `_` for `.` in
-    /// environment overrides.
-    #[serde(default)]
-    pub properties: BTreeMap<String, PropertyValue>,
-    pub tls: Option<TlsConfig>,
-    pub sasl: Option<SaslConfig>,
     #[serde(default)]
     pub retry: RetryConfig,
     #[serde(default)]
@@ -47,7 +43,11 @@ fn default_timeout() -> Duration {
 }
 
 /// Properties the sink's guarantee depends on.
-pub const OWNED: [&str; 3] = ["acks", "enable.idempotence", "bootstrap.servers"];
+pub const OWNED: [(&str, &str); 3] = [
+    ("acks", "the sink's guarantee depends on it"),
+    ("enable.idempotence", "the sink's guarantee depends on it"),
+    ("bootstrap.servers", "use sink.brokers"),
+];
 
 impl KafkaSinkConfig {
     /// Every problem, as `(key under [sink], message)`.
@@ -56,14 +56,8 @@ impl KafkaSinkConfig {
         if self.topic.is_empty() || !self.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
             problems.push(("topic".into(), format!("{:?} is not a valid topic name", self.topic)));
         }
-        for key in self.properties.keys() {
-            let at = format!("properties.{key:?}");
-            if OWNED.contains(&key.as_str()) {
-                problems.push((at.clone(), "set by sluice: the sink's guarantee depends on it".into()));
-            }
-            if crate::config::is_secret_property(key) {
-                problems.push((at, "secrets come from the environment only: use sink.sasl.password_env".into()));
-            }
+        for (key, message) in self.connection.validate("sink", &OWNED) {
+            problems.push((key.strip_prefix("sink.").unwrap_or(&key).to_string(), message));
         }
         problems
     }
@@ -71,13 +65,7 @@ impl KafkaSinkConfig {
     /// Paths made absolute; `_` in property names from the environment
     /// read as `.`.
     pub fn absolutize(&mut self, abs: &dyn Fn(&std::path::Path) -> std::path::PathBuf) {
-        self.properties =
-            std::mem::take(&mut self.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
-        if let Some(tls) = &mut self.tls {
-            for p in [&mut tls.ca, &mut tls.cert, &mut tls.key].into_iter().flatten() {
-                *p = abs(p);
-            }
-        }
+        self.connection.absolutize(abs);
     }
 }
 
@@ -91,21 +79,16 @@ pub struct KafkaSink {
 impl KafkaSink {
     pub fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: format!("kafka {}", cfg.topic), message };
-        let mut properties = cfg.properties.clone();
+        let mut properties = cfg.connection.properties.clone();
         properties.insert("message.timeout.ms".into(), PropertyValue::Int(cfg.message_timeout.as_millis() as i64));
-        let client = crate::source::kafka::client::producer_config(
-            &cfg.brokers,
-            cfg.tls.as_ref(),
-            cfg.sasl.as_ref(),
-            &properties,
-        )
-        .map_err(|e| setup(e.to_string()))?;
+        let client = crate::source::kafka::client::producer_config(&cfg.connection, &properties)
+            .map_err(|e| setup(e.to_string()))?;
         let producer: FutureProducer = client.create().map_err(|e| setup(e.to_string()))?;
         Ok(KafkaSink {
             producer,
             topic: cfg.topic.clone(),
             payload: cfg.payload.clone(),
-            name: format!("kafka {} {}", cfg.brokers, cfg.topic),
+            name: format!("kafka {} {}", cfg.connection.brokers, cfg.topic),
         })
     }
 }

@@ -50,13 +50,13 @@ pub struct PostgresSinkConfig {
     /// Connections, shared by every partition: batches in flight at once.
     #[serde(default = "default_connections")]
     pub connections: usize,
-    #[serde(default = "default_connect_timeout", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
     /// The server cancels a statement that runs longer
     /// (`statement_timeout`), and a connection whose sent data goes
     /// unacknowledged this long is dropped (`tcp_user_timeout`): a batch
     /// never waits forever on a dead network.
-    #[serde(default = "default_timeout", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
     #[serde(default)]
     pub retry: RetryConfig,

@@ -19,9 +19,9 @@ pub struct RetryConfig {
     /// go through the breaker and wait, however long that takes.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    #[serde(default = "default_initial", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_initial", deserialize_with = "crate::units::duration")]
     pub initial_backoff: Duration,
-    #[serde(default = "default_max", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_max", deserialize_with = "crate::units::duration")]
     pub max_backoff: Duration,
 }
 

@@ -12,60 +12,7 @@
 //! The token comes from the environment (never the file, never a log),
 //! is compared in constant time, and a refusal says nothing but 401.
 
-use std::net::SocketAddr;
-
-use serde::Deserialize;
-
-/// The shortest token accepted: 16 bytes, a guess away from nothing.
-pub const MIN_TOKEN_BYTES: usize = 16;
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiConfig {
-    /// Serve `/tap`, `/status.json` and the status page. Off by default:
-    /// they carry record contents and quarantine reasons.
-    #[serde(default)]
-    pub enabled: bool,
-    /// The environment variable holding the bearer token those endpoints
-    /// ask for (`Authorization: Bearer …`). Required when `metrics.listen`
-    /// is not a loopback address.
-    pub token_env: Option<String>,
-}
-
-impl ApiConfig {
-    /// Every problem as `(key, message)`, keys from the config's root.
-    pub fn validate(&self, listen: Option<SocketAddr>) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        if let Some(var) = &self.token_env {
-            match std::env::var(var) {
-                Ok(t) if t.trim().len() >= MIN_TOKEN_BYTES => {}
-                Ok(_) => out.push((
-                    "api.token_env".into(),
-                    format!("${var} holds fewer than {MIN_TOKEN_BYTES} bytes: make the token long and random"),
-                )),
-                Err(_) => out.push(("api.token_env".into(), format!("${var} is not set"))),
-            }
-        }
-        if !self.enabled {
-            return out;
-        }
-        match listen {
-            None => out.push((
-                "api.enabled".into(),
-                "needs metrics.listen: the API is served on the metrics listener".into(),
-            )),
-            Some(addr) if !addr.ip().is_loopback() && self.token_env.is_none() => out.push((
-                "api.token_env".into(),
-                format!(
-                    "required: metrics.listen {addr} is reachable from other hosts, and [api] serves record contents \
-                     (/tap, /status.json); name the environment variable that holds a bearer token, or listen on 127.0.0.1"
-                ),
-            )),
-            Some(_) => {}
-        }
-        out
-    }
-}
+pub use super::config::{ApiConfig, MIN_TOKEN_BYTES};
 
 /// What the listener enforces, built from the config in force.
 #[derive(Clone, Default)]
@@ -135,6 +82,8 @@ fn constant_time_eq(given: &[u8], want: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+
     use super::*;
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use super::scrape::{Reading, Scrape};
-use crate::pipeline::stats::Reasons;
+use crate::telemetry::stats::Reasons;
 
 /// Samples kept: 15 minutes at one a second.
 pub const SAMPLES: usize = 900;

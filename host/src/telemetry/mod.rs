@@ -23,13 +23,14 @@
 //! (the maintained exporter of that facade), installed once per process.
 
 pub mod api;
-pub mod events;
+pub mod config;
 pub mod history;
 pub mod progress;
 pub mod redact;
 pub mod repeats;
 pub mod scrape;
 pub mod server;
+pub mod stats;
 pub mod tap;
 
 use std::sync::OnceLock;
@@ -110,3 +111,17 @@ impl Health {
         last == 0 || now_ms().saturating_sub(last) < STALL_MS
     }
 }
+
+/// An internal event: one fact, said in one place, both logged and
+/// counted, so that what the log says and what the metrics say agree.
+/// Each event lives beside the code that emits it (`pipeline/events.rs`,
+/// `sink/events.rs`, …) and holds plain values; telemetry keeps only this
+/// machinery. Metric names are listed in the book's metrics chapter.
+pub trait InternalEvent {
+    fn emit(&self);
+}
+
+/// The log target every internal event is said under, wherever it lives:
+/// an operator's filter (`SLUICE_LOG=info,sluice::telemetry::events=debug`)
+/// keeps working when an event moves.
+pub const EVENTS: &str = "sluice::telemetry::events";

@@ -31,6 +31,7 @@
 //! polled: nothing is paused, dropped, or fetched twice.
 
 pub mod changelog;
+pub mod events;
 pub mod quarantine_topic;
 mod rebalance;
 pub mod repartition;
@@ -48,7 +49,6 @@ use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
-use super::watchdog::with_watchdog;
 use super::{PipelineError, RunStats, Stop, open_sink, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
@@ -57,6 +57,7 @@ use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
+use crate::watchdog::with_watchdog;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {

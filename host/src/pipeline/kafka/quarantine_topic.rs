@@ -22,12 +22,13 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::config::KafkaSourceConfig;
+use crate::pipeline::kafka::events::QuarantineTopicAnswered;
 use crate::plugin::Position;
 use crate::sink::Answer;
 use crate::sink::retry::RetryConfig;
 use crate::source::kafka::KafkaSourceError;
 use crate::store::quarantine::Entry;
-use crate::telemetry::events::QuarantineTopicAnswered;
+use crate::telemetry::InternalEvent;
 
 pub struct QuarantineTopic {
     producer: FutureProducer,
@@ -37,12 +38,7 @@ pub struct QuarantineTopic {
 
 impl QuarantineTopic {
     pub fn new(source: &KafkaSourceConfig, topic: &str) -> Result<QuarantineTopic, KafkaSourceError> {
-        let c = crate::source::kafka::client::producer_config(
-            &source.brokers,
-            source.tls.as_ref(),
-            source.sasl.as_ref(),
-            &Default::default(),
-        )?;
+        let c = crate::source::kafka::client::producer_config(&source.connection, &Default::default())?;
         let producer = c.create().map_err(KafkaSourceError::client("create the quarantine topic's producer"))?;
         Ok(QuarantineTopic { producer, topic: topic.to_string(), retry: RetryConfig::default() })
     }

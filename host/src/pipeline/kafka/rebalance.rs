@@ -27,9 +27,10 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use crate::pipeline::driver::PartitionState;
+use crate::custody::standing::PartitionState;
+use crate::pipeline::kafka::events::{OffsetsCommitted, Progress, Rebalanced};
 use crate::source::kafka::partition_name;
-use crate::telemetry::events::{OffsetsCommitted, Progress, Rebalanced};
+use crate::telemetry::InternalEvent;
 
 pub(crate) type Tp = (String, i32);
 

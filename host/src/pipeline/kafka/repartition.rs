@@ -41,7 +41,7 @@ use std::time::Duration;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::{Common, Serving, serve};
-use crate::config::{ChangelogConfig, Config, DedupScope, KafkaSourceConfig, PropertyValue};
+use crate::config::{Config, DedupScope, KafkaSourceConfig};
 use crate::pipeline::{PipelineError, open_sink};
 use crate::plugin::Record;
 use crate::sink::breaker::BreakerConfig;
@@ -49,12 +49,12 @@ use crate::sink::guarded::Guarded;
 use crate::sink::kafka::{answer_for, probe_topic, reported};
 use crate::sink::retry::RetryConfig;
 use crate::sink::{Attempt, Delivery, Sink, SinkError};
+use crate::source::kafka::connection::PropertyValue;
 use crate::source::kafka::{KafkaSourceError, admin, client};
+use crate::store::dedup::config::ChangelogConfig;
 
 /// The internal topic of the group `group`, and the back's group.
-pub fn topic(group: &str) -> String {
-    format!("{group}-by-id")
-}
+pub use crate::source::kafka::config::repartition_topic as topic;
 
 /// The first byte of every value the front writes: the format's version.
 const VERSION: u8 = 1;
@@ -122,11 +122,14 @@ impl ByIdSink {
         ]
         .into_iter()
         .collect();
-        let producer: FutureProducer =
-            client::producer_config(&source.brokers, source.tls.as_ref(), source.sasl.as_ref(), &properties)
-                .and_then(|c| c.create().map_err(KafkaSourceError::client("create the producer")))
-                .map_err(|e| setup(e.to_string()))?;
-        Ok(ByIdSink { producer, topic: topic.to_string(), name: format!("kafka {} {topic}", source.brokers) })
+        let producer: FutureProducer = client::producer_config(&source.connection, &properties)
+            .and_then(|c| c.create().map_err(KafkaSourceError::client("create the producer")))
+            .map_err(|e| setup(e.to_string()))?;
+        Ok(ByIdSink {
+            producer,
+            topic: topic.to_string(),
+            name: format!("kafka {} {topic}", source.connection.brokers),
+        })
     }
 }
 
@@ -181,7 +184,7 @@ fn back(cfg: &Config, source: &KafkaSourceConfig, topic: &str) -> (Config, Kafka
     back.dedup.repartition = false;
     // The pipeline's changelog keeps its name: the back is the only member
     // that writes one.
-    back.dedup.changelog.topic = cfg.dedup.changelog_topic(&cfg.source);
+    back.dedup.changelog.topic = cfg.changelog_topic();
     let source = KafkaSourceConfig { topics: vec![topic.to_string()], group_id: topic.to_string(), ..source.clone() };
     back.source = crate::config::SourceConfig::Kafka(Box::new(source.clone()));
     (back, source)
@@ -389,7 +392,7 @@ mod tests {
         let (b, bs) = back(&cfg, source, &topic("g"));
         assert_eq!((b.dedup.scope, b.dedup.repartition), (DedupScope::Partition, false));
         assert!(b.plugins.is_empty());
-        assert_eq!(b.dedup.changelog_topic(&cfg.source).as_deref(), Some("g-dedup-changelog"));
+        assert_eq!(b.dedup.changelog_topic(cfg.source.kafka_group()).as_deref(), Some("g-dedup-changelog"));
         assert!(bs.transactions && bs.topics == ["g-by-id"] && bs.group_id == "g-by-id");
     }
 }

@@ -28,7 +28,8 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::rebalance::Context;
 use crate::telemetry::Health;
-use crate::telemetry::events::MemberStranded;
+use crate::telemetry::{EVENTS, InternalEvent};
+use metrics::gauge;
 
 /// What the group has on the member's topics, sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +173,40 @@ pub(crate) fn describe(topics: &[String], v: Stranded, stall: Duration) -> Strin
         v.lag,
         stall.as_secs()
     )
+}
+
+/// A Kafka member that owns no partition while nobody commits its topics'
+/// lag (`pipeline::kafka::stranded`): a warning when it starts, once, and
+/// an info line when it ends.
+pub struct MemberStranded<'a> {
+    pub topics: &'a [String],
+    pub now: Option<Stranded>,
+    pub before: Option<Stranded>,
+    pub stall: std::time::Duration,
+}
+
+impl InternalEvent for MemberStranded<'_> {
+    fn emit(&self) {
+        gauge!("sluice_member_stranded").set(if self.now.is_some() { 1.0 } else { 0.0 });
+        gauge!("sluice_member_stranded_group_lag").set(self.now.map_or(0.0, |v| v.lag as f64));
+        match (self.now, self.before) {
+            (Some(v), None) => tracing::warn!(target: EVENTS, topics = ?self.topics,
+                lag = v.lag,
+                seconds = v.idle.as_secs(),
+                "member stranded: no partitions for {} s while the group's lag on {:?} is {} and its commits have \
+                 not moved for {:?} (watchdog.stall): another member holds the partitions and does no work \
+                 (a dead member the broker kept, or another program in the group)",
+                v.idle.as_secs(),
+                self.topics,
+                v.lag,
+                self.stall
+            ),
+            (None, Some(_)) => {
+                tracing::info!(target: EVENTS, topics = ?self.topics, "member no longer stranded: it has partitions, or the lag is gone or moving")
+            }
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

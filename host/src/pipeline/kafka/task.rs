@@ -25,11 +25,13 @@ use super::rebalance::Context;
 use crate::batch::{Pull, Pulled};
 use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
-use crate::pipeline::driver::{self, IdLog, Keeper, Partition, PartitionState, Reader, Shared};
+use crate::custody::standing::PartitionState;
+use crate::pipeline::driver::{self, IdLog, Keeper, Partition, Reader, Shared};
+use crate::pipeline::kafka::events::UncheckedRecords;
 use crate::pipeline::{PipelineError, build_chain};
 use crate::plugin::Chain;
 use crate::source::kafka::record::MessageBatch;
-use crate::telemetry::events::UncheckedRecords;
+use crate::telemetry::InternalEvent;
 
 /// What the consume loop hands a partition's task.
 pub(super) struct Handed<'s> {

@@ -19,7 +19,7 @@ use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
 use super::sandbox::StoreState;
-use super::types::{Outcome, Record};
+use crate::record::{Outcome, Record};
 use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
 
 /// A contract version, as `sluice plugin inspect` shows it.
@@ -157,9 +157,9 @@ impl Bound {
     pub(super) fn call_classify(
         &self,
         store: &mut Store<StoreState>,
-        request: &crate::plugin::classifier::Asked<'_>,
-        response: &crate::plugin::classifier::Answered<'_>,
-    ) -> wasmtime::Result<crate::plugin::classifier::Said> {
+        request: &crate::plugin::classified::Asked<'_>,
+        response: &crate::plugin::classified::Answered<'_>,
+    ) -> wasmtime::Result<crate::plugin::classified::Said> {
         match self {
             Bound::Classifier(b) => classifier::classify(b, store, request, response),
             Bound::V01(_) | Bound::V02(..) => Err(wasmtime::format_err!("a parse plugin has no classify")),

@@ -12,7 +12,7 @@ use wasmtime::component::Linker;
 
 use super::Returned;
 use crate::plugin::sandbox::StoreState;
-use crate::plugin::types::{Event, Outcome, Position, Record};
+use crate::record::{Event, Outcome, Position, Record};
 
 pub(super) mod generated {
     wasmtime::component::bindgen!({

@@ -41,13 +41,13 @@ pub struct ClassifierConfig {
     pub headers: Vec<String>,
     /// The most of a body the plugin sees; the rest is cut and the
     /// response marked truncated.
-    #[serde(default = "default_max_body", deserialize_with = "crate::config::bytes")]
+    #[serde(default = "default_max_body", deserialize_with = "crate::units::bytes")]
     pub max_body_bytes: u64,
     /// Memory cap of one instance.
-    #[serde(default = "default_memory", deserialize_with = "crate::config::bytes")]
+    #[serde(default = "default_memory", deserialize_with = "crate::units::bytes")]
     pub memory: u64,
     /// Wall time one `classify` may take; past it the answer is systemic.
-    #[serde(default = "default_time_limit", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_time_limit", deserialize_with = "crate::units::duration")]
     pub time_limit: Duration,
 }
 

@@ -200,7 +200,7 @@ pub struct BatchConfig {
     pub max_records: usize,
     /// Body bytes per request at most, before compression; one event
     /// larger than this goes alone.
-    #[serde(default = "default_max_bytes", deserialize_with = "crate::config::bytes")]
+    #[serde(default = "default_max_bytes", deserialize_with = "crate::units::bytes")]
     pub max_bytes: u64,
 }
 
@@ -222,9 +222,9 @@ fn default_max_bytes() -> u64 {
 pub struct RequestConfig {
     /// The whole request, body and answer: past it the answer is lost and
     /// the events are sent again (the backend may have taken them).
-    #[serde(default = "default_timeout", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
-    #[serde(default = "default_connect_timeout", deserialize_with = "crate::config::duration")]
+    #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
     /// Requests in flight at once, over all partitions.
     #[serde(default = "default_concurrency")]

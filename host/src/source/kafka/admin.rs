@@ -11,7 +11,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use super::client::{client_config, connection_config, matches};
+use super::client::{client_config, connection_config};
 use super::{KafkaSourceError, partition_name};
 use crate::config::KafkaSourceConfig;
 
@@ -25,7 +25,7 @@ fn consumer(k: &KafkaSourceConfig) -> Result<BaseConsumer, KafkaSourceError> {
 pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<(String, i32)>, KafkaSourceError> {
     let md = consumer.fetch_metadata(None, TIMEOUT).map_err(KafkaSourceError::client("fetch metadata"))?;
     let mut out = Vec::new();
-    for t in md.topics().iter().filter(|t| matches(k, t.name())) {
+    for t in md.topics().iter().filter(|t| k.matches(t.name())) {
         for p in t.partitions() {
             out.push((t.name().to_string(), p.id()));
         }

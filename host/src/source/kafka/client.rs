@@ -17,7 +17,8 @@ use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 
 use super::KafkaSourceError;
-use crate::config::KafkaSourceConfig;
+use super::config::KafkaSourceConfig;
+use super::connection::{KafkaConnection, PropertyValue};
 
 /// sluice's defaults, each overridable in `source.properties`.
 const DEFAULTS: [(&str, &str); 4] = [
@@ -37,48 +38,17 @@ const DEFAULTS: [(&str, &str); 4] = [
 
 /// What the client config holds, printable: secrets show their source.
 pub fn describe(k: &KafkaSourceConfig) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for (key, value) in settings(k) {
-        out.insert(key, value);
-    }
-    if let Some(sasl) = &k.sasl {
-        out.insert("sasl.password".into(), format!("*** (from ${})", sasl.password_env));
-    }
-    if let Some(var) = k.tls.as_ref().and_then(|t| t.key_password_env.as_ref()) {
-        out.insert("ssl.key.password".into(), format!("*** (from ${var})"));
-    }
-    out
+    settings(k).into_iter().chain(k.connection.secret_sources()).collect()
 }
 
 /// Every non-secret setting, in the order they apply (later wins).
 fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = DEFAULTS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let secure = |tls: bool, sasl: bool| match (tls, sasl) {
-        (true, true) => "SASL_SSL",
-        (true, false) => "SSL",
-        (false, true) => "SASL_PLAINTEXT",
-        (false, false) => "PLAINTEXT",
-    };
-    if k.tls.is_some() || k.sasl.is_some() {
-        out.push(("security.protocol".into(), secure(k.tls.is_some(), k.sasl.is_some()).into()));
-    }
-    if let Some(tls) = &k.tls {
-        for (key, p) in
-            [("ssl.ca.location", &tls.ca), ("ssl.certificate.location", &tls.cert), ("ssl.key.location", &tls.key)]
-        {
-            if let Some(p) = p {
-                out.push((key.into(), p.display().to_string()));
-            }
-        }
-    }
-    if let Some(sasl) = &k.sasl {
-        out.push(("sasl.mechanisms".into(), sasl.mechanism.clone()));
-        out.push(("sasl.username".into(), sasl.username.clone()));
-    }
-    for (key, v) in &k.properties {
+    out.extend(k.connection.security());
+    for (key, v) in &k.connection.properties {
         out.push((key.clone(), v.to_string()));
     }
-    out.push(("bootstrap.servers".into(), k.brokers.clone()));
+    out.push(("bootstrap.servers".into(), k.connection.brokers.clone()));
     out.push(("group.id".into(), k.group_id.clone()));
     out.push(("enable.auto.commit".into(), "false".into()));
     out.push(("enable.auto.offset.store".into(), "false".into()));
@@ -89,7 +59,7 @@ fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
 /// The config of a group member (or of `sluice lag`/`replay`, which use
 /// the same group without joining it).
 pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
-    configured(k, settings(k))
+    configured(&k.connection, settings(k))
 }
 
 /// Only what reaches and logs into the brokers (address, TLS, SASL): for
@@ -99,10 +69,10 @@ pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceE
 /// that logs in with that password never gets an answer.
 pub fn connection_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
     let keep = |key: &str| ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p));
-    configured(k, settings(k).into_iter().filter(|(key, _)| keep(key)).collect())
+    configured(&k.connection, settings(k).into_iter().filter(|(key, _)| keep(key)).collect())
 }
 
-fn configured(k: &KafkaSourceConfig, settings: Vec<(String, String)>) -> Result<ClientConfig, KafkaSourceError> {
+fn configured(conn: &KafkaConnection, settings: Vec<(String, String)>) -> Result<ClientConfig, KafkaSourceError> {
     let mut c = ClientConfig::new();
     // librdkafka drops what is below its own level before sluice's log can
     // filter it; rust-rdkafka guesses that level from the `log` crate's
@@ -119,14 +89,8 @@ fn configured(k: &KafkaSourceConfig, settings: Vec<(String, String)>) -> Result<
     for (key, value) in settings {
         c.set(key, value);
     }
-    let from_env = |var: &str| {
-        std::env::var(var).map_err(|_| KafkaSourceError::Other(format!("the environment variable {var} is not set")))
-    };
-    if let Some(sasl) = &k.sasl {
-        c.set("sasl.password", from_env(&sasl.password_env)?);
-    }
-    if let Some(var) = k.tls.as_ref().and_then(|t| t.key_password_env.as_ref()) {
-        c.set("ssl.key.password", from_env(var)?);
+    for (key, value) in conn.secrets().map_err(KafkaSourceError::Other)? {
+        c.set(key, value);
     }
     Ok(c)
 }
@@ -148,7 +112,7 @@ pub fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientC
         ("fetch.queue.backoff.ms", "20".into()),
         ("statistics.interval.ms", "1000".into()),
     ] {
-        if !k.properties.contains_key(key) {
+        if !k.connection.properties.contains_key(key) {
             c.set(key, value);
         }
     }
@@ -161,28 +125,12 @@ pub fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientC
 /// delivery report means every in-sync replica has the record, and the
 /// producer's own retries neither duplicate nor reorder.
 pub fn producer_config(
-    brokers: &str,
-    tls: Option<&crate::config::TlsConfig>,
-    sasl: Option<&crate::config::SaslConfig>,
-    properties: &BTreeMap<String, crate::config::PropertyValue>,
+    conn: &KafkaConnection,
+    properties: &BTreeMap<String, PropertyValue>,
 ) -> Result<ClientConfig, KafkaSourceError> {
-    let k = KafkaSourceConfig {
-        brokers: brokers.into(),
-        topics: Vec::new(),
-        group_id: String::new(),
-        commit_interval: std::time::Duration::ZERO,
-        queue_records: None,
-        linger: std::time::Duration::ZERO,
-        properties: BTreeMap::new(),
-        tls: tls.cloned(),
-        sasl: sasl.cloned(),
-        transactions: false,
-    };
-    let consumer_only = ["group.id", "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof"];
-    let mut c = client_config(&k)?;
-    for key in DEFAULTS.iter().map(|(k, _)| *k).chain(consumer_only) {
-        c.remove(key);
-    }
+    let mut settings = conn.security();
+    settings.push(("bootstrap.servers".into(), conn.brokers.clone()));
+    let mut c = configured(conn, settings)?;
     c.set("acks", "all");
     c.set("enable.idempotence", "true");
     for (key, v) in properties {
@@ -191,34 +139,28 @@ pub fn producer_config(
     Ok(c)
 }
 
-/// Whether `topic` is one of the configured topics (a name, or a `^regex`).
-pub fn matches(k: &KafkaSourceConfig, topic: &str) -> bool {
-    k.topics.iter().any(|t| match t.strip_prefix('^') {
-        Some(re) => regex::Regex::new(&format!("^{re}")).is_ok_and(|r| r.is_match(topic)),
-        None => t == topic,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::connection::SaslConfig;
     use super::*;
-    use crate::config::SaslConfig;
 
     fn cfg() -> KafkaSourceConfig {
         KafkaSourceConfig {
-            brokers: "127.0.0.1:9092".into(),
+            connection: KafkaConnection {
+                brokers: "127.0.0.1:9092".into(),
+                properties: [("session.timeout.ms".to_string(), PropertyValue::Int(6000))].into(),
+                tls: None,
+                sasl: Some(SaslConfig {
+                    mechanism: "PLAIN".into(),
+                    username: "svc".into(),
+                    password_env: "SLUICE_TEST_KAFKA_PASSWORD_UNIT".into(),
+                }),
+            },
             topics: vec!["logs".into(), "^audit-.*".into()],
             group_id: "g".into(),
             commit_interval: std::time::Duration::from_secs(1),
             queue_records: None,
             linger: std::time::Duration::from_millis(100),
-            properties: [("session.timeout.ms".to_string(), crate::config::PropertyValue::Int(6000))].into(),
-            tls: None,
-            sasl: Some(SaslConfig {
-                mechanism: "PLAIN".into(),
-                username: "svc".into(),
-                password_env: "SLUICE_TEST_KAFKA_PASSWORD_UNIT".into(),
-            }),
             transactions: false,
         }
     }
@@ -250,9 +192,9 @@ mod tests {
     #[test]
     fn topics_by_name_or_regex() {
         let k = cfg();
-        assert!(matches(&k, "logs"));
-        assert!(matches(&k, "audit-eu"));
-        assert!(!matches(&k, "logs2"));
-        assert!(!matches(&k, "xaudit-eu"));
+        assert!(k.matches("logs"));
+        assert!(k.matches("audit-eu"));
+        assert!(!k.matches("logs2"));
+        assert!(!k.matches("xaudit-eu"));
     }
 }

@@ -12,6 +12,8 @@
 
 pub mod admin;
 pub mod client;
+pub mod config;
+pub mod connection;
 pub mod record;
 
 use rdkafka::error::KafkaError;

@@ -20,8 +20,9 @@ use rocksdb::WriteBatch;
 use super::restore::{IDS_PER_WRITE, Restored, TIMEOUT};
 use super::{Changelog, ChangelogError};
 use crate::pipeline::PipelineError;
+use crate::pipeline::kafka::events::RestoreFinished;
 use crate::source::kafka::KafkaSourceError;
-use crate::telemetry::events::RestoreFinished;
+use crate::telemetry::InternalEvent;
 use crate::telemetry::progress::Restoring;
 
 /// The follower's positions (next offset per changelog partition), for

@@ -48,11 +48,12 @@ use crate::config::{Config, DedupScope, KafkaSourceConfig, OnMissingState};
 use crate::custody::ids::IdDigest;
 use crate::pipeline::PipelineError;
 use crate::pipeline::driver::{IdLog, SentIds};
+use crate::pipeline::kafka::events::{ChangelogPublished, ChangelogRefused};
 use crate::sink::retry::RetryConfig;
 use crate::source::kafka::{KafkaSourceError, admin};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
-use crate::telemetry::events::{ChangelogPublished, ChangelogRefused};
+use crate::telemetry::InternalEvent;
 
 /// At most this many ids per message (480 KB), under the brokers'
 /// default `max.message.bytes` whatever `pipeline.batch_size` is.
@@ -148,7 +149,7 @@ impl<'s> Changelog<'s> {
         dedup: &'s DedupWindow<'s>,
         stop: &crate::pipeline::Stop,
     ) -> Result<Option<Changelog<'s>>, PipelineError> {
-        let Some(topic) = cfg.dedup.changelog_topic(&cfg.source) else { return Ok(None) };
+        let Some(topic) = cfg.changelog_topic() else { return Ok(None) };
         let kafka = |e: KafkaSourceError| ChangelogError::Kafka { topic: topic.clone(), what: e.to_string() };
         let window = dedup.window();
         // Brokers that are down at the start are waited for, as the
@@ -207,15 +208,10 @@ impl<'s> Changelog<'s> {
                 partitions
             }
         };
-        let producer = crate::source::kafka::client::producer_config(
-            &source.brokers,
-            source.tls.as_ref(),
-            source.sasl.as_ref(),
-            &Default::default(),
-        )?
-        .set("linger.ms", "0")
-        .create()
-        .map_err(KafkaSourceError::client("create the dedup changelog's producer"))?;
+        let producer = crate::source::kafka::client::producer_config(&source.connection, &Default::default())?
+            .set("linger.ms", "0")
+            .create()
+            .map_err(KafkaSourceError::client("create the dedup changelog's producer"))?;
         Ok(Some(Changelog {
             topic,
             partitions,

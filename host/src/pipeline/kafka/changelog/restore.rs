@@ -11,8 +11,9 @@ use rocksdb::WriteBatch;
 use super::{Changelog, ChangelogError, message};
 use crate::config::{DedupScope, OnMissingState};
 use crate::pipeline::PipelineError;
+use crate::pipeline::kafka::events::RestoreFinished;
 use crate::source::kafka::KafkaSourceError;
-use crate::telemetry::events::RestoreFinished;
+use crate::telemetry::InternalEvent;
 use crate::telemetry::progress::Restoring;
 
 pub(super) const TIMEOUT: Duration = Duration::from_secs(10);

@@ -39,9 +39,10 @@ use super::{Changelog, ChangelogError};
 use crate::custody::ids::IdDigest;
 use crate::pipeline::PipelineError;
 use crate::pipeline::driver::{Commit, IdLog, SentIds};
+use crate::pipeline::kafka::events::{OffsetsCommitted, PartitionFenced};
 use crate::pipeline::kafka::rebalance::Context;
 use crate::source::kafka::KafkaSourceError;
-use crate::telemetry::events::{OffsetsCommitted, PartitionFenced};
+use crate::telemetry::InternalEvent;
 
 /// How long one transactional call may wait for the brokers.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -95,16 +96,12 @@ impl<'c> PartitionTransactions<'c> {
     ) -> Result<Option<PartitionTransactions<'c>>, PipelineError> {
         let source = &changelog.source;
         let id = transactional_id(&source.group_id, topic, partition);
-        let producer: FutureProducer = crate::source::kafka::client::producer_config(
-            &source.brokers,
-            source.tls.as_ref(),
-            source.sasl.as_ref(),
-            &Default::default(),
-        )?
-        .set("transactional.id", &id)
-        .set("linger.ms", "0")
-        .create()
-        .map_err(KafkaSourceError::client(format!("create the transactional producer {id}")))?;
+        let producer: FutureProducer =
+            crate::source::kafka::client::producer_config(&source.connection, &Default::default())?
+                .set("transactional.id", &id)
+                .set("linger.ms", "0")
+                .create()
+                .map_err(KafkaSourceError::client(format!("create the transactional producer {id}")))?;
         let mut backoff = Duration::from_millis(200);
         loop {
             match producer.init_transactions(CALL_TIMEOUT) {

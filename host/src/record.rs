@@ -239,3 +239,34 @@ mod tests {
         }
     }
 }
+
+/// [`json_or_string`] over shared bytes: a JSON payload goes on as a
+/// slice of itself, not a copy.
+pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
+    match json_text(payload) {
+        Some(json) => payload.slice_ref(json),
+        None => quoted(payload).into(),
+    }
+}
+
+/// A payload delivered with no plugin: itself when it is JSON, else its
+/// text as a JSON string (lossy where it is not UTF-8).
+pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
+    match json_text(payload) {
+        Some(json) => json.to_vec(),
+        None => quoted(payload),
+    }
+}
+
+/// The payload without the white space around it (as a row holds it) when
+/// it is one JSON value in UTF-8.
+fn json_text(payload: &[u8]) -> Option<&[u8]> {
+    let json =
+        serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() && simdutf8::basic::from_utf8(payload).is_ok();
+    json.then(|| payload.trim_ascii())
+}
+
+/// The payload's text as a JSON string.
+fn quoted(payload: &[u8]) -> Vec<u8> {
+    serde_json::to_vec(&String::from_utf8_lossy(payload)).unwrap_or_else(|_| b"null".to_vec())
+}

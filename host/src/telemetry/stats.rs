@@ -20,7 +20,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub(super) fn count(&mut self, door: Door) {
+    pub(crate) fn count(&mut self, door: Door) {
         match door {
             Door::Delivered => self.delivered += 1,
             Door::Duplicate => self.duplicate += 1,
@@ -133,7 +133,7 @@ impl Latency {
 
 impl RunStats {
     /// A batch of `partition`, received at `received`, is durable now.
-    pub(super) fn add(&mut self, partition: &str, c: &Counts, received: Instant) {
+    pub(crate) fn add(&mut self, partition: &str, c: &Counts, received: Instant) {
         self.total.merge(c);
         match self.partitions.get_mut(partition) {
             Some(p) => p.merge(c),
@@ -151,7 +151,7 @@ impl RunStats {
     }
 
     /// A batch's quarantined records, `(stage, reason)` each.
-    pub(super) fn quarantined<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
+    pub(crate) fn quarantined<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
         self.reasons.add(reasons, MAX_REASONS);
     }
 

@@ -13,6 +13,8 @@
 //! says what was masked. Since the original is never written, a masked
 //! value is in no entry, no export and no file of the store.
 
+pub mod config;
+
 use base64::Engine as _;
 use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};

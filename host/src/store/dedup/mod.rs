@@ -19,6 +19,9 @@
 //! before delivery would turn a replay into silent loss; the other order can
 //! only yield a duplicate.
 
+pub mod config;
+pub mod events;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,6 +35,7 @@ use super::filter::{FilterStats, IdFilter};
 use super::id_blobs::{self, BLOB_MARK, Pending, Trail, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
 use crate::custody::ids::DigestSet;
+use crate::telemetry::InternalEvent;
 
 pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
@@ -289,7 +293,7 @@ impl<'s> DedupWindow<'s> {
             delete.delete_cf(cf, blob_key(seq));
         }
         self.store.db().write(delete).map_err(|e| self.store.rocks(e))?;
-        crate::telemetry::events::IdsConverted { bucket: name, ids: sorted.len() }.emit();
+        crate::store::dedup::events::IdsConverted { bucket: name, ids: sorted.len() }.emit();
         Ok(())
     }
 
@@ -573,7 +577,7 @@ impl<'s> DedupWindow<'s> {
         }
         let dropped = self.expire(now_secs)?;
         if dropped > 0 {
-            crate::telemetry::events::BucketsExpired { dropped, live: self.live_bucket_count() }.emit();
+            crate::store::dedup::events::BucketsExpired { dropped, live: self.live_bucket_count() }.emit();
         }
         Ok(dropped)
     }
@@ -588,7 +592,7 @@ impl<'s> DedupWindow<'s> {
     pub fn now_secs(&self) -> u64 {
         let now = self.clock.now_secs();
         if let Some(skew_secs) = self.clock.jumped(wall_secs(), now) {
-            crate::telemetry::events::ClockJumped { skew_secs }.emit();
+            crate::store::dedup::events::ClockJumped { skew_secs }.emit();
         }
         now
     }

@@ -28,104 +28,17 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+pub mod config;
+pub mod events;
+mod status;
 
-use super::driver::PartitionState;
-use crate::config::Problems;
+pub use self::config::WatchdogConfig;
+pub use self::status::{Load, Status, assess};
+use crate::custody::standing::PartitionState;
 use crate::sink::guarded::Guarded;
 use crate::telemetry::Health;
-use crate::telemetry::events::{PartitionLoad, PartitionWatched};
-
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct WatchdogConfig {
-    /// How long a partition with records waiting may go without finishing
-    /// a batch before it is reported as stalled. Longer than the slowest
-    /// batch a healthy sink takes (its retries and backoffs included), or
-    /// slow partitions are called stalled.
-    #[serde(default = "default_stall", deserialize_with = "crate::config::duration")]
-    pub stall: Duration,
-}
-
-impl Default for WatchdogConfig {
-    fn default() -> Self {
-        WatchdogConfig { stall: default_stall() }
-    }
-}
-
-fn default_stall() -> Duration {
-    Duration::from_secs(300)
-}
-
-impl WatchdogConfig {
-    pub fn validate(&self, p: &mut Problems) {
-        if self.stall < Duration::from_secs(1) {
-            p.add(
-                "watchdog.stall",
-                format!("{:?} is too short to tell a stall from a busy batch: use 1s or more", self.stall),
-            );
-        }
-    }
-}
-
-/// What the watchdog makes of one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
-    /// Nothing waits: the source has nothing new and nothing is out.
-    Idle,
-    /// Records wait and batches finish.
-    Flowing,
-    /// Batches finish, but every credit is out: the source is not read
-    /// until one comes back.
-    Backpressured,
-    /// The oldest batch waits on the sink's open breaker.
-    Late { since: Duration },
-    /// Records wait and nothing finished for `since` (at least
-    /// `watchdog.stall`); the commit waits at `at` (when known) for a
-    /// batch in `stage` ("source": nothing is out, the source holds them).
-    Stalled { stage: &'static str, at: Option<i64>, since: Duration },
-}
-
-impl Status {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Status::Idle => "idle",
-            Status::Flowing => "flowing",
-            Status::Backpressured => "backpressured",
-            Status::Late { .. } => "late",
-            Status::Stalled { .. } => "stalled",
-        }
-    }
-}
-
-/// Judge one partition at `now`. `breaker_open`: the sink's breaker lets
-/// nothing through (open, or one probe out).
-pub fn assess(st: &PartitionState, now: Instant, stall: Duration, breaker_open: bool) -> Status {
-    let out = st.oldest.is_some();
-    let waiting = out || st.source_behind.is_some_and(|n| n > 0);
-    if !waiting {
-        return Status::Idle;
-    }
-    let since = st.progress.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-    // Where the work is held: the stage the back is stuck in, when it is
-    // in one, else the stage of the batch the commit waits for.
-    let stage = st.busy.or(st.blocking.map(|(_, s)| s));
-    if breaker_open && stage == Some("sink") {
-        return Status::Late { since };
-    }
-    if since >= stall {
-        return Status::Stalled { stage: stage.unwrap_or("source"), at: st.blocking.map(|(at, _)| at), since };
-    }
-    if st.backpressured { Status::Backpressured } else { Status::Flowing }
-}
-
-/// What a partition holds, sampled with its status.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Load {
-    pub in_flight: usize,
-    pub behind: Option<u64>,
-    pub oldest_age: f64,
-}
+use crate::telemetry::InternalEvent;
+use crate::watchdog::events::{PartitionLoad, PartitionWatched};
 
 /// The partitions being watched, registered by the driver while it runs
 /// them.
@@ -286,6 +199,7 @@ pub(crate) fn with_watchdog<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::problem::Problems;
 
     const STALL: Duration = Duration::from_secs(60);
 

@@ -1,0 +1,82 @@
+//! The sections that belong to the whole pipeline rather than to one
+//! component: `[pipeline]` (its name, its state, its batches) and
+//! `[shutdown]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::problem::Problems;
+use crate::units::{bytes, duration};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Identifies the pipeline; the state store refuses to open for another.
+    pub name: String,
+    /// Where checkpoints, dedup ids and the quarantine live (RocksDB).
+    pub state_dir: PathBuf,
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Batches of one partition that may be between its source and its
+    /// commit at once: while one is in the sink or being synced, the next
+    /// is read and run through the plugins. Commits stay contiguous; more
+    /// costs memory (up to this many batches per partition) and re-reading
+    /// after a crash, not safety. Default 2: on the 2-core machines one
+    /// file ran 1.3–1.5× faster (wall) with 2 or 4 than with 1, and four
+    /// files spent about 25% more CPU per record with 4 than with 1 or 2
+    /// (`benches/README.md`, pipeline_file).
+    #[serde(default = "default_in_flight")]
+    pub in_flight: usize,
+    /// Free space the state store's volume keeps: below it, commits wait
+    /// (and say so) until space is freed, instead of RocksDB running out
+    /// mid-write (`store::room`). `0` turns the guard off. Default 64MiB,
+    /// room for RocksDB's flushes of the dedup window's buffers.
+    #[serde(default = "default_state_reserve", deserialize_with = "bytes")]
+    pub state_reserve: u64,
+}
+
+fn default_state_reserve() -> u64 {
+    64 << 20
+}
+
+fn default_batch_size() -> usize {
+    1000
+}
+
+fn default_in_flight() -> usize {
+    2
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// How long in-flight work may take to finish after SIGTERM/SIGINT.
+    #[serde(default = "default_grace", deserialize_with = "duration")]
+    pub grace: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig { grace: default_grace() }
+    }
+}
+
+fn default_grace() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl PipelineConfig {
+    pub fn validate(&self, p: &mut Problems) {
+        if self.name.trim().is_empty() {
+            p.add("pipeline.name", "must not be empty".into());
+        }
+        if !(1..=64).contains(&self.in_flight) {
+            p.add("pipeline.in_flight", format!("{} is not within 1..=64", self.in_flight));
+        }
+        if !(1..=100_000).contains(&self.batch_size) {
+            p.add("pipeline.batch_size", format!("{} is not within 1..=100000", self.batch_size));
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `[[plugins]]`: one WebAssembly plugin of the chain, with the limits
+//! the host holds it to.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{OutputLimits, PluginLimits};
+use crate::problem::Problems;
+use crate::units::{bytes, duration};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    pub name: String,
+    pub path: PathBuf,
+    /// `"blake3:<hex>"` or `"sha256:<hex>"`: the file must have this
+    /// digest, or the start (and a reload) stops. `sluice plugin inspect`
+    /// prints the line.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// The plugin's own table, handed to its `init`.
+    #[serde(default = "empty_table")]
+    pub config: serde_json::Value,
+    #[serde(default = "default_memory", deserialize_with = "bytes")]
+    pub memory: u64,
+    #[serde(default = "default_time_limit", deserialize_with = "duration")]
+    pub time_limit: Duration,
+    /// The output contract's bounds (`plugin::output_rules`): a record whose
+    /// events pass them is rejected into the quarantine, naming the rule.
+    #[serde(default = "default_max_id_bytes")]
+    pub max_id_bytes: usize,
+    #[serde(default = "default_max_events")]
+    pub max_events_per_record: usize,
+    #[serde(default = "default_max_event_bytes", deserialize_with = "bytes")]
+    pub max_event_bytes_per_record: u64,
+    /// Log lines one batch may send before the rest are only counted.
+    #[serde(default = "default_max_log_lines")]
+    pub max_log_lines_per_batch: u32,
+}
+
+fn default_max_id_bytes() -> usize {
+    OutputLimits::default().max_id_bytes
+}
+
+fn default_max_events() -> usize {
+    OutputLimits::default().max_events_per_record
+}
+
+fn default_max_event_bytes() -> u64 {
+    OutputLimits::default().max_event_bytes_per_record as u64
+}
+
+fn default_max_log_lines() -> u32 {
+    PluginLimits::default().max_log_lines_per_batch
+}
+
+fn empty_table() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+fn default_memory() -> u64 {
+    PluginLimits::default().memory_bytes as u64
+}
+
+fn default_time_limit() -> Duration {
+    PluginLimits::default().time_per_batch
+}
+
+impl PluginConfig {
+    /// `i`: the plugin's place in `[[plugins]]`, for the keys named.
+    pub fn validate(&self, i: usize, p: &mut Problems) {
+        if !self.path.is_file() {
+            p.add(&format!("plugins[{i}].path"), format!("{}: no such file", self.path.display()));
+        }
+        if self.memory < 1 << 20 {
+            p.add(&format!("plugins[{i}].memory"), "must be at least 1MiB".into());
+        }
+        if self.max_id_bytes == 0 || self.max_events_per_record == 0 || self.max_event_bytes_per_record == 0 {
+            let key = if self.max_id_bytes == 0 {
+                "max_id_bytes"
+            } else if self.max_events_per_record == 0 {
+                "max_events_per_record"
+            } else {
+                "max_event_bytes_per_record"
+            };
+            p.add(&format!("plugins[{i}].{key}"), "must be at least 1".into());
+        }
+        if !self.config.is_object() {
+            p.add(&format!("plugins[{i}].config"), "must be a table".into());
+        }
+        if let Some(d) = &self.digest
+            && let Err(e) = d.parse::<crate::plugin::pin::Pin>()
+        {
+            p.add(&format!("plugins[{i}].digest"), e);
+        }
+    }
+}

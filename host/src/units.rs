@@ -1,0 +1,69 @@
+//! Durations and sizes as a config writes them (`30s`, `7d`, `64MiB`), and
+//! paths made plain: the units every component's config shares, so no
+//! component reaches into the config assembler for them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// A duration: `500ms`, `30s`, `5m`, `2h`, `7d`, `1w`.
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    sluice_guest::duration::deserialize(d)
+}
+
+/// Sizes: `1048576`, `64KiB`, `1MiB`, `2GiB`, `10MB`.
+pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(u64),
+        S(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::N(n) => Ok(n),
+        Raw::S(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Remove `.` and `..` without touching the file system (the path may not
+/// exist yet, and symlinks are the operator's to choose).
+pub fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?} (examples: 65536, 64KiB, 256MiB)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return Err(format!("invalid size {s:?}: unknown unit (use B, KiB, MiB, GiB, KB, MB, GB)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("invalid size {s:?}: too large"))
+}
+
+/// An optional duration: `None` when the key is absent.
+pub fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    sluice_guest::duration::deserialize(d).map(Some)
+}
