@@ -136,7 +136,7 @@ void sluice_json_close(sluice_buf *b);
 /* A timestamp format compiled once (in setup): `spec` is a name or
  * pattern ("rfc3339", "%Y-%m-%d %H:%M:%S") or a JSON table with its rule,
  * {"format": "%Y-%m-%d %H:%M:%S", "zone": "Europe/Berlin"} (the main
- * README's "Timestamps"). Keep it for the plugin's life. */
+ * docs/src/plugins.md, "Timestamps"). Keep it for the plugin's life. */
 typedef struct {
     int32_t handle_;
 } sluice_time_format;

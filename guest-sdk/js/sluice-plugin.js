@@ -150,7 +150,7 @@ function bytesOf(value) {
 /**
  * A timestamp format compiled once (in `setup`), parsed per record. `spec`
  * is a format name or pattern (`"rfc3339"`, `"%Y-%m-%d %H:%M:%S"`: the
- * README's "Timestamps"), or an object of it with its rule:
+ * docs/src/plugins.md, "Timestamps"), or an object of it with its rule:
  * `{ format: "%Y-%m-%d %H:%M:%S", zone: "Europe/Berlin" }`. A spec the
  * host refuses throws, naming what is wrong.
  */

@@ -303,7 +303,7 @@ class TimeFormat:
     """A timestamp format compiled once (in `setup`), parsed per record.
 
     `spec` is a format name or pattern (`"rfc3339"`, `"epoch_ms"`,
-    `"%Y-%m-%d %H:%M:%S"`: the README's "Timestamps"), or a dict of it
+    `"%Y-%m-%d %H:%M:%S"`: docs/src/plugins.md, "Timestamps"), or a dict of it
     with its rule: `{"format": "%d/%b/%Y:%H:%M:%S %z"}`,
     `{"format": "%Y-%m-%d %H:%M:%S", "zone": "Europe/Berlin"}`. A spec
     the host refuses raises `ValueError` naming what is wrong."""

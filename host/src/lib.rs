@@ -1,31 +1,41 @@
 //! sluice: a stream processor that never loses a record it was handed.
 //!
-//! Where things happen, by folder:
-//! - `batch/`: what the hot path carries, one buffer per batch with a
-//!   descriptor per record (start here, then `pipeline/driver.rs`);
-//! - `source/`: records are read (files: framing, partitions, rotation;
-//!   Kafka: the client, records, admin questions);
-//! - `plugin/`: WebAssembly plugins parse and validate them (sandboxed,
-//!   with fault isolation per record);
-//! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
-//! - `sink/`: events are delivered, with an answer per event;
+//! Where things happen, by folder (each imports only those above it in
+//! this list; `tests/layering.rs` holds it, docs/src/code-layout.md says
+//! more):
+//! - `units`, `problem`: durations and sizes as configs write them, and
+//!   what is wrong with a config, key by key;
+//! - `masking`: what is replaced by `***` wherever record content leaves
+//!   the process (quarantine entries, logs, errors);
+//! - `record`, `verdict`, `delivery`: what travels — a source record and a
+//!   plugin's event, what the plugins said of each record, what a sink is
+//!   handed and its final word;
 //! - `custody/`: the custody rule's decisions, plain Rust with no I/O:
 //!   which door each record of a batch takes (`batch`), event ids as the
 //!   window keys them (`ids`), the per-partition finished prefix
-//!   (`offsets`);
+//!   (`offsets`), where a partition stands (`standing`);
+//! - `telemetry/`: the machinery of internal events (`InternalEvent`),
+//!   `/metrics`, `/health`, the tap and the operator API; per-record
+//!   warnings said once and then counted (`repeats`), every log line
+//!   masked (`redact`);
+//! - `batch/`: what the hot path carries, one buffer per batch with a
+//!   descriptor per record (start here, then `pipeline/driver.rs`);
+//! - `plugin/`: WebAssembly plugins parse and validate records (sandboxed,
+//!   with fault isolation per record);
+//! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
+//! - `source/`: records are read (files: framing, partitions, rotation;
+//!   Kafka: the client, the connection, admin questions);
+//! - `sink/`: events are delivered, with an answer per event;
+//! - `watchdog/`: partitions that are stalled, late or back-pressured;
+//! - `config/`: assembles each component's section (`*/config.rs`) from
+//!   the file, and places errors at their line;
 //! - `pipeline/`: the one partition driver that applies the custody order
-//!   for every source (`driver`), group commit (`durable`), and the
-//!   sources plugged into it (`files`; `kafka`: the consume loop,
-//!   rebalances, partition tasks; `replay`);
-//! - `telemetry/`: internal events (log and count), `/metrics`, `/health`;
-//!   per-record warnings said once and then counted (`repeats`), every
-//!   log line masked (`redact`);
-//! - `masking.rs`: what is replaced by `***` wherever record content
-//!   leaves the process (quarantine entries, logs, errors);
-//! - `config/`: the typed config (and where a key is written, for errors);
-//!   `cli/`: the `sluice` command line.
+//!   for every source (`driver`), group commit (`durable`), and the runs
+//!   built from a config (`files`; `kafka`: the consume loop, rebalances,
+//!   partition tasks; `replay`);
+//! - `cli/`: the `sluice` command line.
 //!
-//! The custody rule (`../shared/DESIGN.md`, README) governs every module
+//! The custody rule (`../shared/DESIGN.md`, docs/src/design.md) governs every module
 //! that moves a record or an offset.
 
 pub mod batch;

@@ -134,8 +134,11 @@ fn the_link_check_finds_a_missing_file_and_a_missing_heading() {
     let dir = std::env::temp_dir().join(format!("sluice-docs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let page = dir.join("a.md");
-    std::fs::write(&page, "# A page\n\n## Its part\n\n[ok](#its-part) [gone](b.md) [no](a.md#nowhere)\n```\n[x](in-code.md)\n```\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &page,
+        "# A page\n\n## Its part\n\n[ok](#its-part) [gone](b.md) [no](a.md#nowhere)\n```\n[x](in-code.md)\n```\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let broken = broken_links(&page);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(broken.len(), 2, "{broken:?}");

@@ -42,7 +42,7 @@ fn the_systemd_unit_verifies_and_agrees_with_the_binary() {
     assert!(stop > grace.as_secs(), "TimeoutStopSec={stop} must exceed shutdown.grace ({grace:?})");
     assert_eq!(value(&unit, "KillSignal"), "SIGTERM");
     assert_eq!(value(&unit, "Restart"), "on-failure");
-    // Bad input is exit code 2 (README, "Exit codes"): not restarted.
+    // Bad input is exit code 2 (docs/src/exit-codes.md): not restarted.
     assert_eq!(value(&unit, "RestartPreventExitStatus"), "2");
     assert_eq!(value(&unit, "StateDirectory"), "sluice");
     assert_ne!(value(&unit, "User"), "root");

@@ -26,7 +26,7 @@ use tracing_subscriber::EnvFilter;
 
 /// The whole program: parse the command line, set up logging, dispatch.
 /// Errors end here, printed with their context chain; bad input (a config,
-/// a plugin, a path) exits with code 2, as the README promises.
+/// a plugin, a path) exits with code 2, as docs/src/exit-codes.md promises.
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
@@ -134,7 +134,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Run a config's unit tests: sample records through its plugins and
     /// dedup, each with the events or the quarantine it must come to; a
-    /// verdict per case, exit 1 when any fails (README, "Testing a config").
+    /// verdict per case, exit 1 when any fails (docs/src/testing-configs.md).
     Test(ConfigTestArgs),
     /// List and inspect quarantined records.
     #[command(subcommand)]
@@ -168,7 +168,7 @@ pub enum Command {
     /// has live members. Inside dedup.window nothing is delivered twice.
     Replay(ReplayArgs),
     /// The state store itself: `repair` rebuilds what can still be read of
-    /// a damaged one (README, "Failure modes").
+    /// a damaged one (docs/src/failure-modes.md).
     #[command(subcommand)]
     Store(StoreCommand),
     /// Develop and examine plugins.

@@ -10,8 +10,7 @@ use crate::config::{Config, SourceConfig};
 use crate::pipeline;
 use crate::store::Store;
 
-/// Why `check` failed: the exit code tells a script which (README,
-/// "Exit codes").
+/// Why `check` failed: the exit code tells a script which (docs/src/exit-codes.md).
 pub enum CheckFailed {
     /// The config, a plugin, a path: exit 2.
     BadInput(anyhow::Error),

@@ -33,7 +33,7 @@ const RUST_SDK: [(&str, &str); 11] = [
 const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");
 /// The C SDK of both kinds: a classifier project gets these too, since
 /// `sdk-build.sh` builds either world.
-pub(super) const C_SDK: [(&str, &str); 8] = [
+const C_SDK: [(&str, &str); 8] = [
     ("sluice_plugin.h", include_str!("../../../guest-sdk/c/sluice_plugin.h")),
     ("sluice_plugin.c", include_str!("../../../guest-sdk/c/sluice_plugin.c")),
     ("sluice_classifier.h", include_str!("../../../guest-sdk/c/sluice_classifier.h")),
@@ -45,7 +45,7 @@ pub(super) const C_SDK: [(&str, &str); 8] = [
 ];
 const PY_SDK: &str = include_str!("../../../guest-sdk/python/sluice_plugin.py");
 const JS_SDK: &str = include_str!("../../../guest-sdk/js/sluice-plugin.js");
-pub(super) const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
+const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
 
 /// The versions of the tool chains a new project pins.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -135,29 +135,12 @@ pub fn new(args: &NewArgs) -> Result<()> {
             format!("target/wasm32-wasip2/release/{snake}.wasm")
         }
         Lang::Python => {
-            write("sluice_plugin.py", PY_SDK)?;
-            write(&format!("{snake}.py"), PY_PLUGIN)?;
+            let wasm = write_sources(&write, &root, args.lang, "plugin", name, PY_SDK, PY_PLUGIN)?;
             write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake))?;
-            write("build.sh", &build_script(PY_BUILD, "plugin", &snake, ""))?;
-            format!("{snake}.wasm")
+            wasm
         }
-        Lang::Js => {
-            write("sluice-plugin.js", JS_SDK)?;
-            write("build.mjs", JS_BUILDER)?;
-            write("plugin.js", JS_PLUGIN)?;
-            write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
-            write("build.sh", &build_script(JS_BUILD, "plugin", &snake, "plugin.js"))?;
-            format!("{snake}.wasm")
-        }
-        Lang::C => {
-            for (file, text) in C_SDK {
-                write(&format!("sdk/{file}"), text)?;
-            }
-            make_executable(&root.join("sdk/sdk-build.sh"))?;
-            write("plugin.c", C_PLUGIN)?;
-            write("build.sh", &build_script(C_BUILD, "plugin", &snake, "plugin.c"))?;
-            format!("{snake}.wasm")
-        }
+        Lang::Js => write_sources(&write, &root, args.lang, "plugin", name, JS_SDK, JS_PLUGIN)?,
+        Lang::C => write_sources(&write, &root, args.lang, "plugin", name, "", C_PLUGIN)?,
     };
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
@@ -170,10 +153,53 @@ pub fn new(args: &NewArgs) -> Result<()> {
     Ok(())
 }
 
+/// A Python, JavaScript or C project's sources, for `world` (`plugin` or
+/// `classifier`): the SDK (`sdk`: Python's or JavaScript's one file; C's
+/// folder is the same for both worlds), the plugin's own source, and its
+/// `build.sh`. Each file is named after the world (`sluice_plugin.py`,
+/// `classifier.js`). Returns the component the build makes.
+pub(super) fn write_sources(
+    write: &dyn Fn(&str, &str) -> Result<()>,
+    root: &Path,
+    lang: Lang,
+    world: &str,
+    name: &str,
+    sdk: &str,
+    source: &str,
+) -> Result<String> {
+    let snake = name.replace('-', "_");
+    match lang {
+        Lang::Rust => anyhow::bail!("a Rust project's sources differ by world: its scaffold writes them"),
+        Lang::Python => {
+            write(&format!("sluice_{world}.py"), sdk)?;
+            write(&format!("{snake}.py"), source)?;
+            write("build.sh", &build_script(PY_BUILD, world, &snake, ""))?;
+        }
+        Lang::Js => {
+            let main = format!("{world}.js");
+            write(&format!("sluice-{world}.js"), sdk)?;
+            write("build.mjs", JS_BUILDER)?;
+            write(&main, source)?;
+            write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
+            write("build.sh", &build_script(JS_BUILD, world, &snake, &main))?;
+        }
+        Lang::C => {
+            let main = format!("{world}.c");
+            for (file, text) in C_SDK {
+                write(&format!("sdk/{file}"), text)?;
+            }
+            make_executable(&root.join("sdk/sdk-build.sh"))?;
+            write(&main, source)?;
+            write("build.sh", &build_script(C_BUILD, world, &snake, &main))?;
+        }
+    }
+    Ok(format!("{snake}.wasm"))
+}
+
 /// A project's `build.sh` from its template, for `world` (`plugin` or
 /// `classifier`), the module `snake` (its `.wasm` named after it) and the
 /// source file `source` it builds.
-pub(super) fn build_script(template: &str, world: &str, snake: &str, source: &str) -> String {
+fn build_script(template: &str, world: &str, snake: &str, source: &str) -> String {
     template
         .replace("{world}", world)
         .replace("{source}", source)
@@ -377,7 +403,7 @@ if __name__ == "__main__":
     unittest.main()
 "#;
 
-pub(super) const PY_BUILD: &str = r#"#!/usr/bin/env bash
+const PY_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs Python 3.10+; installs componentize-py {version} into .venv once (or
 # uses the one $COMPONENTIZE_PY names).
 set -euo pipefail
@@ -412,7 +438,7 @@ class KeyValues extends Plugin {
 export const { init, process } = exportPlugin(KeyValues);
 "#;
 
-pub(super) const JS_PACKAGE: &str = r#"{
+const JS_PACKAGE: &str = r#"{
   "name": "{name}",
   "private": true,
   "type": "module",
@@ -422,7 +448,7 @@ pub(super) const JS_PACKAGE: &str = r#"{
 }
 "#;
 
-pub(super) const JS_BUILD: &str = r#"#!/usr/bin/env bash
+const JS_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs Node.js 18+ and npm; installs componentize-js into node_modules once
 # (or uses the install $COMPONENTIZE_JS names).
 set -euo pipefail
@@ -482,7 +508,7 @@ static void process(const sluice_record *r, sluice_out *out) {
 SLUICE_PLUGIN(NULL, process)
 "#;
 
-pub(super) const C_BUILD: &str = r#"#!/usr/bin/env bash
+const C_BUILD: &str = r#"#!/usr/bin/env bash
 # Needs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (Debian), and
 # wit-bindgen and wasm-tools (cargo install wit-bindgen-cli wasm-tools), on
 # PATH or named by $WIT_BINDGEN and $WASM_TOOLS.

@@ -12,10 +12,7 @@
 
 use anyhow::Result;
 
-use super::scaffold::{
-    C_BUILD, C_SDK, COMPONENTIZE_JS, JS_BUILD, JS_BUILDER, JS_PACKAGE, PY_BUILD, RUST_BUILD, RUST_MANIFEST, WIT,
-    build_script, make_executable, say_steps,
-};
+use super::scaffold::{RUST_BUILD, RUST_MANIFEST, WIT, make_executable, say_steps, write_sources};
 use super::{Lang, NewArgs};
 
 const WIT_CLASSIFIER: &str = include_str!("../../../wit/classifier.wit");
@@ -77,29 +74,9 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("build.sh", RUST_BUILD)?;
             format!("target/wasm32-wasip2/release/{snake}.wasm")
         }
-        Lang::Python => {
-            write("sluice_classifier.py", PY_SDK)?;
-            write(&format!("{snake}.py"), PY_CLASSIFIER)?;
-            write("build.sh", &build_script(PY_BUILD, "classifier", &snake, ""))?;
-            format!("{snake}.wasm")
-        }
-        Lang::Js => {
-            write("sluice-classifier.js", JS_SDK)?;
-            write("build.mjs", JS_BUILDER)?;
-            write("classifier.js", JS_CLASSIFIER)?;
-            write("package.json", &JS_PACKAGE.replace("{name}", name).replace("{componentize_js}", COMPONENTIZE_JS))?;
-            write("build.sh", &build_script(JS_BUILD, "classifier", &snake, "classifier.js"))?;
-            format!("{snake}.wasm")
-        }
-        Lang::C => {
-            for (file, text) in C_SDK {
-                write(&format!("sdk/{file}"), text)?;
-            }
-            make_executable(&root.join("sdk/sdk-build.sh"))?;
-            write("classifier.c", C_CLASSIFIER)?;
-            write("build.sh", &build_script(C_BUILD, "classifier", &snake, "classifier.c"))?;
-            format!("{snake}.wasm")
-        }
+        Lang::Python => write_sources(&write, root, args.lang, "classifier", name, PY_SDK, PY_CLASSIFIER)?,
+        Lang::Js => write_sources(&write, root, args.lang, "classifier", name, JS_SDK, JS_CLASSIFIER)?,
+        Lang::C => write_sources(&write, root, args.lang, "classifier", name, "", C_CLASSIFIER)?,
     };
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;

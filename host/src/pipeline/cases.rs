@@ -3,8 +3,7 @@
 //! through the configured chain and the same per-batch decisions the
 //! driver makes (`custody::batch::Plan`: ids, repeats, the dedup window,
 //! the source's own refusals), and each record's fate is compared with
-//! what the case expects. The format is documented in the README
-//! ("Testing a config").
+//! what the case expects. The format is documented in docs/src/testing-configs.md.
 //!
 //! What differs from a run is only what is outside the config's logic:
 //! the sink accepts every event unless the case scripts its backend's

@@ -1,9 +1,12 @@
 //! What an operator sees: Prometheus metrics, `/health` and `/ready`, and
 //! the log.
 //!
-//! - `events`: the internal events (a batch finished, offsets committed, a
-//!   partition paused…). Each is one struct that both logs and counts, so
-//!   logs and metrics never disagree.
+//! - `InternalEvent` (below): the trait of the internal events (a batch
+//!   finished, offsets committed, a partition paused…). Each is one struct
+//!   that both logs and counts, so logs and metrics never disagree; each
+//!   lives beside the code that emits it (`pipeline/events.rs`, …).
+//! - `stats`: a run's counts per door and partition, for the summary, the
+//!   status page and `sluice top`; `config`: `[metrics]` and `[api]`.
 //! - `server`: the HTTP endpoint; `api`: who may read its record-bearing
 //!   endpoints (`[api]`: off by default, a bearer token off loopback).
 //! - `repeats`: per-record warnings said once, then counted per interval,

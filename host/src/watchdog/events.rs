@@ -24,7 +24,7 @@ impl InternalEvent for PartitionLoad<'_> {
     }
 }
 
-/// The watchdog's judgement of a partition (`pipeline::watchdog`), said
+/// The watchdog's judgement of a partition (`watchdog::assess`), said
 /// each time it samples: the gauges always, the log only when it changes.
 pub struct PartitionWatched<'a> {
     pub partition: &'a str,

@@ -22,7 +22,7 @@
 //! partition's last owner (`changelog::transaction`); the loop then finds
 //! nothing left to commit.
 //!
-//! Memory is bounded (README, "Back-pressure"): per partition,
+//! Memory is bounded (docs/src/kafka.md, "Back-pressure"): per partition,
 //! `pipeline.in_flight` batches between the queue and the commit, plus
 //! librdkafka's queue of the partition, which it stops fetching into at
 //! `source.queue_records` records (`queued.min.messages`) or

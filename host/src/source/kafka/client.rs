@@ -29,7 +29,7 @@ const DEFAULTS: [(&str, &str); 4] = [
     ("partition.assignment.strategy", "cooperative-sticky"),
     // librdkafka's prefetch bound in bytes, per partition (each partition
     // has its own queue in a group member): a term of the memory bound in
-    // the README. The count bound, `queued.min.messages`, comes from
+    // docs/src/kafka.md ("Back-pressure"). The count bound, `queued.min.messages`, comes from
     // `source.queue_records` (`member_config`).
     ("queued.max.messages.kbytes", "8192"),
     // `sluice lag` and `replay` do not consume; a member sets its own.

@@ -152,7 +152,7 @@ mod tests {
         assert!(matches!(classify(&p, &ids, &r), Reply::BadRow { row: 1, .. }), "a bad row on an old server's 500");
     }
 
-    /// A profile of an operator's own (the README's example), items matched
+    /// A profile of an operator's own (docs/src/sinks.md's example), items matched
     /// by id: an answer in another order still lands on its records.
     #[test]
     fn items_matched_by_id_land_on_their_records_in_any_order() {

@@ -227,7 +227,7 @@ pub struct Timed {
     /// A regex matched across the body, once per refused record: the
     /// named group `time` is its time, `reason` (optional) why.
     pub pattern: Pattern,
-    /// How `time` is written, tried in order (the README's "Timestamps").
+    /// How `time` is written, tried in order (docs/src/plugins.md, "Timestamps").
     pub time_formats: TimeFormats,
     /// A regex whose first group is how many records the backend says it
     /// refused: when it is not the number of times named, or the answer
