@@ -67,3 +67,41 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     sluice_guest::duration::deserialize(d).map(Some)
 }
+
+/// How a duration is written, for the config's JSON Schema (the field
+/// itself is a `Duration`, read by [`duration`]).
+pub struct DurationText;
+
+impl schemars::JsonSchema for DurationText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^([0-9]+(ns|us|ms|s|m|h|d|w))+$",
+            "description": "A duration: a number and a unit (ns, us, ms, s, m, h, d, w), e.g. `500ms`, `30s`, `7d`, `1h30m`."
+        })
+    }
+}
+
+/// How a size is written, for the config's JSON Schema (the field itself
+/// is a byte count, read by [`bytes`]).
+pub struct SizeText;
+
+impl schemars::JsonSchema for SizeText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Size".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A size in bytes: a number, or a number and a unit (B, KiB, MiB, GiB, KB, MB, GB), e.g. `65536`, `64KiB`, `1MiB`.",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": "^\\s*[0-9]+\\s*(B|KiB|MiB|GiB|KB|MB|GB)?\\s*$" }
+            ]
+        })
+    }
+}

@@ -62,6 +62,14 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::run(args),
         Command::Shadow(args) => shadow::run(args),
         Command::Lag(args) => run::lag(args),
+        Command::Config(ConfigCommand::Schema) => {
+            println!("{}", serde_json::to_string_pretty(&crate::config::schema::schema()).unwrap_or_default());
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Reference) => {
+            print!("{}", crate::config::schema::reference());
+            Ok(())
+        }
         Command::Top(args) => top::top(args),
         Command::Tap(args) => tap::tap(args),
         Command::Replay(args) => run::replay(args),
@@ -177,6 +185,20 @@ pub enum Command {
     /// Examine how a sink reads its backend's answers.
     #[command(subcommand)]
     Sink(SinkCommand),
+    /// The config file's format, generated from the config types.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the config's JSON Schema, for editors: taplo and VS Code's
+    /// Even Better TOML validate and complete `sluice.toml` with it
+    /// (`#:schema ./sluice.schema.json` at the top of the file).
+    Schema,
+    /// Print the config reference (Markdown): every key with its type,
+    /// default and meaning, as docs/src/reference.md holds it.
+    Reference,
 }
 
 #[derive(Subcommand, Debug)]

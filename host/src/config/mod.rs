@@ -14,6 +14,7 @@
 
 mod located;
 mod pipeline;
+pub mod schema;
 
 pub use located::locate_plugin_problem;
 use std::collections::BTreeMap;

@@ -10,13 +10,16 @@ use serde::Deserialize;
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineConfig {
     /// Identifies the pipeline; the state store refuses to open for another.
     pub name: String,
     /// Where checkpoints, dedup ids and the quarantine live (RocksDB).
     pub state_dir: PathBuf,
+    /// Records per batch (1 to 100,000): each batch pays two syncs (the
+    /// sink's, the state store's), so larger batches cost less per record
+    /// and hold more in memory.
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
     /// Batches of one partition that may be between its source and its
@@ -33,6 +36,7 @@ pub struct PipelineConfig {
     /// (and say so) until space is freed, instead of RocksDB running out
     /// mid-write (`store::room`). `0` turns the guard off. Default 64MiB,
     /// room for RocksDB's flushes of the dedup window's buffers.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_state_reserve", deserialize_with = "bytes")]
     pub state_reserve: u64,
 }
@@ -49,10 +53,11 @@ fn default_in_flight() -> usize {
     2
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShutdownConfig {
     /// How long in-flight work may take to finish after SIGTERM/SIGINT.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_grace", deserialize_with = "duration")]
     pub grace: Duration,
 }

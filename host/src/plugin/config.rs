@@ -10,7 +10,7 @@ use super::{OutputLimits, PluginLimits};
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub name: String,
@@ -23,16 +23,21 @@ pub struct PluginConfig {
     /// The plugin's own table, handed to its `init`.
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_memory", deserialize_with = "bytes")]
     pub memory: u64,
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_time_limit", deserialize_with = "duration")]
     pub time_limit: Duration,
     /// The output contract's bounds (`plugin::output_rules`): a record whose
     /// events pass them is rejected into the quarantine, naming the rule.
     #[serde(default = "default_max_id_bytes")]
     pub max_id_bytes: usize,
+    /// Events one record may become.
     #[serde(default = "default_max_events")]
     pub max_events_per_record: usize,
+    /// Bytes of event bodies one record may become.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_max_event_bytes", deserialize_with = "bytes")]
     pub max_event_bytes_per_record: u64,
     /// Log lines one batch may send before the rest are only counted.

@@ -10,16 +10,18 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerConfig {
     /// Consecutive failed requests that open the breaker.
     #[serde(default = "default_failures")]
     pub failures: u32,
     /// The pause before the first probe.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_initial_probe", deserialize_with = "crate::units::duration")]
     pub initial_probe: Duration,
     /// The longest pause between probes.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_max_probe", deserialize_with = "crate::units::duration")]
     pub max_probe: Duration,
 }

@@ -21,7 +21,7 @@ use super::retry::RetryConfig;
 /// again rather than flattened from `HttpSinkConfig`: serde cannot combine
 /// `flatten` with `deny_unknown_fields`, and a misspelt key must stop the
 /// start.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClickhouseSinkConfig {
     /// The HTTP interface, e.g. `http://127.0.0.1:8123`.

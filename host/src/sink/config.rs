@@ -18,7 +18,7 @@ use super::postgres::PostgresSink;
 use super::retry::RetryConfig;
 use super::{Sink, SinkError};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SinkConfig {
     /// NDJSON, synced before a batch counts as delivered. A write that

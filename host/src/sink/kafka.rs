@@ -17,7 +17,7 @@ use super::retry::RetryConfig;
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 use crate::source::kafka::connection::{KafkaConnection, PropertyValue};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkConfig {
     /// Brokers, TLS, SASL and librdkafka producer properties (`linger.ms =
@@ -30,6 +30,7 @@ pub struct KafkaSinkConfig {
     pub payload: Payload,
     /// How long librdkafka may try before it reports a record failed
     /// (`message.timeout.ms`); a failure is then sent again by sluice.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub message_timeout: Duration,
     #[serde(default)]

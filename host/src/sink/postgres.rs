@@ -27,7 +27,7 @@ use super::http::response::profile::Render;
 use super::retry::RetryConfig;
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresSinkConfig {
     /// `postgresql://user@host:5432/db` or `host=… port=… user=… dbname=…`,
@@ -50,12 +50,14 @@ pub struct PostgresSinkConfig {
     /// Connections, shared by every partition: batches in flight at once.
     #[serde(default = "default_connections")]
     pub connections: usize,
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
     /// The server cancels a statement that runs longer
     /// (`statement_timeout`), and a connection whose sent data goes
     /// unacknowledged this long is dropped (`tcp_user_timeout`): a batch
     /// never waits forever on a dead network.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
     #[serde(default)]
@@ -64,7 +66,7 @@ pub struct PostgresSinkConfig {
     pub breaker: BreakerConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresTls {
     pub ca: Option<std::path::PathBuf>,

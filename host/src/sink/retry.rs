@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     /// Sends of one event the backend answered "retry" about, the first
@@ -19,8 +19,10 @@ pub struct RetryConfig {
     /// go through the breaker and wait, however long that takes.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_initial", deserialize_with = "crate::units::duration")]
     pub initial_backoff: Duration,
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_max", deserialize_with = "crate::units::duration")]
     pub max_backoff: Duration,
 }

@@ -9,31 +9,35 @@ pub use super::kafka::config::KafkaSourceConfig;
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SourceConfig {
     File(FileSourceConfig),
     Kafka(Box<KafkaSourceConfig>),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSourceConfig {
     /// Paths or globs; each file found is one partition.
     pub paths: Vec<String>,
     /// Longer lines go to the quarantine whole.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_max_line", deserialize_with = "bytes")]
     pub max_line_bytes: u64,
     /// Keep reading as files grow (and follow rotation); otherwise stop at
     /// the end of every file.
     #[serde(default)]
     pub follow: bool,
+    /// With `follow`: how often a file at its end is looked at again.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_poll", deserialize_with = "duration")]
     pub poll_interval: Duration,
     /// A batch ends at `pipeline.batch_size` lines or at this many bytes,
     /// whichever comes first: what bounds memory when lines are long (a
     /// batch of 1,000 lines of 1 MiB would otherwise be 1 GiB per batch in
     /// flight). Default 8MiB, the same as a Kafka partition's queue.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_batch_bytes", deserialize_with = "bytes")]
     pub batch_bytes: u64,
 }

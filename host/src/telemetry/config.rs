@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Serve `/metrics` (Prometheus), `/health` and `/ready` here, e.g.
@@ -16,7 +16,7 @@ pub struct MetricsConfig {
 /// The shortest token accepted: 16 bytes, a guess away from nothing.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiConfig {
     /// Serve `/tap`, `/status.json` and the status page. Off by default:

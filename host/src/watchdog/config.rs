@@ -6,13 +6,14 @@ use serde::Deserialize;
 
 use crate::problem::Problems;
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchdogConfig {
     /// How long a partition with records waiting may go without finishing
     /// a batch before it is reported as stalled. Longer than the slowest
     /// batch a healthy sink takes (its retries and backoffs included), or
     /// slow partitions are called stalled.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_stall", deserialize_with = "crate::units::duration")]
     pub stall: Duration,
 }

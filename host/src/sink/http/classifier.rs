@@ -21,7 +21,7 @@ use crate::plugin::pin::Pin;
 use crate::plugin::{PluginLimits, PluginSpec, Runtime};
 use crate::sink::Answer;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifierConfig {
     /// The component (`.wasm`), relative to the config file's folder.
@@ -41,12 +41,15 @@ pub struct ClassifierConfig {
     pub headers: Vec<String>,
     /// The most of a body the plugin sees; the rest is cut and the
     /// response marked truncated.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_max_body", deserialize_with = "crate::units::bytes")]
     pub max_body_bytes: u64,
     /// Memory cap of one instance.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_memory", deserialize_with = "crate::units::bytes")]
     pub memory: u64,
     /// Wall time one `classify` may take; past it the answer is systemic.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_time_limit", deserialize_with = "crate::units::duration")]
     pub time_limit: Duration,
 }

@@ -11,7 +11,7 @@ use super::response::profile::Render;
 use crate::sink::breaker::BreakerConfig;
 use crate::sink::retry::RetryConfig;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSinkConfig {
     pub url: String,
@@ -58,7 +58,7 @@ pub struct HttpSinkConfig {
 /// top-level fields (a field an event lacks leaves its label out). Keep
 /// them few and of few values: each distinct set is a stream, and Loki
 /// indexes labels, not lines.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelsConfig {
     /// `{ job = "sluice", env = "prod" }`.
@@ -88,7 +88,7 @@ impl LabelsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BasicAuth {
     pub user: String,
@@ -96,7 +96,7 @@ pub struct BasicAuth {
     pub password_env: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Method {
     #[default]
@@ -140,6 +140,21 @@ impl ResponseConfig {
 
 /// A string or a table, with serde's own errors for the table (an
 /// untagged enum would only say "did not match any variant").
+impl schemars::JsonSchema for ResponseConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Response".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = super::response::profile::BUILTIN.iter().map(|(name, _)| *name).collect();
+        let profile = generator.subschema_for::<Profile>();
+        schemars::json_schema!({
+            "description": "How the backend's answer is read: a built-in profile's name, or a profile table.",
+            "anyOf": [{ "type": "string", "enum": names }, profile]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for ResponseConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -160,7 +175,7 @@ impl<'de> Deserialize<'de> for ResponseConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Encoding {
     /// One JSON document per line.
@@ -171,7 +186,7 @@ pub enum Encoding {
 }
 
 /// What the sink sends for each event.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Payload {
     /// `{"id": …, "timestamp": …, "event": {…}}`, as the file sink writes.
@@ -190,7 +205,7 @@ pub fn default_id_field() -> String {
     "event_id".into()
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchConfig {
     /// Events per request at most. A partition's batch larger than this is
@@ -200,6 +215,7 @@ pub struct BatchConfig {
     pub max_records: usize,
     /// Body bytes per request at most, before compression; one event
     /// larger than this goes alone.
+    #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_max_bytes", deserialize_with = "crate::units::bytes")]
     pub max_bytes: u64,
 }
@@ -217,13 +233,15 @@ fn default_max_bytes() -> u64 {
     4 << 20
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
     /// The whole request, body and answer: past it the answer is lost and
     /// the events are sent again (the backend may have taken them).
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
     /// Requests in flight at once, over all partitions.
@@ -254,7 +272,7 @@ fn default_concurrency() -> usize {
     4
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Compression {
     #[default]

@@ -11,7 +11,7 @@ use crate::problem::Problems;
 use crate::units::duration;
 
 /// A Kafka consumer group member (see `source/kafka`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceConfig {
     /// Brokers, TLS, SASL and librdkafka properties.
@@ -22,6 +22,7 @@ pub struct KafkaSourceConfig {
     pub group_id: String,
     /// How often finished prefixes are committed (also when idle, on
     /// revoke and on shutdown).
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_commit_interval", deserialize_with = "duration")]
     pub commit_interval: Duration,
     /// Records librdkafka may hold fetched per partition ahead of the
@@ -32,6 +33,7 @@ pub struct KafkaSourceConfig {
     /// How long a partition's task waits to fill a batch once it has its
     /// first record. Each batch pays two syncs (sink, state store): a batch
     /// of a few records costs as much as a full one.
+    #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_linger", deserialize_with = "duration")]
     pub linger: Duration,
     /// Fence members that lost their partitions: each batch's offsets

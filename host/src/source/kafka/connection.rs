@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 /// Where the brokers are and how to log in: one type for `[source]` and
 /// `[sink]` (flattened into each, so the keys sit in the section itself).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct KafkaConnection {
     /// `host:port[,host:port…]`.
     pub brokers: String,
@@ -149,7 +149,7 @@ impl KafkaConnection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum PropertyValue {
     Bool(bool),
@@ -169,7 +169,7 @@ impl std::fmt::Display for PropertyValue {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// CA bundle (PEM) to verify the brokers; default: the system's.
@@ -181,7 +181,7 @@ pub struct TlsConfig {
     pub key_password_env: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SaslConfig {
     /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.

@@ -8,12 +8,13 @@ use serde::Deserialize;
 use crate::problem::Problems;
 use crate::units::optional_duration;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DedupConfig {
     /// How long an id is remembered: at least as long as the source can
     /// replay a record. Default for files: 7 days; for Kafka: the longest
     /// retention of the topics (read from the brokers), else 7 days.
+    #[schemars(with = "Option<crate::units::DurationText>")]
     #[serde(default, deserialize_with = "optional_duration")]
     pub window: Option<Duration>,
     /// Which ids see each other (Kafka): each partition's own (the
@@ -117,7 +118,7 @@ impl TryFrom<String> for OnMissingState {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangelogConfig {
     /// On by default for a Kafka source; files never move, and have none.
@@ -185,3 +186,22 @@ impl DedupConfig {
 }
 
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
+
+/// The names `DedupScope` and `OnMissingState` read, for the config's
+/// JSON Schema (serde reads them through `TryFrom<String>`).
+macro_rules! schema_of_names {
+    ($ty:ty, $name:literal, [$($value:literal),+]) => {
+        impl schemars::JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": [$($value),+] })
+            }
+        }
+    };
+}
+
+schema_of_names!(DedupScope, "DedupScope", ["partition", "topic"]);
+schema_of_names!(OnMissingState, "OnMissingState", ["fail", "accept-duplicates"]);

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use crate::problem::Problems;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuarantineConfig {
     /// JSON fields masked before an entry is written: a name

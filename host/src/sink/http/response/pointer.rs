@@ -143,3 +143,17 @@ mod tests {
         assert!("items".parse::<Pointer>().is_err());
     }
 }
+
+impl schemars::JsonSchema for Pointer {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JsonPointer".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^(/.*)?$",
+            "description": "A JSON pointer into the answer (`/items`), `*` for each element of an array."
+        })
+    }
+}

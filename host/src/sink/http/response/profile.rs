@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer};
 use super::fixed;
 use super::pointer::Pointer;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// One line on what "accepted" proves with this backend, for `sluice
@@ -54,7 +54,7 @@ pub struct Profile {
 /// How records become a request body. `lines` follows the sink's
 /// `encoding`; the others are what the backend takes, whatever
 /// `encoding` says.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Render {
     #[default]
@@ -80,7 +80,7 @@ pub enum Render {
 /// What a request-level rule may decide. `retry` and `reject` are not
 /// here on purpose: they are facts about one record, and only per-record
 /// evidence (`items`, `counts`, `row`) may state them.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestFate {
     /// Every record of the request is accepted.
@@ -96,7 +96,7 @@ pub enum RequestFate {
     Read,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusRule {
     /// Status codes, each a number (`404`) or a class (`"4xx"`).
@@ -111,7 +111,7 @@ pub struct StatusRule {
 }
 
 /// What a per-record answer may decide.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordFate {
     Accepted,
@@ -121,7 +121,7 @@ pub enum RecordFate {
     Systemic,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Items {
     /// The array of per-record answers (`/items`).
@@ -141,7 +141,7 @@ pub struct Items {
     pub rules: Vec<ItemRule>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ItemRule {
     /// Item statuses; empty: any.
@@ -155,7 +155,7 @@ pub struct ItemRule {
     pub fate: RecordFate,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Counts {
     /// Records taken, summed over every value reached
@@ -183,21 +183,21 @@ fn split() -> CountFate {
     CountFate::Split
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CountFate {
     Split,
     Systemic,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextRule {
     pub matches: Pattern,
     pub fate: CountFate,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Row {
     /// A regex over the body whose first group is the row number.
@@ -219,7 +219,7 @@ fn one() -> usize {
     1
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Timed {
     /// The statuses whose body is read so (Loki: 400).
@@ -261,7 +261,7 @@ impl<'de> Deserialize<'de> for TimeFormats {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Written {
     /// The header holding a JSON summary; without it, the body.
@@ -332,6 +332,48 @@ impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Pattern, D::Error> {
         let text = String::deserialize(d)?;
         regex::Regex::new(&text).map(Pattern).map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))
+    }
+}
+
+/// In the config's JSON Schema: what `deserialize` above reads.
+impl schemars::JsonSchema for Pattern {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Regex".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "regex", "description": "A regular expression (Rust's `regex` syntax)." })
+    }
+}
+
+impl schemars::JsonSchema for Code {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StatusCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An HTTP status code (`404`) or a class of them (`\"4xx\"`).",
+            "anyOf": [
+                { "type": "integer", "minimum": 100, "maximum": 599 },
+                { "type": "string", "pattern": "^[1-5][xX][xX]$" }
+            ]
+        })
+    }
+}
+
+impl schemars::JsonSchema for TimeFormats {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TimeFormats".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "array",
+            "minItems": 1,
+            "items": { "type": "string" },
+            "description": "Timestamp formats, tried in order: `rfc3339`, `unix`, `unix_ms`, `unix_ns` or a strftime pattern."
+        })
     }
 }
 
