@@ -130,13 +130,15 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("sluice-abi/src/lib.rs", RUST_ABI)?;
             write("sluice-abi/Cargo.toml", RUST_ABI_MANIFEST)?;
             write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-guest"))?;
-            write("src/lib.rs", RUST_PLUGIN)?;
+            write("src/lib.rs", &RUST_PLUGIN.replace("{class}", &class_name(name)))?;
             write("build.sh", RUST_BUILD)?;
             format!("target/wasm32-wasip2/release/{snake}.wasm")
         }
         Lang::Python => {
-            let wasm = write_sources(&write, &root, args.lang, "plugin", name, PY_SDK, PY_PLUGIN)?;
-            write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake))?;
+            let class = class_name(name);
+            let wasm =
+                write_sources(&write, &root, args.lang, "plugin", name, PY_SDK, &PY_PLUGIN.replace("{class}", &class))?;
+            write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake).replace("{class}", &class))?;
             wasm
         }
         Lang::Js => write_sources(&write, &root, args.lang, "plugin", name, JS_SDK, JS_PLUGIN)?,
@@ -151,6 +153,17 @@ pub fn new(args: &NewArgs) -> Result<()> {
     then.push(format!("sluice plugin test {wasm} --cases cases"));
     say_steps(args, &root, &then);
     Ok(())
+}
+
+/// The plugin's type, named after the project: `my-parser` → `MyParser`.
+fn class_name(name: &str) -> String {
+    name.split(['-', '_'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+        })
+        .collect()
 }
 
 /// A Python, JavaScript or C project's sources, for `world` (`plugin` or
@@ -311,9 +324,9 @@ use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 /// The plugin is its own config (the `config` table in sluice.toml).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct KeyValues {}
+pub struct {class} {}
 
-impl Plugin for KeyValues {
+impl Plugin for {class} {
     fn process(&mut self, record: &Record) -> Outcome {
         let line = String::from_utf8_lossy(&record.payload);
         if line.trim().is_empty() {
@@ -343,7 +356,7 @@ impl Plugin for KeyValues {
     }
 }
 
-export_plugin!(KeyValues);
+export_plugin!({class});
 "#;
 
 const PY_PLUGIN: &str = r#""""key=value lines in, one JSON object out."""
@@ -353,7 +366,7 @@ import shlex
 from sluice_plugin import Plugin, drop, emit, export, reject
 
 
-class KeyValues(Plugin):
+class {class}(Plugin):
     # The config keys it reads: any other is refused at start, by name.
     config_keys = set()
 
@@ -371,7 +384,7 @@ class KeyValues(Plugin):
         return emit(pairs)
 
 
-WitWorld = export(KeyValues)
+WitWorld = export({class})
 "#;
 
 const PY_TEST: &str = r#""""The plugin's unit tests, in plain Python (no build, no host):
@@ -380,23 +393,23 @@ python3 -m unittest test_{module}"""
 import unittest
 
 from sluice_plugin import run_natively
-from {module} import KeyValues
+from {module} import {class}
 
 
-class KeyValuesTest(unittest.TestCase):
+class {class}Test(unittest.TestCase):
     def test_pairs_become_one_object(self):
-        [out] = run_natively(KeyValues, {}, ['a=1 b="two words"'])
+        [out] = run_natively({class}, {}, ['a=1 b="two words"'])
         self.assertEqual(out.verdict, "emit")
         self.assertEqual(out.events[0].json(), {"a": "1", "b": "two words"})
 
     def test_blank_lines_drop_and_others_reject(self):
-        blank, plain = run_natively(KeyValues, {}, ["   ", "no pairs here"])
+        blank, plain = run_natively({class}, {}, ["   ", "no pairs here"])
         self.assertEqual((blank.verdict, blank.reason), ("drop", "blank line"))
         self.assertEqual(plain.verdict, "reject")
 
     def test_an_unknown_config_key_is_refused(self):
         with self.assertRaisesRegex(ValueError, "unknown config key 'field'"):
-            run_natively(KeyValues, {"field": "x"}, [])
+            run_natively({class}, {"field": "x"}, [])
 
 
 if __name__ == "__main__":
@@ -519,7 +532,14 @@ WORLD={world} sdk/sdk-build.sh {source} {wasm} wit
 
 #[cfg(test)]
 mod tests {
-    use super::RUST_SDK;
+    use super::{RUST_SDK, class_name};
+
+    #[test]
+    fn the_plugin_type_is_named_after_the_project() {
+        assert_eq!(class_name("my-parser"), "MyParser");
+        assert_eq!(class_name("kv"), "Kv");
+        assert_eq!(class_name("a_b-c"), "ABC");
+    }
 
     /// A new Rust project gets the whole SDK: a module added to the crate
     /// and not to `RUST_SDK` would build here and fail in every project.
