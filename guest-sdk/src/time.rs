@@ -348,6 +348,23 @@ impl Format {
         }
     }
 
+    /// What an operator should know about this format's year, as
+    /// [`Format::zone_notice`] of its zone: a format without a year
+    /// (syslog) and without a configured `year` takes each time's year
+    /// from now, the host's clock, so a log of another year reads as this
+    /// one and would go unnoticed. None when the input or the config says
+    /// the year.
+    pub fn year_notice(&self) -> Option<String> {
+        (!self.has_year && self.year.is_none()).then(|| {
+            format!(
+                "the timestamp format {:?} writes no year: each time gets the year of now (the host's clock; \
+                 the year before when that would put it more than a day ahead), which is wrong for a log of \
+                 another year; name it: {{ format = {:?}, year = 2016 }}",
+                self.name, self.name
+            )
+        })
+    }
+
     /// RFC 3339, the default wherever a format is optional.
     pub fn rfc3339() -> Format {
         Format { name: "rfc3339".into(), kind: Kind::Rfc3339, has_year: true, year: None, zone: None }
@@ -1240,6 +1257,17 @@ mod tests {
         }
         let utc = Format::new(LOCAL).unwrap().with_zone("UTC", Ambiguous::Reject).unwrap();
         assert!(utc.zone_notice().is_none());
+    }
+
+    #[test]
+    fn a_format_without_a_year_says_so_until_the_config_names_one() {
+        let syslog = Format::new("syslog").unwrap();
+        let notice = syslog.year_notice().unwrap_or_default();
+        assert!(notice.contains("writes no year") && notice.contains("year = 2016"), "{notice}");
+        assert!(syslog.with_year(2016).unwrap().year_notice().is_none());
+        for with_year in ["rfc3339", "%Y-%m-%d %H:%M:%S", "epoch_ms"] {
+            assert!(Format::new(with_year).unwrap().year_notice().is_none(), "{with_year}");
+        }
     }
 
     /// The old `format!` form, kept as the reference the writer must match.

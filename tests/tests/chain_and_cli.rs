@@ -535,6 +535,32 @@ fn check_connect_reaches_the_sink_and_exits_3_when_it_cannot() {
     assert_eq!(code, 0, "{out}{err}");
 }
 
+/// Issue 42: a format without a year (syslog) takes the year of now, and
+/// `check` says so as it says a missing zone, until the rule names one.
+#[test]
+fn check_says_which_timestamp_rules_guess_their_year() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "Jun 14 15:16:01 x\n").unwrap_or_else(|e| panic!("{e}"));
+    let config = |format: &str| {
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n\
+             [[plugins]]\nname = \"pattern\"\npath = \"{}\"\n[plugins.config]\n\
+             patterns = ['^(?P<t>%{{SYSLOGTIMESTAMP}}) %{{GREEDYDATA:m}}$']\n\
+             timestamp = {{ fields = [\"t\"], format = {format}, zone = \"UTC\" }}\n",
+            plugin("pattern").display()
+        )
+    };
+    let (code, out, err) = check_in(dir.path(), &config("\"syslog\""), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("writes no year")).collect();
+    assert_eq!(said.len(), 1, "one warning for the year-less rule: {err}");
+    assert!(said[0].contains("timestamp: the timestamp format \"syslog\"") && said[0].contains("year = 2016"), "{err}");
+    let (code, out, err) = check_in(dir.path(), &config("{ format = \"syslog\", year = 2005 }"), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("writes no year"), "a rule that names its year says nothing: {err}");
+}
+
 /// Issue 24, item 2, through the built plugin: a rule that reads zone-less
 /// times as UTC is named by `check` (each such rule, by its place), a rule
 /// with a zone is not; in `plugin run` an IANA zone applies daylight

@@ -11,28 +11,10 @@ use super::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
 use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
 use crate::source::framing::LineReader;
 
-/// A plugin's config table from a file, as JSON for `init`: JSON when
-/// the file is named `*.json`, TOML otherwise (what a `[[plugins]]`
-/// `config` table holds). One reader for `plugin run --config` and
-/// `shadow --plugin-config`.
+/// A plugin's config table from a file (`plugin::config::read_table`), for
+/// `plugin run --config` and `shadow --plugin-config`.
 pub fn read_config_file(path: &Path) -> Result<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read plugin config {}", path.display()))?;
-    let value = if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str::<serde_json::Value>(&text)
-            .with_context(|| format!("invalid JSON in {}", path.display()))?
-    } else {
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
-        serde_json::to_value(table).with_context(|| format!("cannot convert {} to JSON", path.display()))?
-    };
-    anyhow::ensure!(
-        value.is_object(),
-        "{} must hold one table (an object): the plugin's config, not {}",
-        path.display(),
-        sluice_guest::json::kind(&value)
-    );
-    Ok(value)
+    crate::plugin::config::read_table(path).map_err(|e| anyhow::anyhow!("plugin config: {e}"))
 }
 
 /// Pair each `--config` with the `--plugin` given before it on the command
@@ -268,7 +250,7 @@ fn print_formats() {
 /// `sluice plugin test`: every case of `--cases` against the plugin, one
 /// verdict line per case. `Ok(false)` when a case failed.
 pub fn test(args: &TestArgs) -> Result<bool> {
-    use crate::plugin::conformance::{Expect, compare, load_dir};
+    use crate::plugin::conformance::{Expect, compare, load_dir, parse_now};
     let cases = load_dir::<crate::plugin::conformance::Case>(&args.cases)?;
     let limits = PluginLimits {
         memory_bytes: (args.memory_mib as usize) << 20,
@@ -282,6 +264,14 @@ pub fn test(args: &TestArgs) -> Result<bool> {
         spec.limits = limits.clone();
         spec.config = case.config.clone();
         let started = Instant::now();
+        spec.limits.fixed_now = match parse_now(case.now.as_deref()) {
+            Ok(now) => now,
+            Err(e) => {
+                failed += 1;
+                println!("FAIL  {name}: bad case: {e}{}", describe(&case.description));
+                continue;
+            }
+        };
         let loaded = runtime.load(&spec).and_then(Isolated::new);
         let verdict = match (&case.expect, loaded) {
             (Expect::InitError(want), Err(e)) => {

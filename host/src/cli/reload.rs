@@ -47,12 +47,16 @@ impl Control {
     }
 }
 
-/// The digest of a config in force: its file and every plugin's bytes.
-fn digest(path: &Path, chain: &Chain) -> String {
+/// The digest of a config in force: its file, every plugin's bytes and
+/// every plugin's table (a `config_file`'s included).
+fn digest(path: &Path, cfg: &Config, chain: &Chain) -> String {
     let mut h = blake3::Hasher::new();
     h.update(&std::fs::read(path).unwrap_or_default());
     for s in chain.stages() {
         h.update(s.id().digest.as_bytes());
+    }
+    for p in &cfg.plugins {
+        h.update(p.config.to_string().as_bytes());
     }
     h.finalize().to_hex()[..16].to_string()
 }
@@ -106,7 +110,7 @@ fn reload(args: &RunArgs, runtime: &Runtime, control: &Control) {
             tracing::error!("config reload refused, the running config stays: {e:#}");
         }
         Ok((new, chain)) => {
-            let new_digest = digest(&args.config.config, &chain);
+            let new_digest = digest(&args.config.config, &new, &chain);
             let guard = control.in_force.lock().unwrap_or_else(|p| p.into_inner());
             let Some((old, old_digest)) = guard.as_ref() else { return };
             if let Some(why) = immutable_change(old, &new) {
@@ -136,7 +140,7 @@ pub fn run(args: &RunArgs, cfg: Config, chain: &Chain, runtime: &Runtime) -> Exi
     let control = Arc::new(Control::default());
     let (reloads, requests) = mpsc::channel::<()>();
     watch_signals(control.clone(), reloads.clone(), cfg.shutdown.grace);
-    let first = digest(&args.config.config, chain);
+    let first = digest(&args.config.config, &cfg, chain);
     in_force(&first, None);
     *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
     std::thread::scope(|scope| {

@@ -123,6 +123,9 @@ impl Config {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let base = std::path::absolute(dir).map_err(|e| load_err(e.to_string()))?;
         cfg.resolve_paths(&base);
+        for (i, plugin) in cfg.plugins.iter_mut().enumerate() {
+            plugin.read_config_file(i, &mut p);
+        }
         cfg.validate(&mut p);
         p.into_result()?;
         Ok(cfg)
@@ -199,6 +202,7 @@ impl Config {
         self.pipeline.state_dir = abs(&self.pipeline.state_dir);
         for p in &mut self.plugins {
             p.path = abs(&p.path);
+            p.config_file = p.config_file.as_deref().map(abs);
         }
         match &mut self.source {
             SourceConfig::File(f) => {
@@ -601,6 +605,36 @@ mod tests {
         );
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
         Config::load(&path)
+    }
+
+    /// A plugin's table from a file of its own, relative to the config;
+    /// refused, by key, when the file cannot be read, is not one table, or
+    /// comes with a `config` table too.
+    #[test]
+    fn a_plugin_config_can_live_in_its_own_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("p.wasm"), b"\0asm").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(dir.path().join("plugins")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("plugins/json.toml"), "id_field = \"id\"\n[nested]\nx = 1\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("plugins/list.json"), "[1, 2]").unwrap_or_else(|e| panic!("{e}"));
+        let load = |plugin: &str| {
+            let path = dir.path().join("c.toml");
+            let text = format!(
+                "[pipeline]\nname = \"p\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\npaths = [\"a\"]\n\
+                 [sink]\ntype = \"stdout\"\n[[plugins]]\nname = \"j\"\npath = \"p.wasm\"\n{plugin}\n"
+            );
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(&path)
+        };
+        let cfg = load("config_file = \"plugins/json.toml\"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.plugins[0].config, serde_json::json!({"id_field": "id", "nested": {"x": 1}}));
+        let e = error_of(load("config_file = \"plugins/missing.toml\""));
+        assert!(e.contains("plugins[0].config_file") && e.contains("missing.toml"), "{e}");
+        let e = error_of(load("config_file = \"plugins/list.json\""));
+        assert!(e.contains("plugins[0].config_file") && e.contains("must hold one table"), "{e}");
+        let e = error_of(load("config_file = \"plugins/json.toml\"\nconfig = { id_field = \"x\" }"));
+        assert!(e.contains("plugins[0].config_file") && e.contains("not both"), "{e}");
     }
 
     fn error_of(r: Result<Config, ConfigError>) -> String {

@@ -103,14 +103,7 @@ pub struct Got {
 /// Run `case` through `cfg`'s chain (instantiated afresh: plugins keep no
 /// state from another case) and the batch decisions.
 pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<Vec<Got>, String> {
-    let now = match &case.now {
-        None => None,
-        Some(t) => Some(
-            sluice_guest::time::Format::rfc3339()
-                .parse(t, 0)
-                .map_err(|e| format!("now {t:?} is not an RFC 3339 time: {e}"))?,
-        ),
-    };
+    let now = crate::plugin::conformance::parse_now(case.now.as_deref())?;
     let stages = (0..cfg.plugins.len())
         .map(|i| build_stage(runtime, cfg, i, now))
         .collect::<Result<Vec<_>, PipelineError>>()

@@ -23,6 +23,12 @@ pub struct PluginConfig {
     /// The plugin's own table, handed to its `init`.
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
+    /// The plugin's own table from a file of its own instead (TOML, or
+    /// JSON when named `*.json`): the file `sluice plugin run --config`
+    /// reads, so the table a plugin was developed with is the one the
+    /// pipeline runs. Relative to this config file.
+    #[serde(default)]
+    pub config_file: Option<PathBuf>,
     #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_memory", deserialize_with = "bytes")]
     pub memory: u64,
@@ -73,7 +79,45 @@ fn default_time_limit() -> Duration {
     PluginLimits::default().time_per_batch
 }
 
+/// A plugin's config table from a file: JSON when the file is named
+/// `*.json`, TOML otherwise (what a `[[plugins]]` `config` table holds).
+/// The one reader of `config_file`, `plugin run --config` and `shadow
+/// --plugin-config`.
+pub fn read_table(path: &std::path::Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let value = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| format!("invalid JSON in {}: {e}", path.display()))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| format!("invalid TOML in {}: {e}", path.display()))?;
+        serde_json::to_value(table).map_err(|e| format!("cannot convert {} to JSON: {e}", path.display()))?
+    };
+    if !value.is_object() {
+        return Err(format!(
+            "{} must hold one table (an object): the plugin's config, not {}",
+            path.display(),
+            sluice_guest::json::kind(&value)
+        ));
+    }
+    Ok(value)
+}
+
 impl PluginConfig {
+    /// `config_file`'s table into `config`, once the paths are absolute.
+    /// `i`: the plugin's place in `[[plugins]]`, for the keys named.
+    pub fn read_config_file(&mut self, i: usize, p: &mut Problems) {
+        let Some(file) = &self.config_file else { return };
+        if self.config.as_object().is_some_and(|o| !o.is_empty()) {
+            p.add(&format!("plugins[{i}].config_file"), "give config or config_file, not both".into());
+            return;
+        }
+        match read_table(file) {
+            Ok(table) => self.config = table,
+            Err(e) => p.add(&format!("plugins[{i}].config_file"), e),
+        }
+    }
+
     /// `i`: the plugin's place in `[[plugins]]`, for the keys named.
     pub fn validate(&self, i: usize, p: &mut Problems) {
         if !self.path.is_file() {

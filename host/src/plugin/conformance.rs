@@ -39,7 +39,21 @@ pub struct Case {
     /// The batch, in one call.
     #[serde(default)]
     pub records: Vec<CaseRecord>,
+    /// The instant the plugin sees as now (RFC 3339), as in a config's
+    /// cases: a case about a timestamp's age passes the same way next
+    /// year. Default: the real now.
+    #[serde(default)]
+    pub now: Option<String>,
     pub expect: Expect,
+}
+
+/// A case's `now` (RFC 3339) as nanoseconds since the epoch: the clock the
+/// plugins of a plugin case and of a config case see alike.
+pub fn parse_now(now: Option<&str>) -> Result<Option<i64>, String> {
+    now.map(|t| {
+        sluice_guest::time::Format::rfc3339().parse(t, 0).map_err(|e| format!("now {t:?} is not an RFC 3339 time: {e}"))
+    })
+    .transpose()
 }
 
 fn empty_object() -> serde_json::Value {

@@ -34,8 +34,11 @@ impl Plugin for Json {
         if self.require_id && self.id_field.is_none() {
             return Err("require_id = true needs id_field".into());
         }
-        if let (Some(_), Some(notice)) = (&self.timestamp_field, self.timestamp_format.zone_notice()) {
-            sluice_guest::log(sluice_guest::Level::Warn, &format!("timestamp_format: {notice}"));
+        if self.timestamp_field.is_some() {
+            let f = &self.timestamp_format;
+            for notice in [f.zone_notice(), f.year_notice()].into_iter().flatten() {
+                sluice_guest::log(sluice_guest::Level::Warn, &format!("timestamp_format: {notice}"));
+            }
         }
         Ok(())
     }

@@ -80,7 +80,7 @@ impl TimestampConfig {
             (None, Some(_)) => return Err(format!("{at}.ambiguous: needs a zone (an IANA name) to apply to")),
             (None, None) => {}
         }
-        if let Some(notice) = self.format.zone_notice() {
+        for notice in [self.format.zone_notice(), self.format.year_notice()].into_iter().flatten() {
             sluice_guest::log(sluice_guest::Level::Warn, &format!("{at}: {notice}"));
         }
         Ok(())
