@@ -188,8 +188,10 @@ export class Patterns {
       throw hostError(e);
     }
   }
+  /** `line`: a string, or a Uint8Array (a record's payload) read as UTF-8. */
   match(line) {
-    const m = this.set.firstMatch(String(line));
+    const text = typeof line === "string" ? line : ArrayBuffer.isView(line) ? decoder.decode(line) : String(line);
+    const m = this.set.firstMatch(text);
     return m === undefined || m === null ? null : { pattern: m.pattern, captures: Object.fromEntries(m.captures) };
   }
 }

@@ -334,7 +334,8 @@ class Patterns:
     """`%{SHORTCUT:name}` patterns (the pattern plugin's engine and
     shortcuts), compiled once in `setup` and tried in order per record.
     `match(line)` answers `(index, {name: text})` of the first pattern that
-    matches, or None. A pattern the host refuses raises `ValueError`."""
+    matches, or None; `line` is text, or bytes (a record's payload) read as
+    UTF-8. A pattern the host refuses raises `ValueError`."""
 
     def __init__(self, patterns: List[str]):
         if NATIVE:
@@ -347,7 +348,14 @@ class Patterns:
         except Err as e:
             raise _host_error(e) from None
 
-    def match(self, line: str):
+    def match(self, line: Union[bytes, str]):
+        # Checked here, not by the bindings: a value they cannot convert
+        # traps the instance, record after record, where a TypeError
+        # rejects the one record and names the plugin's line.
+        if isinstance(line, (bytes, bytearray, memoryview)):
+            line = bytes(line).decode("utf-8", "replace")
+        elif not isinstance(line, str):
+            raise TypeError(f"Patterns.match takes str or bytes (a record's payload), not {type(line).__name__}")
         m = self._set.first_match(line)
         return None if m is None else (m.pattern, dict(m.captures))
 

@@ -68,6 +68,26 @@ pub fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Durat
     sluice_guest::duration::deserialize(d).map(Some)
 }
 
+/// A duration as an operator writes it in a config, in the largest unit
+/// that holds it whole, days at most: `7d` is said back as `7d`, not the
+/// `1w` the guest SDK's reasons use.
+pub fn display(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    for (unit, per) in [
+        ("d", 86_400_000_000_000u128),
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if nanos >= per && nanos.is_multiple_of(per) {
+            return format!("{}{unit}", nanos / per);
+        }
+    }
+    format!("{nanos}ns")
+}
+
 /// How a duration is written, for the config's JSON Schema (the field
 /// itself is a `Duration`, read by [`duration`]).
 pub struct DurationText;
@@ -103,5 +123,20 @@ impl schemars::JsonSchema for SizeText {
                 { "type": "string", "pattern": "^\\s*[0-9]+\\s*(B|KiB|MiB|GiB|KB|MB|GB)?\\s*$" }
             ]
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::display;
+
+    #[test]
+    fn a_duration_is_said_back_as_a_config_writes_it() {
+        assert_eq!(display(Duration::from_secs(7 * 86_400)), "7d");
+        assert_eq!(display(Duration::from_secs(300)), "5m");
+        assert_eq!(display(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(display(Duration::ZERO), "0ns");
     }
 }

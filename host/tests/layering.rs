@@ -47,7 +47,6 @@ const CONFIG_READERS: &[&str] = &[
     "pipeline/cases.rs",
     "pipeline/case_sink.rs",
     "pipeline/shadow.rs",
-    "pipeline/driver.rs",
     "pipeline/kafka/",
 ];
 

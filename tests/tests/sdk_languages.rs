@@ -253,6 +253,74 @@ fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_att
     assert!(imports(&logfmt_py).contains("sluice:plugin/helpers@0.2.0"), "{}", imports(&logfmt_py));
 }
 
+/// Issue 42: `Patterns.match` takes a record's payload as it comes (bytes in
+/// Python, a Uint8Array in JavaScript) and reads it as UTF-8; in Python any
+/// other value rejects its record with a reason naming the plugin's line,
+/// instead of trapping the instance on every record.
+#[test]
+fn patterns_match_a_payload_as_it_comes_and_refuse_a_wrong_type_by_its_line() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("bytes_patterns.py"),
+        "from sluice_plugin import Patterns, Plugin, emit, export\n\n\n\
+         class P(Plugin):\n    config_keys = set()\n\n\
+         \x20   def setup(self, config):\n        self.p = Patterns([\"^%{INT:pid} %{GREEDYDATA:msg}$\"])\n\n\
+         \x20   def process(self, record):\n        if bytes(record.payload) == b\"int\":\n\
+         \x20           return emit({\"m\": self.p.match(7)})\n\
+         \x20       m = self.p.match(record.payload)\n\
+         \x20       return emit({\"m\": None if m is None else m[1]})\n\n\n\
+         WitWorld = export(P)\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("bytes_patterns.js"),
+        "import { Patterns, Plugin, emit, exportPlugin } from \"./sluice-plugin.js\";\n\
+         class P extends Plugin {\n\
+         \x20 setup() { this.p = new Patterns([\"^%{INT:pid} %{GREEDYDATA:msg}$\"]); }\n\
+         \x20 process(record) {\n    const m = this.p.match(record.payload);\n\
+         \x20   return emit({ m: m === null ? null : m.captures });\n  }\n}\n\
+         export const { init, process } = exportPlugin(P);\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let py = dir.path().join("py.wasm");
+    build_python(&[dir.path()], "bytes_patterns", &py);
+    let js = dir.path().join("js.wasm");
+    build_js(&dir.path().join("bytes_patterns.js"), &js);
+    let run = |wasm: &Path, input: &str| -> String {
+        let mut child = Command::new(sluice_bin!())
+            .args(["plugin", "run", "--plugin", &wasm.display().to_string()])
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Some(mut stdin) = child.stdin.take() {
+            std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    for (lang, wasm) in [("python", &py), ("js", &js)] {
+        let said = run(wasm, "12 hello world\n");
+        assert!(
+            said.contains(r#""outcome":"emit""#) && said.contains(r#""12""#) && said.contains("hello world"),
+            "{lang}: {said}"
+        );
+    }
+    let said = run(&py, "int\n12 after\n");
+    let lines: Vec<&str> = said.lines().filter(|l| l.starts_with("{\"line\"")).collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(said.contains(r#""rebuilds":0"#), "no trap, no instance rebuilt: {said}");
+    assert!(
+        lines[0].contains(r#""outcome":"reject""#)
+            && lines[0].contains("TypeError: Patterns.match takes str or bytes")
+            && lines[0].contains("(line 12)"),
+        "{said}"
+    );
+    assert!(lines[1].contains(r#""pid":"12""#), "the next record is matched by the same instance: {said}");
+}
+
 /// A new project's own `build.sh`, with the suite's tool chains instead
 /// of installs of its own; the Rust build shares `target`.
 fn build_project(lang: &str, project: &Path, target: &Path) {
@@ -333,6 +401,22 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
                 .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
             let said = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success() && said.contains("Ran 3 tests"), "python unit tests:\n{said}");
+        }
+        // A Rust project's unit tests run natively, as its steps say.
+        if lang == "rust" {
+            assert!(text.contains("cargo test"), "{text}");
+            let out = Command::new("cargo")
+                .args(["test", "--quiet"])
+                .current_dir(&project)
+                .env("CARGO_TARGET_DIR", target.join("native"))
+                .output()
+                .unwrap_or_else(|e| panic!("cargo: {e}"));
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && said.contains("2 passed"),
+                "rust unit tests:\n{said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }

@@ -42,13 +42,13 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
             }
             match crate::source::kafka::admin::retention(k) {
                 Ok(Some(retention)) => {
-                    let shown = sluice_guest::duration::display(retention);
+                    let shown = crate::units::display(retention);
                     match cfg.dedup.window {
                         Some(w) if w < retention => {
                             println!(
                                 "  warning: dedup.window {} is shorter than the topics' retention {shown}: a replay of \
                                  records older than the window delivers them again",
-                                sluice_guest::duration::display(w)
+                                crate::units::display(w)
                             );
                         }
                         Some(_) => {}
@@ -70,13 +70,13 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     }
     println!(
         "  dedup:  window {} ({window_note}), state {}{}",
-        sluice_guest::duration::display(window),
+        crate::units::display(window),
         cfg.pipeline.state_dir.display(),
         if cfg.dedup.audit { "" } else { ", no audit trails (dedup.audit = false)" }
     );
     println!(
         "  watch:  a partition with records waiting and no batch finished for {} is reported stalled",
-        sluice_guest::duration::display(cfg.watchdog.stall)
+        crate::units::display(cfg.watchdog.stall)
     );
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
@@ -106,7 +106,7 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
         println!(
             "    it sees: status, headers {headers}, body up to {} bytes; time limit {}",
             c.max_body_bytes,
-            sluice_guest::duration::display(c.time_limit)
+            crate::units::display(c.time_limit)
         );
         if let Some(response) = cfg.sink.response() {
             println!("    request body shaped by profile {}", response.name());
@@ -209,7 +209,7 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
     };
     match topic_state(k, &topic, window, cfg.dedup.changelog.retention_factor) {
         Ok(TopicState::Exists { partitions, retention }) => {
-            let kept = retention.map(sluice_guest::duration::display).unwrap_or_else(|| "unknown".into());
+            let kept = retention.map(crate::units::display).unwrap_or_else(|| "unknown".into());
             println!("  dedup:  changelog {topic:?} ({partitions} partitions, retention {kept}); {on_missing}");
             if let Some(w) = retention_warning(retention, window) {
                 println!("  warning: dedup changelog {topic:?}: {w}");
@@ -218,7 +218,7 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
         Ok(TopicState::WillCreate { partitions, retention }) => println!(
             "  dedup:  changelog {topic:?} does not exist: `sluice run` creates it ({partitions} partitions, \
              retention {}, cleanup.policy delete); {on_missing}",
-            sluice_guest::duration::display(retention)
+            crate::units::display(retention)
         ),
         Err(e) => println!("  warning: cannot look up the dedup changelog {topic:?} now ({e})"),
     }

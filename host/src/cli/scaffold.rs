@@ -147,8 +147,10 @@ pub fn new(args: &NewArgs) -> Result<()> {
     make_executable(&root.join("build.sh"))?;
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
     let mut then = Vec::new();
-    if args.lang == Lang::Python {
-        then.push(format!("python3 -m unittest test_{snake}   # its unit tests, in plain Python"));
+    match args.lang {
+        Lang::Python => then.push(format!("python3 -m unittest test_{snake}   # its unit tests, in plain Python")),
+        Lang::Rust => then.push("cargo test   # its unit tests, natively".to_string()),
+        Lang::Js | Lang::C => {}
     }
     then.push(format!("sluice plugin test {wasm} --cases cases"));
     say_steps(args, &root, &then);
@@ -290,6 +292,8 @@ pub(super) const RUST_MANIFEST: &str = r#"[package]
 name = "{name}"
 version = "0.1.0"
 edition = "2024"
+# The Rust sluice and its SDK are built and tested with.
+rust-version = "1.95"
 
 [lib]
 crate-type = ["cdylib"]
@@ -357,6 +361,31 @@ impl Plugin for {class} {
 }
 
 export_plugin!({class});
+
+/// Unit tests, natively (`cargo test`): the plugin is plain Rust, so no
+/// build and no host are needed; `sluice plugin test` runs the cases
+/// through the built component.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(line: &str) -> Outcome {
+        {class}::default().process(&Record { payload: line.as_bytes().to_vec(), ..Record::default() })
+    }
+
+    #[test]
+    fn pairs_become_one_object() {
+        let Outcome::Emit(events) = run("a=1 b=\"two words\"") else { panic!("not emitted") };
+        let body: serde_json::Value = serde_json::from_slice(&events[0].body).unwrap_or_default();
+        assert_eq!(body, serde_json::json!({"a": "1", "b": "two words"}));
+    }
+
+    #[test]
+    fn a_blank_line_is_dropped_and_a_line_without_pairs_rejected() {
+        assert!(matches!(run("   "), Outcome::Drop(_)));
+        assert!(matches!(run("no pairs here"), Outcome::Reject(_)));
+    }
+}
 "#;
 
 const PY_PLUGIN: &str = r#""""key=value lines in, one JSON object out."""

@@ -58,7 +58,7 @@ fn durations_as_written(v: &mut serde_json::Value) {
                 let nanos = d.get("nanos").and_then(|n| n.as_u64());
                 if let (Some(secs), Some(nanos)) = (secs, nanos) {
                     let written = std::time::Duration::from_secs(secs) + std::time::Duration::from_nanos(nanos);
-                    *d = serde_json::Value::String(sluice_guest::duration::display(written));
+                    *d = serde_json::Value::String(crate::units::display(written));
                 }
             }
             map.values_mut().for_each(durations_as_written);

@@ -40,10 +40,8 @@ use std::time::{Duration, Instant};
 use rocksdb::WriteBatch;
 
 use super::durable::{Committer, Durable};
-use super::kafka::quarantine_topic::QuarantineTopic;
 use super::{PipelineError, RaiseOnDrop, now_nanos};
 use crate::batch::{Pull, Pulled};
-use crate::config::Config;
 use crate::custody::claims::{Claimed, Claims};
 use crate::custody::ids::{DigestSet, IdDigest};
 use crate::custody::standing::PartitionState;
@@ -53,7 +51,7 @@ use crate::plugin::{Chain, Judged, Record, Verdicts};
 use crate::sink::guarded::Guarded;
 use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
-use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
+use crate::store::quarantine::{Entry, Masking, PluginVersion, Quarantine};
 use crate::store::{Store, StoreError};
 use crate::telemetry::InternalEvent;
 use crate::telemetry::stats::{Counts, RunStats};
@@ -149,17 +147,47 @@ pub trait SentIds: Send {
     fn wait(self: Box<Self>, stopping: &dyn Fn() -> bool) -> Result<Option<i64>, PipelineError>;
 }
 
+/// What the driver reads of the config, and only that: it is handed its
+/// settings (`pipeline::driver_settings` picks them out), never the whole
+/// config, so a new key reaches it only by being named here.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `pipeline.name`, written into every quarantine entry.
+    pub pipeline: String,
+    /// `pipeline.batch_size`: records per batch.
+    pub batch_size: usize,
+    /// `pipeline.in_flight`: batches of a partition between its source and
+    /// its commit.
+    pub in_flight: usize,
+    /// `quarantine.mask_fields` and `quarantine.mask_patterns`.
+    pub mask_fields: Vec<String>,
+    pub mask_patterns: Vec<String>,
+    /// `dedup.audit`: each delivered id's trail is kept.
+    pub audit: bool,
+    /// The kind of source the partitions come from (`kafka`, `file`), as
+    /// the audit names their origins.
+    pub source_kind: &'static str,
+}
+
+/// Where quarantine entries go beyond the state store, acknowledged
+/// before their records' doors are written (Kafka: `quarantine.topic`).
+pub trait QuarantineLog: Sync {
+    /// Whether every entry was acknowledged; false when let go first
+    /// (`stopping`): the records stay owed and are read again.
+    fn publish(&self, entries: &[&Entry], stopping: &dyn Fn() -> bool) -> bool;
+}
+
 /// What every partition of a run shares.
 #[derive(Clone)]
 pub struct Shared<'a> {
-    pub cfg: &'a Config,
+    pub settings: &'a Settings,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
     pub sink: &'a Guarded,
     pub committer: &'a Committer,
     /// `quarantine.topic`, when set: entries are published there before
     /// their records' doors are written.
-    pub quarantine_topic: Option<&'a QuarantineTopic>,
+    pub quarantine_topic: Option<&'a dyn QuarantineLog>,
     /// The dedup changelog (Kafka), when on.
     pub changelog: Option<&'a dyn IdLog>,
     /// When partitions share a dedup scope: the ids their batches in
@@ -248,7 +276,7 @@ pub fn drive(
     reader: &mut dyn Reader,
     keeper: &mut dyn Keeper,
 ) -> Result<(), PipelineError> {
-    let in_flight = shared.cfg.pipeline.in_flight;
+    let in_flight = shared.settings.in_flight;
     let (credit_tx, credits) = mpsc::sync_channel::<Credit>(in_flight);
     for _ in 0..in_flight {
         let _ = credit_tx.try_send(None);
@@ -258,14 +286,14 @@ pub fn drive(
     let back_failed = AtomicBool::new(false);
     let quarantine = Quarantine::new(
         shared.store,
-        &shared.cfg.pipeline.name,
+        &shared.settings.pipeline,
         part.chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
-        Masking::new(&shared.cfg.quarantine.mask_fields, &shared.cfg.quarantine.mask_patterns)
+        Masking::new(&shared.settings.mask_fields, &shared.settings.mask_patterns)
             .map_err(|e| PipelineError::Config(format!("quarantine.mask_patterns: {e}")))?,
     );
     // What this partition's trails name: the sink, and the chain that
     // judged its records (a reload starts a new partition, a new context).
-    let trails = if shared.cfg.dedup.audit {
+    let trails = if shared.settings.audit {
         let context = Context {
             sink: shared.sink.describe().to_string(),
             plugins: part
@@ -280,8 +308,7 @@ pub fn drive(
         // first delivery: ids restored into it from the changelog are
         // found by the scope its name gives.
         if !keeper.keeps_quarantine() {
-            let kind =
-                if matches!(shared.cfg.source, crate::config::SourceConfig::Kafka(_)) { "kafka" } else { "file" };
+            let kind = shared.settings.source_kind;
             shared.store.intern_origin(&Origin { kind: kind.into(), name: part.name.to_string() })?;
         }
         Some(Trails::new(shared.store, &context)?)
@@ -351,7 +378,7 @@ fn front(
     writes_durable: &AtomicU64,
     back_failed: &AtomicBool,
 ) -> Result<(), PipelineError> {
-    let batch_size = shared.cfg.pipeline.batch_size;
+    let batch_size = shared.settings.batch_size;
     loop {
         // A credit: room for one more batch in flight. Waiting here is
         // the back-pressure: the source is not read meanwhile.

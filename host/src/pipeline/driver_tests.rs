@@ -115,8 +115,9 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
     let state = Arc::new(Mutex::new(PartitionState::default()));
     crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
         super::with_committer(&store, None, |committer| {
+            let settings = super::driver_settings(&cfg);
             let shared = Shared {
-                cfg: &cfg,
+                settings: &settings,
                 store: &store,
                 dedup: &dedup,
                 sink: &guarded,

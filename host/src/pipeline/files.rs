@@ -50,10 +50,11 @@ pub(super) fn run(
     let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
+    let settings = super::driver_settings(cfg);
     with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
         with_committer(&store, Some(&health), |committer| {
             let shared = Shared {
-                cfg,
+                settings: &settings,
                 store: &store,
                 dedup: &dedup,
                 sink: &sink,
@@ -77,7 +78,7 @@ pub(super) fn run(
                             .name(format!("sluice-front-{}", file.display()))
                             .spawn_scoped(scope, move || -> Result<(), PipelineError> {
                                 let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
-                                let result = run_file(shared, runtime, source, file, stop);
+                                let result = run_file(cfg, shared, runtime, source, file, stop);
                                 guard.armed = result.is_err();
                                 result
                             });
@@ -111,13 +112,14 @@ pub(super) fn run(
 }
 
 fn run_file(
+    cfg: &Config,
     shared: &Shared<'_>,
     runtime: &Runtime,
     source: &FileSourceConfig,
     file: &std::path::Path,
     stop: &Stop,
 ) -> Result<(), PipelineError> {
-    let chain = build_chain(runtime, shared.cfg)?;
+    let chain = build_chain(runtime, cfg)?;
     crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
     let checkpoint = shared.store.checkpoint(&file.display().to_string())?;
     let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?

@@ -121,6 +121,19 @@ pub fn identity(cfg: &Config) -> Identity {
 }
 
 /// The run's state store, keeping `pipeline.state_reserve` free.
+/// What the driver reads of `cfg` (`driver::Settings`).
+pub fn driver_settings(cfg: &Config) -> driver::Settings {
+    driver::Settings {
+        pipeline: cfg.pipeline.name.clone(),
+        batch_size: cfg.pipeline.batch_size,
+        in_flight: cfg.pipeline.in_flight,
+        mask_fields: cfg.quarantine.mask_fields.clone(),
+        mask_patterns: cfg.quarantine.mask_patterns.clone(),
+        audit: cfg.dedup.audit,
+        source_kind: if cfg.source.is_kafka() { "kafka" } else { "file" },
+    }
+}
+
 pub(crate) fn open_store(cfg: &Config) -> Result<Store, PipelineError> {
     let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
     store.keep_free(cfg.pipeline.state_reserve);

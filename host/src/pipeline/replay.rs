@@ -118,10 +118,13 @@ pub fn replay(
     let stats = Mutex::new(RunStats::default());
     let summary = Mutex::new(summary);
     let mut chain = Some(chain);
+    let settings = super::driver_settings(cfg);
+    let front_settings = sides.as_ref().map(|s| super::driver_settings(&s.front));
+    let back_settings = sides.as_ref().map(|s| super::driver_settings(&s.back));
     with_watchdog(&cfg.watchdog, &sink, None, |watchdog| {
         with_committer(&store, None, |committer| {
             let shared = Shared {
-                cfg,
+                settings: &settings,
                 store: &store,
                 dedup: &dedup,
                 sink: &sink,
@@ -132,13 +135,13 @@ pub fn replay(
                 stats: &stats,
                 watchdog,
             };
-            let front = sides.as_ref().map(|s| Shared {
-                cfg: &s.front,
+            let front = sides.as_ref().zip(front_settings.as_ref()).map(|(s, settings)| Shared {
+                settings,
                 sink: &s.front_sink,
                 changelog: None,
                 ..shared.clone()
             });
-            let back = sides.as_ref().map(|s| Shared { cfg: &s.back, ..shared.clone() });
+            let back = back_settings.as_ref().map(|settings| Shared { settings, ..shared.clone() });
             for entries in
                 entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide))
             {

@@ -340,8 +340,9 @@ mod tests {
         let stop = AtomicBool::new(false);
         let seen = with_watchdog(&cfg.watchdog, &sink, None, |dog| {
             crate::pipeline::with_committer(&store, None, |committer| {
+                let settings = crate::pipeline::driver_settings(&cfg);
                 let shared = Shared {
-                    cfg: &cfg,
+                    settings: &settings,
                     store: &store,
                     dedup: &dedup,
                     sink: &sink,

@@ -61,6 +61,9 @@ use crate::watchdog::with_watchdog;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
+    /// The config the run was built from: the member's own settings and
+    /// each task's chain come from it.
+    pub cfg: &'a Config,
     pub shared: Shared<'a>,
     pub runtime: &'a Runtime,
     /// How long a task waits to fill a batch (`source.linger`).
@@ -86,14 +89,14 @@ pub fn window(cfg: &Config, source: &KafkaSourceConfig) -> Duration {
         Ok(None) => {
             tracing::warn!(
                 "the topics keep records forever (or do not say): dedup window {}; set dedup.window",
-                sluice_guest::duration::display(DEFAULT_WINDOW)
+                crate::units::display(DEFAULT_WINDOW)
             );
             DEFAULT_WINDOW
         }
         Err(e) => {
             tracing::warn!(
                 "cannot read the topics' retention ({e}): dedup window {}; set dedup.window",
-                sluice_guest::duration::display(DEFAULT_WINDOW)
+                crate::units::display(DEFAULT_WINDOW)
             );
             DEFAULT_WINDOW
         }
@@ -188,16 +191,18 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
                 result
             })
         });
+        let settings = super::driver_settings(cfg);
         let result = with_watchdog(&cfg.watchdog, sink, watched, |watchdog| {
             with_committer(store, Some(health), |committer| {
                 let tasks = Tasks {
+                    cfg,
                     shared: Shared {
-                        cfg,
+                        settings: &settings,
                         store,
                         dedup,
                         sink,
                         committer,
-                        quarantine_topic: quarantine_topic.as_ref(),
+                        quarantine_topic: quarantine_topic.as_ref().map(|t| t as &dyn driver::QuarantineLog),
                         changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
                         // A topic's partitions share one scope: their batches
                         // in flight claim their ids.
@@ -230,7 +235,7 @@ fn member(
     health: &Health,
     ready: &(dyn Fn(bool) + Sync),
 ) -> Result<(), PipelineError> {
-    let cfg = tasks.shared.cfg;
+    let cfg = tasks.cfg;
 
     let (commands, command_rx) = std::sync::mpsc::channel();
     let context = Context {

@@ -121,3 +121,10 @@ impl QuarantineTopic {
         }
     }
 }
+
+/// The driver's quarantine log, for a Kafka pipeline with `quarantine.topic`.
+impl crate::pipeline::driver::QuarantineLog for QuarantineTopic {
+    fn publish(&self, entries: &[&Entry], stopping: &dyn Fn() -> bool) -> bool {
+        QuarantineTopic::publish(self, entries, stopping)
+    }
+}

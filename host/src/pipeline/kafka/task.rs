@@ -51,7 +51,7 @@ pub(super) fn run(
     let chain = if tasks.reads_events {
         Chain::checked_passthrough()
     } else {
-        let chain = build_chain(tasks.runtime, tasks.shared.cfg)?;
+        let chain = build_chain(tasks.runtime, tasks.cfg)?;
         crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
         chain
     };
@@ -86,7 +86,7 @@ pub(super) fn run(
         None => false,
     };
     state.lock().unwrap_or_else(|p| p.into_inner()).restored = true;
-    let scope = match shared.cfg.dedup.scope {
+    let scope = match tasks.cfg.dedup.scope {
         DedupScope::Partition => scope(name),
         DedupScope::Topic => topic_scope(topic),
     };

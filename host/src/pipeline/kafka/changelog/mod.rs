@@ -118,8 +118,8 @@ pub fn retention_warning(retention: Option<Duration>, window: Duration) -> Optio
         Some(r) if r < window => Some(format!(
             "its retention {} is shorter than the dedup window {}: ids older than that are not restored on another \
              instance; raise retention.ms",
-            sluice_guest::duration::display(r),
-            sluice_guest::duration::display(window)
+            crate::units::display(r),
+            crate::units::display(window)
         )),
         _ => None,
     }
@@ -202,7 +202,7 @@ impl<'s> Changelog<'s> {
                 tracing::info!(
                     topic,
                     partitions,
-                    retention = sluice_guest::duration::display(retention),
+                    retention = crate::units::display(retention),
                     "dedup changelog created"
                 );
                 partitions
