@@ -225,21 +225,6 @@ impl Outcome {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_id_is_what_contract_0_2_tells_plugins() {
-        for p in [
-            Position::Kafka { topic: "logs".into(), partition: 3, offset: 42 },
-            Position::File { path: "/var/log/a.log".into(), generation: 1, offset: 7 },
-        ] {
-            assert_eq!(p.default_event_id(), format!("{}:{}@{}", p.source(), p.partition_name(), p.offset_i64()));
-        }
-    }
-}
-
 /// [`json_or_string`] over shared bytes: a JSON payload goes on as a
 /// slice of itself, not a copy.
 pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
@@ -269,4 +254,19 @@ fn json_text(payload: &[u8]) -> Option<&[u8]> {
 /// The payload's text as a JSON string.
 fn quoted(payload: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&String::from_utf8_lossy(payload)).unwrap_or_else(|_| b"null".to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_id_is_what_contract_0_2_tells_plugins() {
+        for p in [
+            Position::Kafka { topic: "logs".into(), partition: 3, offset: 42 },
+            Position::File { path: "/var/log/a.log".into(), generation: 1, offset: 7 },
+        ] {
+            assert_eq!(p.default_event_id(), format!("{}:{}@{}", p.source(), p.partition_name(), p.offset_i64()));
+        }
+    }
 }

@@ -116,6 +116,20 @@ fn all_from<'v, 'a>(steps: &[Step], v: &'v Json<'a>, out: &mut Vec<&'v Json<'a>>
     }
 }
 
+impl schemars::JsonSchema for Pointer {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JsonPointer".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^(/.*)?$",
+            "description": "A JSON pointer into the answer (`/items`), `*` for each element of an array."
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,19 +155,5 @@ mod tests {
         assert_eq!(p("/items").sum(&v), None, "an array is not a count");
         assert_eq!(p("").first(&v), Some(&v));
         assert!("items".parse::<Pointer>().is_err());
-    }
-}
-
-impl schemars::JsonSchema for Pointer {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "JsonPointer".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^(/.*)?$",
-            "description": "A JSON pointer into the answer (`/items`), `*` for each element of an array."
-        })
     }
 }
