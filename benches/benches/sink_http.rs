@@ -21,11 +21,11 @@ use std::time::Instant;
 use sluice::delivery::FinalAnswer;
 use sluice::sink::Delivery;
 use sluice::sink::clickhouse::ClickhouseSinkConfig;
-use sluice::sink::guarded::Guarded;
 use sluice::sink::http::HttpSink;
 use sluice::sink::http::body::Framing;
 use sluice::sink::http::config::{HttpSinkConfig, Payload};
 use sluice::sink::http::response::profile::Render;
+use sluice::sink::retrying::RetryingSink;
 use sluice_benches::{cpu_seconds, json_lines, now_secs};
 
 const BATCH: usize = 1000;
@@ -89,7 +89,7 @@ fn baseline(url: &str, bodies: &[Vec<u8>], n: usize) -> Figures {
     })
 }
 
-fn through_sluice(sink: &Guarded, batches: &[Vec<Delivery>], n: usize) -> Figures {
+fn through_sluice(sink: &RetryingSink, batches: &[Vec<Delivery>], n: usize) -> Figures {
     measure(n, || {
         for b in batches {
             let out = sink.deliver(b, &|| false);
@@ -185,7 +185,7 @@ fn main() {
     let cfg: HttpSinkConfig = toml_cfg(&format!(
         "url = \"{url}\"\n[batch]\nmax_records = {BATCH}\nmax_bytes = \"16MiB\"\n[request]\nconcurrency = 1\n"
     ));
-    let sink = Guarded::new(
+    let sink = RetryingSink::new(
         Box::new(HttpSink::new(&cfg, None).unwrap_or_else(|e| panic!("{e}"))),
         cfg.retry.clone(),
         cfg.breaker.clone(),
@@ -217,7 +217,7 @@ fn main() {
         ))
     };
     let ours_cfg = ch_cfg("ours");
-    let ch_sink = Guarded::new(
+    let ch_sink = RetryingSink::new(
         Box::new(HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name())).unwrap_or_else(|e| panic!("{e}"))),
         ours_cfg.retry.clone(),
         ours_cfg.breaker.clone(),

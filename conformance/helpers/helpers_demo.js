@@ -23,7 +23,7 @@ function error(call) {
   return null;
 }
 
-class HelpersDemo extends Plugin {
+export class HelpersDemo extends Plugin {
   static configKeys = ["zone"];
 
   setup(config) {

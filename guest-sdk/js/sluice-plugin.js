@@ -545,24 +545,65 @@ const why = (e) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
 let instance = null;
 const NOT_READY = reject("plugin used before init");
 
+/** A plugin set up with `config`, its keys checked first (as `init` does). */
+function configured(PluginClass, config) {
+  const plugin = new PluginClass();
+  const known = PluginClass.configKeys;
+  if (known != null && config !== null && typeof config === "object") {
+    const unknown = Object.keys(config).filter((k) => !known.includes(k)).sort();
+    if (unknown.length > 0) {
+      throw new Error(`unknown config key '${unknown[0]}' (this plugin reads: ${[...known].sort().join(", ") || "none"})`);
+    }
+  }
+  plugin.setup(config);
+  return plugin;
+}
+
+/**
+ * Each payload (a string or a Uint8Array) through the plugin in plain
+ * JavaScript, as the host runs it: config keys checked, then `setup`; an
+ * exception in `process` rejects its record, naming it. For a plugin's
+ * unit tests, under `node --import ./sluice-native.mjs`, which stands in
+ * for the host (its helpers are the host's own code). Each outcome is
+ * `{ verdict, reason, events }`; an event's `body` is its text and
+ * `json()` parses it (a kept event's body is its record's payload).
+ */
+export function runNatively(PluginClass, config, payloads) {
+  const plugin = configured(PluginClass, config);
+  return Array.from(payloads, (p, i) => {
+    const payload = typeof p === "string" ? encoder.encode(p) : p;
+    const record = {
+      payload,
+      key: undefined,
+      headers: [],
+      sourceTimestamp: undefined,
+      timestamp: undefined,
+      eventId: undefined,
+      position: { source: "file", partition: "test", offset: BigInt(i) },
+    };
+    let o;
+    try {
+      o = plugin.process(record);
+    } catch (e) {
+      o = reject(why(e));
+    }
+    const problem = o !== null && typeof o === "object" && ["emit", "drop", "reject"].includes(o.tag) ? null : fault(o);
+    if (problem !== null) return { verdict: "reject", reason: problem, events: [] };
+    if (o.tag !== "emit") return { verdict: o.tag, reason: o.val, events: [] };
+    const events = o.val.map((e) => {
+      const body = e.keep ? decoder.decode(payload) : typeof e.body === "string" ? e.body : decoder.decode(e.body);
+      return { id: e.id, timestamp: e.timestamp, body, json: () => JSON.parse(body) };
+    });
+    return { verdict: "emit", reason: undefined, events };
+  });
+}
+
 /** The two exports of sluice's world for a plugin class. */
 export function exportPlugin(PluginClass) {
   return {
     init(config) {
       try {
-        const plugin = new PluginClass();
-        const parsed = JSON.parse(config);
-        const known = PluginClass.configKeys;
-        if (known != null && parsed !== null && typeof parsed === "object") {
-          const unknown = Object.keys(parsed).filter((k) => !known.includes(k)).sort();
-          if (unknown.length > 0) {
-            throw new Error(
-              `unknown config key '${unknown[0]}' (this plugin reads: ${[...known].sort().join(", ") || "none"})`,
-            );
-          }
-        }
-        plugin.setup(parsed);
-        instance = plugin;
+        instance = configured(PluginClass, JSON.parse(config));
       } catch (e) {
         // result<_, string>: a thrown value is the error.
         throw e instanceof Error ? e.message : String(e);

@@ -29,7 +29,10 @@ functions here: `logfmt(line)`, `json_get(payload, *paths)`,
 `json_object_check(payload)`, `format_rfc3339(nanos)`, and
 `TimeFormat(spec).parse(text)` and `Patterns([...]).match(line)`, compiled
 once in `setup`. They run natively in the host, so a parser built on them
-costs the interpreter one call per record instead of a loop.
+costs the interpreter one call per record instead of a loop. In a unit
+test, `TimeFormat` and `Patterns` ask the host's own code through
+`sluice plugin helpers` (`sluice` on the PATH, or $SLUICE): a format, a
+zone or a pattern answers there exactly as in the pipeline.
 
 This SDK speaks `sluice:plugin@0.2.0`: a batch arrives as a few byte
 buffers (the layout is in `wit/plugin.wit`). Each record handed to
@@ -232,9 +235,9 @@ def warn(message: str) -> None:
 # interpreter pays one call instead of a loop. The same code serves sluice's
 # own plugins, so a format, a zone or a pattern means the same here. Natively
 # (a unit test outside the component) `logfmt`, `json_get` and
-# `json_object_check` run in Python with the same answers; `TimeFormat` and
-# `Patterns` need the host: test those through `sluice plugin run` or
-# `sluice plugin test`.
+# `json_object_check` run in Python with the same answers, and `TimeFormat`
+# and `Patterns` ask the host's own code: `sluice plugin helpers`, started
+# once per test run from $SLUICE or the PATH.
 
 
 class _HostJson(dict):
@@ -309,12 +312,11 @@ class TimeFormat:
     the host refuses raises `ValueError` naming what is wrong."""
 
     def __init__(self, spec: Union[str, Dict[str, Any]]):
-        if NATIVE:
-            raise RuntimeError(
-                "TimeFormat runs in the host: test a plugin that reads times with "
-                "`sluice plugin run` or `sluice plugin test`"
-            )
         text = spec if isinstance(spec, str) else json.dumps(spec)
+        if NATIVE:
+            _native_call({"call": "time-compile", "spec": text})
+            self._spec = text
+            return
         try:
             self._format = helpers.TimeFormat.compile(text)
         except Err as e:
@@ -324,6 +326,9 @@ class TimeFormat:
         """`text` as nanoseconds since the epoch, or `ValueError` naming
         the input, the format and why (raised from `process`, it rejects
         the record with that reason)."""
+        if NATIVE:
+            now = str(time.time_ns())
+            return int(_native_call({"call": "time-parse", "spec": self._spec, "text": str(text), "now": now}))
         try:
             return self._format.parse(text, _now_of_batch())
         except Err as e:
@@ -339,10 +344,9 @@ class Patterns:
 
     def __init__(self, patterns: List[str]):
         if NATIVE:
-            raise RuntimeError(
-                "Patterns runs in the host: test a plugin that matches patterns with "
-                "`sluice plugin run` or `sluice plugin test`"
-            )
+            self._patterns = [str(p) for p in patterns]
+            _native_call({"call": "patterns-compile", "patterns": self._patterns})
+            return
         try:
             self._set = helpers.Patterns.compile(list(patterns))
         except Err as e:
@@ -356,8 +360,43 @@ class Patterns:
             line = bytes(line).decode("utf-8", "replace")
         elif not isinstance(line, str):
             raise TypeError(f"Patterns.match takes str or bytes (a record's payload), not {type(line).__name__}")
+        if NATIVE:
+            m = _native_call({"call": "patterns-match", "patterns": self._patterns, "line": line})
+            return None if m is None else (m["pattern"], dict(m["captures"]))
         m = self._set.first_match(line)
         return None if m is None else (m.pattern, dict(m.captures))
+
+
+# The host's helpers outside the component: one `sluice plugin helpers`
+# per test run, a JSON request and answer per line (host/src/cli/helpers.rs).
+_native_host = None
+
+
+def _native_call(request: Dict[str, Any]) -> Any:
+    global _native_host
+    import os
+    import shutil
+    import subprocess
+
+    if _native_host is None or _native_host.poll() is not None:
+        exe = os.environ.get("SLUICE") or shutil.which("sluice")
+        if not exe:
+            raise RuntimeError(
+                "TimeFormat and Patterns run the host's own code: put `sluice` on the PATH, "
+                "or set SLUICE to its path, to use them in a unit test"
+            )
+        _native_host = subprocess.Popen(
+            [exe, "plugin", "helpers"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
+        )
+    _native_host.stdin.write(json.dumps(request) + "\n")
+    _native_host.stdin.flush()
+    line = _native_host.stdout.readline()
+    if not line:
+        raise RuntimeError(f"`sluice plugin helpers` ended without answering (exit {_native_host.wait()})")
+    answer = json.loads(line)
+    if "err" in answer:
+        raise ValueError(answer["err"])
+    return answer["ok"]
 
 
 def format_rfc3339(nanos: int) -> str:

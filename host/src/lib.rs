@@ -11,7 +11,7 @@
 //!   plugin's event, what the plugins said of each record, what a sink is
 //!   handed and its final word;
 //! - `custody/`: the custody rule's decisions, plain Rust with no I/O:
-//!   which door each record of a batch takes (`batch`), event ids as the
+//!   which door each record of a batch takes (`plan`), event ids as the
 //!   window keys them (`ids`), the per-partition finished prefix
 //!   (`offsets`), where a partition stands (`standing`);
 //! - `telemetry/`: the machinery of internal events (`InternalEvent`),

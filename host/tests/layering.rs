@@ -44,6 +44,7 @@ const CONFIG_READERS: &[&str] = &[
     "pipeline/mod.rs",
     "pipeline/files.rs",
     "pipeline/replay.rs",
+    "pipeline/setup.rs",
     "pipeline/cases.rs",
     "pipeline/case_sink.rs",
     "pipeline/shadow.rs",

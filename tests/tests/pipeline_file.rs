@@ -1306,7 +1306,7 @@ impl Tmpfs {
 
     /// Leave about `left` bytes free, in a file of its own; returns it.
     fn fill_leaving(&self, left: u64) -> PathBuf {
-        let free = sluice::store::room::free_bytes(&self.0).unwrap_or_else(|e| panic!("{e}"));
+        let free = sluice::store::disk_reserve::free_bytes(&self.0).unwrap_or_else(|e| panic!("{e}"));
         let filler = self.0.join("filler");
         let file = std::fs::File::create(&filler).unwrap_or_else(|e| panic!("{e}"));
         // tmpfs allocates on write, not on set_len: write the bytes.

@@ -253,6 +253,73 @@ fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_att
     assert!(imports(&logfmt_py).contains("sluice:plugin/helpers@0.2.0"), "{}", imports(&logfmt_py));
 }
 
+/// Issue 42: the helpers run in a plugin's unit tests, outside the
+/// component, and answer as the host does: the Python and JavaScript
+/// helpers demos, run natively (`conformance/helpers/native_cases.*`),
+/// pass the kit's cases through `sluice plugin helpers`, the host's own
+/// code; and a case whose expectation is wrong fails there, naming what
+/// differs. (Case 04's bounds are a component instance's.)
+#[test]
+fn the_helpers_run_natively_in_python_and_node_and_answer_as_the_host() {
+    let kit = root().join("conformance/helpers");
+    let cases: Vec<PathBuf> =
+        ["01-every-helper", "02-utc-without-a-zone", "03-unknown-zone", "05-a-batch-split-line-by-line"]
+            .iter()
+            .map(|c| kit.join("cases").join(format!("{c}.json")))
+            .collect();
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Case 02 with the wrong hour: the runner must see it.
+    let wrong = work.path().join("02-wrong-hour.json");
+    let text = std::fs::read_to_string(&cases[1]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("\"2024-07-01T12:00:00Z\""), "{text}");
+    std::fs::write(&wrong, text.replacen("\"2024-07-01T12:00:00Z\"", "\"2024-07-01T13:00:00Z\"", 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let python = componentize_py().with_file_name("python3");
+    let native = root().join("guest-sdk/js/sluice-native.mjs");
+    let runners: [(&str, Command); 2] = [
+        ("python", {
+            let mut c = Command::new(&python);
+            c.arg(kit.join("native_cases.py"));
+            c
+        }),
+        ("node", {
+            let mut c = Command::new("node");
+            c.arg("--import").arg(&native).arg(kit.join("native_cases.mjs"));
+            c
+        }),
+    ];
+    for (lang, mut runner) in runners {
+        let out = runner
+            .args(&cases)
+            .arg(&wrong)
+            .env("SLUICE", sluice_bin!())
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap_or_else(|e| panic!("{lang}: {e}"));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        println!("{lang}:\n{said}");
+        for case in ["01-every-helper", "02-utc-without-a-zone", "03-unknown-zone", "05-a-batch-split-line-by-line"] {
+            assert!(said.contains(&format!("ok   {case}.json")), "{lang}: {case}\n{said}");
+        }
+        assert!(
+            said.contains("FAIL 02-wrong-hour.json")
+                && said.contains("want 2024-07-01T13:00:00Z, got 2024-07-01T12:00:00Z"),
+            "{lang}: the wrong case passed\n{said}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{lang}\n{said}");
+    }
+    // Without sluice to ask, a time format says what to do, by name.
+    let out = Command::new(&python)
+        .arg(kit.join("native_cases.py"))
+        .arg(&cases[1])
+        .env_remove("SLUICE")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("put `sluice` on the PATH, or set SLUICE"), "{said}");
+}
+
 /// Issue 42: `Patterns.match` takes a record's payload as it comes (bytes in
 /// Python, a Uint8Array in JavaScript) and reads it as UTF-8; in Python any
 /// other value rejects its record with a reason naming the plugin's line,
@@ -402,8 +469,48 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
             let said = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success() && said.contains("Ran 3 tests"), "python unit tests:\n{said}");
         }
+        // A JavaScript project's unit tests run in Node, the host's
+        // helpers answered by sluice itself.
+        if lang == "js" {
+            assert!(text.contains("node --import ./sluice-native.mjs test.mjs"), "{text}");
+            let out = Command::new("node")
+                .args(["--import", "./sluice-native.mjs", "test.mjs"])
+                .current_dir(&project)
+                .env("SLUICE", sluice_bin!())
+                .output()
+                .unwrap_or_else(|e| panic!("node: {e}"));
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && said.contains("# pass 3") && said.contains("# fail 0"),
+                "js unit tests:\n{said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         // A Rust project's unit tests run natively, as its steps say.
         if lang == "rust" {
+            // It came locked, and built with the versions sluice locks:
+            // every package of its lock after the build is one of sluice's.
+            let packages = |lock: &str| -> Vec<(String, String)> {
+                lock.split("[[package]]")
+                    .skip(1)
+                    .map(|p| {
+                        let field = |k: &str| {
+                            p.lines()
+                                .find_map(|l| l.strip_prefix(&format!("{k} = \"")))
+                                .unwrap_or("")
+                                .trim_end_matches('"')
+                        };
+                        (field("name").to_string(), field("version").to_string())
+                    })
+                    .collect()
+            };
+            let built = std::fs::read_to_string(project.join("Cargo.lock")).unwrap_or_else(|e| panic!("{e}"));
+            let ours = packages(&std::fs::read_to_string(root().join("Cargo.lock")).unwrap_or_else(|e| panic!("{e}")));
+            let theirs = packages(&built);
+            assert!(theirs.iter().any(|(n, _)| n == "wit-bindgen"), "{built}");
+            for p in theirs.iter().filter(|(n, _)| n != &name) {
+                assert!(ours.contains(p), "{p:?} in the project's lock is not what sluice locks");
+            }
             assert!(text.contains("cargo test"), "{text}");
             let out = Command::new("cargo")
                 .args(["test", "--quiet"])

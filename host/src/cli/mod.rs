@@ -3,6 +3,7 @@
 
 mod audit;
 mod cases;
+mod helpers;
 pub mod plugin;
 mod progress;
 mod quarantine;
@@ -92,6 +93,7 @@ pub fn main() -> ExitCode {
             _ => scaffold::new(args),
         },
         Command::Plugin(PluginCommand::Cache(args)) => plugin::cache(args),
+        Command::Plugin(PluginCommand::Helpers) => helpers::serve(std::io::stdin().lock(), std::io::stdout().lock()),
         Command::Sink(SinkCommand::Classify(args)) => match sink::classify(args) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
@@ -435,6 +437,11 @@ pub enum PluginCommand {
     /// here (the 64 most recently used, 1 GiB at most); `prune` removes all
     /// but the `--keep` most recently used now.
     Cache(CacheArgs),
+    /// Answer the host's helpers (time formats, patterns, logfmt, JSON
+    /// paths) one JSON request per line on stdin: what the Python and
+    /// JavaScript SDKs call when a plugin's unit tests run outside the
+    /// component (the protocol is in `host/src/cli/helpers.rs`).
+    Helpers,
 }
 
 #[derive(Args, Debug)]

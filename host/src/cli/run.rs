@@ -127,7 +127,11 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
 
 /// `--connect`: reach every dependency once and say which answered; all
 /// are tried, so one report names every failure.
-fn connect(cfg: &Config, sink: &crate::sink::guarded::Guarded, file: &std::path::Path) -> Result<(), CheckFailed> {
+fn connect(
+    cfg: &Config,
+    sink: &crate::sink::retrying::RetryingSink,
+    file: &std::path::Path,
+) -> Result<(), CheckFailed> {
     let mut probes: Vec<(String, Result<String, String>)> = Vec::new();
     if let SourceConfig::Kafka(k) = &cfg.source {
         let result = crate::source::kafka::admin::probe(k).map_err(|e| e.to_string());

@@ -130,6 +130,7 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("sluice-abi/src/lib.rs", RUST_ABI)?;
             write("sluice-abi/Cargo.toml", RUST_ABI_MANIFEST)?;
             write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-guest"))?;
+            write("Cargo.lock", &rust_lock(name, &["sluice-guest", "serde", "serde_json"])?)?;
             write("src/lib.rs", &RUST_PLUGIN.replace("{class}", &class_name(name)))?;
             write("build.sh", RUST_BUILD)?;
             format!("target/wasm32-wasip2/release/{snake}.wasm")
@@ -141,7 +142,14 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write(&format!("test_{snake}.py"), &PY_TEST.replace("{module}", &snake).replace("{class}", &class))?;
             wasm
         }
-        Lang::Js => write_sources(&write, &root, args.lang, "plugin", name, JS_SDK, JS_PLUGIN)?,
+        Lang::Js => {
+            let class = class_name(name);
+            let wasm =
+                write_sources(&write, &root, args.lang, "plugin", name, JS_SDK, &JS_PLUGIN.replace("{class}", &class))?;
+            write("sluice-native.mjs", JS_NATIVE)?;
+            write("test.mjs", &JS_TEST.replace("{class}", &class))?;
+            wasm
+        }
         Lang::C => write_sources(&write, &root, args.lang, "plugin", name, "", C_PLUGIN)?,
     };
     make_executable(&root.join("build.sh"))?;
@@ -150,11 +158,75 @@ pub fn new(args: &NewArgs) -> Result<()> {
     match args.lang {
         Lang::Python => then.push(format!("python3 -m unittest test_{snake}   # its unit tests, in plain Python")),
         Lang::Rust => then.push("cargo test   # its unit tests, natively".to_string()),
-        Lang::Js | Lang::C => {}
+        Lang::Js => then.push("node --import ./sluice-native.mjs test.mjs   # its unit tests, in Node".to_string()),
+        Lang::C => {}
     }
     then.push(format!("sluice plugin test {wasm} --cases cases"));
     say_steps(args, &root, &then);
     Ok(())
+}
+
+/// The versions the SDK is built and tested with: sluice's own lock file.
+const WORKSPACE_LOCK: &str = include_str!("../../../Cargo.lock");
+
+/// A new Rust project's `Cargo.lock`: sluice's own lock file cut down to
+/// what the project's dependencies (`roots`) reach, plus the project. A
+/// plugin then builds with the crate versions its SDK was tested with,
+/// not whatever crates.io holds on the day; `cargo update` moves on when
+/// the author chooses. (Packages only a feature sluice enables reaches
+/// stay listed; cargo drops them on the first build.)
+pub(super) fn rust_lock(name: &str, roots: &[&str]) -> Result<String> {
+    let lock: toml::Table = toml::from_str(WORKSPACE_LOCK).context("sluice's own Cargo.lock")?;
+    let packages: Vec<&toml::Table> = lock
+        .get("package")
+        .and_then(toml::Value::as_array)
+        .map(|a| a.iter().filter_map(toml::Value::as_table).collect())
+        .unwrap_or_default();
+    let field = |p: &toml::Table, k: &str| p.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_string();
+    // A dependency is written `name`, or `name version` where several
+    // versions are locked (then perhaps with its source in parentheses).
+    let find = |spec: &str| -> Option<usize> {
+        let mut words = spec.split_whitespace();
+        let (dep, version) = (words.next()?, words.next());
+        let matching: Vec<usize> = (0..packages.len())
+            .filter(|&i| {
+                field(packages[i], "name") == dep && version.is_none_or(|v| field(packages[i], "version") == v)
+            })
+            .collect();
+        // A root named without a version where several are locked: the
+        // newest (the last in the lock's order).
+        matching.last().copied()
+    };
+    let mut keep = std::collections::BTreeSet::new();
+    let mut todo: Vec<usize> = roots
+        .iter()
+        .map(|r| find(r).with_context(|| format!("{r} is not in sluice's Cargo.lock")))
+        .collect::<Result<_>>()?;
+    while let Some(i) = todo.pop() {
+        if keep.insert(i) {
+            let deps = packages[i].get("dependencies").and_then(toml::Value::as_array);
+            todo.extend(deps.into_iter().flatten().filter_map(toml::Value::as_str).filter_map(find));
+        }
+    }
+    let mut project = toml::Table::new();
+    project.insert("name".into(), name.into());
+    project.insert("version".into(), "0.1.0".into());
+    let mut direct: Vec<String> = roots.iter().map(|r| r.to_string()).collect();
+    direct.sort();
+    project.insert("dependencies".into(), direct.into());
+    let mut listed: Vec<toml::Value> = keep.into_iter().map(|i| toml::Value::Table(packages[i].clone())).collect();
+    listed.push(toml::Value::Table(project));
+    listed.sort_by_key(|p| {
+        let p = p.as_table().cloned().unwrap_or_default();
+        (field(&p, "name"), field(&p, "version"))
+    });
+    let mut out = toml::Table::new();
+    out.insert("version".into(), lock.get("version").cloned().unwrap_or(toml::Value::Integer(4)));
+    out.insert("package".into(), toml::Value::Array(listed));
+    Ok(format!(
+        "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\n{}",
+        toml::to_string(&out).context("write the project's Cargo.lock")?
+    ))
 }
 
 /// The plugin's type, named after the project: `my-parser` → `MyParser`.
@@ -461,7 +533,7 @@ fi
 const JS_PLUGIN: &str = r#"// key=value lines in, one JSON object out.
 import { Plugin, drop, emit, exportPlugin, reject, text } from "./sluice-plugin.js";
 
-class KeyValues extends Plugin {
+export class {class} extends Plugin {
   // The config keys it reads: any other is refused at start, by name.
   static configKeys = [];
 
@@ -477,7 +549,38 @@ class KeyValues extends Plugin {
   }
 }
 
-export const { init, process } = exportPlugin(KeyValues);
+export const { init, process } = exportPlugin({class});
+"#;
+
+/// What stands in for the host when a JavaScript plugin's unit tests run
+/// in Node (its helpers are the host's code, through `sluice plugin
+/// helpers`).
+const JS_NATIVE: &str = include_str!("../../../guest-sdk/js/sluice-native.mjs");
+
+const JS_TEST: &str = r#"// The plugin's unit tests, in Node (no build; the host's helpers answer
+// through `sluice plugin helpers`, so sluice must be on the PATH or in
+// $SLUICE): node --import ./sluice-native.mjs test.mjs
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { runNatively } from "./sluice-plugin.js";
+import { {class} } from "./plugin.js";
+
+test("pairs become one object", () => {
+  const [out] = runNatively({class}, {}, ['a=1 b="two words"']);
+  assert.equal(out.verdict, "emit");
+  assert.deepEqual(out.events[0].json(), { a: "1", b: "two words" });
+});
+
+test("blank lines drop and others reject", () => {
+  const [blank, plain] = runNatively({class}, {}, ["   ", "no pairs here"]);
+  assert.deepEqual([blank.verdict, blank.reason], ["drop", "blank line"]);
+  assert.equal(plain.verdict, "reject");
+});
+
+test("an unknown config key is refused", () => {
+  assert.throws(() => runNatively({class}, { field: "x" }, []), /unknown config key 'field'/);
+});
 "#;
 
 const JS_PACKAGE: &str = r#"{
@@ -561,7 +664,39 @@ WORLD={world} sdk/sdk-build.sh {source} {wasm} wit
 
 #[cfg(test)]
 mod tests {
-    use super::{RUST_SDK, class_name};
+    use super::{RUST_SDK, WORKSPACE_LOCK, class_name, rust_lock};
+
+    /// The template's lock pins what sluice's lock pins, for exactly what
+    /// the project reaches: the SDK, wit-bindgen, serde, and nothing of
+    /// the host.
+    #[test]
+    fn a_new_rust_project_is_locked_to_the_versions_sluice_is_tested_with() {
+        let text = rust_lock("demo", &["sluice-guest", "serde", "serde_json"]).unwrap_or_else(|e| panic!("{e}"));
+        let lock: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let ours: toml::Table = toml::from_str(WORKSPACE_LOCK).unwrap_or_else(|e| panic!("{e}"));
+        let list = |t: &toml::Table| -> Vec<(String, String)> {
+            t["package"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    (p["name"].as_str().unwrap_or("").to_string(), p["version"].as_str().unwrap_or("").to_string())
+                })
+                .collect()
+        };
+        let (locked, all) = (list(&lock), list(&ours));
+        for name in ["sluice-guest", "sluice-abi", "wit-bindgen", "serde_json", "jiff", "demo"] {
+            assert!(locked.iter().any(|(n, _)| n == name), "{name} not in\n{text}");
+        }
+        for name in ["sluice-host", "wasmtime", "rocksdb", "rdkafka", "tokio"] {
+            assert!(!locked.iter().any(|(n, _)| n == name), "{name} in\n{text}");
+        }
+        for p in locked.iter().filter(|(n, _)| n != "demo") {
+            assert!(all.contains(p), "{p:?} is not what sluice locks");
+        }
+        assert!(text.starts_with("# This file is automatically @generated by Cargo."), "{text}");
+        assert_eq!(lock["version"].as_integer(), Some(4));
+    }
 
     #[test]
     fn the_plugin_type_is_named_after_the_project() {

@@ -34,7 +34,7 @@ pub struct PipelineConfig {
     pub in_flight: usize,
     /// Free space the state store's volume keeps: below it, commits wait
     /// (and say so) until space is freed, instead of RocksDB running out
-    /// mid-write (`store::room`). `0` turns the guard off. Default 64MiB,
+    /// mid-write (`store::disk_reserve`). `0` turns the guard off. Default 64MiB,
     /// room for RocksDB's flushes of the dedup window's buffers.
     #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_state_reserve", deserialize_with = "bytes")]

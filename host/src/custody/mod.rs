@@ -5,7 +5,7 @@
 //! a record only once its door is durable (DESIGN, "The custody rule").
 //!
 //! - `ids`: what an event id is keyed as in the dedup window;
-//! - `batch`: which door each record of a batch takes;
+//! - `plan`: which door each record of a batch takes;
 //! - `claims`: ids held by batches in flight, where partitions share a
 //!   dedup scope;
 //! - `offsets`: the per-partition position: the end of the contiguous
@@ -15,14 +15,14 @@
 //! `pipeline::driver`; `model_tests` below runs the same decisions over
 //! in-memory fakes and crashes between every two steps.
 
-pub mod batch;
 pub mod claims;
 pub mod ids;
 pub mod offsets;
+pub mod plan;
 pub mod standing;
 
-pub use batch::{Fate, Plan, Settled};
 pub use offsets::{Door, OffsetError, OffsetTracker};
+pub use plan::{Fate, Plan, Settled};
 
 #[cfg(test)]
 mod model_tests;

@@ -1,7 +1,7 @@
 //! `sluice test -c sluice.toml --cases DIR`: config unit tests, as
 //! `vector test` and `rpk connect test` have them. Sample records go
 //! through the configured chain and the same per-batch decisions the
-//! driver makes (`custody::batch::Plan`: ids, repeats, the dedup window,
+//! driver makes (`custody::plan::Plan`: ids, repeats, the dedup window,
 //! the source's own refusals), and each record's fate is compared with
 //! what the case expects. The format is documented in docs/src/testing-configs.md.
 //!

@@ -48,7 +48,7 @@ use crate::custody::standing::PartitionState;
 use crate::custody::{Fate, OffsetTracker, Plan};
 use crate::pipeline::events::{Backpressure, BatchFinished, CommitBlocked, RecordsQuarantined};
 use crate::plugin::{Chain, Judged, Record, Verdicts};
-use crate::sink::guarded::Guarded;
+use crate::sink::retrying::RetryingSink;
 use crate::store::audit::{Context, Origin, Trails};
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::{Entry, Masking, PluginVersion, Quarantine};
@@ -183,7 +183,7 @@ pub struct Shared<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
-    pub sink: &'a Guarded,
+    pub sink: &'a RetryingSink,
     pub committer: &'a Committer,
     /// `quarantine.topic`, when set: entries are published there before
     /// their records' doors are written.
@@ -612,7 +612,7 @@ impl<'a> Back<'a, '_> {
         // and the produce of its ids overlap.
         self.await_changelog()?;
         // 3. Delivery of what is new; retries, backoff and the breaker
-        // happen in `Guarded`.
+        // happen in `RetryingSink`.
         self.stage("sink");
         let fresh = plan.take_fresh();
         if TAPS.any() {
@@ -742,7 +742,7 @@ impl<'a> Back<'a, '_> {
     fn record_ids(
         &mut self,
         write: &mut WriteBatch,
-        settled: &crate::custody::batch::Settled,
+        settled: &crate::custody::plan::Settled,
         records: &[Pulled],
         now: u64,
     ) -> Result<(), PipelineError> {

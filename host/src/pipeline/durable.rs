@@ -20,7 +20,7 @@ use rocksdb::WriteBatch;
 
 use crate::pipeline::events::StateVolumeFull;
 use crate::store::Store;
-use crate::store::room::Room;
+use crate::store::disk_reserve::Room;
 use crate::telemetry::Health;
 use crate::telemetry::InternalEvent;
 
@@ -78,7 +78,7 @@ impl Committer {
 
     /// The committer thread: take what is waiting, write it, sync once.
     /// Before each group it makes sure the state volume has room
-    /// (`store::room`), waiting for it if not; `health` hears about it.
+    /// (`store::disk_reserve`), waiting for it if not; `health` hears about it.
     pub(crate) fn run(&self, store: &Store, rx: Receiver<Durable>, health: Option<&Health>) {
         let mut failed: Option<String> = None;
         let room = Room { path: store.path(), reserve: store.reserve(), poll: Duration::from_millis(500) };
@@ -132,7 +132,7 @@ impl Committer {
                 // A merge writes its tables before it deletes the old ones:
                 // not while the volume is near `state_reserve`, where the
                 // committer waits for room and a merge would eat into it.
-                let free = crate::store::room::free_bytes(store.path()).unwrap_or(u64::MAX);
+                let free = crate::store::disk_reserve::free_bytes(store.path()).unwrap_or(u64::MAX);
                 let merged =
                     if free < store.reserve().saturating_mul(2) { Ok(Vec::new()) } else { store.merge_small_tables() };
                 match merged {

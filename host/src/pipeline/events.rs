@@ -142,7 +142,7 @@ impl InternalEvent for CommitBlocked<'_> {
 }
 
 /// The state store's volume has less free than `pipeline.state_reserve`:
-/// commits wait (`store::room`). Said once when it starts, once when it
+/// commits wait (`store::disk_reserve`). Said once when it starts, once when it
 /// ends; the gauges and `/health` follow every reading.
 pub struct StateVolumeFull<'a> {
     pub path: &'a std::path::Path,

@@ -8,17 +8,15 @@ use std::time::Instant;
 use rocksdb::WriteBatch;
 
 use super::driver::{self, Keeper, Partition, Reader, Shared};
-use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, open_sink, with_committer};
+use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, open_sink, setup};
 use crate::batch::{Pull, Pulled};
-use crate::config::{Config, DEFAULT_WINDOW, FileSourceConfig};
+use crate::config::{Config, FileSourceConfig};
 use crate::custody::Fate;
 use crate::custody::ids::PIPELINE_SCOPE;
 use crate::custody::standing::PartitionState;
 use crate::plugin::Runtime;
 use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
-use crate::store::dedup::DedupWindow;
-use crate::watchdog::with_watchdog;
 
 /// Run the pipeline until every file is read (or, with `follow`, until
 /// `stop`). The sink, the store and its committer are shared.
@@ -31,84 +29,62 @@ pub(super) fn run(
     // Files have no group to join: ready once the state store is open. No
     // heartbeat: a partition waiting on an open breaker is late, not sick,
     // and must not be restarted for it.
-    let health = std::sync::Arc::new(crate::telemetry::Health::default());
-    if let Some(addr) = cfg.metrics.listen {
-        let bound =
-            crate::telemetry::server::serve(addr, health.clone(), crate::telemetry::api::Access::from_config(&cfg.api))
-                .map_err(|e| PipelineError::Metrics(e.to_string()))?;
-        tracing::info!("metrics on http://{bound}/metrics");
-    }
-    crate::telemetry::install();
+    let health = setup::serve_endpoint(cfg)?;
     let store = super::open_store(cfg)?;
     health.set_ready(true);
     let files = discover(&source.paths)?;
     if files.is_empty() {
         return Err(PipelineError::NoFiles(source.paths.clone()));
     }
-    let dedup = DedupWindow::new(&store, cfg.dedup.window.unwrap_or(DEFAULT_WINDOW))?;
-    dedup.expire(dedup.now_secs())?;
+    let dedup = setup::open_window(cfg, &store)?;
     let sink = open_sink(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let settings = super::driver_settings(cfg);
-    with_watchdog(&cfg.watchdog, &sink, Some(&health), |watchdog| {
-        with_committer(&store, Some(&health), |committer| {
-            let shared = Shared {
-                settings: &settings,
-                store: &store,
-                dedup: &dedup,
-                sink: &sink,
-                committer,
-                quarantine_topic: None,
-                changelog: None,
-                // The files share one dedup scope: two of them read at once
-                // may hold the same id.
-                claims: (files.len() > 1).then(std::sync::Arc::default),
-                stats: &stats,
-                watchdog,
-            };
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = files
-                    .iter()
-                    .map(|file| {
-                        let shared = &shared;
-                        // Named like the driver's back thread, so that a
-                        // profile tells the two apart.
-                        let handle = std::thread::Builder::new()
-                            .name(format!("sluice-front-{}", file.display()))
-                            .spawn_scoped(scope, move || -> Result<(), PipelineError> {
-                                let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
-                                let result = run_file(cfg, shared, runtime, source, file, stop);
-                                guard.armed = result.is_err();
-                                result
-                            });
-                        (file, handle)
-                    })
-                    .collect();
-                // A file that got no thread stops the others before any join
-                // waits on them.
-                if handles.iter().any(|(_, h)| h.is_err()) {
-                    stop.request();
-                }
-                let mut first_error = None;
-                for (file, h) in handles {
-                    let result = match h {
-                        Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
-                        Err(e) => {
-                            Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
-                        }
-                    };
-                    if let Err(e) = result {
-                        first_error.get_or_insert(e);
+    let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sink: &sink, stats: &stats };
+    setup::with_services(cfg, parts, Some(&health), Some(&health), |shared| {
+        // The files share one dedup scope: two of them read at once may
+        // hold the same id.
+        let shared = Shared { claims: (files.len() > 1).then(std::sync::Arc::default), ..shared };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .iter()
+                .map(|file| {
+                    let shared = &shared;
+                    // Named like the driver's back thread, so that a
+                    // profile tells the two apart.
+                    let handle = std::thread::Builder::new()
+                        .name(format!("sluice-front-{}", file.display()))
+                        .spawn_scoped(scope, move || -> Result<(), PipelineError> {
+                            let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
+                            let result = run_file(cfg, shared, runtime, source, file, stop);
+                            guard.armed = result.is_err();
+                            result
+                        });
+                    (file, handle)
+                })
+                .collect();
+            // A file that got no thread stops the others before any join
+            // waits on them.
+            if handles.iter().any(|(_, h)| h.is_err()) {
+                stop.request();
+            }
+            let mut first_error = None;
+            for (file, h) in handles {
+                let result = match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
+                    Err(e) => {
+                        Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
                     }
+                };
+                if let Err(e) = result {
+                    first_error.get_or_insert(e);
                 }
-                first_error.map_or(Ok(()), Err)
-            })
+            }
+            first_error.map_or(Ok(()), Err)
         })
     })?;
-    let mut stats = stats.into_inner().unwrap_or_default();
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok(stats)
+    Ok(setup::finish(stats, started))
 }
 
 fn run_file(

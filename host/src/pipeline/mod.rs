@@ -7,9 +7,10 @@
 //! - `files`, `kafka`, `replay`: the sources, each a `driver::Reader` and
 //!   a `driver::Keeper`, and the run around them (threads, the consumer
 //!   group, a replay's summary);
+//! - `setup`: what every run opens around its partitions (the endpoint,
+//!   the store, the dedup window, the watchdog, the group committer);
 //! - `shadow`: the chain in force beside a candidate, compared;
-//! - `stats`: what a run did;
-//! - `watchdog`: partitions with records waiting that stopped moving.
+//! - `cases`, `case_sink`: `sluice test`'s cases through the same driver.
 
 pub mod case_sink;
 pub mod cases;
@@ -21,6 +22,7 @@ pub mod events;
 mod files;
 pub mod kafka;
 pub mod replay;
+mod setup;
 pub mod shadow;
 
 use std::sync::Arc;
@@ -30,7 +32,7 @@ pub use crate::telemetry::stats::RunStats;
 
 use crate::config::{Config, SourceConfig};
 use crate::plugin::{Chain, Runtime};
-use crate::sink::guarded::Guarded;
+use crate::sink::retrying::RetryingSink;
 use crate::store::{Identity, Store};
 use crate::telemetry::Health;
 
@@ -213,7 +215,7 @@ pub fn build_stage(
 }
 
 /// The configured sink, driven through retries and its breaker.
-pub fn open_sink(cfg: &Config) -> Result<Guarded, PipelineError> {
+pub fn open_sink(cfg: &Config) -> Result<RetryingSink, PipelineError> {
     Ok(cfg.sink.build()?)
 }
 

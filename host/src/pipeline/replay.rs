@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use super::driver::{self, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
-use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sink, with_committer};
+use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sink};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, Scope, scope_of};
@@ -37,7 +37,6 @@ use crate::plugin::{Chain, Position};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
-use crate::watchdog::with_watchdog;
 
 /// How long a replay on Kafka waits for the brokers to open the dedup
 /// changelog.
@@ -63,11 +62,8 @@ pub fn replay(
     include_masked: bool,
 ) -> Result<ReplaySummary, PipelineError> {
     let store = super::open_store(cfg)?;
-    let window = match &cfg.source {
-        SourceConfig::File(_) => cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW),
-        SourceConfig::Kafka(k) => super::kafka::window(cfg, k),
-    };
-    let dedup = DedupWindow::new(&store, window)?;
+    // Not expired first: a replay looks up what the run left.
+    let dedup = DedupWindow::new(&store, super::setup::window_of(cfg))?;
     // Repartitioned: each entry replays through the side that quarantined
     // it; only the back keeps a changelog.
     let sides = super::kafka::repartition::Sides::of(cfg)?;
@@ -121,62 +117,48 @@ pub fn replay(
     let settings = super::driver_settings(cfg);
     let front_settings = sides.as_ref().map(|s| super::driver_settings(&s.front));
     let back_settings = sides.as_ref().map(|s| super::driver_settings(&s.back));
-    with_watchdog(&cfg.watchdog, &sink, None, |watchdog| {
-        with_committer(&store, None, |committer| {
-            let shared = Shared {
-                settings: &settings,
-                store: &store,
-                dedup: &dedup,
-                sink: &sink,
-                committer,
-                quarantine_topic: None,
-                changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog),
-                claims: None,
-                stats: &stats,
-                watchdog,
+    let parts = super::setup::Parts { settings: &settings, store: &store, dedup: &dedup, sink: &sink, stats: &stats };
+    super::setup::with_services(cfg, parts, None, None, |shared| {
+        let shared = Shared { changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog), ..shared };
+        let front = sides.as_ref().zip(front_settings.as_ref()).map(|(s, settings)| Shared {
+            settings,
+            sink: &s.front_sink,
+            changelog: None,
+            ..shared.clone()
+        });
+        let back = back_settings.as_ref().map(|settings| Shared { settings, ..shared.clone() });
+        for entries in entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide)) {
+            let name = partition_of(&entries[0].position, topic_wide);
+            let events = sides.as_ref().is_some_and(|s| s.is_back(&entries[0].position));
+            let shared = match (&front, &back) {
+                (_, Some(back)) if events => back,
+                (Some(front), _) => front,
+                _ => &shared,
             };
-            let front = sides.as_ref().zip(front_settings.as_ref()).map(|(s, settings)| Shared {
-                settings,
-                sink: &s.front_sink,
-                changelog: None,
-                ..shared.clone()
-            });
-            let back = back_settings.as_ref().map(|settings| Shared { settings, ..shared.clone() });
-            for entries in
-                entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide))
-            {
-                let name = partition_of(&entries[0].position, topic_wide);
-                let events = sides.as_ref().is_some_and(|s| s.is_back(&entries[0].position));
-                let shared = match (&front, &back) {
-                    (_, Some(back)) if events => back,
-                    (Some(front), _) => front,
-                    _ => &shared,
-                };
-                let chain = if events {
-                    Chain::checked_passthrough()
-                } else {
-                    match chain.take() {
-                        Some(c) => c,
-                        None => build_chain(runtime, cfg)?,
-                    }
-                };
-                let scope = scope_of(&entries[0].position, topic_wide);
-                let mut reader = ReplayReader { entries, next: 0, scope, events };
-                let mut keeper = ReplayKeeper { entries, store: &store, summary: &summary, bar: &bar };
-                // An interactive command: Ctrl-C ends it; an entry whose
-                // delivery did not finish stays in the quarantine as it was.
-                let never = || false;
-                let partition = Partition {
-                    name: &name,
-                    start: Some(0),
-                    chain,
-                    stopping: &never,
-                    state: Arc::new(Mutex::new(PartitionState::default())),
-                };
-                driver::drive(shared, partition, &mut reader, &mut keeper)?;
-            }
-            Ok::<(), PipelineError>(())
-        })
+            let chain = if events {
+                Chain::checked_passthrough()
+            } else {
+                match chain.take() {
+                    Some(c) => c,
+                    None => build_chain(runtime, cfg)?,
+                }
+            };
+            let scope = scope_of(&entries[0].position, topic_wide);
+            let mut reader = ReplayReader { entries, next: 0, scope, events };
+            let mut keeper = ReplayKeeper { entries, store: &store, summary: &summary, bar: &bar };
+            // An interactive command: Ctrl-C ends it; an entry whose
+            // delivery did not finish stays in the quarantine as it was.
+            let never = || false;
+            let partition = Partition {
+                name: &name,
+                start: Some(0),
+                chain,
+                stopping: &never,
+                state: Arc::new(Mutex::new(PartitionState::default())),
+            };
+            driver::drive(shared, partition, &mut reader, &mut keeper)?;
+        }
+        Ok::<(), PipelineError>(())
     })?;
     bar.finish_and_clear();
     let mut summary = summary.into_inner().unwrap_or_default();

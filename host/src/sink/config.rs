@@ -10,12 +10,12 @@ use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
 use super::file::{FileSink, StdoutSink};
-use super::guarded::Guarded;
 use super::http::HttpSink;
 use super::http::config::ResponseConfig;
 use super::kafka::KafkaSink;
 use super::postgres::PostgresSink;
 use super::retry::RetryConfig;
+use super::retrying::RetryingSink;
 use super::{Sink, SinkError};
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -45,7 +45,7 @@ pub enum SinkConfig {
 
 impl SinkConfig {
     /// The sink, driven through retries and its breaker.
-    pub fn build(&self) -> Result<Guarded, SinkError> {
+    pub fn build(&self) -> Result<RetryingSink, SinkError> {
         let sink: Box<dyn Sink> = match self {
             SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
             SinkConfig::Stdout => Box::new(StdoutSink),
@@ -55,7 +55,7 @@ impl SinkConfig {
             SinkConfig::Postgres(p) => Box::new(PostgresSink::new(p)?),
         };
         let (retry, breaker) = self.guard();
-        Ok(Guarded::new(sink, retry, breaker))
+        Ok(RetryingSink::new(sink, retry, breaker))
     }
 
     /// How an HTTP backend's answers are read; `None` for sinks whose

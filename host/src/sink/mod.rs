@@ -17,11 +17,11 @@ pub mod clickhouse;
 pub mod config;
 pub mod events;
 pub mod file;
-pub mod guarded;
 pub mod http;
 pub mod kafka;
 pub mod postgres;
 pub mod retry;
+pub mod retrying;
 
 pub use crate::delivery::{Delivery, FinalAnswer, write_json_string};
 

@@ -14,12 +14,12 @@
 
 pub mod audit;
 pub mod clock;
-pub mod damage;
 pub mod dedup;
+pub mod disk_reserve;
 pub mod filter;
+pub mod folder_check;
 pub(crate) mod id_blobs;
 pub mod quarantine;
-pub mod room;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ pub enum StoreError {
         path.display()
     )]
     Foreign { path: PathBuf, found: String },
-    #[error("state store {} cannot be read: {what}. {}", path.display(), damage::WAYS_ON)]
+    #[error("state store {} cannot be read: {what}. {}", path.display(), folder_check::WAYS_ON)]
     Damaged { path: PathBuf, what: String },
 }
 
@@ -149,14 +149,14 @@ impl Store {
     /// family and keep the checkpoints), not refused as foreign.
     fn open_as(path: &Path, identity: &Identity, adopt: bool) -> Result<Store, StoreError> {
         let io = |source| StoreError::Io { path: path.to_path_buf(), source };
-        let torn = match damage::inspect(path).map_err(io)? {
-            damage::Folder::New => Vec::new(),
-            damage::Folder::Store => damage::torn_tails(path),
-            damage::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path.to_path_buf() }),
-            damage::Folder::Foreign(names) => {
+        let torn = match folder_check::inspect(path).map_err(io)? {
+            folder_check::Folder::New => Vec::new(),
+            folder_check::Folder::Store => folder_check::torn_tails(path),
+            folder_check::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path.to_path_buf() }),
+            folder_check::Folder::Foreign(names) => {
                 return Err(StoreError::Foreign { path: path.to_path_buf(), found: format!("{names:?}") });
             }
-            damage::Folder::Headless(names) => {
+            folder_check::Folder::Headless(names) => {
                 return Err(StoreError::Damaged {
                     path: path.to_path_buf(),
                     what: format!(
@@ -234,20 +234,20 @@ impl Store {
     /// delivered again. Refused for a folder that holds no store.
     pub fn repair(path: &Path, identity: &Identity) -> Result<(Store, Repaired), StoreError> {
         let path_buf = || path.to_path_buf();
-        match damage::inspect(path).map_err(|source| StoreError::Io { path: path_buf(), source })? {
-            damage::Folder::Store => {}
+        match folder_check::inspect(path).map_err(|source| StoreError::Io { path: path_buf(), source })? {
+            folder_check::Folder::Store => {}
             // CURRENT names the newest MANIFEST: written again, exactly.
-            damage::Folder::Headless(_) => {
-                if let Some(manifest) = damage::newest_manifest(path) {
+            folder_check::Folder::Headless(_) => {
+                if let Some(manifest) = folder_check::newest_manifest(path) {
                     std::fs::write(path.join("CURRENT"), format!("{manifest}\n"))
                         .map_err(|source| StoreError::Io { path: path_buf(), source })?;
                 }
             }
-            damage::Folder::New => {
+            folder_check::Folder::New => {
                 return Err(StoreError::Foreign { path: path_buf(), found: "no store to repair".into() });
             }
-            damage::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path_buf() }),
-            damage::Folder::Foreign(names) => {
+            folder_check::Folder::NotAFolder => return Err(StoreError::NotAFolder { path: path_buf() }),
+            folder_check::Folder::Foreign(names) => {
                 return Err(StoreError::Foreign { path: path_buf(), found: format!("{names:?}") });
             }
         }

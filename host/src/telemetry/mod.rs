@@ -67,8 +67,8 @@ pub struct Health {
     /// (stalled, late, back-pressured): `/health`'s detail.
     detail: std::sync::Mutex<Vec<String>>,
     /// Lines of the run's own, after the partitions', by what says them: a
-    /// Kafka member stranded with no partitions (`pipeline::kafka::stranded`),
-    /// a state volume out of room (`store::room`).
+    /// Kafka member stranded with no partitions (`pipeline::kafka::idle_member`),
+    /// a state volume out of room (`store::disk_reserve`).
     lines: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 

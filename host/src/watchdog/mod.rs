@@ -35,7 +35,7 @@ mod status;
 pub use self::config::WatchdogConfig;
 pub use self::status::{Load, Status, assess};
 use crate::custody::standing::PartitionState;
-use crate::sink::guarded::Guarded;
+use crate::sink::retrying::RetryingSink;
 use crate::telemetry::Health;
 use crate::telemetry::InternalEvent;
 use crate::watchdog::events::{PartitionLoad, PartitionWatched};
@@ -104,7 +104,7 @@ impl Watchdog {
 
     /// Sample until `done()`, saying what changed (a log line and the
     /// metrics, `PartitionWatched`) and keeping `/health`'s detail current.
-    fn run(&self, sink: &Guarded, health: Option<&Health>, done: &dyn Fn() -> bool) {
+    fn run(&self, sink: &RetryingSink, health: Option<&Health>, done: &dyn Fn() -> bool) {
         let tick = (self.cfg.stall / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
         let mut last: BTreeMap<String, Status> = BTreeMap::new();
         while !done() {
@@ -175,7 +175,7 @@ pub fn describe(name: &str, status: &Status) -> String {
 /// when `f` returns).
 pub(crate) fn with_watchdog<R>(
     cfg: &WatchdogConfig,
-    sink: &Guarded,
+    sink: &RetryingSink,
     health: Option<&Health>,
     f: impl FnOnce(&Watchdog) -> R,
 ) -> R {

@@ -32,10 +32,10 @@
 
 pub mod changelog;
 pub mod events;
+pub mod idle_member;
 pub mod quarantine_topic;
 mod rebalance;
 pub mod repartition;
-pub mod stranded;
 mod task;
 
 use std::collections::HashMap;
@@ -49,15 +49,14 @@ use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
-use super::{PipelineError, RunStats, Stop, open_sink, with_committer};
-use crate::config::{Config, DEFAULT_WINDOW, DedupScope, KafkaSourceConfig};
+use super::{PipelineError, RunStats, Stop, open_sink};
+use crate::config::{Config, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
-use crate::sink::guarded::Guarded;
-use crate::source::kafka::{KafkaSourceError, admin, client, partition_name};
+use crate::sink::retrying::RetryingSink;
+use crate::source::kafka::{KafkaSourceError, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
-use crate::watchdog::with_watchdog;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
@@ -76,31 +75,6 @@ pub(crate) struct Tasks<'a> {
     /// The partitions are `dedup.repartition`'s internal topic's: each
     /// record is an event (`repartition::decode`), with no plugin to run.
     pub reads_events: bool,
-}
-
-/// The dedup window: the configured one, else the topics' retention (a
-/// record can be replayed for as long as Kafka keeps it), else 7 days.
-pub fn window(cfg: &Config, source: &KafkaSourceConfig) -> Duration {
-    if let Some(w) = cfg.dedup.window {
-        return w;
-    }
-    match admin::retention(source) {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            tracing::warn!(
-                "the topics keep records forever (or do not say): dedup window {}; set dedup.window",
-                crate::units::display(DEFAULT_WINDOW)
-            );
-            DEFAULT_WINDOW
-        }
-        Err(e) => {
-            tracing::warn!(
-                "cannot read the topics' retention ({e}): dedup window {}; set dedup.window",
-                crate::units::display(DEFAULT_WINDOW)
-            );
-            DEFAULT_WINDOW
-        }
-    }
 }
 
 /// What the group members of one run share: one process, one store, one
@@ -122,17 +96,9 @@ pub(super) fn run(
     runtime: &Runtime,
     stop: &Stop,
 ) -> Result<RunStats, PipelineError> {
-    let health = Arc::new(Health::default());
-    if let Some(addr) = cfg.metrics.listen {
-        let access = crate::telemetry::api::Access::from_config(&cfg.api);
-        let bound = crate::telemetry::server::serve(addr, health.clone(), access)
-            .map_err(|e| KafkaSourceError::Other(e.to_string()))?;
-        tracing::info!("metrics on http://{bound}/metrics");
-    }
-    crate::telemetry::install();
+    let health = super::setup::serve_endpoint(cfg)?;
     let store = crate::pipeline::open_store(cfg)?;
-    let dedup = DedupWindow::new(&store, window(cfg, source))?;
-    dedup.expire(dedup.now_secs())?;
+    let dedup = super::setup::open_window(cfg, &store)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let common = Common { runtime, stop, store: &store, dedup: &dedup, health: &health, stats: &stats };
@@ -144,16 +110,14 @@ pub(super) fn run(
         let serving = Serving { cfg, source, sink: &sink, ready: &ready, watched: Some(&health), reads_events: false };
         serve(&common, &serving)?;
     }
-    let mut stats = stats.into_inner().unwrap_or_default();
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok(stats)
+    Ok(super::setup::finish(stats, started))
 }
 
 /// One group member of a run.
 pub(super) struct Serving<'a> {
     pub cfg: &'a Config,
     pub source: &'a KafkaSourceConfig,
-    pub sink: &'a Guarded,
+    pub sink: &'a RetryingSink,
     /// Told whether the member is ready.
     pub ready: &'a (dyn Fn(bool) + Sync),
     /// Where its watchdog reports, when its stalls are the run's health.
@@ -192,32 +156,25 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
             })
         });
         let settings = super::driver_settings(cfg);
-        let result = with_watchdog(&cfg.watchdog, sink, watched, |watchdog| {
-            with_committer(store, Some(health), |committer| {
-                let tasks = Tasks {
-                    cfg,
-                    shared: Shared {
-                        settings: &settings,
-                        store,
-                        dedup,
-                        sink,
-                        committer,
-                        quarantine_topic: quarantine_topic.as_ref().map(|t| t as &dyn driver::QuarantineLog),
-                        changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
-                        // A topic's partitions share one scope: their batches
-                        // in flight claim their ids.
-                        claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
-                        stats,
-                        watchdog,
-                    },
-                    runtime,
-                    linger: source.linger,
-                    changelog: changelog.as_ref(),
-                    transactions: source.transactions,
-                    reads_events,
-                };
-                member(&tasks, source, stop, health, ready)
-            })
+        let parts = super::setup::Parts { settings: &settings, store, dedup, sink, stats };
+        let result = super::setup::with_services(cfg, parts, watched, Some(health), |shared| {
+            let tasks = Tasks {
+                cfg,
+                shared: Shared {
+                    quarantine_topic: quarantine_topic.as_ref().map(|t| t as &dyn driver::QuarantineLog),
+                    changelog: changelog.as_ref().map(|c| c as &dyn driver::IdLog),
+                    // A topic's partitions share one scope: their batches
+                    // in flight claim their ids.
+                    claims: (cfg.dedup.scope == DedupScope::Topic).then(Arc::default),
+                    ..shared
+                },
+                runtime,
+                linger: source.linger,
+                changelog: changelog.as_ref(),
+                transactions: source.transactions,
+                reads_events,
+            };
+            member(&tasks, source, stop, health, ready)
         });
         // Every member of the run stops with this one.
         stop.request();
@@ -267,7 +224,7 @@ fn member(
             .name("sluice-stranded".into())
             .spawn_scoped(scope, move || {
                 let done = || done.load(std::sync::atomic::Ordering::SeqCst) || stop.requested();
-                stranded::watch(consumer, &source.topics, stall, health, &done)
+                idle_member::watch(consumer, &source.topics, stall, health, &done)
             })
             .map_err(|e| tracing::error!("cannot watch for a stranded member: {e}"))
             .ok();

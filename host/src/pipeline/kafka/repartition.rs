@@ -45,9 +45,9 @@ use crate::config::{Config, DedupScope, KafkaSourceConfig};
 use crate::pipeline::{PipelineError, open_sink};
 use crate::plugin::Record;
 use crate::sink::breaker::BreakerConfig;
-use crate::sink::guarded::Guarded;
 use crate::sink::kafka::{answer_for, probe_topic, reported};
 use crate::sink::retry::RetryConfig;
+use crate::sink::retrying::RetryingSink;
 use crate::sink::{Attempt, Delivery, Sink, SinkError};
 use crate::source::kafka::connection::PropertyValue;
 use crate::source::kafka::{KafkaSourceError, admin, client};
@@ -202,7 +202,7 @@ pub struct Sides {
     pub back: Config,
     back_source: KafkaSourceConfig,
     /// The front's sink: the internal topic.
-    pub front_sink: Guarded,
+    pub front_sink: RetryingSink,
     topic: String,
 }
 
@@ -221,8 +221,11 @@ impl Sides {
         let topic = topic(&source.group_id);
         let (front, front_source) = front(cfg, source);
         let (back, back_source) = back(cfg, source, &topic);
-        let front_sink =
-            Guarded::new(Box::new(ByIdSink::new(source, &topic)?), RetryConfig::default(), BreakerConfig::default());
+        let front_sink = RetryingSink::new(
+            Box::new(ByIdSink::new(source, &topic)?),
+            RetryConfig::default(),
+            BreakerConfig::default(),
+        );
         Ok(Sides { front, front_source, back, back_source, front_sink, topic })
     }
 

@@ -5,7 +5,7 @@
 //! `body` (framing), `response` (reading answers with a profile, pure), and
 //! this module (requests: chunking, concurrency, splitting a batch to find
 //! bad events).
-//! Retries, backoff and the breaker are not here: `sink::guarded` drives
+//! Retries, backoff and the breaker are not here: `sink::retrying` drives
 //! every sink through them.
 
 pub mod body;

@@ -27,7 +27,7 @@ use crate::delivery::FinalAnswer;
 use crate::sink::events::{BreakerChanged, SinkRequests};
 use crate::telemetry::InternalEvent;
 
-pub struct Guarded {
+pub struct RetryingSink {
     sink: Box<dyn Sink>,
     name: String,
     retry: RetryConfig,
@@ -42,11 +42,11 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// an operator's alert sees.
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
 
-impl Guarded {
-    pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> Guarded {
+impl RetryingSink {
+    pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> RetryingSink {
         let name = sink.describe();
         BreakerChanged::initial(&name);
-        Guarded { sink, name, retry, breaker: Mutex::new(Breaker::new(breaker)) }
+        RetryingSink { sink, name, retry, breaker: Mutex::new(Breaker::new(breaker)) }
     }
 
     pub fn describe(&self) -> &str {
@@ -223,9 +223,9 @@ mod tests {
         (0..n).map(|i| Delivery::new(format!("e{i}"), None, b"{}")).collect()
     }
 
-    fn guarded(script: fn(u32, &[Delivery]) -> Attempt) -> Guarded {
+    fn guarded(script: fn(u32, &[Delivery]) -> Attempt) -> RetryingSink {
         let (r, b) = fast();
-        Guarded::new(Box::new(Scripted { calls: AtomicU32::new(0), script }), r, b)
+        RetryingSink::new(Box::new(Scripted { calls: AtomicU32::new(0), script }), r, b)
     }
 
     #[test]

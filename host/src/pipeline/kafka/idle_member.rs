@@ -176,7 +176,7 @@ pub(crate) fn describe(topics: &[String], v: Stranded, stall: Duration) -> Strin
 }
 
 /// A Kafka member that owns no partition while nobody commits its topics'
-/// lag (`pipeline::kafka::stranded`): a warning when it starts, once, and
+/// lag (`pipeline::kafka::idle_member`): a warning when it starts, once, and
 /// an info line when it ends.
 pub struct MemberStranded<'a> {
     pub topics: &'a [String],
