@@ -38,7 +38,10 @@ pub struct Case {
     pub description: String,
     /// The instant the plugins see as now (RFC 3339); default: the real now.
     pub now: Option<String>,
-    /// The records, in the order the source hands them over.
+    /// The records, in the order the source hands them over (also
+    /// `records`, as plugin cases name them: a line as text, or a message
+    /// with its key and headers, the same in both).
+    #[serde(alias = "records")]
     pub input: Vec<Input>,
     /// One per input record, in order.
     pub expect: Vec<Expect>,
@@ -375,5 +378,17 @@ mod tests {
     fn unknown_keys_in_a_case_are_refused() {
         let e = serde_json::from_str::<Case>(r#"{"input": [], "expect": [{"event": {"ids": "x"}}]}"#);
         assert!(e.is_err_and(|e| e.to_string().contains("ids")));
+    }
+
+    /// `records`, as a plugin case names them, reads as `input`.
+    #[test]
+    fn records_is_input_as_plugin_cases_write_it() {
+        let c: Case = serde_json::from_str(
+            r#"{"records": ["a", {"payload": "b", "key": "k"}], "expect": ["duplicate", "duplicate"]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(&c.input[..], [Input::Line(a), Input::Message(m)] if a == "a" && m.key.as_deref() == Some("k"))
+        );
     }
 }

@@ -36,8 +36,11 @@ pub struct Case {
     /// The plugin's config object (what `init` receives as JSON).
     #[serde(default = "empty_object")]
     pub config: serde_json::Value,
-    /// The batch, in one call.
-    #[serde(default)]
+    /// The batch, in one call. Written as a config case writes its
+    /// `input` (and under that name too): a record is a line as text, or
+    /// an object with its payload, key and headers, plus what only a
+    /// plugin case needs (bytes, ids, timestamps, positions).
+    #[serde(default, alias = "input", deserialize_with = "written_records")]
     pub records: Vec<CaseRecord>,
     /// The instant the plugin sees as now (RFC 3339), as in a config's
     /// cases: a case about a timestamp's age passes the same way next
@@ -60,6 +63,21 @@ fn empty_object() -> serde_json::Value {
     serde_json::json!({})
 }
 
+/// A case's records: a string is a record with that payload; an object is
+/// read field by field, its error naming the record.
+fn written_records<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<CaseRecord>, D::Error> {
+    use serde::de::Error;
+    let written: Vec<serde_json::Value> = Deserialize::deserialize(d)?;
+    written
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            serde_json::Value::String(line) => Ok(CaseRecord { payload: Some(line), ..CaseRecord::default() }),
+            other => serde_json::from_value(other).map_err(|e| D::Error::custom(format!("records[{i}]: {e}"))),
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaseRecord {
@@ -69,6 +87,9 @@ pub struct CaseRecord {
     pub payload_base64: Option<String>,
     /// … or one byte repeated (`{"byte": 97, "count": 1048576}`).
     pub payload_repeat: Option<Repeat>,
+    /// The key as UTF-8 text (as config cases write it) …
+    pub key: Option<String>,
+    /// … or as base64 …
     pub key_base64: Option<String>,
     /// … or a key of one byte repeated.
     pub key_repeat: Option<Repeat>,
@@ -159,11 +180,12 @@ impl CaseRecord {
             None => Position::File { path: "case".into(), generation: 0, offset: index as u64 },
             Some(p) => parse_position(p).ok_or_else(|| format!("record {index}: position {p:?}"))?,
         };
-        let key = match (&self.key_base64, &self.key_repeat) {
-            (Some(b), None) => Some(b64(b)?),
-            (None, Some(r)) => Some(vec![r.byte; r.count]),
-            (None, None) => None,
-            _ => return Err(format!("record {index}: give one of key_base64, key_repeat")),
+        let key = match (&self.key, &self.key_base64, &self.key_repeat) {
+            (Some(t), None, None) => Some(t.as_bytes().to_vec()),
+            (None, Some(b), None) => Some(b64(b)?),
+            (None, None, Some(r)) => Some(vec![r.byte; r.count]),
+            (None, None, None) => None,
+            _ => return Err(format!("record {index}: give one of key, key_base64, key_repeat")),
         };
         let mut headers: Vec<(String, Vec<u8>)> =
             self.headers.iter().map(|(k, v)| (k.clone(), v.as_bytes().to_vec())).collect();
@@ -245,6 +267,36 @@ fn show(o: &Outcome) -> String {
 mod tests {
     use super::*;
     use crate::plugin::Event;
+
+    /// One way to write records for plugin and config cases: a line as
+    /// text, or a message with its key and headers, under `records` or
+    /// `input`; a misspelt key names its record.
+    #[test]
+    fn a_plugin_case_takes_records_as_a_config_case_writes_them() {
+        let short: Case = serde_json::from_str(
+            r#"{"now": "2026-12-01T12:00:00Z", "input": ["a", {"payload": "b", "key": "k", "headers": [["h", "v"]]}],
+                "expect": {"outcomes": []}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let long: Case = serde_json::from_str(
+            r#"{"records": [{"payload": "a"}, {"payload": "b", "key_base64": "aw==", "headers": [["h", "v"]]}],
+                "expect": {"outcomes": []}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let records = |c: &Case| -> Vec<Record> {
+            c.records.iter().enumerate().map(|(i, r)| r.record(i).unwrap_or_else(|e| panic!("{e}"))).collect()
+        };
+        assert_eq!(records(&short), records(&long));
+        assert_eq!(records(&short)[1].key.as_deref(), Some(b"k".as_slice()));
+        assert_eq!(parse_now(short.now.as_deref()), Ok(Some(1_796_126_400_000_000_000)));
+        let typo = serde_json::from_str::<Case>(r#"{"input": ["a", {"paylod": "b"}], "expect": {"outcomes": []}}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(typo.contains("records[1]") && typo.contains("paylod"), "{typo}");
+        let both = CaseRecord { key: Some("k".into()), key_base64: Some("aw==".into()), ..CaseRecord::default() };
+        assert!(both.record(0).is_err_and(|e| e.contains("give one of key, key_base64, key_repeat")));
+    }
 
     #[test]
     fn cases_parse_and_compare() {
