@@ -12,6 +12,7 @@
 //! test that parses many lines compiles once, as in the host.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{BufRead, Write};
 
 use anyhow::{Context, Result};
@@ -70,23 +71,21 @@ struct Compiled {
 
 impl Compiled {
     fn format(&mut self, spec: &str) -> Result<&TimeFormat, String> {
-        if !self.formats.contains_key(spec) {
-            if self.formats.len() >= helpers::MAX_TIME_FORMATS {
-                return Err(format!("more than {} time formats", helpers::MAX_TIME_FORMATS));
-            }
-            self.formats.insert(spec.to_string(), helpers::compile_time_format(spec)?);
+        let full = self.formats.len() >= helpers::MAX_TIME_FORMATS;
+        match self.formats.entry(spec.to_string()) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(_) if full => Err(format!("more than {} time formats", helpers::MAX_TIME_FORMATS)),
+            Entry::Vacant(e) => Ok(e.insert(helpers::compile_time_format(spec)?)),
         }
-        self.formats.get(spec).ok_or_else(|| "lost a compiled format".to_string())
     }
 
     fn patterns(&mut self, patterns: &[String]) -> Result<&Patterns, String> {
-        if !self.patterns.contains_key(patterns) {
-            if self.patterns.len() >= helpers::MAX_PATTERN_SETS {
-                return Err(format!("more than {} pattern sets", helpers::MAX_PATTERN_SETS));
-            }
-            self.patterns.insert(patterns.to_vec(), helpers::compile_patterns(patterns)?);
+        let full = self.patterns.len() >= helpers::MAX_PATTERN_SETS;
+        match self.patterns.entry(patterns.to_vec()) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(_) if full => Err(format!("more than {} pattern sets", helpers::MAX_PATTERN_SETS)),
+            Entry::Vacant(e) => Ok(e.insert(helpers::compile_patterns(patterns)?)),
         }
-        self.patterns.get(patterns).ok_or_else(|| "lost a compiled pattern set".to_string())
     }
 }
 

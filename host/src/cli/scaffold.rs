@@ -216,10 +216,7 @@ pub(super) fn rust_lock(name: &str, roots: &[&str]) -> Result<String> {
     project.insert("dependencies".into(), direct.into());
     let mut listed: Vec<toml::Value> = keep.into_iter().map(|i| toml::Value::Table(packages[i].clone())).collect();
     listed.push(toml::Value::Table(project));
-    listed.sort_by_key(|p| {
-        let p = p.as_table().cloned().unwrap_or_default();
-        (field(&p, "name"), field(&p, "version"))
-    });
+    listed.sort_by_cached_key(|p| p.as_table().map(|t| (field(t, "name"), field(t, "version"))).unwrap_or_default());
     let mut out = toml::Table::new();
     out.insert("version".into(), lock.get("version").cloned().unwrap_or(toml::Value::Integer(4)));
     out.insert("package".into(), toml::Value::Array(listed));
