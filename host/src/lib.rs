@@ -19,7 +19,7 @@
 //!   warnings said once and then counted (`repeats`), every log line
 //!   masked (`redact`);
 //! - `batch/`: what the hot path carries, one buffer per batch with a
-//!   descriptor per record (start here, then `pipeline/driver.rs`);
+//!   descriptor per record (start here, then `pipeline/driver/`);
 //! - `plugin/`: WebAssembly plugins parse and validate records (sandboxed,
 //!   with fault isolation per record);
 //! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);

@@ -1,5 +1,5 @@
 //! A batch: the unit every stage of the hot path works on, from the
-//! source's read to the commit. Read this and `pipeline/driver.rs` to know
+//! source's read to the commit. Read this and `pipeline/driver/` to know
 //! the hot path.
 //!
 //! **One buffer, slices, no copy per stage.** A source frames a batch's

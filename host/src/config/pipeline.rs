@@ -22,16 +22,24 @@ pub struct PipelineConfig {
     /// and hold more in memory.
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
-    /// Batches of one partition that may be between its source and its
-    /// commit at once: while one is in the sink or being synced, the next
+    /// Batches of one worker that may be between their sources and their
+    /// commits at once: while one is in the sink or being synced, the next
     /// is read and run through the plugins. Commits stay contiguous; more
-    /// costs memory (up to this many batches per partition) and re-reading
+    /// costs memory (up to this many batches per worker) and re-reading
     /// after a crash, not safety. Default 2: on the 2-core machines one
     /// file ran 1.3–1.5× faster (wall) with 2 or 4 than with 1, and four
     /// files spent about 25% more CPU per record with 4 than with 1 or 2
     /// (`benches/README.md`, pipeline_file).
     #[serde(default = "default_in_flight")]
     pub in_flight: usize,
+    /// Workers the run's partitions share (1 to 1024; default: one per
+    /// core). Each worker is two threads (plugins and dedup look-up; sink
+    /// and store write) with its own plugin instances, and runs any number
+    /// of partitions: a partition is a lane of a few KiB, not threads, and
+    /// slow partitions share batches. A run with fewer partitions than
+    /// workers starts one worker per partition.
+    #[serde(default)]
+    pub workers: Option<usize>,
     /// Free space the state store's volume keeps: below it, commits wait
     /// (and say so) until space is freed, instead of RocksDB running out
     /// mid-write (`store::disk_reserve`). `0` turns the guard off. Default 64MiB,
@@ -73,12 +81,22 @@ fn default_grace() -> Duration {
 }
 
 impl PipelineConfig {
+    /// `workers`, else one per core.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+    }
+
     pub fn validate(&self, p: &mut Problems) {
         if self.name.trim().is_empty() {
             p.add("pipeline.name", "must not be empty".into());
         }
         if !(1..=64).contains(&self.in_flight) {
             p.add("pipeline.in_flight", format!("{} is not within 1..=64", self.in_flight));
+        }
+        if let Some(w) = self.workers
+            && !(1..=1024).contains(&w)
+        {
+            p.add("pipeline.workers", format!("{w} is not within 1..=1024"));
         }
         if !(1..=100_000).contains(&self.batch_size) {
             p.add("pipeline.batch_size", format!("{} is not within 1..=100000", self.batch_size));

@@ -4,10 +4,17 @@
 //! are pipelined as the driver pipelines them: a batch is looked up before
 //! the batches ahead of it have written their ids.
 //!
+//! A batch carries records of several partitions, as a worker gathers
+//! them from its lanes (`pipeline::driver`): a share of each in turn, each
+//! partition with its own offset tracker and its own position in the
+//! write, and all in one dedup scope, so an id may repeat across
+//! partitions within a batch and across batches.
+//!
 //! After any number of crashes and a final clean run: every good id is at
 //! the sink, every duplicate at the sink is explained by a crash between a
 //! sink acceptance and its durable write, every poison record is
-//! quarantined exactly once, and the position ends at the end.
+//! quarantined exactly once, and each partition's position ends at its
+//! end.
 //!
 //! With the dedup changelog (Kafka), a batch's accepted ids are published
 //! before its write is handed over, and a crash may also move the
@@ -39,18 +46,21 @@ enum Kind {
 #[derive(Default)]
 struct Durable {
     window: HashSet<IdDigest>,
-    position: u64,
-    quarantined: BTreeMap<u64, u32>,
-    /// The sink's own storage: (id, position) per accepted event.
-    sink: Vec<(String, u64)>,
+    /// Per partition.
+    positions: Vec<u64>,
+    /// By (partition, position).
+    quarantined: BTreeMap<(usize, u64), u32>,
+    /// The sink's own storage: the id of each accepted event.
+    sink: Vec<String>,
     /// The dedup changelog, when on: durable as soon as published, and
     /// outside the instance.
     changelog: Option<HashSet<IdDigest>>,
 }
 
 struct World {
-    ids: Vec<String>,
-    kinds: Vec<Kind>,
+    /// Per partition, per position.
+    ids: Vec<Vec<String>>,
+    kinds: Vec<Vec<Kind>>,
     durable: Durable,
     /// Ids accepted by the sink in a batch that then crashed before its
     /// write: the only allowed cause of a duplicate at the sink.
@@ -72,11 +82,11 @@ impl World {
         Ok(())
     }
 
-    fn verdict(&self, i: usize) -> Verdict {
+    fn verdict(&self, (p, i): (usize, usize)) -> Verdict {
         let plugin = PluginId { name: "fake".into(), digest: blake3::hash(b"fake") };
-        match self.kinds[i] {
+        match self.kinds[p][i] {
             Kind::Good | Kind::SinkReject => Verdict::Emit(vec![Event {
-                id: Some(self.ids[i].clone()),
+                id: Some(self.ids[p][i].clone()),
                 timestamp: None,
                 body: b"{}".as_slice().into(),
             }]),
@@ -85,16 +95,32 @@ impl World {
         }
     }
 
-    /// One run from the durable position: batches of `sizes` (cycled),
+    /// The next batch as a worker gathers it: up to `size` records, a
+    /// share of each partition in turn from `rotation`, until full or every
+    /// partition is drained.
+    fn gather(&self, next: &mut [usize], size: usize, rotation: usize) -> Vec<(usize, usize)> {
+        let parts = next.len();
+        let share = size.div_ceil(parts).max(1);
+        let mut batch = Vec::with_capacity(size);
+        for q in 0..parts {
+            let p = (rotation + q) % parts;
+            let take = share.min(size - batch.len()).min(self.ids[p].len() - next[p]);
+            batch.extend((next[p]..next[p] + take).map(|i| (p, i)));
+            next[p] += take;
+        }
+        batch
+    }
+
+    /// One run from the durable positions: batches of `sizes` (cycled),
     /// `in_flight` of them looked up ahead of the sink, and up to `lag`
     /// written but not yet durable (the group committer behind). Ends at
     /// the end of the input or at a crash.
     fn run(&mut self, sizes: &[usize], in_flight: usize, lag: usize) -> Result<(), Crash> {
-        let mut tracker = OffsetTracker::new(self.durable.position);
-        let mut next = self.durable.position as usize;
+        let mut trackers: Vec<OffsetTracker> = self.durable.positions.iter().map(|p| OffsetTracker::new(*p)).collect();
+        let mut next: Vec<usize> = self.durable.positions.iter().map(|p| *p as usize).collect();
         // Looked-up batches not yet through the sink: (records, plan, how
         // many writes were durable at the look-up).
-        let mut ahead: VecDeque<(std::ops::Range<usize>, Plan, usize)> = VecDeque::new();
+        let mut ahead: VecDeque<(Vec<(usize, usize)>, Plan, usize)> = VecDeque::new();
         // Per write handed over in this run, by number: the ids it accepted.
         let mut recent: Vec<HashSet<IdDigest>> = Vec::new();
         // Handed over, not yet durable, oldest first.
@@ -102,24 +128,22 @@ impl World {
         let mut durable_writes = 0;
         let mut k = 0;
         loop {
-            // Front: read, plugins, look-up, while the pipeline has room.
-            while ahead.len() + pending.len() < in_flight && next < self.ids.len() {
-                let n = sizes[k % sizes.len()].min(self.ids.len() - next);
+            // Front: gather, plugins, look-up, while the pipeline has room.
+            while ahead.len() + pending.len() < in_flight && next.iter().zip(&self.ids).any(|(n, ids)| *n < ids.len()) {
+                let batch = self.gather(&mut next, sizes[k % sizes.len()], k);
                 k += 1;
-                let range = next..next + n;
-                next += n;
-                let mut plan = Plan::new(n);
-                for (j, i) in range.clone().enumerate() {
-                    tracker.begin(i as u64, i as u64 + 1).unwrap_or_else(|e| panic!("{e}"));
-                    plan.verdict(j, self.verdict(i), &PIPELINE_SCOPE, || format!("pos-{i}"));
+                let mut plan = Plan::new(batch.len());
+                for (j, &(p, i)) in batch.iter().enumerate() {
+                    trackers[p].begin(i as u64, i as u64 + 1).unwrap_or_else(|e| panic!("{e}"));
+                    plan.verdict(j, self.verdict((p, i)), &PIPELINE_SCOPE, || format!("{p}-pos-{i}"));
                 }
                 self.step().map_err(|c| self.lose(&pending, &[], c))?;
                 let seen: Vec<bool> = plan.digests().iter().map(|d| self.durable.window.contains(d)).collect();
                 plan.seen(&seen);
                 self.step().map_err(|c| self.lose(&pending, &[], c))?;
-                ahead.push_back((range, plan, durable_writes));
+                ahead.push_back((batch, plan, durable_writes));
             }
-            let Some((range, mut plan, saw)) = ahead.pop_front() else {
+            let Some((batch, mut plan, saw)) = ahead.pop_front() else {
                 // Nothing to deliver: the committer catches up (the
                 // pipeline is full of pending writes, or the input ended).
                 let Some(w) = pending.pop_front() else { return Ok(()) };
@@ -133,12 +157,12 @@ impl World {
             let fresh = plan.take_fresh();
             let mut outcomes = Vec::new();
             let mut accepted_ids = Vec::new();
-            for d in &fresh {
-                let i: usize = range.clone().find(|i| self.ids[*i] == d.id).unwrap_or(range.start);
-                if self.kinds[i] == Kind::SinkReject {
+            for (d, j) in fresh.iter().zip(plan.sent_records()) {
+                let (p, i) = batch[j];
+                if self.kinds[p][i] == Kind::SinkReject {
                     outcomes.push(Some(FinalAnswer::Rejected("bad row".into())));
                 } else {
-                    self.durable.sink.push((d.id.clone(), i as u64));
+                    self.durable.sink.push(d.id.clone());
                     accepted_ids.push(d.id.clone());
                     outcomes.push(Some(FinalAnswer::Accepted));
                 }
@@ -146,30 +170,35 @@ impl World {
             self.step().map_err(|c| self.lose(&pending, &accepted_ids, c))?;
             let settled = plan.settle(outcomes);
             for (j, fate) in settled.fates.iter().enumerate() {
-                let fate = fate.as_ref().unwrap_or_else(|| panic!("record {} has no fate", range.start + j));
-                tracker.finish((range.start + j) as u64, fate.door()).unwrap_or_else(|e| panic!("{e}"));
+                let (p, i) = batch[j];
+                let fate = fate.as_ref().unwrap_or_else(|| panic!("record {p}/{i} has no fate"));
+                trackers[p].finish(i as u64, fate.door()).unwrap_or_else(|e| panic!("{e}"));
             }
             self.step().map_err(|c| self.lose(&pending, &accepted_ids, c))?;
             // The changelog has the accepted ids before the write is handed
-            // over (so before the position can leave the process).
+            // over (so before a position can leave the process).
             if let Some(log) = self.durable.changelog.as_mut() {
                 log.extend(settled.accepted.iter().copied());
                 self.step().map_err(|c| self.lose(&pending, &[], c))?;
             }
-            // The write: ids, quarantine entries, position, together.
+            // The write: ids, quarantine entries, and the position of each
+            // partition in the batch, together.
             let quarantined = settled
                 .fates
                 .iter()
-                .enumerate()
-                .filter(|(_, f)| matches!(f, Some(Fate::Quarantine { .. })))
-                .map(|(j, _)| (range.start + j) as u64)
+                .zip(&batch)
+                .filter(|(f, _)| matches!(f, Some(Fate::Quarantine { .. })))
+                .map(|(_, &(p, i))| (p, i as u64))
                 .collect();
+            let mut in_batch: Vec<usize> = batch.iter().map(|(p, _)| *p).collect();
+            in_batch.sort_unstable();
+            in_batch.dedup();
             recent.push(settled.accepted.iter().copied().collect());
             pending.push_back(Write {
                 accepted: settled.accepted,
                 accepted_ids,
                 quarantined,
-                position: tracker.committable(),
+                positions: in_batch.into_iter().map(|p| (p, trackers[p].committable())).collect(),
             });
             // The committer, `lag` writes behind at most.
             while pending.len() > lag {
@@ -188,7 +217,9 @@ impl World {
             *self.durable.quarantined.entry(pos).or_default() += 1;
         }
         self.durable.window.extend(w.accepted);
-        self.durable.position = w.position;
+        for (p, position) in w.positions {
+            self.durable.positions[p] = position;
+        }
     }
 
     /// A crash: what was accepted by the sink but not durably recorded is
@@ -209,32 +240,42 @@ impl World {
 struct Write {
     accepted: Vec<IdDigest>,
     accepted_ids: Vec<String>,
-    quarantined: Vec<u64>,
-    position: u64,
+    quarantined: Vec<(usize, u64)>,
+    /// Each partition of the batch and its position.
+    positions: Vec<(usize, u64)>,
 }
 
 proptest! {
     #[test]
     fn crashes_between_any_two_steps_lose_nothing_and_explain_every_duplicate(
-        n in 1usize..120,
+        lengths in proptest::collection::vec(0usize..60, 1..5),
         distinct in 1usize..120,
         kind_seed in any::<u64>(),
-        sizes in proptest::collection::vec(1usize..9, 1..5),
+        sizes in proptest::collection::vec(1usize..12, 1..5),
         in_flight in 1usize..5,
         lag in 0usize..3,
         crash_at in proptest::collection::btree_set(1u32..400, 0..12),
         changelog in any::<bool>(),
         moves in any::<u64>(),
     ) {
-        let ids: Vec<String> = (0..n).map(|i| format!("ev-{}", (i * 7919 + kind_seed as usize) % distinct)).collect();
+        // Ids repeat within and across partitions (one dedup scope).
+        let ids: Vec<Vec<String>> = lengths
+            .iter()
+            .enumerate()
+            .map(|(p, n)| (0..*n).map(|i| format!("ev-{}", ((p * 61 + i) * 7919 + kind_seed as usize) % distinct)).collect())
+            .collect();
         let kind_of = |id: &str| match blake3::hash(format!("{kind_seed}{id}").as_bytes()).as_bytes()[0] % 8 {
             0 => Kind::PluginReject,
             1 => Kind::PluginDrop,
             2 => Kind::SinkReject,
             _ => Kind::Good,
         };
-        let kinds: Vec<Kind> = ids.iter().map(|id| kind_of(id)).collect();
-        let durable = Durable { changelog: changelog.then(HashSet::new), ..Durable::default() };
+        let kinds: Vec<Vec<Kind>> = ids.iter().map(|part| part.iter().map(|id| kind_of(id)).collect()).collect();
+        let durable = Durable {
+            changelog: changelog.then(HashSet::new),
+            positions: vec![0; lengths.len()],
+            ..Durable::default()
+        };
         let mut w = World {
             ids, kinds, durable, at_risk: HashSet::new(), step: 0,
             crashes: crash_at.into_iter().collect(),
@@ -253,16 +294,19 @@ proptest! {
                 }
             }
         }
-        prop_assert_eq!(w.durable.position, n as u64, "the position ends at the end");
+        for (p, n) in lengths.iter().enumerate() {
+            prop_assert_eq!(w.durable.positions[p], *n as u64, "partition {}'s position ends at its end", p);
+        }
         let mut at_sink: HashMap<&str, usize> = HashMap::new();
-        for (id, _) in &w.durable.sink { *at_sink.entry(id.as_str()).or_default() += 1; }
-        for (i, id) in w.ids.iter().enumerate() {
-            match w.kinds[i] {
+        for id in &w.durable.sink { *at_sink.entry(id.as_str()).or_default() += 1; }
+        let all = || w.ids.iter().enumerate().flat_map(|(p, part)| part.iter().enumerate().map(move |(i, id)| (p, i, id)));
+        for (p, i, id) in all() {
+            match w.kinds[p][i] {
                 Kind::Good => prop_assert!(at_sink.contains_key(id.as_str()), "{} lost", id),
-                Kind::PluginReject => prop_assert_eq!(w.durable.quarantined.get(&(i as u64)), Some(&1), "record {} quarantined once", i),
+                Kind::PluginReject => prop_assert_eq!(w.durable.quarantined.get(&(p, i as u64)), Some(&1), "record {}/{} quarantined once", p, i),
                 Kind::SinkReject => {
                     prop_assert!(!at_sink.contains_key(id.as_str()));
-                    let quarantined = w.ids.iter().enumerate().any(|(j, other)| other == id && w.durable.quarantined.contains_key(&(j as u64)));
+                    let quarantined = all().any(|(q, j, other)| other == id && w.durable.quarantined.contains_key(&(q, j as u64)));
                     prop_assert!(quarantined, "{} neither delivered nor quarantined", id);
                 }
                 Kind::PluginDrop => prop_assert!(!at_sink.contains_key(id.as_str())),
@@ -272,7 +316,7 @@ proptest! {
             prop_assert!(count == 1 || w.at_risk.contains(id), "{} delivered {} times with no crash to explain it", id, count);
         }
         for (pos, count) in &w.durable.quarantined {
-            prop_assert_eq!(*count, 1, "record {} quarantined {} times", pos, count);
+            prop_assert_eq!(*count, 1, "record {:?} quarantined {} times", pos, count);
         }
     }
 }

@@ -165,3 +165,149 @@ fn a_fenced_partition_delivers_nothing_after_the_batch_in_its_sink_and_commits_n
     assert_eq!(delivered, 40);
     assert_eq!((state.committable, state.committed), (Some(30), Some(30)));
 }
+
+/// Three records per pull of partition `part`, `total` in all, then the end.
+struct Trickle {
+    part: usize,
+    next: u64,
+    total: u64,
+}
+
+impl Reader for Trickle {
+    fn pull(&mut self, _max: usize) -> Result<Option<Pull>, PipelineError> {
+        if self.next >= self.total {
+            return Ok(None);
+        }
+        let end = (self.next + 3).min(self.total);
+        let records = (self.next..end)
+            .map(|i| {
+                let mut record = Record::line(format!("{{\"n\":{i}}}").into_bytes(), "records", self.part as u64, i);
+                // Every partition repeats partition 0's ids: one scope, so
+                // each id reaches the sink once.
+                record.event_id = Some(format!("ev-{i}"));
+                Pulled { record, start: i, next: i + 1, refused: None }
+            })
+            .collect();
+        self.next = end;
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received: Instant::now(), behind: None }))
+    }
+}
+
+/// Each durable position the driver published, per partition; and, for
+/// all partitions, where each segment it was handed lay in memory.
+struct Positions(Arc<Mutex<Vec<u64>>>, Arc<Mutex<Vec<(usize, usize)>>>);
+
+impl Keeper for Positions {
+    fn with_doors(
+        &mut self,
+        _position: u64,
+        records: &[Pulled],
+        _fates: &[Option<crate::custody::Fate>],
+        _write: &mut WriteBatch,
+    ) -> Result<(), PipelineError> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).push((records.as_ptr() as usize, records.len()));
+        Ok(())
+    }
+    fn durable(&mut self, position: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(position);
+    }
+}
+
+#[test]
+fn partitions_sharing_one_worker_share_batches_and_each_commits_its_own_prefix() {
+    const PARTS: usize = 8;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sink = dir.path().join("out.ndjson");
+    let path = dir.path().join("t.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nworkers = 1\nbatch_size = 16\n[source]\ntype = \
+             \"file\"\npaths = [\"x.log\"]\npoll_interval = \"10ms\"\n[sink]\ntype = \"file\"\npath = {:?}\n",
+            sink.display().to_string()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cfg = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let store =
+        crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
+    let dedup =
+        crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
+    let guarded = super::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    let stats = Mutex::new(super::RunStats::default());
+    let positions: Vec<Arc<Mutex<Vec<u64>>>> = (0..PARTS).map(|_| Arc::default()).collect();
+    let segments: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
+    crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
+        super::with_committer(&store, None, |committer| {
+            let settings = super::driver_settings(&cfg);
+            let shared = Shared {
+                settings: &settings,
+                store: &store,
+                dedup: &dedup,
+                sink: &guarded,
+                committer,
+                quarantine_topic: None,
+                changelog: None,
+                claims: None,
+                stats: &stats,
+                watchdog: dog,
+            };
+            let make_chain = || Ok(crate::plugin::Chain::new(Vec::new()));
+            let failed = Mutex::new(None);
+            let on_error = |e: PipelineError| {
+                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+            };
+            std::thread::scope(|scope| {
+                let pool = driver::Pool::new(
+                    scope,
+                    &shared,
+                    driver::PoolParts { make_chain: &make_chain, on_error: &on_error },
+                );
+                let done: Vec<_> = positions
+                    .iter()
+                    .enumerate()
+                    .map(|(part, seen)| {
+                        pool.add(driver::Lane {
+                            name: Arc::from(format!("p{part}")),
+                            start: Some(0),
+                            // Partition k holds 10 + k records.
+                            reader: Box::new(Trickle { part, next: 0, total: 10 + part as u64 }),
+                            keeper: Box::new(Positions(seen.clone(), segments.clone())),
+                            stopping: Arc::new(|| false),
+                            state: Arc::default(),
+                        })
+                    })
+                    .collect();
+                pool.close();
+                for d in done {
+                    d.wait();
+                }
+            });
+            assert_eq!(failed.into_inner().unwrap_or_else(|p| p.into_inner()), None);
+        })
+    });
+    for (part, seen) in positions.iter().enumerate() {
+        let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "partition {part}'s position never moves back: {seen:?}");
+        assert_eq!(seen.last(), Some(&(10 + part as u64)), "partition {part} is committed to its end: {seen:?}");
+    }
+    // A batch is one list: the segments of one batch follow each other in
+    // memory. Three records per pull, 16 per batch: 108 records in about 7
+    // batches, not one per pull (39).
+    let segments = segments.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let size = std::mem::size_of::<Pulled>();
+    let batches = 1 + segments.windows(2).filter(|w| w[1].0 != w[0].0 + w[0].1 * size).count();
+    assert_eq!(segments.len(), 39, "one segment per pull: {segments:?}");
+    assert!(batches <= 12, "{batches} batches for 108 records of 8 partitions, 16 a batch");
+    // Every id once: partition 0's ten, and each longer partition's extra.
+    let text = std::fs::read_to_string(&sink).unwrap_or_default();
+    let mut ids: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .map(|v| v["id"].as_str().map(String::from).unwrap_or_default())
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..(10 + PARTS as u64 - 1)).map(|i| format!("ev-{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+}

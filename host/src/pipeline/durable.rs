@@ -1,16 +1,16 @@
 //! Group commit: every partition's finished batches share synced writes.
 //!
-//! A partition's back thread hands its batch's `WriteBatch` over and goes
-//! on delivering the next batch. One committer thread takes every write
+//! A worker's back thread hands its batch's `WriteBatch` over and goes on
+//! delivering the next batch. One committer thread takes every write
 //! waiting, applies each (each stays atomic on its own), and syncs the WAL
-//! once for all of them; then it answers each partition. On a busy
+//! once for all of them; then it answers each worker. On a busy
 //! pipeline one sync serves many batches of many partitions instead of one
 //! sync each.
 //!
 //! Two promises the custody rule leans on (`driver`): writes become durable
 //! in the order they were handed over, and after a write fails no later
 //! write is made: every later one is answered with the failure. So a
-//! durable write implies every earlier write of its partition is durable.
+//! durable write implies every earlier write of its worker is durable.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};

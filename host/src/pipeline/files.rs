@@ -1,5 +1,6 @@
-//! The file source on the driver: one partition per file, each on its own
-//! thread with its own plugin instances. A file's checkpoint rides in the
+//! The file source on the driver: one partition (a lane) per file, the
+//! files shared by the run's pool of workers (`pipeline.workers`), each
+//! worker with its own plugin instances. A file's checkpoint rides in the
 //! write that makes its batch's doors durable (`FileKeeper`).
 
 use std::sync::{Arc, Mutex};
@@ -7,14 +8,14 @@ use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
-use super::driver::{self, Keeper, Partition, Reader, Shared};
-use super::{PipelineError, RaiseOnDrop, RunStats, Stop, build_chain, open_sink, setup};
+use super::driver::{Keeper, Lane, Pool, PoolParts, Reader, Shared};
+use super::{PipelineError, RunStats, Stop, build_chain, open_sink, setup};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, FileSourceConfig};
 use crate::custody::Fate;
 use crate::custody::ids::PIPELINE_SCOPE;
 use crate::custody::standing::PartitionState;
-use crate::plugin::Runtime;
+use crate::plugin::{Chain, Runtime};
 use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
 
@@ -46,79 +47,67 @@ pub(super) fn run(
         // The files share one dedup scope: two of them read at once may
         // hold the same id.
         let shared = Shared { claims: (files.len() > 1).then(std::sync::Arc::default), ..shared };
+        let first_error: Mutex<Option<PipelineError>> = Mutex::new(None);
+        let on_error = |e: PipelineError| {
+            // One worker's failure stops the others: their files let go.
+            stop.request();
+            first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+        };
+        let make_chain = || -> Result<Chain, PipelineError> {
+            let chain = build_chain(runtime, cfg)?;
+            crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
+            Ok(chain)
+        };
+        let stopping: Arc<dyn Fn() -> bool + Send + Sync> = {
+            let stop = stop.clone();
+            Arc::new(move || stop.requested())
+        };
         std::thread::scope(|scope| {
-            let handles: Vec<_> = files
-                .iter()
-                .map(|file| {
-                    let shared = &shared;
-                    // Named like the driver's back thread, so that a
-                    // profile tells the two apart.
-                    let handle = std::thread::Builder::new()
-                        .name(format!("sluice-front-{}", file.display()))
-                        .spawn_scoped(scope, move || -> Result<(), PipelineError> {
-                            let mut guard = RaiseOnDrop { flag: stop.flag(), armed: true };
-                            let result = run_file(cfg, shared, runtime, source, file, stop);
-                            guard.armed = result.is_err();
-                            result
-                        });
-                    (file, handle)
-                })
-                .collect();
-            // A file that got no thread stops the others before any join
-            // waits on them.
-            if handles.iter().any(|(_, h)| h.is_err()) {
-                stop.request();
-            }
-            let mut first_error = None;
-            for (file, h) in handles {
-                let result = match h {
-                    Ok(h) => h.join().unwrap_or_else(|_| Err(PipelineError::Panicked(file.display().to_string()))),
+            let pool = Pool::new(scope, &shared, PoolParts { make_chain: &make_chain, on_error: &on_error });
+            for file in &files {
+                match lane(shared.store, source, file, stopping.clone()) {
+                    Ok(lane) => drop(pool.add(lane)),
                     Err(e) => {
-                        Err(PipelineError::Panicked(format!("cannot start the thread of {}: {e}", file.display())))
+                        on_error(e);
+                        break;
                     }
-                };
-                if let Err(e) = result {
-                    first_error.get_or_insert(e);
                 }
             }
-            first_error.map_or(Ok(()), Err)
-        })
+            // The workers end once their files have.
+            pool.close();
+        });
+        first_error.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
     })?;
     Ok(setup::finish(stats, started))
 }
 
-fn run_file(
-    cfg: &Config,
-    shared: &Shared<'_>,
-    runtime: &Runtime,
-    source: &FileSourceConfig,
+/// A file as a lane: read from its checkpoint, which rides in the write
+/// that makes its batch's doors durable.
+fn lane<'s>(
+    store: &'s Store,
+    source: &'s FileSourceConfig,
     file: &std::path::Path,
-    stop: &Stop,
-) -> Result<(), PipelineError> {
-    let chain = build_chain(runtime, cfg)?;
-    crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
-    let checkpoint = shared.store.checkpoint(&file.display().to_string())?;
+    stopping: Arc<dyn Fn() -> bool + Send + Sync>,
+) -> Result<Lane<'s>, PipelineError> {
+    let checkpoint = store.checkpoint(&file.display().to_string())?;
     let part = FilePartition::open(file, checkpoint.as_ref(), source.max_line_bytes, source.follow)?
         .with_batch_bytes(source.batch_bytes);
     let start = part.position();
-    let name = part.key().to_string();
-    let part = Mutex::new(part);
-    let mut reader = FileReader { part: &part, source };
-    let mut keeper = FileKeeper { part: &part, store: shared.store };
-    let stopping = || stop.requested();
-    let partition = Partition {
-        name: &name,
+    let name: Arc<str> = Arc::from(part.key());
+    let part = Arc::new(Mutex::new(part));
+    Ok(Lane {
+        name,
         start: Some(start),
-        chain,
-        stopping: &stopping,
+        reader: Box::new(FileReader { part: part.clone(), source }),
+        keeper: Box::new(FileKeeper { part, store }),
+        stopping,
         state: Arc::new(Mutex::new(PartitionState::default())),
-    };
-    driver::drive(shared, partition, &mut reader, &mut keeper)
+    })
 }
 
 /// Lines in batches; at the end of a file, its rotation (with `follow`).
 struct FileReader<'a> {
-    part: &'a Mutex<FilePartition>,
+    part: Arc<Mutex<FilePartition>>,
     source: &'a FileSourceConfig,
 }
 
@@ -131,12 +120,10 @@ impl Reader for FileReader<'_> {
             if !self.source.follow {
                 return Ok(None);
             }
-            let rotated = part.follow_rotation()?;
+            // Never a sleep here: the worker waits for all its files at
+            // once (`source.poll_interval`).
+            part.follow_rotation()?;
             let behind = Some(part.unread());
-            if !rotated {
-                drop(part);
-                std::thread::sleep(self.source.poll_interval);
-            }
             return Ok(Some(Pull { records: Vec::new(), scope: PIPELINE_SCOPE, received, behind }));
         }
         let max_line = self.source.max_line_bytes;
@@ -155,7 +142,7 @@ impl Reader for FileReader<'_> {
 
 /// A file's finished prefix is its checkpoint, written with the doors.
 struct FileKeeper<'a> {
-    part: &'a Mutex<FilePartition>,
+    part: Arc<Mutex<FilePartition>>,
     store: &'a Store,
 }
 

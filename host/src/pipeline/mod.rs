@@ -27,6 +27,7 @@ pub mod shadow;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 pub use crate::telemetry::stats::RunStats;
 
@@ -101,10 +102,6 @@ impl Drop for RaiseOnDrop<'_> {
 pub struct Stop(Arc<AtomicBool>);
 
 impl Stop {
-    fn flag(&self) -> &AtomicBool {
-        &self.0
-    }
-
     pub fn request(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
@@ -129,6 +126,15 @@ pub fn driver_settings(cfg: &Config) -> driver::Settings {
         pipeline: cfg.pipeline.name.clone(),
         batch_size: cfg.pipeline.batch_size,
         in_flight: cfg.pipeline.in_flight,
+        workers: cfg.pipeline.workers(),
+        idle_poll: match &cfg.source {
+            SourceConfig::File(f) => f.poll_interval,
+            SourceConfig::Kafka(_) => kafka::IDLE_POLL,
+        },
+        linger: match &cfg.source {
+            SourceConfig::File(_) => Duration::ZERO,
+            SourceConfig::Kafka(k) => k.linger,
+        },
         mask_fields: cfg.quarantine.mask_fields.clone(),
         mask_patterns: cfg.quarantine.mask_patterns.clone(),
         audit: cfg.dedup.audit,

@@ -131,9 +131,11 @@ pub struct FilePartition {
     follow: bool,
     /// The last line of a file finished by a truncation, emitted next.
     carry: Option<SourceRecord>,
-    /// The last batch's bytes: what the next batch's buffer is allocated
-    /// with.
+    /// The last batch's bytes and lines: what the next batch's buffers are
+    /// allocated with (nothing after an empty batch: a followed file that
+    /// is idle costs no allocation per poll).
     batch_bytes: usize,
+    batch_lines: usize,
     /// A batch ends at this many bytes (or at its record count): with long
     /// lines, memory is bounded by bytes, not lines.
     max_batch_bytes: usize,
@@ -214,6 +216,7 @@ impl FilePartition {
             follow,
             carry: None,
             batch_bytes: 0,
+            batch_lines: 0,
             max_batch_bytes: usize::MAX,
             current,
             queue,
@@ -256,10 +259,11 @@ impl FilePartition {
     /// payload is a slice of it: one allocation per batch, not one per
     /// line, and the stages and sinks downstream share those bytes.
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<SourceRecord>, SourceError> {
-        let mut out = Vec::with_capacity(max.min(4096));
+        let lines = self.batch_lines.min(max);
+        let mut out = Vec::with_capacity(lines);
         out.extend(self.carry.take());
         let mut data = Vec::with_capacity(self.batch_bytes);
-        let mut framed: Vec<Framed> = Vec::with_capacity(max.min(4096));
+        let mut framed: Vec<Framed> = Vec::with_capacity(lines);
         while out.len() + framed.len() < max && data.len() < self.max_batch_bytes {
             let begin = data.len();
             let reader = &mut self.current.reader;
@@ -288,6 +292,7 @@ impl FilePartition {
         // is allocated once at that size (a few MiB at most, so that one
         // batch of huge lines does not size every later one).
         self.batch_bytes = data.len().min(4 << 20);
+        self.batch_lines = framed.len().min(4096);
         let data = Bytes::from(data);
         out.extend(framed.into_iter().map(|f| self.record(data.slice(f.bytes), f.offset, f.generation, f.end)));
         Ok(out)

@@ -1,14 +1,15 @@
 //! The Kafka source's side of `sluice run`: a consumer group member.
 //!
 //! Threads: the consume loop (this module: serves the group's callbacks
-//! and librdkafka's events, commits), a supervisor that starts and joins
-//! partition tasks, and one task per
-//! assigned partition (`task`: the partition driver, with its own plugin
-//! instances), which polls its partition's own librdkafka queue: records
-//! never pass through the consume loop, so there is no per-record lock or
-//! channel send between the two. Tasks are OS threads: a batch is CPU-bound
-//! WebAssembly and synchronous RocksDB, and must not stall a shared async
-//! executor.
+//! and librdkafka's events, commits), a supervisor that starts a short
+//! task per assigned partition (`task`: its restore, then its hand-over),
+//! and the member's pool of workers (`driver::Pool`, `pipeline.workers`,
+//! each with its own plugin instances), onto which the partitions are
+//! multiplexed as lanes. A worker takes from each partition's own
+//! librdkafka queue: records never pass through the consume loop, so there
+//! is no per-record lock or channel send between the two. Workers are OS
+//! threads: a batch is CPU-bound WebAssembly and synchronous RocksDB, and
+//! must not stall a shared async executor.
 //!
 //! The custody rule, for Kafka: a partition's committed offset is the
 //! lowest offset that has not passed a door. The driver publishes a
@@ -22,9 +23,9 @@
 //! partition's last owner (`changelog::transaction`); the loop then finds
 //! nothing left to commit.
 //!
-//! Memory is bounded (docs/src/kafka.md, "Back-pressure"): per partition,
-//! `pipeline.in_flight` batches between the queue and the commit, plus
-//! librdkafka's queue of the partition, which it stops fetching into at
+//! Memory is bounded (docs/src/kafka.md, "Back-pressure"): per worker,
+//! `pipeline.in_flight` batches between the queues and the commit; per
+//! partition, librdkafka's queue of the partition, which it stops fetching into at
 //! `source.queue_records` records (`queued.min.messages`) or
 //! `queued.max.messages.kbytes`, overshooting by at most one fetch
 //! response (`max.partition.fetch.bytes`). A slow partition is simply not
@@ -58,6 +59,11 @@ use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
 
+/// How long an idle worker waits for its Kafka partitions before it asks
+/// them again: the bound on noticing a revoke while idle (records that
+/// come wake it at once, `task::KafkaReader::wake_with`).
+pub(crate) const IDLE_POLL: Duration = Duration::from_millis(50);
+
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
     /// The config the run was built from: the member's own settings and
@@ -65,8 +71,6 @@ pub(crate) struct Tasks<'a> {
     pub cfg: &'a Config,
     pub shared: Shared<'a>,
     pub runtime: &'a Runtime,
-    /// How long a task waits to fill a batch (`source.linger`).
-    pub linger: Duration,
     /// The dedup changelog, when on: a task restores from it first.
     pub changelog: Option<&'a changelog::Changelog<'a>>,
     /// `source.transactions`: each task commits through its partition's
@@ -169,7 +173,6 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
                     ..shared
                 },
                 runtime,
-                linger: source.linger,
                 changelog: changelog.as_ref(),
                 transactions: source.transactions,
                 reads_events,
@@ -212,11 +215,21 @@ fn member(
     consumer.subscribe(&topics).map_err(KafkaSourceError::client(format!("subscribe to {topics:?}")))?;
 
     let failure: Mutex<Option<PipelineError>> = Mutex::new(None);
+    let fail = |e: PipelineError| {
+        tracing::error!("{e}");
+        if let Ok(mut f) = failure.lock() {
+            f.get_or_insert(e);
+        }
+        stop.request();
+    };
+    let make_chain = || task::member_chain(tasks);
     // Set when the consume loop ends: the stranded member's watch ends too.
     let consumed_done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let failure = &failure;
-        scope.spawn(move || supervise(scope, tasks, command_rx, failure, stop));
+        let fail = &fail;
+        let parts = driver::PoolParts { make_chain: &make_chain, on_error: fail };
+        scope.spawn(move || supervise(scope, tasks, command_rx, parts, fail));
         let consumer = &*consumer;
         let done = &consumed_done;
         let stall = cfg.watchdog.stall;
@@ -256,66 +269,75 @@ fn member(
     }
 }
 
-/// Starts a task per assigned partition and joins the tasks of revoked ones.
-/// A task that fails (or panics) records the failure and stops the pipeline:
-/// its unfinished records are read again by the next owner or the next run.
+/// Starts a task per assigned partition, which opens it (its restore) and
+/// hands it to the member's pool of workers as a lane; on a revoke, waits
+/// for the revoked partitions' lanes to finish. A task or worker that
+/// fails (or panics) records the failure and stops the pipeline (`fail`):
+/// its unfinished records are read again by the next owner or the next
+/// run.
 fn supervise<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     shared: &'scope Tasks<'env>,
     commands: Receiver<Command>,
-    failure: &'scope Mutex<Option<PipelineError>>,
-    stop: &'scope Stop,
+    parts: driver::PoolParts<'scope>,
+    fail: &'scope (dyn Fn(PipelineError) + Sync),
 ) {
-    let mut tasks: HashMap<Tp, std::thread::ScopedJoinHandle<'scope, ()>> = HashMap::new();
-    let fail = move |e: PipelineError| {
-        tracing::error!("{e}");
-        if let Ok(mut f) = failure.lock() {
-            f.get_or_insert(e);
-        }
-        stop.request();
-    };
-    while let Ok(cmd) = commands.recv() {
-        match cmd {
-            Command::Start { tp, queue, stop: task_stop, state, consumer } => {
-                // A task of an earlier assignment of the partition ends
-                // first: two tasks must never poll one queue.
-                if let Some(old) = tasks.remove(&tp) {
-                    let _ = old.join();
-                }
-                let name = partition_name(&tp.0, tp.1);
-                let (topic, number) = (tp.0.clone(), tp.1);
-                let spawned =
-                    std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(scope, move || {
-                        let handed = task::Handed { queue, stop: &task_stop, state: &state, consumer };
-                        if let Err(e) = task::run(shared, (&topic, number, &name), handed) {
-                            fail(e);
+    let pool = driver::Pool::new(scope, &shared.shared, parts);
+    // The tasks that open partitions are short: they end once their lane
+    // is handed over (or, with transactions, once the partition ends).
+    std::thread::scope(|opening| {
+        type Opened<'o> = std::thread::ScopedJoinHandle<'o, Option<driver::LaneDone>>;
+        let mut tasks: HashMap<Tp, Opened<'_>> = HashMap::new();
+        // Join a partition's task, then wait for its lane: nothing of the
+        // partition is in flight any more.
+        let finish = |tp: &Tp, opened: Opened<'_>| match opened.join() {
+            Ok(Some(lane)) => lane.wait(),
+            Ok(None) => {}
+            Err(_) => fail(PipelineError::Panicked(partition_name(&tp.0, tp.1))),
+        };
+        while let Ok(cmd) = commands.recv() {
+            match cmd {
+                Command::Start { tp, queue, stop: task_stop, state, consumer } => {
+                    // A lane of an earlier assignment of the partition ends
+                    // first: two lanes must never poll one queue.
+                    if let Some(old) = tasks.remove(&tp) {
+                        finish(&tp, old);
+                    }
+                    let name = partition_name(&tp.0, tp.1);
+                    let (topic, number) = (tp.0.clone(), tp.1);
+                    let pool = &pool;
+                    let spawned =
+                        std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(opening, move || {
+                            let handed = task::Handed { queue, stop: task_stop, state, consumer };
+                            task::run(shared, pool, (&topic, number, &name), handed).unwrap_or_else(|e| {
+                                fail(e);
+                                None
+                            })
+                        });
+                    match spawned {
+                        Ok(h) => {
+                            tasks.insert(tp, h);
                         }
-                    });
-                match spawned {
-                    Ok(h) => {
-                        tasks.insert(tp, h);
-                    }
-                    Err(e) => fail(PipelineError::Panicked(format!("cannot start a task: {e}"))),
-                }
-            }
-            Command::Stop { tps, done } => {
-                for tp in tps {
-                    if let Some(h) = tasks.remove(&tp)
-                        && h.join().is_err()
-                    {
-                        fail(PipelineError::Panicked(partition_name(&tp.0, tp.1)));
+                        Err(e) => fail(PipelineError::Panicked(format!("cannot start a task: {e}"))),
                     }
                 }
-                let _ = done.send(());
+                Command::Stop { tps, done } => {
+                    for tp in tps {
+                        if let Some(h) = tasks.remove(&tp) {
+                            finish(&tp, h);
+                        }
+                    }
+                    let _ = done.send(());
+                }
+                Command::Exit => break,
             }
-            Command::Exit => break,
         }
-    }
-    for (tp, h) in tasks {
-        if h.join().is_err() {
-            fail(PipelineError::Panicked(partition_name(&tp.0, tp.1)));
+        for (tp, h) in tasks {
+            finish(&tp, h);
         }
-    }
+    });
+    // Every lane has ended: the workers end too.
+    pool.close();
 }
 
 /// The consume loop: serve callbacks and events, and every

@@ -1,6 +1,8 @@
-//! One assigned partition on the driver: its reader polls the partition's
-//! own librdkafka queue (split off the consumer queue at assignment) into
-//! batches of up to `pipeline.batch_size` within `source.linger`. Its
+//! One assigned partition on the driver, a lane of the member's pool of
+//! workers: its reader takes what the partition's own librdkafka queue
+//! (split off the consumer queue at assignment) holds, without waiting,
+//! and its worker fills batches of up to `pipeline.batch_size` from its
+//! lanes within `source.linger`. Its
 //! finished prefix is published by the driver
 //! (`PartitionState::committable`) once durable, and the consume loop
 //! commits it to the group.
@@ -26,7 +28,7 @@ use crate::batch::{Pull, Pulled};
 use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
 use crate::custody::standing::PartitionState;
-use crate::pipeline::driver::{self, IdLog, Keeper, Partition, Reader, Shared};
+use crate::pipeline::driver::{self, Doorbell, IdLog, Keeper, Lane, LaneDone, Partition, Pool, Reader, Shared};
 use crate::pipeline::kafka::events::UncheckedRecords;
 use crate::pipeline::{PipelineError, build_chain};
 use crate::plugin::Chain;
@@ -34,27 +36,27 @@ use crate::source::kafka::record::MessageBatch;
 use crate::telemetry::InternalEvent;
 
 /// What the consume loop hands a partition's task.
-pub(super) struct Handed<'s> {
+pub(super) struct Handed {
     pub queue: PartitionQueue<Context>,
     /// Raised on revoke and shutdown.
-    pub stop: &'s AtomicBool,
-    pub state: &'s Arc<Mutex<PartitionState>>,
+    pub stop: Arc<AtomicBool>,
+    pub state: Arc<Mutex<PartitionState>>,
     pub consumer: Weak<BaseConsumer<Context>>,
 }
 
-pub(super) fn run(
-    tasks: &Tasks<'_>,
+/// Open an assigned partition (its transactions, its restore) on this
+/// thread, then run it: as a lane of the member's pool, returning at once
+/// with the lane's handle; or, when its transactions are its own (each
+/// partition has its own transactional producer and commits through it),
+/// on a worker of its own, returning when it has ended. `None`: nothing
+/// of it runs any more.
+pub(super) fn run<'scope>(
+    tasks: &'scope Tasks<'_>,
+    pool: &Pool<'scope, '_>,
     (topic, number, name): (&str, i32, &str),
-    handed: Handed<'_>,
-) -> Result<(), PipelineError> {
+    handed: Handed,
+) -> Result<Option<LaneDone>, PipelineError> {
     let Handed { queue, stop, state, consumer } = handed;
-    let chain = if tasks.reads_events {
-        Chain::checked_passthrough()
-    } else {
-        let chain = build_chain(tasks.runtime, tasks.cfg)?;
-        crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
-        chain
-    };
     // Raised when the partition's transactions are fenced: it has a new
     // owner, and this task must stop as on a revoke.
     let fenced = AtomicBool::new(false);
@@ -66,14 +68,10 @@ pub(super) fn run(
         Some(changelog) => {
             match PartitionTransactions::start(changelog, (topic, number), consumer, &fenced, &stopping)? {
                 Some(t) => Some(t),
-                None => return Ok(()),
+                None => return Ok(None),
             }
         }
         None => None,
-    };
-    let shared = match &transactions {
-        Some(t) => Shared { changelog: Some(t as &dyn IdLog), ..tasks.shared.clone() },
-        None => tasks.shared.clone(),
     };
     // The partition's ids, from its last owner's changelog, before its
     // first batch: not ready meanwhile. Records queued by librdkafka wait.
@@ -81,7 +79,7 @@ pub(super) fn run(
         Some(changelog) => match changelog.restore(name, number, &stopping)? {
             Restored::Done => false,
             Restored::Unchecked => true,
-            Restored::Stopped => return Ok(()),
+            Restored::Stopped => return Ok(None),
         },
         None => false,
     };
@@ -90,36 +88,60 @@ pub(super) fn run(
         DedupScope::Partition => scope(name),
         DedupScope::Topic => topic_scope(topic),
     };
-    let mut reader = KafkaReader {
+    let name: Arc<str> = Arc::from(name);
+    let reader = KafkaReader {
         queue,
-        stop,
-        linger: tasks.linger,
+        stop: stop.clone(),
         scope,
         topic: Arc::from(topic),
-        name,
+        name: name.clone(),
         unchecked,
         events: tasks.reads_events,
         batch_bytes: 0,
+        hot: Arc::new(AtomicBool::new(true)),
     };
-    // Starts at the first record received: the group's committed offset,
-    // or past a compaction hole.
-    let partition = Partition { name, start: None, chain, stopping: &stopping, state: state.clone() };
-    driver::drive(&shared, partition, &mut reader, &mut PublishedByTheDriver)
+    let Some(transactions) = transactions else {
+        // Starts at the first record received: the group's committed
+        // offset, or past a compaction hole.
+        let lane = Lane {
+            name,
+            start: None,
+            reader: Box::new(reader),
+            keeper: Box::new(PublishedByTheDriver),
+            stopping: {
+                let stop = stop.clone();
+                Arc::new(move || stop.load(Ordering::SeqCst))
+            },
+            state,
+        };
+        return Ok(Some(pool.add(lane)));
+    };
+    let shared = Shared { changelog: Some(&transactions as &dyn IdLog), ..tasks.shared.clone() };
+    let mut reader = reader;
+    let partition = Partition { name: &name, start: None, chain: member_chain(tasks)?, stopping: &stopping, state };
+    driver::drive(&shared, partition, &mut reader, &mut PublishedByTheDriver)?;
+    Ok(None)
 }
 
-/// How long one wait for the first record of a batch lasts: the bound on
-/// noticing `stop` while the partition is idle.
-const IDLE_POLL: Duration = Duration::from_millis(50);
+/// The plugin chain of one of the member's workers: none for events a
+/// front checked (`dedup.repartition`'s back).
+pub(super) fn member_chain(tasks: &Tasks<'_>) -> Result<Chain, PipelineError> {
+    if tasks.reads_events {
+        return Ok(Chain::checked_passthrough());
+    }
+    let chain = build_chain(tasks.runtime, tasks.cfg)?;
+    crate::telemetry::history::HISTORY.set_plugins(chain.stages().iter().map(|s| s.id().to_string()).collect());
+    Ok(chain)
+}
 
-struct KafkaReader<'a> {
+struct KafkaReader {
     queue: PartitionQueue<Context>,
-    stop: &'a AtomicBool,
-    linger: Duration,
+    stop: Arc<AtomicBool>,
     /// The partition's dedup scope, computed once.
     scope: Scope,
     /// Shared by every record's position: no topic name allocated per record.
     topic: Arc<str>,
-    name: &'a str,
+    name: Arc<str>,
     /// The partition's ids could not be restored (accept-duplicates): its
     /// records are counted as looked up against an incomplete window.
     unchecked: bool,
@@ -127,9 +149,12 @@ struct KafkaReader<'a> {
     events: bool,
     /// The last batch's bytes: the next batch's buffer starts this large.
     batch_bytes: usize,
+    /// Records may be queued: librdkafka said the queue went from empty to
+    /// not, or the last pull stopped at its `max` rather than at the end.
+    hot: Arc<AtomicBool>,
 }
 
-impl KafkaReader<'_> {
+impl KafkaReader {
     /// Copy the next message into `batch`, waiting at most `wait`; false
     /// when none came. Never polls once the task is told to stop: after a
     /// revoke, what the queue holds belongs to the partition's next
@@ -146,7 +171,7 @@ impl KafkaReader<'_> {
             // Fetch errors are retried by librdkafka, and the consume loop
             // reports the client's own: this batch ends here.
             Some(Err(e)) => {
-                tracing::debug!(partition = self.name, "kafka: {e}");
+                tracing::debug!(partition = &*self.name, "kafka: {e}");
                 false
             }
             None => false,
@@ -154,13 +179,16 @@ impl KafkaReader<'_> {
     }
 }
 
-impl Reader for KafkaReader<'_> {
+impl Reader for KafkaReader {
     fn pull(&mut self, max: usize) -> Result<Option<Pull>, PipelineError> {
         if self.stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
+        // Cleared before the queue is read: a record queued from here on
+        // rings and sets it again.
+        self.hot.store(false, Ordering::SeqCst);
         let mut batch = MessageBatch::default();
-        if !self.next(IDLE_POLL, &mut batch) {
+        if !self.next(Duration::ZERO, &mut batch) {
             // What the partition still holds comes from librdkafka's
             // statistics (`Context::stats`), not from here.
             return Ok(Some(Pull { records: Vec::new(), scope: self.scope, received: Instant::now(), behind: None }));
@@ -171,20 +199,15 @@ impl Reader for KafkaReader<'_> {
         // the last batch's once a message came (an idle poll allocates
         // nothing).
         batch.reserve(max.min(4096), self.batch_bytes);
-        // What librdkafka already holds, without waiting; then fill the
-        // batch for at most `linger`: a batch of a few records costs its
-        // syncs as much as a full one. Every record polled joins the batch:
-        // one taken from the queue and not kept would be skipped by the
-        // commit.
-        let deadline = received + self.linger;
-        while batch.len() < max {
-            if self.next(Duration::ZERO, &mut batch) {
-                continue;
-            }
-            let wait = deadline.saturating_duration_since(Instant::now());
-            if wait.is_zero() || !self.next(wait, &mut batch) {
-                break;
-            }
+        // What librdkafka already holds, without waiting: the worker
+        // lingers for all its partitions at once (`source.linger`). Every
+        // record polled joins the batch: one taken from the queue and not
+        // kept would be skipped by the commit.
+        while batch.len() < max && self.next(Duration::ZERO, &mut batch) {}
+        if batch.len() >= max {
+            // Stopped at `max`, not at the end: more may be queued, and
+            // librdkafka rings only when an empty queue fills.
+            self.hot.store(true, Ordering::SeqCst);
         }
         self.batch_bytes = batch.bytes().min(4 << 20);
         let events = self.events;
@@ -198,9 +221,23 @@ impl Reader for KafkaReader<'_> {
             })
             .collect();
         if self.unchecked {
-            UncheckedRecords { partition: self.name, records: records.len() }.emit();
+            UncheckedRecords { partition: &self.name, records: records.len() }.emit();
         }
         Ok(Some(Pull { records, scope: self.scope, received, behind: None }))
+    }
+
+    /// librdkafka rings the worker when the partition's queue goes from
+    /// empty to not: an idle worker reads it at once, not at its next poll.
+    fn wake_with(&mut self, bell: &Arc<Doorbell>) {
+        let (bell, hot) = (bell.clone(), self.hot.clone());
+        self.queue.set_nonempty_callback(move || {
+            hot.store(true, Ordering::SeqCst);
+            bell.ring();
+        });
+    }
+
+    fn ready(&self) -> bool {
+        self.hot.load(Ordering::SeqCst)
     }
 }
 
