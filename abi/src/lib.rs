@@ -27,6 +27,10 @@ pub mod record_flag {
     pub const SOURCE_TIMESTAMP: u32 = 2;
     pub const EVENT_ID: u32 = 4;
     pub const TIMESTAMP: u32 = 8;
+    /// The payload is not in the batch (its slice is `(0, 0)`): the plugin
+    /// asked for payloads on demand (`helpers.payloads-on-demand`) and
+    /// reads one with `helpers.payload`. Only such a plugin is sent it.
+    pub const PAYLOAD_ON_DEMAND: u32 = 16;
 }
 
 /// Flag bits of an event descriptor.
@@ -200,6 +204,8 @@ fn put_i64(out: &mut Vec<u8>, v: i64) {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RecordFields<'a> {
     pub payload: &'a [u8],
+    /// Leave the payload out (`record_flag::PAYLOAD_ON_DEMAND`).
+    pub payload_on_demand: bool,
     pub key: Option<&'a [u8]>,
     pub event_id: Option<&'a str>,
     pub source_timestamp: Option<i64>,
@@ -238,8 +244,13 @@ impl BatchBuf {
         r: &RecordFields<'_>,
         headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
     ) -> Result<(), LayoutError> {
-        let payload = append(&mut self.data, r.payload)?;
         let mut flags = 0;
+        let payload = if r.payload_on_demand {
+            flags |= record_flag::PAYLOAD_ON_DEMAND;
+            (0, 0)
+        } else {
+            append(&mut self.data, r.payload)?
+        };
         let key = match r.key {
             Some(k) => {
                 flags |= record_flag::KEY;
@@ -295,7 +306,10 @@ pub struct BatchView<'a> {
 /// One record of a [`BatchView`], borrowed from its buffers.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordView<'a> {
+    /// Empty when `payload_on_demand`.
     pub payload: &'a [u8],
+    /// The payload was left out: ask the host for it.
+    pub payload_on_demand: bool,
     pub key: Option<&'a [u8]>,
     /// UTF-8 by contract; checked by whoever turns it into a string.
     pub event_id: Option<&'a [u8]>,
@@ -365,6 +379,7 @@ impl<'a> BatchView<'a> {
         }
         Ok(RecordView {
             payload,
+            payload_on_demand: flags & record_flag::PAYLOAD_ON_DEMAND != 0,
             key,
             event_id,
             source_timestamp: (flags & record_flag::SOURCE_TIMESTAMP != 0).then(|| i64_at(d, 32)),
@@ -741,6 +756,7 @@ mod tests {
             for r in &recs {
                 let fields = RecordFields {
                     payload: &r.payload,
+                    payload_on_demand: false,
                     key: r.key.as_deref(),
                     event_id: r.event_id.as_deref(),
                     source_timestamp: r.source_timestamp,

@@ -34,13 +34,43 @@ pub type Outcomes = wit::Outcomes;
 
 thread_local! {
     static RECORDS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
+    /// While `process` runs a batch whose payloads were left out: where its
+    /// records lie (address, count), so a record's place in it, and so the
+    /// payload the host holds for it, is found from the record itself.
+    static ON_DEMAND: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+}
+
+/// The payload of `record` from the host, when it is a record of the
+/// batch being processed and its payload was left out.
+#[cfg(target_arch = "wasm32")]
+pub fn fetch_payload(record: &Record) -> Option<Vec<u8>> {
+    let (base, count) = ON_DEMAND.with(std::cell::Cell::get)?;
+    let size = std::mem::size_of::<Record>();
+    let at = (record as *const Record as usize).checked_sub(base)?;
+    let index = at / size;
+    (at % size == 0 && index < count).then(|| bindings::sluice::plugin::helpers::payload(index as u32))
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn payloads_on_demand() {
+    bindings::sluice::plugin::helpers::payloads_on_demand()
+}
+
+#[cfg(target_arch = "wasm32")]
+pub fn json_get_batch(paths: &[&str]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+    bindings::sluice::plugin::helpers::json_get_batch(&paths)
 }
 
 /// Unpack, run the plugin, pack. Called by `export_plugin!`.
 pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
     RECORDS.with(|records| {
         let mut records = records.borrow_mut();
-        let outcomes = match (plugin, unpack(&batch, &mut records)) {
+        let unpacked = unpack(&batch, &mut records);
+        let on_demand = on_demand(&batch);
+        let count = unpacked.as_ref().map_or(0, |n| *n);
+        ON_DEMAND.with(|c| c.set(on_demand.then(|| (records.as_ptr() as usize, count))));
+        let outcomes = match (plugin, unpacked) {
             (Some(plugin), Ok(n)) => plugin.process_batch(&records[..n]),
             (None, Ok(n)) => (0..n).map(|_| Outcome::reject("plugin used before init")).collect(),
             // The host packs well-formed batches; if one is not, every
@@ -50,9 +80,20 @@ pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
                 (0..n).map(|_| Outcome::reject(format!("the SDK cannot read the batch: {reason}"))).collect()
             }
         };
+        ON_DEMAND.with(|c| c.set(None));
         let n = records.len().min(batch.records.len() / sluice_abi::RECORD_BYTES);
-        pack(&outcomes, &records[..n], batch.data.len())
+        // Without its payloads a record cannot tell a body equal to them:
+        // nothing is kept but what the plugin keeps itself.
+        pack(&outcomes, if on_demand { &[] } else { &records[..n] }, batch.data.len())
     })
+}
+
+/// Whether the batch came without its payloads (the host left them out
+/// of every record, or of none).
+fn on_demand(batch: &Batch) -> bool {
+    BatchView::new(&batch.records, &batch.headers, &batch.data, batch.partitions.len())
+        .and_then(|view| view.record(0))
+        .is_ok_and(|r| r.payload_on_demand)
 }
 
 fn unpack(batch: &Batch, records: &mut Vec<Record>) -> Result<usize, String> {
@@ -189,6 +230,7 @@ mod tests {
         for (i, (payload, key, headers, event_id)) in records.iter().enumerate() {
             let fields = RecordFields {
                 payload,
+                payload_on_demand: false,
                 key: *key,
                 event_id: *event_id,
                 source_timestamp: Some(5),

@@ -33,6 +33,7 @@
 // inside it as from a plugin.
 extern crate self as sluice_guest;
 
+pub mod batch_fields;
 mod bytes;
 pub mod duration;
 pub mod json;
@@ -41,6 +42,7 @@ pub mod shortcuts;
 pub mod time;
 
 mod types;
+pub use batch_fields::{JsonFields, json_get_batch, pack_json_fields, payloads_on_demand, trim_line_end};
 pub use types::{Event, Level, Outcome, Position, Record};
 
 /// The clock and log imports of one contract version, over its generated

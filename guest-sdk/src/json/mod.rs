@@ -83,6 +83,17 @@ impl<'a> RawObject<'a> {
         }
     }
 
+    /// The JSON text of the value at a dotted path, as written for a
+    /// top-level field (a string keeps its quotes and escapes), written
+    /// anew from the parsed value for a nested one; none when the path is
+    /// absent.
+    pub fn get_raw(&self, path: &str) -> Option<Cow<'a, [u8]>> {
+        if !path.bytes().any(|c| c == b'.') {
+            return self.field(path).map(|f| Cow::Borrowed(f.value));
+        }
+        self.get(path).map(|v| Cow::Owned(v.to_string().into_bytes()))
+    }
+
     /// The value at a dotted path, parsed; only that value is parsed.
     pub fn get(&self, path: &str) -> Option<Value> {
         let (first, rest) = match path.split_once('.') {

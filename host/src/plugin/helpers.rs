@@ -23,8 +23,7 @@ pub const MAX_PATTERNS: usize = 256;
 /// The compiled size of one pattern (the regex crate's own limit).
 pub const MAX_PATTERN_BYTES: usize = 1 << 20;
 /// Paths in one `json-get`, and segments in one path.
-pub const MAX_PATHS: usize = 64;
-pub const MAX_SEGMENTS: usize = 32;
+pub use sluice_guest::batch_fields::{MAX_PATHS, MAX_SEGMENTS};
 
 /// What an instance holds of the helpers, counted against the caps.
 #[derive(Default)]
@@ -36,6 +35,30 @@ pub struct HelperState {
     /// interpreted plugin crosses the boundary once per batch, not once
     /// per record with a payload the guest already holds.
     pub batch: Option<std::sync::Arc<dyn BatchPayloads>>,
+    /// The instance asked for payloads on demand (`payloads-on-demand`,
+    /// in `init`): its batches are packed without them.
+    pub on_demand: bool,
+    /// `init` is running: the only time `payloads-on-demand` is heard.
+    pub initializing: bool,
+    /// Per record of the batch being handled: `json-get-batch` found its
+    /// payload to be one JSON object, so the output contract need not
+    /// parse it again when an event keeps it. Cleared per call.
+    pub objects: Vec<bool>,
+}
+
+/// The payloads of a batch as the host holds them, for a plugin that has
+/// them on demand: handles to the records' own bytes (a reference count
+/// each, no copy).
+pub struct HeldPayloads(pub Vec<bytes::Bytes>);
+
+impl BatchPayloads for HeldPayloads {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn payload(&self, i: usize) -> &[u8] {
+        self.0.get(i).map_or(&[], |b| &b[..])
+    }
 }
 
 /// The payloads of a batch as the host lent them to the guest: the same
@@ -111,16 +134,7 @@ impl Patterns {
 /// The JSON text at each dotted path of the object `payload`, none where
 /// it holds nothing.
 pub fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>, String> {
-    if paths.len() > MAX_PATHS {
-        return Err(format!("{} paths, over the limit of {MAX_PATHS} per call", paths.len()));
-    }
-    if let Some((i, p)) = paths.iter().enumerate().find(|(_, p)| p.split('.').count() > MAX_SEGMENTS) {
-        return Err(format!(
-            "path {i} has {} segments, over the limit of {MAX_SEGMENTS} (it starts {:?})",
-            p.split('.').count(),
-            p.chars().take(40).collect::<String>()
-        ));
-    }
+    sluice_guest::batch_fields::check_paths(paths)?;
     // One parse; the output check words what is wrong only when it is.
     let value = match serde_json::from_slice::<serde_json::Value>(payload) {
         Ok(object @ serde_json::Value::Object(_)) => object,
@@ -191,6 +205,22 @@ pub fn logfmt_batch(batch: Option<&dyn BatchPayloads>, limit: usize) -> Result<S
         }
     }
     Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// `json-get-batch` over the batch being handled: the packed answer, and
+/// per record whether its payload is one JSON object. The SDK's
+/// `pack_json_fields` is the one implementation, here as in a plugin's
+/// native tests.
+pub fn json_get_batch(
+    batch: Option<&dyn BatchPayloads>,
+    paths: &[String],
+    limit: usize,
+) -> Result<(sluice_guest::JsonFields, Vec<bool>), String> {
+    let Some(batch) = batch else {
+        sluice_guest::batch_fields::check_paths(paths)?;
+        return Ok(Default::default());
+    };
+    sluice_guest::pack_json_fields((0..batch.count()).map(|i| batch.payload(i)), paths, limit)
 }
 
 fn write_logfmt_object(line: &[u8], out: &mut Vec<u8>) {
@@ -356,5 +386,73 @@ mod tests {
                 ("flag".into(), None)
             ]
         );
+    }
+
+    struct Owned(Vec<Vec<u8>>);
+
+    impl BatchPayloads for Owned {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn payload(&self, i: usize) -> &[u8] {
+            &self.0[i]
+        }
+    }
+
+    /// What `json-get-batch` calls an object, the output contract would
+    /// accept as a kept body: the host skips that check on its word.
+    fn agrees(payloads: Vec<Vec<u8>>) -> Result<(), String> {
+        let batch = Owned(payloads);
+        let (_, objects) = json_get_batch(Some(&batch), &["id".to_string()], usize::MAX)?;
+        for (p, object) in batch.0.iter().zip(objects) {
+            let breach = crate::plugin::output_rules::body_breach(p);
+            if object && breach.is_some() {
+                return Err(format!("{:?}: an object to json-get-batch, but {breach:?}", String::from_utf8_lossy(p)));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn what_json_get_batch_calls_an_object_the_output_contract_accepts() {
+        let cases: Vec<&[u8]> = vec![
+            br#"{"id":"a"}"#,
+            b"{\"id\":\"a\"}\r\n",
+            b"  {\"a\":1}  ",
+            br#"{"a":"\ud800"}"#,
+            br#"{"\ud800":1}"#,
+            br#"{"a":1,"a":2}"#,
+            br#"{"a":1}x"#,
+            b"\xef\xbb\xbf{}",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":\"\x01\"}",
+            br#"{"a":NaN}"#,
+            br#"{"a":1e999}"#,
+            br#"{"a":[1,2,{"b":[]}]}"#,
+            b"{}\n{}",
+            b"{\"a\":\"\n\"}",
+            br#"[{"a":1}]"#,
+            b"",
+        ];
+        let mut deep = Vec::new();
+        deep.extend_from_slice(b"{\"a\":");
+        deep.extend(std::iter::repeat_n(b'[', 200));
+        deep.extend(std::iter::repeat_n(b']', 200));
+        deep.push(b'}');
+        let mut payloads: Vec<Vec<u8>> = cases.into_iter().map(<[u8]>::to_vec).collect();
+        payloads.push(deep);
+        agrees(payloads).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn json_get_batch_never_passes_what_the_output_contract_refuses(
+            texts in proptest::collection::vec("[{}\\[\\]\":,a-c0-9 \\\\\\u{0}-\\u{7f}\\u{e9}]{0,24}", 1..24),
+            bytes in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..16), 0..4),
+        ) {
+            let mut payloads: Vec<Vec<u8>> = texts.into_iter().map(|t| format!("{{\"id\":{t}}}").into_bytes()).collect();
+            payloads.extend(bytes.into_iter().map(|b| [b"{\"a\":\"".as_slice(), &b, b"\"}"].concat()));
+            proptest::prop_assert!(agrees(payloads).is_ok());
+        }
     }
 }

@@ -73,7 +73,9 @@ impl Instance {
             .instantiate(&mut store)
             .map_err(|e| PluginError::Instantiate { plugin: plugin.id.to_string(), message: format!("{e:#}") })?;
         store.set_epoch_deadline(deadline_ticks(&plugin));
+        store.data_mut().helpers.initializing = true;
         let refused = bindings.call_init(&mut store, &plugin.config_json);
+        store.data_mut().helpers.initializing = false;
         match refused {
             Ok(Ok(())) => {}
             Ok(Err(message)) => return Err(PluginError::Config { plugin: plugin.id.to_string(), message }),
@@ -114,12 +116,17 @@ impl Instance {
         match returned {
             Ok(Returned::Outcomes(outcomes)) => {
                 let limits = &self.plugin.limits.output;
+                // Payloads `json-get-batch` found to be one JSON object
+                // were parsed once already: not again for a kept body.
+                let objects = std::mem::take(&mut self.store.data_mut().helpers.objects);
+                let parsed = |i: usize| objects.get(i).copied().unwrap_or(false);
                 Ok(outcomes
                     .into_iter()
                     .zip(batch)
-                    .map(|(o, record)| {
+                    .enumerate()
+                    .map(|(i, (o, record))| {
                         o.and_then(|o| {
-                            let payload = (!inputs_checked).then_some(&record.payload[..]);
+                            let payload = (!inputs_checked && !parsed(i)).then_some(&record.payload[..]);
                             output_rules::breach(limits, &o, record.payload.len(), payload).map_or(Ok(o), Err)
                         })
                     })

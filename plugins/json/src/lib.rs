@@ -12,9 +12,17 @@
 //!
 //! The body is passed through byte for byte (no re-serialization): the
 //! plugin only validates that it is one JSON object.
+//!
+//! One JSON pass per record, in the host: the plugin asks for its payloads
+//! on demand and, per batch, for the two fields of every record at once
+//! (`sluice_guest::json_get_batch`); the host validates each payload as it
+//! reads them and does not parse a kept payload again. The plugin itself
+//! takes in only the fields' text, and parses the timestamps.
+
+use std::borrow::Cow;
 
 use serde::Deserialize;
-use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin, json, time::Format};
+use sluice_guest::{Event, JsonFields, Outcome, Plugin, Record, export_plugin, json, time::Format, trim_line_end};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,8 +37,96 @@ pub struct Json {
     require_id: bool,
 }
 
+/// What one record holds of what the plugin reads.
+struct Read<'a> {
+    id: Option<Cow<'a, [u8]>>,
+    timestamp: Option<Cow<'a, [u8]>>,
+}
+
+impl Json {
+    /// The fields this plugin reads, in the order `Read` takes them.
+    fn paths(&self) -> Vec<&str> {
+        self.id_field.iter().chain(&self.timestamp_field).map(String::as_str).collect()
+    }
+
+    /// A record's outcome from its fields' JSON text. `trimmed`: line-end
+    /// bytes after the object, which the body leaves out.
+    fn decide(&self, record: &Record, read: Read<'_>, trimmed: usize) -> Outcome {
+        let mut id = None;
+        if let Some(field) = &self.id_field {
+            id = read.id.as_deref().and_then(id_of);
+            if id.is_none() && self.require_id {
+                return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
+            }
+        }
+        let mut timestamp = None;
+        if let (Some(field), Some(text)) = (&self.timestamp_field, read.timestamp.as_deref()) {
+            let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
+            let parsed = match plain_string(text) {
+                Some(s) => self.timestamp_format.parse(s, now).map_err(|e| e.to_string()),
+                None => match serde_json::from_slice::<serde_json::Value>(text) {
+                    Ok(serde_json::Value::String(s)) => self.timestamp_format.parse(&s, now).map_err(|e| e.to_string()),
+                    Ok(value) => self.timestamp_format.parse_json(&value, now).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+            };
+            match parsed {
+                Ok(ns) => timestamp = Some(ns),
+                Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
+            }
+        }
+        if trimmed == 0 {
+            // The body is the payload: kept, so nothing is copied.
+            Outcome::Keep { id, timestamp }
+        } else {
+            let payload = record.bytes();
+            let body = &payload[..payload.len().saturating_sub(trimmed)];
+            Outcome::emit(Event { id, timestamp, body: body.to_vec() })
+        }
+    }
+
+    /// Record `i` of a batch whose fields the host read.
+    fn from_fields(&self, record: &Record, fields: &JsonFields, i: usize) -> Outcome {
+        let trimmed = match fields.object(i) {
+            Ok(t) => t,
+            Err(reason) => return Outcome::reject(reason),
+        };
+        let mut at = 0..;
+        let mut next = |wanted: bool| wanted.then(|| at.next().and_then(|k| fields.value(i, k))).flatten();
+        let read = Read {
+            id: next(self.id_field.is_some()).map(Cow::Borrowed),
+            timestamp: next(self.timestamp_field.is_some()).map(Cow::Borrowed),
+        };
+        self.decide(record, read, trimmed)
+    }
+}
+
+/// A string's text when it is written with no escape: read in place.
+fn plain_string(text: &[u8]) -> Option<&str> {
+    match text {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => std::str::from_utf8(inner).ok(),
+        _ => None,
+    }
+}
+
+/// An id from its JSON text: a non-empty string, or a number or boolean
+/// as written; none for anything else.
+fn id_of(text: &[u8]) -> Option<String> {
+    if let Some(s) = plain_string(text) {
+        return (!s.is_empty()).then(|| s.to_string());
+    }
+    let value = serde_json::from_slice::<serde_json::Value>(text).ok()?;
+    match &value {
+        serde_json::Value::String(s) => (!s.is_empty()).then(|| s.clone()),
+        other => json::as_id(other),
+    }
+}
+
 impl Plugin for Json {
     fn setup(&mut self) -> Result<(), String> {
+        // Its fields come from the host, which reads the payloads where
+        // they are: none is copied into the plugin.
+        sluice_guest::payloads_on_demand();
         if self.require_id && self.id_field.is_none() {
             return Err("require_id = true needs id_field".into());
         }
@@ -43,53 +139,43 @@ impl Plugin for Json {
         Ok(())
     }
 
+    /// One record alone (a fault's re-run, record by record): the same
+    /// reading, over its own payload.
     fn process(&mut self, record: &Record) -> Outcome {
-        // Validates the whole object but parses only the fields read below.
-        let object = match json::RawObject::parse(trim_line_end(&record.payload)) {
-            Ok(o) => o,
-            Err(reason) => return Outcome::reject(reason),
-        };
-        let mut id = None;
-        if let Some(field) = &self.id_field {
-            // A string id is read without a `Value`; numbers and booleans
-            // (rarer) through one.
-            id = match object.get_str(field) {
-                Some(s) => (!s.is_empty()).then(|| s.into_owned()),
-                None => object.get(field).as_ref().and_then(json::as_id),
-            };
-            if id.is_none() && self.require_id {
-                return Outcome::reject(format!("id field {field:?} is missing or not a scalar"));
-            }
+        match sluice_guest::json_get_batch(std::slice::from_ref(record), &self.paths()) {
+            Ok(fields) => self.from_fields(record, &fields, 0),
+            Err(_) => self.parse_here(record),
         }
-        let mut timestamp = None;
-        if let Some(field) = &self.timestamp_field {
-            let now = || if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
-            let parsed = match object.get_str(field) {
-                Some(text) => Some(self.timestamp_format.parse(&text, now())),
-                None => object.get(field).map(|value| self.timestamp_format.parse_json(&value, now())),
-            };
-            match parsed {
-                Some(Ok(ns)) => timestamp = Some(ns),
-                Some(Err(e)) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
-                None => {}
-            }
-        }
-        let body = trim_line_end(&record.payload);
-        if body.len() == record.payload.len() {
-            // The body is the payload: kept, so nothing is copied.
-            Outcome::Keep { id, timestamp }
-        } else {
-            Outcome::emit(Event { id, timestamp, body: body.to_vec() })
+    }
+
+    /// Every record's fields from the host in one call per batch.
+    fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
+        match sluice_guest::json_get_batch(batch, &self.paths()) {
+            Ok(fields) => batch.iter().enumerate().map(|(i, r)| self.from_fields(r, &fields, i)).collect(),
+            // Past the memory limit (a batch of huge records): each record
+            // parsed here instead.
+            Err(_) => batch.iter().map(|r| self.parse_here(r)).collect(),
         }
     }
 }
 
-fn trim_line_end(b: &[u8]) -> &[u8] {
-    let mut end = b.len();
-    while end > 0 && matches!(b[end - 1], b'\n' | b'\r') {
-        end -= 1;
+impl Json {
+    /// A record parsed in the plugin, as before the host read fields:
+    /// what is left when a batch's answer would not fit.
+    fn parse_here(&self, record: &Record) -> Outcome {
+        let payload = record.bytes();
+        let body = trim_line_end(&payload);
+        let object = match json::RawObject::parse(body) {
+            Ok(o) => o,
+            Err(reason) => return Outcome::reject(reason),
+        };
+        let read = Read {
+            id: self.id_field.as_deref().and_then(|f| object.get_raw(f)),
+            timestamp: self.timestamp_field.as_deref().and_then(|f| object.get_raw(f)),
+        };
+        let trimmed = payload.len() - body.len();
+        self.decide(record, read, trimmed)
     }
-    &b[..end]
 }
 
 export_plugin!(Json);

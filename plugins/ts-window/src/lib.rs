@@ -12,6 +12,10 @@
 //! timestamp_field = "ts"           # optional: read the time from the body when
 //! timestamp_format = "rfc3339"     #   no earlier stage set the event timestamp
 //! ```
+//!
+//! Its payloads come on demand (`sluice_guest::payloads_on_demand`): a
+//! record's bytes cross into the plugin only when no earlier stage set the
+//! event time and the field must be read.
 
 use std::time::Duration;
 
@@ -78,8 +82,10 @@ impl TsWindow {
     }
 
     fn read_field(&self, record: &Record, field: &str, now: i64) -> Result<i64, Outcome> {
-        // Parses only the field read, as the `json` plugin does.
-        let object = json::RawObject::parse(&record.payload).map_err(Outcome::reject)?;
+        // Parses only the field read, as the `json` plugin does; the
+        // payload is fetched only here (payloads on demand).
+        let payload = record.bytes();
+        let object = json::RawObject::parse(&payload).map_err(Outcome::reject)?;
         // `setup` fills in the default whenever a field is configured, so
         // the fallback is never built on the hot path.
         let fallback;
@@ -107,6 +113,9 @@ impl TsWindow {
 
 impl Plugin for TsWindow {
     fn setup(&mut self) -> Result<(), String> {
+        // It reads the event time an earlier stage set, and a payload only
+        // when none did: its batches come without them.
+        sluice_guest::payloads_on_demand();
         if self.max_age.is_zero() {
             return Err("max_age must be greater than zero".into());
         }

@@ -43,7 +43,8 @@ pub(in crate::plugin) struct Packer {
 }
 
 impl Packer {
-    fn pack(&mut self, batch: &[&Record]) -> Result<(), LayoutError> {
+    /// `on_demand`: the payloads are left out (`payloads-on-demand`).
+    fn pack(&mut self, batch: &[&Record], on_demand: bool) -> Result<(), LayoutError> {
         self.buf.clear();
         self.partitions.clear();
         let mut last: Option<&Position> = None;
@@ -55,6 +56,7 @@ impl Packer {
             }
             let fields = RecordFields {
                 payload: &r.payload,
+                payload_on_demand: on_demand,
                 key: r.key.as_deref(),
                 event_id: r.event_id.as_deref(),
                 source_timestamp: r.source_timestamp,
@@ -74,7 +76,8 @@ pub(super) fn process(
     store: &mut Store<StoreState>,
     batch: &[&Record],
 ) -> wasmtime::Result<Returned> {
-    if let Err(e) = packer.pack(batch) {
+    let on_demand = store.data().helpers.on_demand;
+    if let Err(e) = packer.pack(batch, on_demand) {
         return Err(wasmtime::format_err!("cannot pack the batch: {e}"));
     }
     // Lend the buffers to the call, and to the per-batch helpers during
@@ -85,7 +88,16 @@ pub(super) fn process(
         data: std::mem::take(&mut packer.buf.data),
         partitions: std::mem::take(&mut packer.partitions),
     });
-    store.data_mut().helpers.batch = Some(arg.clone());
+    // A plugin with payloads on demand reads them where the host holds
+    // them: a handle per record, no copy.
+    let held: Arc<dyn crate::plugin::helpers::BatchPayloads> = if on_demand {
+        Arc::new(crate::plugin::helpers::HeldPayloads(batch.iter().map(|r| r.payload.clone()).collect()))
+    } else {
+        arg.clone()
+    };
+    let helpers = &mut store.data_mut().helpers;
+    helpers.batch = Some(held);
+    helpers.objects.clear();
     let result = b.call_process(&mut *store, &arg);
     store.data_mut().helpers.batch = None;
     if let Ok(arg) = Arc::try_unwrap(arg) {
@@ -239,6 +251,22 @@ mod helpers_impl {
 
         fn logfmt_batch(&mut self) -> Result<String, String> {
             pure::logfmt_batch(self.helpers.batch.as_deref(), self.limiter.limit)
+        }
+
+        fn payloads_on_demand(&mut self) {
+            if self.helpers.initializing {
+                self.helpers.on_demand = true;
+            }
+        }
+
+        fn payload(&mut self, index: u32) -> Vec<u8> {
+            self.helpers.batch.as_deref().map(|b| b.payload(index as usize).to_vec()).unwrap_or_default()
+        }
+
+        fn json_get_batch(&mut self, paths: Vec<String>) -> Result<(Vec<u8>, Vec<u8>), String> {
+            let (fields, objects) = pure::json_get_batch(self.helpers.batch.as_deref(), &paths, self.limiter.limit)?;
+            self.helpers.objects = objects;
+            Ok((fields.table, fields.data))
         }
     }
 }
