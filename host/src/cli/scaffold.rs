@@ -17,12 +17,13 @@ use super::{Lang, NewArgs};
 pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 11] = [
+const RUST_SDK: [(&str, &str); 12] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
     ("src/contract_v01.rs", include_str!("../../../guest-sdk/src/contract_v01.rs")),
     ("src/bytes.rs", include_str!("../../../guest-sdk/src/bytes.rs")),
+    ("src/batch_fields.rs", include_str!("../../../guest-sdk/src/batch_fields.rs")),
     ("src/json/mod.rs", include_str!("../../../guest-sdk/src/json/mod.rs")),
     ("src/json/scan.rs", include_str!("../../../guest-sdk/src/json/scan.rs")),
     ("src/shortcuts.rs", include_str!("../../../guest-sdk/src/shortcuts.rs")),

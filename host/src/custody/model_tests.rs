@@ -120,7 +120,7 @@ impl World {
         let mut next: Vec<usize> = self.durable.positions.iter().map(|p| *p as usize).collect();
         // Looked-up batches not yet through the sink: (records, plan, how
         // many writes were durable at the look-up).
-        let mut ahead: VecDeque<(Vec<(usize, usize)>, Plan, usize)> = VecDeque::new();
+        let mut ahead: VecDeque<(Batch, Plan, usize)> = VecDeque::new();
         // Per write handed over in this run, by number: the ids it accepted.
         let mut recent: Vec<HashSet<IdDigest>> = Vec::new();
         // Handed over, not yet durable, oldest first.
@@ -235,6 +235,9 @@ impl World {
         crash
     }
 }
+
+/// A batch's records, by (partition, position).
+type Batch = Vec<(usize, usize)>;
 
 /// A batch's write, handed to the committer.
 struct Write {

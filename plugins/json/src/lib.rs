@@ -86,7 +86,7 @@ impl Json {
     }
 
     /// Record `i` of a batch whose fields the host read.
-    fn from_fields(&self, record: &Record, fields: &JsonFields, i: usize) -> Outcome {
+    fn outcome_from(&self, record: &Record, fields: &JsonFields, i: usize) -> Outcome {
         let trimmed = match fields.object(i) {
             Ok(t) => t,
             Err(reason) => return Outcome::reject(reason),
@@ -139,11 +139,13 @@ impl Plugin for Json {
         Ok(())
     }
 
-    /// One record alone (a fault's re-run, record by record): the same
-    /// reading, over its own payload.
+    /// One record alone, natively (unit tests, the native side of
+    /// `benches/plugin_chain`): the same reading, over its own payload. In
+    /// a component the host calls `process_batch`, a fault's re-run with a
+    /// batch of one.
     fn process(&mut self, record: &Record) -> Outcome {
         match sluice_guest::json_get_batch(std::slice::from_ref(record), &self.paths()) {
-            Ok(fields) => self.from_fields(record, &fields, 0),
+            Ok(fields) => self.outcome_from(record, &fields, 0),
             Err(_) => self.parse_here(record),
         }
     }
@@ -151,7 +153,7 @@ impl Plugin for Json {
     /// Every record's fields from the host in one call per batch.
     fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
         match sluice_guest::json_get_batch(batch, &self.paths()) {
-            Ok(fields) => batch.iter().enumerate().map(|(i, r)| self.from_fields(r, &fields, i)).collect(),
+            Ok(fields) => batch.iter().enumerate().map(|(i, r)| self.outcome_from(r, &fields, i)).collect(),
             // Past the memory limit (a batch of huge records): each record
             // parsed here instead.
             Err(_) => batch.iter().map(|r| self.parse_here(r)).collect(),

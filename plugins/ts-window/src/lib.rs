@@ -13,9 +13,9 @@
 //! timestamp_format = "rfc3339"     #   no earlier stage set the event timestamp
 //! ```
 //!
-//! Its payloads come on demand (`sluice_guest::payloads_on_demand`): a
-//! record's bytes cross into the plugin only when no earlier stage set the
-//! event time and the field must be read.
+//! Without `timestamp_field` its payloads come on demand
+//! (`sluice_guest::payloads_on_demand`): it reads the event time an
+//! earlier stage set, and no record's bytes cross into it.
 
 use std::time::Duration;
 
@@ -113,9 +113,13 @@ impl TsWindow {
 
 impl Plugin for TsWindow {
     fn setup(&mut self) -> Result<(), String> {
-        // It reads the event time an earlier stage set, and a payload only
-        // when none did: its batches come without them.
-        sluice_guest::payloads_on_demand();
+        // Without `timestamp_field` it reads only the event time an earlier
+        // stage set, never a payload: its batches come without them. With
+        // it, a payload may be read per record, and one host call each
+        // would cost more than the batch's bytes.
+        if self.timestamp_field.is_none() {
+            sluice_guest::payloads_on_demand();
+        }
         if self.max_age.is_zero() {
             return Err("max_age must be greater than zero".into());
         }

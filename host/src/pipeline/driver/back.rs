@@ -16,9 +16,10 @@ use std::time::Instant;
 
 use rocksdb::WriteBatch;
 
-use super::front::{Handover, LaneId, Prepared, Seg, Spent, ToBack};
-use super::pool::{Finished, Inbox};
-use super::{Commit, Keeper, SentIds, Shared, lock};
+use super::handoff::{Handover, Joining, LaneId, Prepared, Seg, ToBack};
+use super::inbox::{Finished, Inbox, Spent};
+use super::lane::{Keeper, lock};
+use super::shared::{Commit, SentIds, Shared};
 use crate::batch::Pulled;
 use crate::custody::ids::{DigestSet, IdDigest};
 use crate::custody::standing::PartitionState;
@@ -33,16 +34,6 @@ use crate::telemetry::InternalEvent;
 use crate::telemetry::stats::Counts;
 use crate::telemetry::tap::{Point, Sample, TAPS};
 use crate::watchdog::Watched;
-
-/// A lane's back half, as the front hands it over.
-pub(super) struct Joining<'s> {
-    pub name: Arc<str>,
-    pub start: Option<u64>,
-    pub keeper: Box<dyn super::Keeper + 's>,
-    pub stopping: Arc<dyn Fn() -> bool + Send + Sync + 's>,
-    pub state: Arc<Mutex<PartitionState>>,
-    pub finished: Option<Finished>,
-}
 
 /// A lane as the back holds it.
 struct BackLane<'s> {

@@ -9,18 +9,18 @@
 //! doorbell rings or `Settings::idle_poll` passes. So a busy partition
 //! fills batches of its own, and a hundred slow ones share one.
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::back::{Back, Joining};
-use super::pool::{Finished, Inbox};
-use super::{Lane, Reader, Shared, lock};
+use super::back::Back;
+use super::handoff::{Handover, Joining, LaneId, Prepared, Seg, ToBack};
+use super::inbox::{Finished, Inbox};
+use super::lane::{Lane, Reader, lock};
+use super::shared::Shared;
 use crate::batch::{Pull, Pulled};
 use crate::custody::Plan;
-use crate::custody::claims::Claimed;
 use crate::custody::ids::Scope;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::events::Backpressure;
@@ -29,67 +29,6 @@ use crate::plugin::{Chain, Judged, Record, Verdicts};
 use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
 use crate::telemetry::InternalEvent;
 use crate::telemetry::stats::Counts;
-
-/// A lane's number within its worker.
-pub(super) type LaneId = u64;
-
-/// One partition's records in a batch.
-pub(super) struct Seg {
-    pub lane: LaneId,
-    pub range: Range<usize>,
-    /// When its source received its first record.
-    pub received: Instant,
-}
-
-/// A batch between the front and the back.
-pub(super) struct Prepared {
-    pub records: Vec<Pulled>,
-    pub segs: Vec<Seg>,
-    pub plan: Plan,
-    /// How many of this worker's writes were durable when the batch was
-    /// looked up: ids accepted by later writes were invisible to it.
-    pub saw_writes: u64,
-    pub counts: Counts,
-    /// The ids this batch claimed (shared scopes), held until its write
-    /// is durable.
-    pub claimed: Option<Claimed>,
-}
-
-pub(super) enum ToBack {
-    /// A lane joined: its back half waits in the hand-over.
-    Lane(LaneId),
-    Batch(Box<Prepared>),
-    /// The front pulls no more of this lane: it is finished once its
-    /// batches out are.
-    LaneEnd(LaneId),
-    /// The write of this worker's `seq`th batch is durable (or failed).
-    Durable(u64, Result<(), String>),
-    /// The front read its last batch.
-    End,
-}
-
-/// The committer's word reaches the back thread as one more message.
-impl crate::pipeline::durable::Answer for Sender<ToBack> {
-    fn durable(&self, seq: u64, result: Result<(), String>) {
-        let _ = self.send(ToBack::Durable(seq, result));
-    }
-}
-
-/// Room for one more batch, with what is left of the batch that made room:
-/// records and deliveries go back to the front to be freed on the thread
-/// that allocated them (glibc's malloc makes a free from another thread
-/// take the allocating thread's arena lock, per allocation).
-pub(super) type Credit = Option<Box<Spent>>;
-
-/// A finished batch's memory.
-pub(super) struct Spent {
-    pub _records: Vec<Pulled>,
-    pub _deliveries: Vec<crate::sink::Delivery>,
-}
-
-/// A lane's back half, handed over beside the channel (it borrows what
-/// the run lends, so it is not a message the committer could carry).
-pub(super) type Handover<'s> = Mutex<Vec<(LaneId, Joining<'s>)>>;
 
 /// Run a worker on this thread until its inbox is closed and its lanes
 /// have ended, or it fails. Its back runs on a thread of its own.

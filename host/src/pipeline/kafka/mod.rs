@@ -269,9 +269,20 @@ fn member(
     }
 }
 
-/// Starts a task per assigned partition, which opens it (its restore) and
-/// hands it to the member's pool of workers as a lane; on a revoke, waits
-/// for the revoked partitions' lanes to finish. A task or worker that
+/// How many partitions a member opens (restores) at once.
+const OPENERS: usize = 4;
+
+/// A partition to open: what the consume loop handed over for it, and
+/// where its lane is said.
+struct Opening {
+    tp: Tp,
+    handed: task::Handed,
+    opened: std::sync::mpsc::SyncSender<Option<driver::LaneDone>>,
+}
+
+/// Has each assigned partition opened (its restore) and handed to the
+/// member's pool of workers as a lane, by a few openers in turn; on a
+/// revoke, waits for the revoked partitions' lanes to finish. A task or worker that
 /// fails (or panics) records the failure and stops the pipeline (`fail`):
 /// its unfinished records are read again by the next owner or the next
 /// run.
@@ -283,17 +294,51 @@ fn supervise<'scope, 'env>(
     fail: &'scope (dyn Fn(PipelineError) + Sync),
 ) {
     let pool = driver::Pool::new(scope, &shared.shared, parts);
-    // The tasks that open partitions are short: they end once their lane
-    // is handed over (or, with transactions, once the partition ends).
+    // A few openers take the partitions to open in turn: a restore is a
+    // changelog read and a member may be assigned a thousand partitions
+    // at once; one thread (and one restore reader) each would be a
+    // thousand of them.
+    let (jobs, queue) = std::sync::mpsc::channel::<Opening>();
+    let queue = Mutex::new(queue);
     std::thread::scope(|opening| {
-        type Opened<'o> = std::thread::ScopedJoinHandle<'o, Option<driver::LaneDone>>;
-        let mut tasks: HashMap<Tp, Opened<'_>> = HashMap::new();
-        // Join a partition's task, then wait for its lane: nothing of the
-        // partition is in flight any more.
-        let finish = |tp: &Tp, opened: Opened<'_>| match opened.join() {
-            Ok(Some(lane)) => lane.wait(),
-            Ok(None) => {}
-            Err(_) => fail(PipelineError::Panicked(partition_name(&tp.0, tp.1))),
+        for n in 0..OPENERS {
+            let (queue, pool) = (&queue, &pool);
+            let opener =
+                std::thread::Builder::new().name(format!("sluice-opener-{n}")).spawn_scoped(opening, move || {
+                    loop {
+                        let job = match queue.lock() {
+                            Ok(q) => q.recv(),
+                            Err(_) => break,
+                        };
+                        let Ok(Opening { tp, handed, opened }) = job else { break };
+                        let name = partition_name(&tp.0, tp.1);
+                        let run = || task::run(shared, pool, (&tp.0, tp.1, &name), handed);
+                        let lane = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                            Ok(Ok(lane)) => lane,
+                            Ok(Err(e)) => {
+                                fail(e);
+                                None
+                            }
+                            Err(_) => {
+                                fail(PipelineError::Panicked(name));
+                                None
+                            }
+                        };
+                        let _ = opened.send(lane);
+                    }
+                });
+            if let Err(e) = opener {
+                fail(PipelineError::Panicked(format!("cannot start a partition opener: {e}")));
+            }
+        }
+        // Per partition: its lane, once opened.
+        let mut tasks: HashMap<Tp, Receiver<Option<driver::LaneDone>>> = HashMap::new();
+        // Wait until a partition is opened, then for its lane to end:
+        // nothing of the partition is in flight any more.
+        let finish = |opened: Receiver<Option<driver::LaneDone>>| {
+            if let Ok(Some(lane)) = opened.recv() {
+                lane.wait();
+            }
         };
         while let Ok(cmd) = commands.recv() {
             match cmd {
@@ -301,30 +346,19 @@ fn supervise<'scope, 'env>(
                     // A lane of an earlier assignment of the partition ends
                     // first: two lanes must never poll one queue.
                     if let Some(old) = tasks.remove(&tp) {
-                        finish(&tp, old);
+                        finish(old);
                     }
-                    let name = partition_name(&tp.0, tp.1);
-                    let (topic, number) = (tp.0.clone(), tp.1);
-                    let pool = &pool;
-                    let spawned =
-                        std::thread::Builder::new().name(format!("sluice-{name}")).spawn_scoped(opening, move || {
-                            let handed = task::Handed { queue, stop: task_stop, state, consumer };
-                            task::run(shared, pool, (&topic, number, &name), handed).unwrap_or_else(|e| {
-                                fail(e);
-                                None
-                            })
-                        });
-                    match spawned {
-                        Ok(h) => {
-                            tasks.insert(tp, h);
-                        }
-                        Err(e) => fail(PipelineError::Panicked(format!("cannot start a task: {e}"))),
+                    let (opened, lane) = std::sync::mpsc::sync_channel(1);
+                    let handed = task::Handed { queue, stop: task_stop, state, consumer };
+                    if jobs.send(Opening { tp: tp.clone(), handed, opened }).is_err() {
+                        fail(PipelineError::Panicked("no partition opener is left".into()));
                     }
+                    tasks.insert(tp, lane);
                 }
                 Command::Stop { tps, done } => {
                     for tp in tps {
-                        if let Some(h) = tasks.remove(&tp) {
-                            finish(&tp, h);
+                        if let Some(lane) = tasks.remove(&tp) {
+                            finish(lane);
                         }
                     }
                     let _ = done.send(());
@@ -332,9 +366,10 @@ fn supervise<'scope, 'env>(
                 Command::Exit => break,
             }
         }
-        for (tp, h) in tasks {
-            finish(&tp, h);
+        for (_, lane) in tasks.drain() {
+            finish(lane);
         }
+        drop(jobs);
     });
     // Every lane has ended: the workers end too.
     pool.close();

@@ -137,6 +137,10 @@ pub struct Changelog<'s> {
     retry: RetryConfig,
     /// Under the topic scope: the follower's progress.
     pub(crate) follow: Option<follow::Progress>,
+    /// Restore readers, kept between restores: a member assigned a
+    /// thousand partitions creates a client per concurrent restore (a
+    /// few), not one per partition (threads and buffers each).
+    pub(super) readers: std::sync::Mutex<Vec<rdkafka::consumer::BaseConsumer>>,
 }
 
 impl<'s> Changelog<'s> {
@@ -223,6 +227,7 @@ impl<'s> Changelog<'s> {
             on_missing: cfg.dedup.on_missing_state,
             retry: RetryConfig::default(),
             follow: None,
+            readers: Default::default(),
         }))
     }
 

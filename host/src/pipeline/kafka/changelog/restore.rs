@@ -65,6 +65,26 @@ impl Changelog<'_> {
 
     /// Add a message's ids to `write`; ids accepted longer than the window
     /// ago are past it and skipped. Returns how many were added.
+    /// A restore reader from those kept, or a new one.
+    fn lend_reader(&self) -> Result<BaseConsumer, PipelineError> {
+        let kept = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match kept {
+            Some(r) => Ok(r),
+            None => self.reader(),
+        }
+    }
+
+    /// Back among those kept, unassigned: it fetches nothing while it
+    /// waits for the next restore. One is kept: the others a burst of
+    /// restores made (one per opener at most) are closed, their threads
+    /// with them. One that cannot be unassigned is not kept.
+    fn give_back(&self, reader: BaseConsumer) {
+        let mut kept = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.is_empty() && reader.unassign().is_ok() {
+            kept.push(reader);
+        }
+    }
+
     pub(super) fn apply(&self, write: &mut WriteBatch, value: &[u8], now: u64) -> Result<usize, String> {
         let (secs, ids) = message::decode(value).map_err(|e| e.to_string())?;
         if secs.saturating_add(self.dedup.window().as_secs()) < now {
@@ -107,10 +127,22 @@ impl Changelog<'_> {
         source_partition: i32,
         stopping: &dyn Fn() -> bool,
     ) -> Result<Restored, PipelineError> {
+        let reader = self.lend_reader()?;
+        let restored = self.restore_with(&reader, name, source_partition, stopping);
+        self.give_back(reader);
+        restored
+    }
+
+    fn restore_with(
+        &self,
+        reader: &BaseConsumer,
+        name: &str,
+        source_partition: i32,
+        stopping: &dyn Fn() -> bool,
+    ) -> Result<Restored, PipelineError> {
         let started = Instant::now();
         let cp = self.partition_of(source_partition);
         let from = self.store.changelog_position(name)?;
-        let reader = self.reader()?;
         // A broker that is down or a leader that moves (the partition is
         // "unknown" meanwhile) is waited for, as a stalled read is: only
         // after STUCK without an answer is the state called missing.
@@ -152,6 +184,9 @@ impl Changelog<'_> {
                     return Ok(Restored::Stopped);
                 }
                 match reader.poll(Duration::from_millis(200)) {
+                    // A reader lent again may still hold what its last
+                    // assignment fetched: only this partition counts.
+                    Some(Ok(m)) if m.partition() != cp || m.topic() != self.topic => {}
                     Some(Ok(m)) => {
                         progress_at = Instant::now();
                         next = next.max(m.offset() + 1);
