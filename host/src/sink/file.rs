@@ -16,7 +16,7 @@ use super::{Attempt, Delivery, Sink, SinkError};
 
 pub struct FileSink {
     path: PathBuf,
-    /// Partitions deliver from their own threads; appends are serialized.
+    /// Workers deliver from their own threads; appends are serialized.
     file: Mutex<File>,
     /// Appends so far (under `file`'s lock), and how many of them the last
     /// finished sync covered (under its own lock, held while syncing).

@@ -30,7 +30,7 @@ use super::{Answer, Attempt, Delivery, Sink, SinkError};
 
 pub struct HttpSink {
     client: reqwest::Client,
-    /// Requests run here; partitions call in from their own threads.
+    /// Requests run here; workers call in from their own threads.
     runtime: tokio::runtime::Runtime,
     url: reqwest::Url,
     method: reqwest::Method,
