@@ -88,18 +88,23 @@ impl IdLog for Transactions<'_> {
     }
 }
 
-/// Run the records through the driver with `log`'s settings: the commits,
-/// the partition's state at the end, and the sink's lines.
-fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, PartitionState, usize) {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let sink = dir.path().join("out.ndjson");
-    let path = dir.path().join("t.toml");
+/// A run's shared parts over a fresh store in `dir`, a file sink at
+/// `dir/out.ndjson`, `pipeline` and `source` lines added to the config's
+/// sections, and `changelog` as its id log: what `f` drives partitions with.
+fn with_shared<R>(
+    dir: &Path,
+    pipeline: &str,
+    source: &str,
+    changelog: Option<&dyn IdLog>,
+    f: impl FnOnce(&Shared<'_>) -> R,
+) -> R {
+    let path = dir.join("t.toml");
     std::fs::write(
         &path,
         format!(
-            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nin_flight = 4\nbatch_size = {BATCH}\n[source]\ntype = \
-             \"file\"\npaths = [\"x.log\"]\n[sink]\ntype = \"file\"\npath = {:?}\n",
-            sink.display().to_string()
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n{pipeline}\n[source]\ntype = \"file\"\npaths = \
+             [\"x.log\"]\n{source}\n[sink]\ntype = \"file\"\npath = {:?}\n",
+            dir.join("out.ndjson").display().to_string()
         ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -110,34 +115,44 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
         crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
     let guarded = super::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let stats = Mutex::new(super::RunStats::default());
-    let fenced = AtomicBool::new(false);
-    let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
-    let state = Arc::new(Mutex::new(PartitionState::default()));
     crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
         super::with_committer(&store, None, |committer| {
             let settings = super::driver_settings(&cfg);
-            let shared = Shared {
+            f(&Shared {
                 settings: &settings,
                 store: &store,
                 dedup: &dedup,
                 sink: &guarded,
                 committer,
                 quarantine_topic: None,
-                changelog: Some(&log as &dyn IdLog),
+                changelog,
                 claims: None,
                 stats: &stats,
                 watchdog: dog,
-            };
-            let stopping = || fenced.load(Ordering::SeqCst);
-            let part = Partition {
-                name: "records",
-                start: Some(0),
-                chain: crate::plugin::Chain::new(Vec::new()),
-                stopping: &stopping,
-                state: state.clone(),
-            };
-            driver::drive(&shared, part, &mut Records { next: 0 }, &mut Nothing)
+            })
         })
+    })
+}
+
+/// Run the records through the driver with `log`'s settings: the commits,
+/// the partition's state at the end, and the sink's lines.
+fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, PartitionState, usize) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sink = dir.path().join("out.ndjson");
+    let fenced = AtomicBool::new(false);
+    let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
+    let state = Arc::new(Mutex::new(PartitionState::default()));
+    let pipeline = format!("in_flight = 4\nbatch_size = {BATCH}");
+    with_shared(dir.path(), &pipeline, "", Some(&log), |shared| {
+        let stopping = || fenced.load(Ordering::SeqCst);
+        let part = Partition {
+            name: "records",
+            start: Some(0),
+            chain: crate::plugin::Chain::new(Vec::new()),
+            stopping: &stopping,
+            state: state.clone(),
+        };
+        driver::drive(shared, part, &mut Records { next: 0 }, &mut Nothing)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let commits = log.commits.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -218,73 +233,38 @@ fn partitions_sharing_one_worker_share_batches_and_each_commits_its_own_prefix()
     const PARTS: usize = 8;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sink = dir.path().join("out.ndjson");
-    let path = dir.path().join("t.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\nworkers = 1\nbatch_size = 16\n[source]\ntype = \
-             \"file\"\npaths = [\"x.log\"]\npoll_interval = \"10ms\"\n[sink]\ntype = \"file\"\npath = {:?}\n",
-            sink.display().to_string()
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let cfg = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let store =
-        crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
-    let dedup =
-        crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let guarded = super::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
-    let stats = Mutex::new(super::RunStats::default());
     let positions: Vec<Arc<Mutex<Vec<u64>>>> = (0..PARTS).map(|_| Arc::default()).collect();
     let segments: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
-    crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
-        super::with_committer(&store, None, |committer| {
-            let settings = super::driver_settings(&cfg);
-            let shared = Shared {
-                settings: &settings,
-                store: &store,
-                dedup: &dedup,
-                sink: &guarded,
-                committer,
-                quarantine_topic: None,
-                changelog: None,
-                claims: None,
-                stats: &stats,
-                watchdog: dog,
-            };
-            let make_chain = || Ok(crate::plugin::Chain::new(Vec::new()));
-            let failed = Mutex::new(None);
-            let on_error = |e: PipelineError| {
-                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
-            };
-            std::thread::scope(|scope| {
-                let pool = driver::Pool::new(
-                    scope,
-                    &shared,
-                    driver::PoolParts { make_chain: &make_chain, on_error: &on_error },
-                );
-                let done: Vec<_> = positions
-                    .iter()
-                    .enumerate()
-                    .map(|(part, seen)| {
-                        pool.add(driver::Lane {
-                            name: Arc::from(format!("p{part}")),
-                            start: Some(0),
-                            // Partition k holds 10 + k records.
-                            reader: Box::new(Trickle { part, next: 0, total: 10 + part as u64 }),
-                            keeper: Box::new(Positions(seen.clone(), segments.clone())),
-                            stopping: Arc::new(|| false),
-                            state: Arc::default(),
-                        })
+    with_shared(dir.path(), "workers = 1\nbatch_size = 16", "poll_interval = \"10ms\"", None, |shared| {
+        let make_chain = || Ok(crate::plugin::Chain::new(Vec::new()));
+        let failed = Mutex::new(None);
+        let on_error = |e: PipelineError| {
+            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+        };
+        std::thread::scope(|scope| {
+            let pool =
+                driver::Pool::new(scope, shared, driver::PoolParts { make_chain: &make_chain, on_error: &on_error });
+            let done: Vec<_> = positions
+                .iter()
+                .enumerate()
+                .map(|(part, seen)| {
+                    pool.add(driver::Lane {
+                        name: Arc::from(format!("p{part}")),
+                        start: Some(0),
+                        // Partition k holds 10 + k records.
+                        reader: Box::new(Trickle { part, next: 0, total: 10 + part as u64 }),
+                        keeper: Box::new(Positions(seen.clone(), segments.clone())),
+                        stopping: Arc::new(|| false),
+                        state: Arc::default(),
                     })
-                    .collect();
-                pool.close();
-                for d in done {
-                    d.wait();
-                }
-            });
-            assert_eq!(failed.into_inner().unwrap_or_else(|p| p.into_inner()), None);
-        })
+                })
+                .collect();
+            pool.close();
+            for d in done {
+                d.wait();
+            }
+        });
+        assert_eq!(failed.into_inner().unwrap_or_else(|p| p.into_inner()), None);
     });
     for (part, seen) in positions.iter().enumerate() {
         let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
