@@ -12,7 +12,8 @@
 //! `cargo bench -p sluice-benches --bench pipeline_file`
 //! (`SLUICE_BENCH_RECORDS`: unique ids per run, default 1,000,000;
 //! `SLUICE_BENCH_FILES`: the file counts, default `1,4,16`; any pipeline
-//! key from the environment, e.g. `SLUICE__PIPELINE__IN_FLIGHT=1`).
+//! key from the environment, e.g. `SLUICE__PIPELINE__IN_FLIGHT=1`;
+//! `SLUICE_BENCH_ONLY=sluice` skips the baselines, for `perf record`).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -86,6 +87,8 @@ fn config(dir: &Path, files: usize) -> PathBuf {
 fn main() {
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 1_000_000);
     let counts = sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16");
+    // `SLUICE_BENCH_ONLY=sluice`: no baselines, for `perf record`.
+    let sluice_only = std::env::var("SLUICE_BENCH_ONLY").is_ok_and(|v| v == "sluice");
     let runtime = sluice_benches::runtime();
     println!(
         "pipeline_file: {} lines per run ({n} unique ids, 10% repeated), json → ts-window → dedup → file sink; allocator {}",
@@ -107,8 +110,13 @@ fn main() {
     for files in counts {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let inputs = generate(dir.path(), n, files);
-        let (base_cpu, base_wall) = baseline(&inputs, &dir.path().join("baseline.ndjson"));
-        let (py_cpu, py_wall) = python(&inputs, &dir.path().join("python.ndjson")).unwrap_or((f64::NAN, f64::NAN));
+        let (base_cpu, base_wall, py_cpu, py_wall) = if sluice_only {
+            (f64::NAN, f64::NAN, f64::NAN, f64::NAN)
+        } else {
+            let (base_cpu, base_wall) = baseline(&inputs, &dir.path().join("baseline.ndjson"));
+            let (py_cpu, py_wall) = python(&inputs, &dir.path().join("python.ndjson")).unwrap_or((f64::NAN, f64::NAN));
+            (base_cpu, base_wall, py_cpu, py_wall)
+        };
         let cfg = Config::load(&config(dir.path(), files)).unwrap_or_else(|e| panic!("{e}"));
         reset_peak_rss();
         let (cpu0, t0) = (cpu_seconds(), Instant::now());

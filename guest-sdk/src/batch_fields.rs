@@ -19,17 +19,16 @@ pub fn payloads_on_demand() {
     crate::__contract::payloads_on_demand();
 }
 
-impl Record {
+impl<'a> Record<'a> {
     /// The payload: `payload` itself, or, when the plugin asked for
     /// payloads on demand ([`payloads_on_demand`]), fetched from the host
-    /// (a copy, per call: ask once per record). A record cloned out of its
-    /// batch has no payload to fetch; clone it after.
-    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+    /// (a copy, per call: ask once per record).
+    pub fn bytes(&self) -> std::borrow::Cow<'a, [u8]> {
         #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
-        if let Some(payload) = crate::__contract::fetch_payload(self) {
-            return std::borrow::Cow::Owned(payload);
+        if let Some(index) = self.on_demand {
+            return std::borrow::Cow::Owned(crate::__contract::fetch_payload(index));
         }
-        std::borrow::Cow::Borrowed(&self.payload)
+        std::borrow::Cow::Borrowed(self.payload)
     }
 }
 
@@ -87,7 +86,7 @@ impl JsonFields {
 /// need not have them, [`payloads_on_demand`]). The error names a path
 /// over the limits (64 paths of 32 segments), or the plugin's memory
 /// limit: then ask record by record.
-pub fn json_get_batch(batch: &[Record], paths: &[&str]) -> Result<JsonFields, String> {
+pub fn json_get_batch(batch: &[Record<'_>], paths: &[&str]) -> Result<JsonFields, String> {
     #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
     {
         let _ = batch;
@@ -96,7 +95,7 @@ pub fn json_get_batch(batch: &[Record], paths: &[&str]) -> Result<JsonFields, St
     }
     #[cfg(not(all(target_arch = "wasm32", not(feature = "contract-0-1"))))]
     {
-        let (fields, _) = pack_json_fields(batch.iter().map(|r| r.payload.as_slice()), paths, usize::MAX)?;
+        let (fields, _) = pack_json_fields(batch.iter().map(|r| r.payload), paths, usize::MAX)?;
         Ok(fields)
     }
 }
@@ -135,8 +134,12 @@ pub fn pack_json_fields<'p, S: AsRef<str>>(
 ) -> Result<(JsonFields, Vec<bool>), String> {
     check_paths(paths)?;
     let n = payloads.len();
-    let mut out =
-        JsonFields { table: Vec::with_capacity(n * (1 + paths.len()) * 8), data: Vec::new(), paths: paths.len() };
+    // Room for a short value per path: the answer seldom grows in place.
+    let mut out = JsonFields {
+        table: Vec::with_capacity(n * (1 + paths.len()) * 8),
+        data: Vec::with_capacity(n * paths.len() * 32),
+        paths: paths.len(),
+    };
     let mut objects = Vec::with_capacity(n);
     let put = |table: &mut Vec<u8>, offset: u32, len: u32| {
         table.extend_from_slice(&offset.to_le_bytes());
@@ -213,8 +216,7 @@ mod tests {
         assert!(f.object(2).is_err_and(|r| r.contains("not an object")), "{:?}", f.object(2));
         assert!(f.object(3).is_err_and(|r| r.contains("not valid JSON")), "{:?}", f.object(3));
         assert_eq!(f.value(3, 0), None);
-        let (_, objects) =
-            pack_json_fields(batch.iter().map(|r| r.payload.as_slice()), &["id"], usize::MAX).unwrap_or_default();
+        let (_, objects) = pack_json_fields(batch.iter().map(|r| r.payload), &["id"], usize::MAX).unwrap_or_default();
         assert_eq!(objects, [true, true, false, false]);
     }
 

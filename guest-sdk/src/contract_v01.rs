@@ -2,7 +2,7 @@
 //! records. Kept so that the suites can prove the host still runs 0.1
 //! plugins, and for hosts older than 0.2; new plugins speak 0.2.
 
-use crate::{Event, Outcome, Plugin, Position, Record};
+use crate::{Event, Headers, Outcome, Plugin, Position, Record};
 
 #[doc(hidden)]
 pub mod bindings {
@@ -24,7 +24,26 @@ pub type Batch = Vec<wit::Record>;
 pub type Outcomes = Vec<wit::Outcome>;
 
 pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
-    let records: Vec<Record> = batch.into_iter().map(record).collect();
+    // A 0.1 batch is a list of records with their own strings: the views
+    // borrow those, and the partition names and header lists built here.
+    let partitions: Vec<(&str, String, i64)> = batch.iter().map(|r| position(&r.position)).collect();
+    let headers: Vec<Vec<(&str, &[u8])>> =
+        batch.iter().map(|r| r.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect()).collect();
+    let records: Vec<Record<'_>> = batch
+        .iter()
+        .zip(&partitions)
+        .zip(&headers)
+        .map(|((r, (source, partition, offset)), headers)| Record {
+            payload: &r.payload,
+            key: r.key.as_deref(),
+            headers: Headers::list(headers),
+            source_timestamp: r.source_timestamp,
+            position: Position { source, partition, offset: *offset },
+            event_id: r.event_id.as_deref(),
+            timestamp: r.timestamp,
+            on_demand: None,
+        })
+        .collect();
     let outcomes = match plugin {
         Some(plugin) => plugin.process_batch(&records),
         None => records.iter().map(|_| Outcome::reject("plugin used before init")).collect(),
@@ -43,25 +62,11 @@ pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
         .collect()
 }
 
-fn record(r: wit::Record) -> Record {
-    let position = match r.position {
-        wit::Position::Kafka(k) => {
-            Position { source: "kafka".into(), partition: format!("{}/{}", k.topic, k.partition), offset: k.offset }
-        }
-        wit::Position::File(f) => Position {
-            source: "file".into(),
-            partition: format!("{}#{}", f.path, f.generation),
-            offset: f.offset as i64,
-        },
-    };
-    Record {
-        payload: r.payload,
-        key: r.key,
-        headers: r.headers,
-        source_timestamp: r.source_timestamp,
-        position,
-        event_id: r.event_id,
-        timestamp: r.timestamp,
+/// (source, partition, offset) of a 0.1 position.
+fn position(p: &wit::Position) -> (&'static str, String, i64) {
+    match p {
+        wit::Position::Kafka(k) => ("kafka", format!("{}/{}", k.topic, k.partition), k.offset),
+        wit::Position::File(f) => ("file", format!("{}#{}", f.path, f.generation), f.offset as i64),
     }
 }
 

@@ -1,17 +1,16 @@
 //! `sluice:plugin@0.2.0`: the batch arrives as a few buffers
 //! (`wit/plugin.wit` gives the layout, `sluice-abi` reads and writes it).
 //!
-//! The records handed to the plugin are kept between batches and refilled
-//! in place, so unpacking a batch allocates nothing per record once the
-//! buffers have grown to the size of the records (headers and keys only
-//! when they change length); packing the outcomes allocates three buffers
-//! per batch.
+//! The records handed to the plugin are views of the batch's buffers:
+//! unpacking copies no payload, key, header or id, and the list of them
+//! keeps its allocation from batch to batch. Packing the outcomes
+//! allocates three buffers per batch.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use sluice_abi::{BatchView, EventFields, OutcomeBuf, RecordView};
 
-use crate::{Outcome, Plugin, Record};
+use crate::{Headers, Outcome, Plugin, Position, Record};
 
 #[doc(hidden)]
 pub mod bindings {
@@ -33,22 +32,15 @@ pub type Batch = wit::Batch;
 pub type Outcomes = wit::Outcomes;
 
 thread_local! {
-    static RECORDS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
-    /// While `process` runs a batch whose payloads were left out: where its
-    /// records lie (address, count), so a record's place in it, and so the
-    /// payload the host holds for it, is found from the record itself.
-    static ON_DEMAND: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+    /// The list of the last batch's records, empty, for its allocation.
+    static SPARE: Cell<Vec<Record<'static>>> = const { Cell::new(Vec::new()) };
 }
 
-/// The payload of `record` from the host, when it is a record of the
-/// batch being processed and its payload was left out.
+/// The payload of record `index` of the batch being processed, from the
+/// host (payloads on demand).
 #[cfg(target_arch = "wasm32")]
-pub fn fetch_payload(record: &Record) -> Option<Vec<u8>> {
-    let (base, count) = ON_DEMAND.with(std::cell::Cell::get)?;
-    let size = std::mem::size_of::<Record>();
-    let at = (record as *const Record as usize).checked_sub(base)?;
-    let index = at / size;
-    (at % size == 0 && index < count).then(|| bindings::sluice::plugin::helpers::payload(index as u32))
+pub fn fetch_payload(index: u32) -> Vec<u8> {
+    bindings::sluice::plugin::helpers::payload(index)
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -62,114 +54,77 @@ pub fn json_get_batch(paths: &[&str]) -> Result<(Vec<u8>, Vec<u8>), String> {
     bindings::sluice::plugin::helpers::json_get_batch(&paths)
 }
 
+/// An empty list of records, of any lifetime, in `list`'s allocation: the
+/// records of one batch cannot outlive it, but their list can be kept.
+/// Collecting an emptied `Vec` through `filter_map` reuses its buffer
+/// (the two types have one layout), and allocates anew if it ever did not.
+// `filter(|_| false)` cannot change the lifetime; `filter_map` can.
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle<'b>(mut list: Vec<Record<'_>>) -> Vec<Record<'b>> {
+    list.clear();
+    list.into_iter().filter_map(|_| None).collect()
+}
+
 /// Unpack, run the plugin, pack. Called by `export_plugin!`.
 pub fn process<P: Plugin>(plugin: Option<&mut P>, batch: Batch) -> Outcomes {
-    RECORDS.with(|records| {
-        let mut records = records.borrow_mut();
-        let unpacked = unpack(&batch, &mut records);
-        let on_demand = on_demand(&batch);
-        let count = unpacked.as_ref().map_or(0, |n| *n);
-        ON_DEMAND.with(|c| c.set(on_demand.then(|| (records.as_ptr() as usize, count))));
-        let outcomes = match (plugin, unpacked) {
-            (Some(plugin), Ok(n)) => plugin.process_batch(&records[..n]),
-            (None, Ok(n)) => (0..n).map(|_| Outcome::reject("plugin used before init")).collect(),
-            // The host packs well-formed batches; if one is not, every
-            // record is rejected with the reason rather than misread.
-            (_, Err(reason)) => {
-                let n = batch.records.len() / sluice_abi::RECORD_BYTES;
-                (0..n).map(|_| Outcome::reject(format!("the SDK cannot read the batch: {reason}"))).collect()
-            }
-        };
-        ON_DEMAND.with(|c| c.set(None));
-        let n = records.len().min(batch.records.len() / sluice_abi::RECORD_BYTES);
-        // Without its payloads a record cannot tell a body equal to them:
-        // nothing is kept but what the plugin keeps itself.
-        pack(&outcomes, if on_demand { &[] } else { &records[..n] }, batch.data.len())
-    })
+    let mut records = recycle(SPARE.take());
+    let unpacked = unpack(&batch, &mut records);
+    let outcomes = match (plugin, &unpacked) {
+        (Some(plugin), Ok(())) => plugin.process_batch(&records),
+        (None, Ok(())) => records.iter().map(|_| Outcome::reject("plugin used before init")).collect(),
+        // The host packs well-formed batches; if one is not, every
+        // record is rejected with the reason rather than misread.
+        (_, Err(reason)) => {
+            let n = batch.records.len() / sluice_abi::RECORD_BYTES;
+            (0..n).map(|_| Outcome::reject(format!("the SDK cannot read the batch: {reason}"))).collect()
+        }
+    };
+    let out = pack(&outcomes, &records, batch.data.len());
+    SPARE.set(recycle(records));
+    out
 }
 
-/// Whether the batch came without its payloads (the host left them out
-/// of every record, or of none).
-fn on_demand(batch: &Batch) -> bool {
-    BatchView::new(&batch.records, &batch.headers, &batch.data, batch.partitions.len())
-        .and_then(|view| view.record(0))
-        .is_ok_and(|r| r.payload_on_demand)
-}
-
-fn unpack(batch: &Batch, records: &mut Vec<Record>) -> Result<usize, String> {
+fn unpack<'a>(batch: &'a Batch, records: &mut Vec<Record<'a>>) -> Result<(), String> {
     let view = BatchView::new(&batch.records, &batch.headers, &batch.data, batch.partitions.len())
         .map_err(|e| e.to_string())?;
-    if records.len() < view.len() {
-        records.resize_with(view.len(), Record::default);
-    }
-    for (i, record) in records.iter_mut().enumerate().take(view.len()) {
+    records.reserve(view.len());
+    for i in 0..view.len() {
         let v = view.record(i).map_err(|e| e.to_string())?;
-        fill(record, &v, &batch.partitions)?;
+        records.push(record(v, i, &batch.partitions)?);
     }
-    Ok(view.len())
-}
-
-fn set_bytes(slot: &mut Option<Vec<u8>>, from: Option<&[u8]>) {
-    match from {
-        Some(b) => {
-            let v = slot.get_or_insert_with(Vec::new);
-            v.clear();
-            v.extend_from_slice(b);
-        }
-        None => *slot = None,
-    }
+    Ok(())
 }
 
 fn utf8<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, String> {
     std::str::from_utf8(bytes).map_err(|e| format!("{what} is not UTF-8: {e}"))
 }
 
-fn set_str(slot: &mut String, from: &str) {
-    if !crate::bytes::same(slot.as_bytes(), from.as_bytes()) {
-        slot.clear();
-        slot.push_str(from);
-    }
-}
-
-fn fill(r: &mut Record, v: &RecordView<'_>, partitions: &[wit::Partition]) -> Result<(), String> {
-    r.payload.clear();
-    r.payload.extend_from_slice(v.payload);
-    set_bytes(&mut r.key, v.key);
-    let n = v.header_count();
-    r.headers.truncate(n);
-    for h in 0..n {
-        let (name, value) = v.header(h).map_err(|e| e.to_string())?;
-        let name = utf8(name, "a header name")?;
-        match r.headers.get_mut(h) {
-            Some((n, v)) => {
-                set_str(n, name);
-                v.clear();
-                v.extend_from_slice(value);
-            }
-            None => r.headers.push((name.to_string(), value.to_vec())),
-        }
-    }
-    r.source_timestamp = v.source_timestamp;
-    r.timestamp = v.timestamp;
-    match v.event_id {
-        Some(id) => set_str(r.event_id.get_or_insert_with(String::new), utf8(id, "the event id")?),
-        None => r.event_id = None,
+fn record<'a>(v: RecordView<'a>, index: usize, partitions: &'a [wit::Partition]) -> Result<Record<'a>, String> {
+    // Header names are strings to the plugin: checked once, here.
+    for h in 0..v.header_count() {
+        utf8(v.header(h).map_err(|e| e.to_string())?.0, "a header name")?;
     }
     // `BatchView::record` checked the index.
-    if let Some(p) = partitions.get(v.partition as usize) {
-        set_str(&mut r.position.source, &p.source);
-        set_str(&mut r.position.partition, &p.name);
-    }
-    r.position.offset = v.offset;
-    Ok(())
+    let (source, partition) = partitions.get(v.partition as usize).map_or(("", ""), |p| (&p.source, &p.name));
+    Ok(Record {
+        payload: v.payload,
+        key: v.key,
+        headers: Headers::packed(v),
+        source_timestamp: v.source_timestamp,
+        position: Position { source, partition, offset: v.offset },
+        event_id: v.event_id.map(|id| utf8(id, "the event id")).transpose()?,
+        timestamp: v.timestamp,
+        on_demand: v.payload_on_demand.then_some(index as u32),
+    })
 }
 
 /// An event whose body is its record's payload crosses as kept (flag bit
-/// 2): the host already holds those bytes.
-fn pack(outcomes: &[Outcome], records: &[Record], input_bytes: usize) -> Outcomes {
+/// 2): the host already holds those bytes. A record whose payload was left
+/// out has nothing to compare, so only what the plugin keeps itself is.
+fn pack(outcomes: &[Outcome], records: &[Record<'_>], input_bytes: usize) -> Outcomes {
     let mut buf = OutcomeBuf::with_capacity(outcomes.len(), input_bytes + outcomes.len() * 16);
     for (i, o) in outcomes.iter().enumerate() {
-        let payload = records.get(i).map(|r| r.payload.as_slice());
+        let payload = records.get(i).filter(|r| r.on_demand.is_none()).map(|r| r.payload);
         // Packing fails only past 4 GiB of output, which a plugin's memory
         // cannot hold; the outcome is then missing and the host's count
         // check turns the batch into a fault, isolated record by record.
@@ -213,7 +168,7 @@ mod tests {
             }
             let text = format!(
                 "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
-                String::from_utf8_lossy(&r.payload),
+                String::from_utf8_lossy(r.payload),
                 r.key,
                 r.headers,
                 r.event_id,
@@ -275,7 +230,7 @@ mod tests {
         assert_eq!(
             out,
             [
-                r#"Some("i"):a|Some([107])|[("h1", [118, 49]), ("h2", [])]|Some("e1")|Some(7)|Some(5)|kafka:logs/3@40 + None:{}"#,
+                r#"Some("i"):a|Some([107])|[("h1", "v1"), ("h2", "")]|Some("e1")|Some(7)|Some(5)|kafka:logs/3@40 + None:{}"#,
                 "drop asked to",
                 r#"Some("i"):c|Some([])|[]|None|None|Some(5)|kafka:logs/3@42 + None:{}"#,
             ]
@@ -293,7 +248,7 @@ mod tests {
 
     impl Plugin for Passer {
         fn process(&mut self, r: &Record) -> Outcome {
-            match r.payload.as_slice() {
+            match r.payload {
                 b"{\"new\":1}" => Outcome::emit(Event::new(b"{\"other\":2}".to_vec())),
                 // A body equal to the payload, built by hand: kept as well.
                 b"{\"same\":1}" => Outcome::emit(Event::new(b"{\"same\":1}".to_vec()).with_timestamp(9)),
@@ -328,6 +283,22 @@ mod tests {
         let first = checked.iter().next();
         let Some(OutcomeView::Emit(mut e)) = first else { panic!("an emit") };
         assert_eq!(e.next().map(|e| e.id), Some(None));
+    }
+
+    #[test]
+    fn the_list_of_records_keeps_its_allocation_from_batch_to_batch() {
+        let three = batch(&[(b"a", None, &[], None), (b"b", None, &[], None), (b"c", None, &[], None)]);
+        process(Some(&mut Echo), three);
+        let (at, capacity) = SPARE.with(|s| {
+            let list = s.take();
+            let seen = (list.as_ptr() as usize, list.capacity());
+            s.set(list);
+            seen
+        });
+        assert!(capacity >= 3, "the list is kept, empty, with its room");
+        process(Some(&mut Echo), batch(&[(b"z", None, &[], None)]));
+        let list = SPARE.take();
+        assert_eq!((list.as_ptr() as usize, list.capacity()), (at, capacity), "the same buffer, not a new one");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub mod time;
 
 mod types;
 pub use batch_fields::{JsonFields, json_get_batch, pack_json_fields, payloads_on_demand, trim_line_end};
-pub use types::{Event, Level, Outcome, Position, Record};
+pub use types::{Event, Headers, Level, Outcome, Position, Record};
 
 /// The clock and log imports of one contract version, over its generated
 /// bindings (`bindings`, `wit` in scope where it is invoked).
@@ -103,11 +103,11 @@ pub trait Plugin: serde::de::DeserializeOwned + 'static {
     }
 
     /// Turn one record into its outcome.
-    fn process(&mut self, record: &Record) -> Outcome;
+    fn process(&mut self, record: &Record<'_>) -> Outcome;
 
     /// Turn a batch into one outcome per record, in order. Override only to
     /// share work across a batch.
-    fn process_batch(&mut self, batch: &[Record]) -> Vec<Outcome> {
+    fn process_batch(&mut self, batch: &[Record<'_>]) -> Vec<Outcome> {
         batch.iter().map(|r| self.process(r)).collect()
     }
 }
@@ -187,7 +187,7 @@ impl Outcome {
     /// `record` goes on unchanged, with the id and timestamp an earlier
     /// stage set: [`Outcome::Keep`]. To set them, build the variant:
     /// `Outcome::Keep { id: Some(id), timestamp: Some(ns) }`.
-    pub fn keep(record: &Record) -> Outcome {
+    pub fn keep(record: &Record<'_>) -> Outcome {
         // The record is named for the reader; the payload stays where it is.
         let _ = record;
         Outcome::Keep { id: None, timestamp: None }
@@ -197,12 +197,12 @@ impl Outcome {
     /// stands for (`record`'s payload copied as the body): for code that
     /// runs plugins natively and for the 0.1 contract, which has no kept
     /// events.
-    pub fn resolve(self, record: &Record) -> Outcome {
+    pub fn resolve(self, record: &Record<'_>) -> Outcome {
         match self {
             Outcome::Keep { id, timestamp } => Outcome::emit(Event {
-                id: id.or_else(|| record.event_id.clone()),
+                id: id.or_else(|| record.event_id.map(str::to_owned)),
                 timestamp: timestamp.or(record.timestamp),
-                body: record.payload.clone(),
+                body: record.bytes().into_owned(),
             }),
             other => other,
         }
@@ -233,8 +233,8 @@ impl Event {
     /// flag bit 2): its bytes are not copied out of the plugin nor checked
     /// by the host again. A record that becomes one event, itself, should
     /// return [`Outcome::Keep`] instead, which copies nothing at all.
-    pub fn keep(record: &Record) -> Event {
-        Event { id: record.event_id.clone(), timestamp: record.timestamp, body: record.payload.clone() }
+    pub fn keep(record: &Record<'_>) -> Event {
+        Event { id: record.event_id.map(str::to_owned), timestamp: record.timestamp, body: record.bytes().into_owned() }
     }
 
     /// An event whose body is `value` serialized.
@@ -254,24 +254,52 @@ impl Event {
     }
 }
 
-impl Record {
-    /// A record as a file source would hand it over; for tests.
-    pub fn from_line(line: impl Into<Vec<u8>>) -> Record {
+impl<'a> Record<'a> {
+    /// A record as a file source would hand it over, borrowing `line`: for
+    /// tests and native callers. The `with_` methods set the rest.
+    pub fn from_line(line: &'a (impl AsRef<[u8]> + ?Sized)) -> Record<'a> {
         Record {
-            payload: line.into(),
-            key: None,
-            headers: Vec::new(),
-            source_timestamp: None,
-            position: Position { source: "file".into(), partition: "<test>#0".into(), offset: 0 },
-            event_id: None,
-            timestamp: None,
+            payload: line.as_ref(),
+            position: Position { source: "file", partition: "<test>#0", offset: 0 },
+            ..Record::default()
         }
+    }
+
+    /// This record with the event id an earlier stage set.
+    pub fn with_event_id(self, id: &'a str) -> Record<'a> {
+        Record { event_id: Some(id), ..self }
+    }
+
+    /// This record with the event time an earlier stage set.
+    pub fn with_timestamp(self, nanos: i64) -> Record<'a> {
+        Record { timestamp: Some(nanos), ..self }
+    }
+
+    /// This record with a Kafka key.
+    pub fn with_key(self, key: &'a [u8]) -> Record<'a> {
+        Record { key: Some(key), ..self }
+    }
+
+    /// This record with headers ([`Headers::list`]).
+    pub fn with_headers(self, headers: Headers<'a>) -> Record<'a> {
+        Record { headers, ..self }
+    }
+
+    /// This record at `position`.
+    pub fn at(self, position: Position<'a>) -> Record<'a> {
+        Record { position, ..self }
+    }
+
+    /// This record with another payload (what an earlier stage emitted),
+    /// the rest kept: for native code that chains plugins by hand.
+    pub fn with_payload(self, payload: &'a [u8]) -> Record<'a> {
+        Record { payload, on_demand: None, ..self }
     }
 
     /// The payload as UTF-8 text without its line end, or a rejection that
     /// names the first invalid byte.
-    pub fn text(&self) -> Result<&str, Outcome> {
-        match std::str::from_utf8(&self.payload) {
+    pub fn text(&self) -> Result<&'a str, Outcome> {
+        match std::str::from_utf8(self.payload) {
             Ok(s) => Ok(s.trim_end_matches(['\r', '\n'])),
             Err(e) => {
                 Err(Outcome::reject(format!("payload is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to())))
@@ -281,7 +309,7 @@ impl Record {
 
     /// The payload parsed as a JSON object, or a rejection saying why not.
     pub fn json_object(&self) -> Result<serde_json::Map<String, serde_json::Value>, Outcome> {
-        match serde_json::from_slice::<serde_json::Value>(&self.payload) {
+        match serde_json::from_slice::<serde_json::Value>(self.payload) {
             Ok(serde_json::Value::Object(map)) => Ok(map),
             Ok(other) => {
                 Err(Outcome::reject(format!("payload is JSON but not an object (it is {})", json::kind(&other))))
@@ -291,8 +319,8 @@ impl Record {
     }
 
     /// The header named `name`, if present (the first one, when repeated).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 }
 
@@ -369,7 +397,7 @@ mod tests {
     #[test]
     fn text_strips_line_ends_and_rejects_invalid_utf8() {
         assert_eq!(Record::from_line("a\r\n").text().ok(), Some("a"));
-        match Record::from_line(vec![b'o', b'k', 0xff]).text() {
+        match Record::from_line(&[b'o', b'k', 0xff]).text() {
             Err(Outcome::Reject(reason)) => assert!(reason.contains("offset 2"), "{reason}"),
             other => panic!("expected a rejection, got {other:?}"),
         }
@@ -378,7 +406,7 @@ mod tests {
     #[test]
     fn process_batch_gives_one_outcome_per_record() {
         let mut p = configure::<Echo>(r#"{"prefix":">"}"#).unwrap_or_else(|e| panic!("{e}"));
-        let out = p.process_batch(&[Record::from_line("x"), Record::from_line(vec![0xc3])]);
+        let out = p.process_batch(&[Record::from_line("x"), Record::from_line(&[0xc3])]);
         assert_eq!(out.len(), 2);
         match &out[0] {
             Outcome::Emit(events) => assert_eq!(events[0].body, br#"{"line":">x"}"#),

@@ -402,7 +402,7 @@ pub struct {class} {}
 
 impl Plugin for {class} {
     fn process(&mut self, record: &Record) -> Outcome {
-        let line = String::from_utf8_lossy(&record.payload);
+        let line = String::from_utf8_lossy(record.payload);
         if line.trim().is_empty() {
             return Outcome::drop("blank line");
         }
@@ -440,7 +440,7 @@ mod tests {
     use super::*;
 
     fn run(line: &str) -> Outcome {
-        {class}::default().process(&Record { payload: line.as_bytes().to_vec(), ..Record::default() })
+        {class}::default().process(&Record::from_line(line))
     }
 
     #[test]

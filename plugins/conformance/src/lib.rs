@@ -40,7 +40,7 @@ impl Plugin for Conformance {
     }
 
     fn process(&mut self, record: &Record) -> Outcome {
-        let p = &record.payload;
+        let p = record.payload;
         if p.starts_with(b"{\"keep\"") {
             return Outcome::keep(record);
         }
@@ -52,7 +52,7 @@ impl Plugin for Conformance {
         }
         if let Some(rest) = p.strip_prefix(b"split:") {
             let n: usize = String::from_utf8_lossy(rest).trim().parse().unwrap_or(0);
-            let base = record.event_id.clone().unwrap_or_else(|| "none".into());
+            let base = record.event_id.unwrap_or("none");
             return Outcome::Emit(
                 (0..n).map(|k| Event::json(&serde_json::json!({ "k": k })).with_id(format!("{base}/{k}"))).collect(),
             );
@@ -64,12 +64,12 @@ impl Plugin for Conformance {
             "len": p.len(),
             "sum": sum,
             "head": hex(&p[..p.len().min(8)]),
-            "key": record.key.as_deref().map(shown),
-            "headers": record.headers.iter().map(|(k, v)| vec![k.clone(), shown(v)]).collect::<Vec<_>>(),
+            "key": record.key.map(shown),
+            "headers": record.headers.iter().map(|(k, v)| vec![k.to_string(), shown(v)]).collect::<Vec<_>>(),
             "position": position,
         });
         let mut event = Event::json(&body);
-        event.id = record.event_id.clone();
+        event.id = record.event_id.map(str::to_owned);
         event.timestamp = record.timestamp.or(record.source_timestamp);
         Outcome::emit(event)
     }

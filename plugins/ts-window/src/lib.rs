@@ -157,8 +157,12 @@ mod tests {
         configure::<TsWindow>(config).unwrap_or_else(|e| panic!("{e}")).check(&record, NOW)
     }
 
-    fn at(ts: Option<i64>) -> Record {
-        Record { timestamp: ts, event_id: Some("e1".into()), ..Record::from_line("{}") }
+    fn at(ts: Option<i64>) -> Record<'static> {
+        let r = Record::from_line("{}").with_event_id("e1");
+        match ts {
+            Some(ts) => r.with_timestamp(ts),
+            None => r,
+        }
     }
 
     #[test]

@@ -62,7 +62,7 @@ fn poisoned(r: &Record) -> bool {
 }
 
 fn echo(r: &Record) -> Outcome {
-    Outcome::emit_json(&serde_json::json!({ "line": String::from_utf8_lossy(&r.payload) }))
+    Outcome::emit_json(&serde_json::json!({ "line": String::from_utf8_lossy(r.payload) }))
 }
 
 #[inline(never)]
@@ -123,7 +123,7 @@ impl Hostile {
                 echo(r)
             }
             Attack::Tattle => {
-                let text = String::from_utf8_lossy(&r.payload).into_owned();
+                let text = String::from_utf8_lossy(r.payload).into_owned();
                 sluice_guest::log(sluice_guest::Level::Warn, &format!("tattle: {text}"));
                 if text.contains("REJECT") {
                     Outcome::reject(format!("tattle refuses {text}"))

@@ -55,7 +55,7 @@ pub fn parse(line: &str) -> serde_json::Map<String, serde_json::Value> {
 
 impl Plugin for Logfmt {
     fn process(&mut self, record: &Record) -> Outcome {
-        let line = String::from_utf8_lossy(&record.payload);
+        let line = String::from_utf8_lossy(record.payload);
         let line = line.trim_end_matches(['\r', '\n']);
         if line.trim().is_empty() {
             return Outcome::drop("blank line");
