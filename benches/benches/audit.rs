@@ -2,8 +2,9 @@
 //! generated ~300-byte JSON lines, 10% repeated ids → json → ts-window →
 //! the dedup window → the file sink) run with `dedup.audit = false` (the
 //! baseline: ids with empty values) and `true` (each id with its 29-byte
-//! trail, each absorbed duplicate with one), alternately, `SLUICE_BENCH_PAIRS`
-//! times each (default 4), in the same process. Prints records/s per core
+//! trail, each absorbed duplicate with one, in the batch's id blob),
+//! alternately, `SLUICE_BENCH_PAIRS` times each (default 4), in the same
+//! process. Prints records/s per core
 //! and wall, the CPU cost per record, and the state store's bytes per id
 //! (its files after the run: the WAL and any flushed SSTs), for each run,
 //! then the difference of the fastest run of each (this machine's noise
@@ -114,7 +115,7 @@ fn main() {
     );
     println!(
         "  store per id: {bytes_off:.1} → {bytes_on:.1} bytes ({:+.1}); the trail itself is 29 bytes per id, and \
-         each absorbed duplicate adds a 25-byte key with one",
+         each absorbed duplicate's id and trail ride in its batch's blob",
         bytes_on - bytes_off
     );
 }

@@ -6,9 +6,11 @@
 //! store's contexts (the sink and the plugin versions, interned once in
 //! `meta`), which origin (a topic or a file, interned the same way), and
 //! the position in it. It rides in the same synced write as the id, so an
-//! id is never durable without its trail. An absorbed duplicate's trail is
-//! stored under the id's key plus `ABSORBED`, in the same bucket: it expires
-//! with the window, and a look-up of the id alone never sees it.
+//! id is never durable without its trail. An absorbed duplicate's trail
+//! rides in the same blob as the batch's delivered ids (`id_blobs`), and is
+//! stored under the id's key plus `ABSORBED` when the blob becomes a table,
+//! in the same bucket: it expires with the window, and a look-up of the id
+//! alone never sees it.
 //!
 //! An interned context or origin is written (synced) before the first
 //! trail that names it is handed to the committer, so a trail never

@@ -17,7 +17,14 @@
 //! trail or nothing), 25 an absorbed duplicate's trail (`audit`), 16 a blob
 //! (`BLOB_MARK`, then its sequence number, big-endian). A blob's value is
 //! one byte saying how long each id's trail is (0 or `TRAIL_BYTES`), then
-//! each id followed by its trail.
+//! each id followed by its trail. A batch that absorbed duplicates with
+//! the audit on writes [`WITH_ABSORBED`] instead of that byte, the number
+//! of delivered ids (u32, little-endian), the delivered ids with their
+//! trails, then the absorbed duplicates' ids with theirs: their trails
+//! ride in the batch's one value too, and become 25-byte keys only when
+//! the blob is converted. A key per absorbed duplicate was the last per-id
+//! memtable insert of a batch (a few % of `pipeline_file` with 10%
+//! repeats). A look-up reads only the delivered part.
 //!
 //! Pending ids are loaded only from what RocksDB returns, never from the
 //! write path: an id in memory is an id on disk. The write path only notes
@@ -26,13 +33,16 @@
 
 use std::collections::BTreeMap;
 
-use super::audit::TRAIL_BYTES;
+use super::audit::{ABSORBED, TRAIL_BYTES};
 use crate::custody::ids::{DigestSet, IdDigest};
 
 /// The first eight bytes of every blob key.
 pub(crate) const BLOB_MARK: [u8; 8] = [0xff; 8];
 pub(crate) const BLOB_KEY_BYTES: usize = 16;
 const ID_BYTES: usize = 24;
+/// The first byte of a blob that holds absorbed duplicates' trails after
+/// its delivered ids (never a trail length).
+pub(crate) const WITH_ABSORBED: u8 = 0xa1;
 /// Pending ids of a bucket that are sorted into a table file at once:
 /// their set is at most about 6.5 MiB (24 bytes and a control byte per
 /// slot, 262,144 slots), and the file of a size RocksDB compacts cheaply.
@@ -54,14 +64,31 @@ pub(crate) fn blob_seq(key: &[u8]) -> Option<u64> {
     (*mark == BLOB_MARK).then_some(u64::from_be_bytes(seq))
 }
 
-/// A batch's ids, with their trails when the batch has them.
-pub(crate) fn encode(digests: &[IdDigest], trails: Option<&[[u8; TRAIL_BYTES]]>) -> Vec<u8> {
+/// A batch's ids, with their trails when the batch has them, and the
+/// trails of the duplicates it absorbed (kept only with trails).
+pub(crate) fn encode(
+    digests: &[IdDigest],
+    trails: Option<&[[u8; TRAIL_BYTES]]>,
+    absorbed: &[(IdDigest, [u8; TRAIL_BYTES])],
+) -> Vec<u8> {
     let trail_len = if trails.is_some() { TRAIL_BYTES } else { 0 };
-    let mut v = Vec::with_capacity(1 + digests.len() * (ID_BYTES + trail_len));
-    v.push(trail_len as u8);
+    let absorbed = if trails.is_some() { absorbed } else { &[] };
+    let mut v = Vec::with_capacity(5 + (digests.len() + absorbed.len()) * (ID_BYTES + trail_len));
+    if absorbed.is_empty() {
+        v.push(trail_len as u8);
+    } else {
+        v.push(WITH_ABSORBED);
+        // `pipeline.batch_size` (at most 100,000 records) and the plugin
+        // contract's bound on events per record keep a batch far below 4G ids.
+        v.extend_from_slice(&u32::try_from(digests.len()).unwrap_or(u32::MAX).to_le_bytes());
+    }
     match trails {
         Some(trails) => {
             for (d, t) in digests.iter().zip(trails) {
+                v.extend_from_slice(d);
+                v.extend_from_slice(t);
+            }
+            for (d, t) in absorbed {
                 v.extend_from_slice(d);
                 v.extend_from_slice(t);
             }
@@ -75,10 +102,49 @@ pub(crate) fn encode(digests: &[IdDigest], trails: Option<&[[u8; TRAIL_BYTES]]>)
     v
 }
 
-/// Each id of a blob with its trail; the error says what is wrong with it.
-pub(crate) fn decode(value: &[u8]) -> Result<impl Iterator<Item = (IdDigest, Trail)> + '_, String> {
-    let (&trail_len, rest) = value.split_first().ok_or("an empty blob")?;
-    let trail_len = usize::from(trail_len);
+/// A blob's two parts, checked: the delivered ids with their trails, and
+/// the absorbed duplicates' ids with theirs.
+pub(crate) struct Decoded<'v> {
+    delivered: &'v [u8],
+    absorbed: &'v [u8],
+    unit: usize,
+}
+
+impl<'v> Decoded<'v> {
+    /// Each delivered id with its trail.
+    pub fn delivered(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
+        entries(self.delivered, self.unit)
+    }
+
+    /// Each absorbed duplicate's id with its trail.
+    pub fn absorbed(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
+        entries(self.absorbed, self.unit)
+    }
+
+    pub fn absorbed_len(&self) -> usize {
+        self.absorbed.len() / self.unit
+    }
+}
+
+fn entries(bytes: &[u8], unit: usize) -> impl Iterator<Item = (IdDigest, Trail)> + '_ {
+    bytes.chunks_exact(unit).map(|c| {
+        let (id, trail) = c.split_at(ID_BYTES);
+        // `chunks_exact` and the length checks of `decode` make both
+        // conversions exact.
+        let id: IdDigest = id.try_into().unwrap_or([0; ID_BYTES]);
+        (id, trail.try_into().ok())
+    })
+}
+
+/// A blob's parts; the error says what is wrong with it.
+pub(crate) fn decode(value: &[u8]) -> Result<Decoded<'_>, String> {
+    let (&first, rest) = value.split_first().ok_or("an empty blob")?;
+    let (trail_len, delivered_count, rest) = if first == WITH_ABSORBED {
+        let (count, rest) = rest.split_first_chunk::<4>().ok_or("a blob cut inside its count of ids")?;
+        (TRAIL_BYTES, Some(u32::from_le_bytes(*count) as usize), rest)
+    } else {
+        (usize::from(first), None, rest)
+    };
     if trail_len != 0 && trail_len != TRAIL_BYTES {
         return Err(format!("trails of {trail_len} bytes (expected 0 or {TRAIL_BYTES})"));
     }
@@ -86,12 +152,33 @@ pub(crate) fn decode(value: &[u8]) -> Result<impl Iterator<Item = (IdDigest, Tra
     if !rest.len().is_multiple_of(unit) {
         return Err(format!("{} bytes of ids, not a multiple of {unit}", rest.len()));
     }
-    Ok(rest.chunks_exact(unit).map(move |c| {
-        let (id, trail) = c.split_at(ID_BYTES);
-        // `chunks_exact` and the length check above make both conversions exact.
-        let id: IdDigest = id.try_into().unwrap_or([0; ID_BYTES]);
-        (id, trail.try_into().ok())
-    }))
+    let split = match delivered_count {
+        Some(n) => n
+            .checked_mul(unit)
+            .filter(|b| *b <= rest.len())
+            .ok_or_else(|| format!("{n} delivered ids said, {} there", rest.len() / unit))?,
+        None => rest.len(),
+    };
+    let (delivered, absorbed) = rest.split_at(split);
+    Ok(Decoded { delivered, absorbed, unit })
+}
+
+/// A key of a bucket as a blob holds it: an id delivered, or an absorbed
+/// duplicate's trail (the id's key and `ABSORBED`), with its trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub id: IdDigest,
+    pub absorbed: bool,
+    pub trail: Trail,
+}
+
+impl Entry {
+    /// The key it has in a table: 24 bytes, or 25 for an absorbed trail.
+    pub fn key(&self) -> ([u8; ID_BYTES + 1], usize) {
+        let mut k = [ABSORBED; ID_BYTES + 1];
+        k[..ID_BYTES].copy_from_slice(&self.id);
+        (k, if self.absorbed { ID_BYTES + 1 } else { ID_BYTES })
+    }
 }
 
 /// One bucket's blobs as the window knows them.
@@ -106,61 +193,78 @@ pub(crate) struct Pending {
     /// Blobs read back, whose ids are in `ids` and not yet in a table
     /// file, in the order read.
     pub loaded: Vec<u64>,
-    /// Every id of the loaded blobs; their trails stay in the blobs (read
-    /// again to convert them, or for `sluice audit`).
+    /// Every delivered id of the loaded blobs; their trails stay in the
+    /// blobs (read again to convert them, or for `sluice audit`).
     pub ids: DigestSet,
+    /// Absorbed duplicates' trails in the loaded blobs (never looked up).
+    pub absorbed: usize,
 }
 
 impl Pending {
     /// The ids of a blob read back from the store.
     pub fn load(&mut self, seq: u64, value: &[u8]) -> Result<(), String> {
-        for (id, _) in decode(value)? {
+        let blob = decode(value)?;
+        for (id, _) in blob.delivered() {
             self.ids.insert(id);
         }
+        self.absorbed += blob.absorbed_len();
         self.issued.remove(&seq);
         self.loaded.push(seq);
         Ok(())
     }
 
-    /// Ids written or about to be, loaded or not.
+    /// Entries written or about to be, loaded or not.
     pub fn size(&self) -> usize {
-        self.ids.len() + self.issued.values().sum::<usize>()
+        self.ids.len() + self.absorbed + self.issued.values().sum::<usize>()
+    }
+
+    /// Whether loaded blobs wait to be converted.
+    pub fn has_loaded(&self) -> bool {
+        !self.loaded.is_empty()
     }
 
     /// After a table file holds them: forget the ids, return the blobs
     /// that can be deleted.
     pub fn converted(&mut self) -> Vec<u64> {
         self.ids.clear();
+        self.absorbed = 0;
         std::mem::take(&mut self.loaded)
     }
 }
 
-/// The ids of blobs (read in order) in key order, each once with its
-/// latest trail, as a table file takes them.
+/// The entries of blobs (read in order) in key order, each key once with
+/// its latest trail, as a table file takes them: an id's delivered entry
+/// (24 bytes) before its absorbed one (25), as RocksDB orders the keys.
 ///
 /// Sorted by a key of the digest's three words, big-endian so that their
-/// order is the bytes' order, and the entry's position: integers compared
-/// in place. Sorting the entries themselves compared 24-byte arrays by a
-/// call to `memcmp` (about 2.2 million calls for a table of 131,072 ids)
-/// and moved 54-byte entries through a stable sort's scratch buffer, about
-/// 3–4% of the front thread in `pipeline_file`; this takes half the time
-/// (86–111 ns per id against 163–178, 131,072 ids with their trails).
-pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<(IdDigest, Trail)>, String> {
-    let mut keys: Vec<([u64; 3], usize)> = Vec::new();
+/// order is the bytes' order, the entry's kind and its position: integers
+/// compared in place. Sorting the entries themselves compared 24-byte
+/// arrays by a call to `memcmp` (about 2.2 million calls for a table of
+/// 131,072 ids) and moved 54-byte entries through a stable sort's scratch
+/// buffer, about 3–4% of the front thread in `pipeline_file`; this takes
+/// half the time (86–111 ns per id against 163–178, 131,072 ids with their
+/// trails).
+pub(crate) fn sorted(blobs: &[Vec<u8>]) -> Result<Vec<Entry>, String> {
+    let mut keys: Vec<([u64; 3], bool, usize)> = Vec::new();
     let mut trails: Vec<Trail> = Vec::new();
     for b in blobs {
-        for (id, trail) in decode(b)? {
-            keys.push((words(&id), trails.len()));
+        let blob = decode(b)?;
+        for (id, trail) in blob.delivered() {
+            keys.push((words(&id), false, trails.len()));
+            trails.push(trail);
+        }
+        for (id, trail) in blob.absorbed() {
+            keys.push((words(&id), true, trails.len()));
             trails.push(trail);
         }
     }
     keys.sort_unstable();
     let mut out = Vec::with_capacity(keys.len());
-    for (k, (id, at)) in keys.iter().enumerate() {
-        // Of an id recorded twice, the later entry (the later blob) is the
+    for (k, (id, absorbed, at)) in keys.iter().enumerate() {
+        // Of a key recorded twice, the later entry (the later blob) is the
         // last of its run, and the one kept.
-        if keys.get(k + 1).is_none_or(|(next, _)| next != id) {
-            out.push((bytes(id), trails[*at]));
+        if keys.get(k + 1).is_none_or(|(next, a, _)| (next, a) != (id, absorbed)) {
+            out.push(Entry { id: bytes(id), absorbed: *absorbed, trail: trails[*at] });
         }
     }
     Ok(out)
@@ -202,13 +306,14 @@ mod tests {
     #[test]
     fn blobs_round_trip_with_and_without_trails_and_reject_what_is_torn() {
         let ids: Vec<IdDigest> = (0..5).map(|i| digest(&PIPELINE_SCOPE, &format!("id-{i}"))).collect();
-        let plain: Vec<(IdDigest, Trail)> = decode(&encode(&ids, None)).map(|i| i.collect()).unwrap_or_default();
+        let plain: Vec<(IdDigest, Trail)> =
+            decode(&encode(&ids, None, &[])).map(|b| b.delivered().collect()).unwrap_or_default();
         assert_eq!(plain, ids.iter().map(|d| (*d, None)).collect::<Vec<_>>());
         let trails: Vec<[u8; TRAIL_BYTES]> = (0..5u8).map(|i| [i; TRAIL_BYTES]).collect();
         let with: Vec<(IdDigest, Trail)> =
-            decode(&encode(&ids, Some(&trails))).map(|i| i.collect()).unwrap_or_default();
+            decode(&encode(&ids, Some(&trails), &[])).map(|b| b.delivered().collect()).unwrap_or_default();
         assert_eq!(with, ids.iter().zip(&trails).map(|(d, t)| (*d, Some(*t))).collect::<Vec<_>>());
-        let torn = &encode(&ids, None)[..50];
+        let torn = &encode(&ids, None, &[])[..50];
         assert!(decode(torn).err().is_some_and(|e| e.contains("not a multiple of 24")));
         assert!(decode(&[]).err().is_some_and(|e| e.contains("empty")));
         assert!(decode(&[7, 0, 0]).err().is_some_and(|e| e.contains("trails of 7 bytes")));
@@ -217,15 +322,15 @@ mod tests {
     #[test]
     fn sorted_keeps_each_id_once_with_the_trail_of_its_latest_blob() {
         let ids: Vec<IdDigest> = (0..50).map(|i| digest(&PIPELINE_SCOPE, &format!("s-{i}"))).collect();
-        let first = encode(&ids[..30], Some(&vec![[1; TRAIL_BYTES]; 30]));
-        let second = encode(&ids[20..], Some(&vec![[2; TRAIL_BYTES]; 30]));
+        let first = encode(&ids[..30], Some(&vec![[1; TRAIL_BYTES]; 30]), &[]);
+        let second = encode(&ids[20..], Some(&vec![[2; TRAIL_BYTES]; 30]), &[]);
         let v = sorted(&[first, second]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v.len(), 50);
-        assert!(v.windows(2).all(|w| w[0].0 < w[1].0), "strictly in key order");
-        for (id, trail) in &v {
-            let i = ids.iter().position(|d| d == id).unwrap_or(usize::MAX);
+        assert!(v.windows(2).all(|w| w[0].id < w[1].id), "strictly in key order");
+        for e in &v {
+            let i = ids.iter().position(|d| *d == e.id).unwrap_or(usize::MAX);
             let want = if i >= 20 { [2; TRAIL_BYTES] } else { [1; TRAIL_BYTES] };
-            assert_eq!(*trail, Some(want), "id {i}");
+            assert_eq!((e.trail, e.absorbed), (Some(want), false), "id {i}");
         }
         assert!(sorted(&[vec![0, 1, 2]]).is_err(), "a torn blob is an error");
     }
@@ -246,16 +351,35 @@ mod tests {
                 d
             })
             .collect();
-        let blobs: Vec<Vec<u8>> =
-            ids.chunks(64).enumerate().map(|(b, c)| encode(c, Some(&vec![[b as u8; TRAIL_BYTES]; c.len()]))).collect();
-        let mut expected: Vec<(IdDigest, Trail)> = Vec::new();
+        let blobs: Vec<Vec<u8>> = ids
+            .chunks(64)
+            .enumerate()
+            .map(|(b, c)| {
+                // Every third blob absorbed a duplicate of some of its ids.
+                let absorbed: Vec<(IdDigest, [u8; TRAIL_BYTES])> = if b % 3 == 0 {
+                    c.iter().step_by(4).map(|d| (*d, [100 + b as u8; TRAIL_BYTES])).collect()
+                } else {
+                    vec![]
+                };
+                encode(c, Some(&vec![[b as u8; TRAIL_BYTES]; c.len()]), &absorbed)
+            })
+            .collect();
+        let mut expected: Vec<Entry> = Vec::new();
         for b in &blobs {
-            expected.extend(decode(b).unwrap_or_else(|e| panic!("{e}")));
+            let blob = decode(b).unwrap_or_else(|e| panic!("{e}"));
+            expected.extend(blob.delivered().map(|(id, trail)| Entry { id, absorbed: false, trail }));
+            expected.extend(blob.absorbed().map(|(id, trail)| Entry { id, absorbed: true, trail }));
         }
-        expected.sort_by_key(|e| e.0);
+        // By the keys' bytes, as RocksDB orders them.
+        expected.sort_by(|a, b| {
+            let (ka, la) = a.key();
+            let (kb, lb) = b.key();
+            ka[..la].cmp(&kb[..lb])
+        });
         expected.reverse();
-        expected.dedup_by(|later, earlier| later.0 == earlier.0);
+        expected.dedup_by(|later, earlier| later.key() == earlier.key());
         expected.reverse();
+        assert!(expected.iter().any(|e| e.absorbed), "the blobs hold absorbed trails");
         assert_eq!(sorted(&blobs).unwrap_or_else(|e| panic!("{e}")), expected);
     }
 
@@ -266,9 +390,38 @@ mod tests {
         p.issued.insert(4, 3);
         p.issued.insert(5, 7);
         assert_eq!(p.size(), 10);
-        p.load(4, &encode(&ids, None)).unwrap_or_else(|e| panic!("{e}"));
+        p.load(4, &encode(&ids, None, &[])).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((p.size(), p.ids.len(), p.loaded.clone()), (10, 3, vec![4]));
         assert_eq!(p.converted(), vec![4]);
         assert_eq!((p.ids.len(), p.size()), (0, 7), "blob 5 is still issued");
+    }
+
+    /// Absorbed trails ride after the delivered ids, are never taken for
+    /// delivered ones, and a blob that lies about its count is refused.
+    #[test]
+    fn a_blob_keeps_absorbed_trails_apart_from_its_delivered_ids() {
+        let ids: Vec<IdDigest> = (0..4).map(|i| digest(&PIPELINE_SCOPE, &format!("a-{i}"))).collect();
+        let trails = [[1; TRAIL_BYTES], [2; TRAIL_BYTES]];
+        let absorbed = [(ids[2], [3; TRAIL_BYTES]), (ids[3], [4; TRAIL_BYTES])];
+        let v = encode(&ids[..2], Some(&trails), &absorbed);
+        assert_eq!(v[0], WITH_ABSORBED);
+        let blob = decode(&v).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(blob.delivered().collect::<Vec<_>>(), vec![(ids[0], Some(trails[0])), (ids[1], Some(trails[1]))]);
+        assert_eq!(blob.absorbed().collect::<Vec<_>>(), absorbed.map(|(d, t)| (d, Some(t))).to_vec());
+        let mut p = Pending::default();
+        p.load(1, &v).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.ids.len(), p.absorbed, p.size()), (2, 2, 4));
+        assert!(!p.ids.contains(&ids[2]) && !p.ids.contains(&ids[3]), "an absorbed duplicate is not a delivered id");
+        // Without trails (audit off) there is nothing to keep of them.
+        assert_eq!(encode(&ids[..2], None, &absorbed), encode(&ids[..2], None, &[]));
+        // Only absorbed duplicates: a blob all the same.
+        let only = encode(&[], Some(&[]), &absorbed);
+        let only = decode(&only).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((only.delivered().count(), only.absorbed().count()), (0, 2));
+        // A count beyond what the blob holds, and one cut short.
+        let mut lying = v.clone();
+        lying[1..5].copy_from_slice(&9u32.to_le_bytes());
+        assert!(decode(&lying).err().is_some_and(|e| e.contains("9 delivered ids said, 4 there")));
+        assert!(decode(&v[..3]).err().is_some_and(|e| e.contains("cut inside its count")));
     }
 }

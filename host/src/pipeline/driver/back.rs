@@ -472,10 +472,9 @@ impl<'w, 's> Back<'w, 's> {
         let at = now_nanos();
         let mut trail = |i: usize| trails.trail(store, &records[i].record.position, at);
         let delivered = settled.accepted_records.iter().map(|i| trail(*i)).collect::<Result<Vec<_>, _>>()?;
-        dedup.record_with_trails(write, &settled.accepted, &delivered, now)?;
         let absorbed =
             settled.absorbed.iter().map(|(d, i)| Ok((*d, trail(*i)?))).collect::<Result<Vec<_>, StoreError>>()?;
-        dedup.record_absorbed(write, &absorbed, now)?;
+        dedup.record_with_trails(write, &settled.accepted, &delivered, &absorbed, now)?;
         Ok(())
     }
 

@@ -22,7 +22,7 @@
 pub mod config;
 pub mod events;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,9 +32,8 @@ use rocksdb::WriteBatch;
 use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::clock::{WindowClock, wall_secs};
 use super::filter::{FilterStats, IdFilter};
-use super::id_blobs::{self, BLOB_MARK, Pending, Trail, blob_key, blob_seq};
+use super::id_blobs::{self, BLOB_MARK, Entry, Pending, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
-use crate::custody::ids::DigestSet;
 use crate::telemetry::InternalEvent;
 
 pub(crate) const CF_PREFIX: &str = "ids-";
@@ -251,7 +250,7 @@ impl<'s> DedupWindow<'s> {
             // Converted are only ids read back: those of writes still on
             // their way wait for a later call.
             self.catch_up(&cf, p)?;
-            if settled && !p.ids.is_empty() || p.ids.len() >= self.convert_ids {
+            if settled && p.has_loaded() || p.ids.len() + p.absorbed >= self.convert_ids {
                 self.convert(&name, &cf, p)?;
             }
         }
@@ -277,8 +276,9 @@ impl<'s> DedupWindow<'s> {
         let sorted =
             id_blobs::sorted(&blobs).map_err(|m| self.store.corrupt(&format!("dedup id blobs of {name}"), m))?;
         drop(blobs);
-        for (id, trail) in &sorted {
-            writer.put(id, trail.as_ref().map_or(&[][..], |t| &t[..])).map_err(|e| self.store.rocks(e))?;
+        for e in &sorted {
+            let (key, len) = e.key();
+            writer.put(&key[..len], e.trail.as_ref().map_or(&[][..], |t| &t[..])).map_err(|e| self.store.rocks(e))?;
         }
         writer.finish().map_err(|e| self.store.rocks(e))?;
         let mut ingest = rocksdb::IngestExternalFileOptions::default();
@@ -324,17 +324,13 @@ impl<'s> DedupWindow<'s> {
         f(p)
     }
 
-    /// The ids of a bucket's blobs not yet in a table, each with its
-    /// latest trail (`sluice audit`: reads the blobs again).
-    fn pending_trails(
-        &self,
-        cf: &impl rocksdb::AsColumnFamilyRef,
-        bucket: u64,
-    ) -> Result<(DigestSet, Vec<(IdDigest, Trail)>), StoreError> {
+    /// The entries of a bucket's blobs not yet in a table (delivered ids
+    /// and absorbed duplicates), each with its latest trail, in key order
+    /// (`sluice audit`: reads the blobs again).
+    fn pending_trails(&self, cf: &impl rocksdb::AsColumnFamilyRef, bucket: u64) -> Result<Vec<Entry>, StoreError> {
         self.with_pending(cf, bucket, |p| {
             let blobs = self.read_blobs(cf, &p.loaded)?;
-            let sorted = id_blobs::sorted(&blobs).map_err(|m| self.store.corrupt("dedup id blobs", m))?;
-            Ok((p.ids.clone(), sorted))
+            id_blobs::sorted(&blobs).map_err(|m| self.store.corrupt("dedup id blobs", m))
         })
     }
 
@@ -406,21 +402,25 @@ impl<'s> DedupWindow<'s> {
         if digests.is_empty() {
             return Ok(());
         }
-        self.record_blob(batch, digests, None, now_secs)
+        self.record_blob(batch, digests, None, &[], now_secs)
     }
 
-    /// Add delivered ids to `batch` with each one's trail (`audit`).
+    /// Add delivered ids to `batch` with each one's trail, and the trails
+    /// of the duplicates the batch absorbed (`audit`): all in the batch's
+    /// one blob. An absorbed trail is stored under the id's key and
+    /// `ABSORBED` once converted, and a look-up never reads it.
     pub fn record_with_trails(
         &self,
         batch: &mut WriteBatch,
         digests: &[IdDigest],
         trails: &[[u8; TRAIL_BYTES]],
+        absorbed: &[(IdDigest, [u8; TRAIL_BYTES])],
         now_secs: u64,
     ) -> Result<(), StoreError> {
-        if digests.is_empty() {
+        if digests.is_empty() && absorbed.is_empty() {
             return Ok(());
         }
-        self.record_blob(batch, digests, Some(trails), now_secs)
+        self.record_blob(batch, digests, Some(trails), absorbed, now_secs)
     }
 
     /// The ids as one blob in `batch`, noted as issued so that look-ups
@@ -430,13 +430,15 @@ impl<'s> DedupWindow<'s> {
         batch: &mut WriteBatch,
         digests: &[IdDigest],
         trails: Option<&[[u8; TRAIL_BYTES]]>,
+        absorbed: &[(IdDigest, [u8; TRAIL_BYTES])],
         now_secs: u64,
     ) -> Result<(), StoreError> {
         let cf = self.bucket(now_secs)?;
         self.remember(now_secs, digests);
         let seq = self.next_blob.fetch_add(1, Ordering::Relaxed);
-        batch.put_cf(&cf, blob_key(seq), id_blobs::encode(digests, trails));
-        self.blobs().entry(now_secs / self.bucket_secs).or_default().issued.insert(seq, digests.len());
+        batch.put_cf(&cf, blob_key(seq), id_blobs::encode(digests, trails, absorbed));
+        let entries = digests.len() + if trails.is_some() { absorbed.len() } else { 0 };
+        self.blobs().entry(now_secs / self.bucket_secs).or_default().issued.insert(seq, entries);
         // Writes without look-ups between them (a changelog's restore, a
         // bench) keep the pending ids bounded too.
         if self.filter.is_some() {
@@ -453,27 +455,6 @@ impl<'s> DedupWindow<'s> {
         }
     }
 
-    /// Add the trails of duplicates absorbed to `batch`: under each id's
-    /// key and `ABSORBED`, which a look-up of the id never reads.
-    pub fn record_absorbed(
-        &self,
-        batch: &mut WriteBatch,
-        absorbed: &[(IdDigest, [u8; TRAIL_BYTES])],
-        now_secs: u64,
-    ) -> Result<(), StoreError> {
-        if absorbed.is_empty() {
-            return Ok(());
-        }
-        let cf = self.bucket(now_secs)?;
-        for (d, t) in absorbed {
-            let mut key = [0u8; 25];
-            key[..24].copy_from_slice(d);
-            key[24] = ABSORBED;
-            batch.put_cf(&cf, key, t);
-        }
-        Ok(())
-    }
-
     /// For each key, its value in the newest live bucket that has it
     /// (`sluice audit`).
     pub fn values(&self, keys: &[Vec<u8>], now_secs: u64) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
@@ -485,12 +466,15 @@ impl<'s> DedupWindow<'s> {
             }
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             let mut pending = pending;
-            let (_, in_blobs) = self.pending_trails(&cf, bucket)?;
+            let in_blobs = self.pending_trails(&cf, bucket)?;
             pending.retain(|i| {
-                let at = <IdDigest>::try_from(&keys[*i][..])
-                    .ok()
-                    .and_then(|d| in_blobs.binary_search_by(|e| e.0.cmp(&d)).ok());
-                out[*i] = at.map(|at| in_blobs[at].1.map_or_else(Vec::new, |t| t.to_vec()));
+                let at = in_blobs
+                    .binary_search_by(|e| {
+                        let (k, len) = e.key();
+                        k[..len].cmp(&keys[*i][..])
+                    })
+                    .ok();
+                out[*i] = at.map(|at| in_blobs[at].trail.map_or_else(Vec::new, |t| t.to_vec()));
                 out[*i].is_none()
             });
             let found = self.store.db().batched_multi_get_cf(&cf, pending.iter().map(|i| &keys[*i][..]), false);
@@ -510,9 +494,12 @@ impl<'s> DedupWindow<'s> {
             let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
             // Ids still in blobs first; an id also in a table (a crash
             // during its conversion) is reported once.
-            let (in_blobs, trails) = self.pending_trails(&cf, bucket)?;
-            for (id, trail) in &trails {
-                f(id, trail.as_ref().map_or(&[][..], |t| &t[..]));
+            let entries = self.pending_trails(&cf, bucket)?;
+            let mut in_blobs: HashSet<(IdDigest, bool)> = HashSet::with_capacity(entries.len());
+            for e in &entries {
+                let (key, len) = e.key();
+                f(&key[..len], e.trail.as_ref().map_or(&[][..], |t| &t[..]));
+                in_blobs.insert((e.id, e.absorbed));
             }
             let mut ro = rocksdb::ReadOptions::default();
             // Stores made before blobs hashed their keys by prefix; a scan
@@ -521,7 +508,11 @@ impl<'s> DedupWindow<'s> {
             ro.fill_cache(false);
             for item in self.store.db().iterator_cf_opt(&cf, ro, rocksdb::IteratorMode::Start) {
                 let (k, v) = item.map_err(|e| self.store.rocks(e))?;
-                let in_blob = <IdDigest>::try_from(&k[..]).is_ok_and(|d| in_blobs.contains(&d));
+                let in_blob = match (<IdDigest>::try_from(&k[..k.len().min(24)]), k.get(24..)) {
+                    (Ok(id), Some([])) => in_blobs.contains(&(id, false)),
+                    (Ok(id), Some([ABSORBED])) => in_blobs.contains(&(id, true)),
+                    _ => false,
+                };
                 if blob_seq(&k).is_none() && !in_blob {
                     f(&k, &v);
                 }
@@ -727,10 +718,12 @@ mod tests {
             for (k, chunk) in ids.chunks(1000).enumerate() {
                 let mut batch = WriteBatch::default();
                 // Over two buckets (an hour apart), with absorbed trails
-                // beside them, which are not ids.
+                // in the blobs, which are not ids: one of an id never
+                // delivered.
                 let now = t0 + (k as u64 % 2) * 3600;
-                w.record(&mut batch, chunk, now).unwrap_or_else(|e| panic!("{e}"));
-                w.record_absorbed(&mut batch, &[(chunk[0], [0; TRAIL_BYTES])], now).unwrap_or_else(|e| panic!("{e}"));
+                let absorbed = [(digest(&PIPELINE_SCOPE, &format!("absorbed-{k}")), [1; TRAIL_BYTES])];
+                w.record_with_trails(&mut batch, chunk, &vec![[0; TRAIL_BYTES]; chunk.len()], &absorbed, now)
+                    .unwrap_or_else(|e| panic!("{e}"));
                 store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
             }
             let mut lost = WriteBatch::default();
@@ -747,6 +740,8 @@ mod tests {
         // New ids: the filter rules nearly all of them out.
         let fresh: Vec<IdDigest> = (0..5000).map(|i| digest(&PIPELINE_SCOPE, &format!("new-{i}"))).collect();
         assert!(w.seen(&fresh, t0 + 3600).unwrap_or_default().iter().all(|s| !*s));
+        let only_absorbed: Vec<IdDigest> = (0..5).map(|k| digest(&PIPELINE_SCOPE, &format!("absorbed-{k}"))).collect();
+        assert_eq!(w.seen(&only_absorbed, t0 + 3600).ok(), Some(vec![false; 5]), "an absorbed trail is not a delivery");
         let filter = w.filter.as_ref().unwrap_or_else(|| panic!("a pipeline's window has a filter"));
         let mut maybe = Vec::new();
         let mut positives = 0;
@@ -824,7 +819,8 @@ mod tests {
     /// The custody rule for the store's ids: every id recorded is seen,
     /// with its trail, whether it is still in its batch's blob, already in
     /// a table, or in both (a crash between the two steps of a
-    /// conversion), and after a reopen; every id is reported once.
+    /// conversion), and after a reopen; every id is reported once. So is
+    /// each absorbed duplicate's trail, which rides in the same blob.
     #[test]
     fn ids_are_seen_from_blobs_from_tables_and_from_both_after_a_reopen() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -836,10 +832,13 @@ mod tests {
         let mut w = DedupWindow::new(&store, Duration::from_secs(8 * 3600)).unwrap_or_else(|e| panic!("{e}"));
         w.convert_ids = 2600;
         let mut blob_values = Vec::new();
-        for (chunk, t) in ids.chunks(1000).zip(trails.chunks(1000)) {
+        // Each batch absorbed a duplicate of its first id.
+        let absorbed_trail = |n: usize| trail(100_000 + n);
+        for (n, (chunk, t)) in ids.chunks(1000).zip(trails.chunks(1000)).enumerate() {
             let mut batch = WriteBatch::default();
-            w.record_with_trails(&mut batch, chunk, t, t0).unwrap_or_else(|e| panic!("{e}"));
-            blob_values.push(id_blobs::encode(chunk, Some(t)));
+            let absorbed = [(chunk[0], absorbed_trail(n))];
+            w.record_with_trails(&mut batch, chunk, t, &absorbed, t0).unwrap_or_else(|e| panic!("{e}"));
+            blob_values.push(id_blobs::encode(chunk, Some(t), &absorbed));
             store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
             // Every id recorded so far is seen, before any conversion and
             // after each (a look-up is what converts).
@@ -850,13 +849,19 @@ mod tests {
         }
         // 5,500 ids: the first 3,000 converted (past 2,600), the next
         // 2,500 in their three blobs still.
-        let (tables, _, blobs) = key_kinds(&store, bucket);
-        assert_eq!((tables, blobs), (3000, 3), "ids in tables, blobs left");
+        assert_eq!(key_kinds(&store, bucket), (3000, 3, 3), "ids and absorbed trails in tables, blobs left");
         let keys: Vec<Vec<u8>> = ids.iter().map(|d| d.to_vec()).collect();
         let values = w.values(&keys, t0).unwrap_or_else(|e| panic!("{e}"));
         for (i, v) in values.iter().enumerate() {
             assert_eq!(v.as_deref(), Some(&trails[i][..]), "the trail of id {i}, from a table or a blob");
         }
+        let absorbed_key = |i: usize| [&ids[i][..], &[ABSORBED]].concat();
+        let firsts: Vec<Vec<u8>> = (0..6).map(|n| absorbed_key(n * 1000)).chain([absorbed_key(1)]).collect();
+        let values = w.values(&firsts, t0).unwrap_or_else(|e| panic!("{e}"));
+        for n in 0..6 {
+            assert_eq!(values[n].as_deref(), Some(&absorbed_trail(n)[..]), "batch {n}'s absorbed trail");
+        }
+        assert_eq!(values[6], None, "no duplicate of id 1 was absorbed");
         drop(w);
 
         // A crash after a table was ingested and before its blobs were
@@ -876,8 +881,11 @@ mod tests {
         let mut scanned: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
         w.scan_since(0, |k, v| assert!(scanned.insert(k.to_vec(), v.to_vec()).is_none(), "an id reported twice"))
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(scanned.len(), 5500);
+        assert_eq!(scanned.len(), 5500 + 6);
         assert!(ids.iter().zip(&trails).all(|(d, t)| scanned.get(&d[..]).map(Vec::as_slice) == Some(&t[..])));
+        assert!(
+            (0..6).all(|n| scanned.get(&absorbed_key(n * 1000)).map(Vec::as_slice) == Some(&absorbed_trail(n)[..]))
+        );
 
         // The next bucket may still take late writes: its blobs wait.
         let fresh = [digest(&PIPELINE_SCOPE, "fresh")];
@@ -887,8 +895,7 @@ mod tests {
         // restored blob (again) and the last 2,500.
         let next = t0 + 2 * 3600;
         assert_eq!(w.seen(&fresh, next).ok(), Some(vec![false]));
-        let (tables, _, blobs) = key_kinds(&store, bucket);
-        assert_eq!((tables, blobs), (5500, 0), "all in tables, no blob left");
+        assert_eq!(key_kinds(&store, bucket), (5500, 6, 0), "all in tables, no blob left");
         assert!(w.seen(&ids, next).unwrap_or_default().iter().all(|s| *s));
     }
 
@@ -903,7 +910,7 @@ mod tests {
         {
             let w = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
             let mut batch = WriteBatch::default();
-            w.record_with_trails(&mut batch, &[a], &[trail(7)], t0).unwrap_or_else(|e| panic!("{e}"));
+            w.record_with_trails(&mut batch, &[a], &[trail(7)], &[], t0).unwrap_or_else(|e| panic!("{e}"));
             store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
             // An id as the format before blobs stored it.
             let cf = store.cf(&format!("{CF_PREFIX}{}", t0 / 450)).unwrap_or_else(|e| panic!("{e}"));
