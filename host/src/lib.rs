@@ -10,6 +10,8 @@
 //! - `record`, `verdict`, `delivery`: what travels — a source record and a
 //!   plugin's event, what the plugins said of each record, what a sink is
 //!   handed and its final word;
+//! - `route/`: which of the sinks an event goes to (`[[routes]]`), and how
+//!   each sink's ids are told apart;
 //! - `custody/`: the custody rule's decisions, plain Rust with no I/O:
 //!   which door each record of a batch takes (`plan`), event ids as the
 //!   window keys them (`ids`), the per-partition finished prefix
@@ -48,6 +50,7 @@ pub mod pipeline;
 pub mod plugin;
 pub mod problem;
 pub mod record;
+pub mod route;
 pub mod sink;
 pub mod source;
 pub mod store;

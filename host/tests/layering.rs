@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "record",
     "verdict",
     "delivery",
+    "route",
     "custody",
     "telemetry",
     "batch",

@@ -148,18 +148,42 @@ path = "out/events.ndjson"
 
     /// The ids in the sink, in order of delivery.
     fn delivered(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(self.path("out/events.ndjson")).unwrap_or_default();
-        // A line without its end was torn by a kill mid-write: never
-        // acknowledged, cut by the sink when it next opens the file.
-        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-        complete
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value =
-                    serde_json::from_str(l).unwrap_or_else(|e| panic!("sink line {l:?} is not JSON: {e}"));
-                v["id"].as_str().unwrap_or_else(|| panic!("sink line without id: {l}")).to_string()
-            })
-            .collect()
+        ids_in(&self.path("out/events.ndjson"))
+    }
+
+    /// Runs of `config` over 3,000 new lines each, SIGKILLed at a random
+    /// moment, until `kills` kills; `at_kill` after each. Returns the
+    /// cycles it took.
+    fn kill_at_random(
+        &mut self,
+        config: &Path,
+        kills: usize,
+        mut rng: u64,
+        mut at_kill: impl FnMut(&Fixture),
+    ) -> usize {
+        let (mut killed, mut cycles) = (0, 0);
+        // Each cycle brings new lines, so there is always work to
+        // interrupt, whatever the speed of the machine.
+        while killed < kills {
+            cycles += 1;
+            assert!(cycles <= kills * 10, "only {killed} kills in {cycles} cycles");
+            self.append(3000);
+            let mut child = self.spawn(config);
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            std::thread::sleep(Duration::from_millis(20 + rng % 400));
+            match child.try_wait() {
+                Ok(Some(status)) => assert!(status.success(), "a run failed: {status}"),
+                _ => {
+                    let _ = child.kill(); // SIGKILL
+                    let _ = child.wait();
+                    killed += 1;
+                    at_kill(self);
+                }
+            }
+        }
+        cycles
     }
 
     /// The quarantined payloads, with their reasons.
@@ -339,29 +363,8 @@ fn sigkill_at_random_moments_loses_nothing_and_every_duplicate_has_a_cause() {
     let mut f = Fixture::new(0);
     let config = f.config("");
     let mut boundaries = Vec::new(); // sink line count when each killed run ended
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let (mut kills, mut cycles) = (0, 0);
-    // Each cycle brings new lines, so there is always work to interrupt,
-    // whatever the speed of the machine.
-    while kills < 20 {
-        cycles += 1;
-        assert!(cycles <= 200, "only {kills} kills in 200 cycles");
-        f.append(3000);
-        let mut child = f.spawn(&config);
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(20 + rng % 400));
-        match child.try_wait() {
-            Ok(Some(status)) => assert!(status.success(), "a run failed: {status}"),
-            _ => {
-                let _ = child.kill(); // SIGKILL
-                let _ = child.wait();
-                kills += 1;
-                boundaries.push(f.delivered().len());
-            }
-        }
-    }
+    let kills = 20;
+    let cycles = f.kill_at_random(&config, kills, 0x9e37_79b9_7f4a_7c15, |f| boundaries.push(f.delivered().len()));
     let (code, stderr) = f.run(&config);
     assert_eq!(code, 0, "the final run: {stderr}");
     f.assert_reconciled();
@@ -373,29 +376,99 @@ fn sigkill_at_random_moments_loses_nothing_and_every_duplicate_has_a_cause() {
     // after it. A partition has up to `pipeline.in_flight` (default 4)
     // batches of 200 between its sink and its durable write.
     let ids = f.delivered();
-    let batch = 200 * 4;
+    let duplicates = assert_duplicates_explained("the sink", &ids, &boundaries, 200 * 4);
+    println!(
+        "kill safety: {kills} SIGKILLs in {cycles} cycles, {} ids delivered, {} quarantined, {duplicates} duplicates, each explained by a kill",
+        ids.len() - duplicates,
+        f.malformed.len()
+    );
+}
+
+/// The ids in one sink's file, in order of delivery. A line without its
+/// end was torn by a kill mid-write: never acknowledged, cut by the sink
+/// when it next opens the file.
+fn ids_in(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    complete
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+            v["id"].as_str().unwrap_or_else(|| panic!("a line without id: {l}")).to_string()
+        })
+        .collect()
+}
+
+/// Each duplicate in `ids` (a sink's lines in order) is explained by a
+/// kill: its first copy among the last `batch` lines before a kill, its
+/// second among the first `batch` after it. Returns how many there were.
+fn assert_duplicates_explained(sink: &str, ids: &[String], boundaries: &[usize], batch: usize) -> usize {
     let mut first_seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut duplicates = 0;
     for (pos, id) in ids.iter().enumerate() {
-        match first_seen.get(id.as_str()) {
-            None => {
-                first_seen.insert(id, pos);
-            }
-            Some(&first) => {
-                duplicates += 1;
-                let explained =
-                    boundaries.iter().any(|&b| first < b && first + batch >= b && pos >= b && pos < b + batch);
-                assert!(
-                    explained,
-                    "duplicate {id} at lines {first} and {pos} is not explained by a kill (boundaries {boundaries:?})"
-                );
-            }
+        if let Some(&first) = first_seen.get(id.as_str()) {
+            duplicates += 1;
+            let explained = boundaries.iter().any(|&b| first < b && first + batch >= b && pos >= b && pos < b + batch);
+            assert!(
+                explained,
+                "{sink}: duplicate {id} at lines {first} and {pos} is not explained by a kill ({boundaries:?})"
+            );
+        } else {
+            first_seen.insert(id, pos);
         }
     }
+    duplicates
+}
+
+/// Issue 44: one stream to two sinks through routes, killed at random.
+/// Each sink is reconciled by id: every id routed to it is in it, none it
+/// was not routed to is, and its duplicates are explained by kills.
+#[test]
+fn two_sinks_and_routes_under_sigkill_reconcile_each_sink_by_id() {
+    let mut f = Fixture::new(0);
+    let config = f.config("");
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let single = "[sink]\ntype = \"file\"\npath = \"out/events.ndjson\"\n";
+    assert!(text.contains(single));
+    let routed = "[[sinks]]\nname = \"all\"\ntype = \"file\"\npath = \"out/all.ndjson\"\n\
+                  [[sinks]]\nname = \"fives\"\ntype = \"file\"\npath = \"out/fives.ndjson\"\n\
+                  [[routes]]\nfield = \"/event_id\"\nmatches = \"[05]$\"\nsinks = [\"all\", \"fives\"]\n\
+                  [[routes]]\nfield = \"/event_id\"\nmatches = \"7$\"\nsinks = [\"fives\"]\n\
+                  [[routes]]\nsinks = [\"all\"]\n";
+    std::fs::write(&config, text.replace(single, routed)).unwrap_or_else(|e| panic!("{e}"));
+    let (all_path, fives_path) = (f.path("out/all.ndjson"), f.path("out/fives.ndjson"));
+    let mut boundaries: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let kills = 10;
+    let cycles = f.kill_at_random(&config, kills, 0x2545_f491_4f6c_dd1d, |_| {
+        boundaries.entry("all").or_default().push(ids_in(&all_path).len());
+        boundaries.entry("fives").or_default().push(ids_in(&fives_path).len());
+    });
+    let (code, stderr) = f.run(&config);
+    assert_eq!(code, 0, "the final run: {stderr}");
+    let to_fives = |id: &String| id.ends_with('0') || id.ends_with('5') || id.ends_with('7');
+    let to_all = |id: &String| !id.ends_with('7');
+    let batch = 200 * 4;
+    let mut duplicates = Vec::new();
+    for (sink, path, routed) in
+        [("all", &all_path, &to_all as &dyn Fn(&String) -> bool), ("fives", &fives_path, &to_fives)]
+    {
+        let ids = ids_in(path);
+        let got: BTreeSet<String> = ids.iter().cloned().collect();
+        let want: BTreeSet<String> = f.good.iter().filter(|id| routed(id)).cloned().collect();
+        let missing: Vec<_> = want.difference(&got).take(5).collect();
+        let stray: Vec<_> = got.difference(&want).take(5).collect();
+        assert!(missing.is_empty(), "{sink}: ids routed to it and lost: {missing:?}");
+        assert!(stray.is_empty(), "{sink}: ids it was not routed to: {stray:?}");
+        assert!(!want.is_empty());
+        duplicates.push(assert_duplicates_explained(sink, &ids, &boundaries[sink], batch));
+    }
+    let quarantined: BTreeSet<String> = f.quarantined().keys().cloned().collect();
+    assert_eq!(quarantined, f.malformed, "the quarantine holds exactly the malformed lines");
     println!(
-        "kill safety: {kills} SIGKILLs in {cycles} cycles, {} ids delivered, {} quarantined, {duplicates} duplicates, each explained by a kill",
-        first_seen.len(),
-        f.malformed.len()
+        "two sinks: {kills} SIGKILLs in {cycles} cycles, {} ids produced, duplicates all {} / fives {}, each explained by a kill",
+        f.good.len(),
+        duplicates[0],
+        duplicates[1]
     );
 }
 

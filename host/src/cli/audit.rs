@@ -159,7 +159,11 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     // Every bucket the store holds: what is still there is in the window.
     let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;
     let now = (now_nanos() / 1_000_000_000) as u64;
-    let scopes = scopes(cfg, &origins);
+    // Each scope once per sink: a sink's ids are keyed apart (`route::salt`).
+    let scopes: Vec<(Scope, u8, [u8; 8])> = scopes(cfg, &origins)
+        .into_iter()
+        .flat_map(|(s, rank)| cfg.sinks.iter().map(move |k| (s, rank, crate::route::salt(&k.name))))
+        .collect();
     // In chunks, for the progress a reconciliation of millions of ids shows
     // on a terminal.
     let bar = super::progress::bar(ids.len() as u64, "audit {bar:40} {pos}/{len} ids ({per_sec}, {eta} left)");
@@ -167,8 +171,8 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     for chunk in ids.chunks(LOOKUP_CHUNK) {
         let mut keys: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * scopes.len() * 2);
         for id in chunk {
-            for (s, _) in &scopes {
-                let d: IdDigest = digest(s, id);
+            for (s, _, salt) in &scopes {
+                let d: IdDigest = crate::custody::plan::salted(digest(s, id), *salt);
                 keys.push(d.to_vec());
                 keys.push([&d[..], &[ABSORBED]].concat());
             }
@@ -208,7 +212,7 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
                 .skip(odd)
                 .step_by(2)
                 .zip(&scopes)
-                .filter_map(|(v, (_, rank))| Some((v.as_ref()?, *rank)))
+                .filter_map(|(v, (_, rank, _))| Some((v.as_ref()?, *rank)))
                 .max_by_key(|(v, rank)| (*rank, Trail::decode(v).map(|t| t.at_nanos).unwrap_or(i64::MIN)))
                 .map(|(v, _)| v)
         };

@@ -81,8 +81,17 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
     }
-    let sink = pipeline::open_sink(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
-    println!("  sink:   {}", sink.describe());
+    let sinks = pipeline::open_sinks(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
+    if sinks.len() == 1 && cfg.routes.is_empty() {
+        println!("  sink:   {}", sinks.describe(0));
+    } else {
+        // The topology: each sink, each route, where the rest go.
+        let fanout = pipeline::fanout(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!("routes: {e}")))?;
+        let kinds: Vec<String> = sinks.iter().map(|(_, s)| s.describe().to_string()).collect();
+        for line in fanout.describe(&kinds) {
+            println!("  graph:  {line}");
+        }
+    }
     if let Some(warning) = state_open {
         println!("  state:  WARNING {warning}; sluice narrowed it to 0700");
     }
@@ -96,7 +105,22 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
         (Some(addr), false, _) => println!("  api:    off; {addr} serves /metrics, /health, /ready only"),
         (None, ..) => {}
     }
-    if let Some(c) = cfg.sink.classifier() {
+    for named in &cfg.sinks {
+        if cfg.sinks.len() > 1 {
+            println!("  answers of sink {}:", named.name);
+        }
+        describe_answers(&named.sink);
+    }
+    if check.connect {
+        connect(&cfg, &sinks, &args.config)?;
+    }
+    Ok(())
+}
+
+/// How a sink's backend answers are read: its classifier plugin or its
+/// response profile.
+fn describe_answers(sink: &crate::config::SinkConfig) {
+    if let Some(c) = sink.classifier() {
         let shown = c.name.clone().unwrap_or_else(|| crate::plugin::PluginSpec::from_path(&c.path).name);
         println!("  answers: classifier plugin {shown} ({}), then the host's fixed rules:", c.path.display());
         for rule in crate::sink::http::response::fixed::DESCRIBED {
@@ -108,10 +132,10 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
             c.max_body_bytes,
             crate::units::display(c.time_limit)
         );
-        if let Some(response) = cfg.sink.response() {
+        if let Some(response) = sink.response() {
             println!("    request body shaped by profile {}", response.name());
         }
-    } else if let Some(response) = cfg.sink.response()
+    } else if let Some(response) = sink.response()
         && let Ok(profile) = response.profile()
     {
         println!("  answers: profile {}: {}", response.name(), profile.description);
@@ -119,25 +143,19 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
             println!("    {rule}");
         }
     }
-    if check.connect {
-        connect(&cfg, &sink, &args.config)?;
-    }
-    Ok(())
 }
 
 /// `--connect`: reach every dependency once and say which answered; all
 /// are tried, so one report names every failure.
-fn connect(
-    cfg: &Config,
-    sink: &crate::sink::retrying::RetryingSink,
-    file: &std::path::Path,
-) -> Result<(), CheckFailed> {
+fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Path) -> Result<(), CheckFailed> {
     let mut probes: Vec<(String, Result<String, String>)> = Vec::new();
     if let SourceConfig::Kafka(k) = &cfg.source {
         let result = crate::source::kafka::admin::probe(k).map_err(|e| e.to_string());
         probes.push((format!("source brokers {}", k.connection.brokers), result));
     }
-    probes.push((format!("sink {}", sink.describe()), sink.probe()));
+    for (i, (_, sink)) in sinks.iter().enumerate() {
+        probes.push((format!("sink {}", sinks.describe(i)), sink.probe()));
+    }
     let mut failed = Vec::new();
     for (what, result) in &probes {
         match result {

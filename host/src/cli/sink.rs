@@ -43,10 +43,10 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
         }
         (None, Some(path), None) => {
             let cfg = crate::config::Config::load(path).with_context(|| format!("config {}", path.display()))?;
-            let Some(response) = cfg.sink.response() else {
+            let Some(response) = cfg.first_sink().response() else {
                 bail!("{}: the sink is not an HTTP backend; it has no response profile", path.display());
             };
-            match cfg.sink.classifier() {
+            match cfg.first_sink().classifier() {
                 Some(c) => plugin_reader(&c)?,
                 None => (
                     format!("profile {}", response.name()),

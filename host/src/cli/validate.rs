@@ -67,7 +67,7 @@ pub(super) fn validate(
             }
         }
     }
-    if let Err(e) = pipeline::open_sink(&cfg) {
+    if let Err(e) = pipeline::open_sinks(&cfg) {
         say(&format_args!("sink: {e}"));
     }
     // The state store opens for this pipeline (not another's, not a

@@ -25,6 +25,8 @@ use serde::Deserialize;
 pub use self::pipeline::{PipelineConfig, ShutdownConfig};
 pub use crate::plugin::config::PluginConfig;
 pub use crate::problem::{ConfigError, Problem, Problems};
+pub use crate::route::config::RouteConfig;
+pub use crate::sink::config::NamedSinkConfig;
 pub use crate::sink::config::SinkConfig;
 pub use crate::source::config::{FileSourceConfig, KafkaSourceConfig, SourceConfig};
 pub use crate::store::dedup::config::{DEFAULT_WINDOW, DedupConfig, DedupScope, OnMissingState};
@@ -74,7 +76,10 @@ pub struct Config {
     pub source: SourceConfig,
     pub plugins: Vec<PluginConfig>,
     pub dedup: DedupConfig,
-    pub sink: SinkConfig,
+    /// `[[sinks]]`, or the one `[sink]` as a sink named `default`.
+    pub sinks: Vec<NamedSinkConfig>,
+    /// `[[routes]]`: which sinks an event goes to (none: every sink).
+    pub routes: Vec<RouteConfig>,
     pub quarantine: QuarantineConfig,
     pub shutdown: ShutdownConfig,
     pub metrics: MetricsConfig,
@@ -136,8 +141,20 @@ impl Config {
     /// mistyped key, and this goes on to the next section. `None` when any
     /// section failed (each failure is in `p`).
     fn from_sections(raw: &config::Config, p: &mut Problems) -> Option<Config> {
-        const SECTIONS: [&str; 10] =
-            ["pipeline", "source", "plugins", "dedup", "sink", "quarantine", "shutdown", "metrics", "api", "watchdog"];
+        const SECTIONS: [&str; 12] = [
+            "pipeline",
+            "source",
+            "plugins",
+            "dedup",
+            "sink",
+            "sinks",
+            "routes",
+            "quarantine",
+            "shutdown",
+            "metrics",
+            "api",
+            "watchdog",
+        ];
         match raw.clone().try_deserialize::<BTreeMap<String, config::Value>>() {
             Ok(table) => {
                 for key in table.keys().filter(|k| !SECTIONS.contains(&k.as_str())) {
@@ -174,7 +191,23 @@ impl Config {
         let source = section!(source: SourceConfig);
         let plugins = section!(plugins: Vec<PluginConfig>, default);
         let dedup = section!(dedup: DedupConfig, default);
-        let sink = section!(sink: SinkConfig);
+        let sink = section!(sink: Option<SinkConfig>, default);
+        let sinks = section!(sinks: Vec<NamedSinkConfig>, default);
+        let routes = section!(routes: Vec<RouteConfig>, default);
+        let sinks = match (sink, sinks) {
+            (Some(Some(_)), Some(list)) if !list.is_empty() => {
+                p.add("sinks", "a config has one [sink] or a list of [[sinks]], not both".into());
+                None
+            }
+            (Some(Some(one)), Some(_)) => {
+                Some(vec![NamedSinkConfig { name: crate::route::config::DEFAULT_SINK.into(), sink: one }])
+            }
+            (Some(None), Some(list)) if list.is_empty() => {
+                p.add("sink", "missing: every config has a [sink] section (or [[sinks]])".into());
+                None
+            }
+            (_, list) => list,
+        };
         let quarantine = section!(quarantine: QuarantineConfig, default);
         let shutdown = section!(shutdown: ShutdownConfig, default);
         let metrics = section!(metrics: MetricsConfig, default);
@@ -188,7 +221,8 @@ impl Config {
             source: source?,
             plugins: plugins?,
             dedup: dedup?,
-            sink: sink?,
+            sinks: sinks?,
+            routes: routes?,
             quarantine: quarantine?,
             shutdown: shutdown?,
             metrics: metrics?,
@@ -214,7 +248,9 @@ impl Config {
                 k.connection.absolutize(&abs);
             }
         }
-        self.sink.absolutize(&abs);
+        for s in &mut self.sinks {
+            s.sink.absolutize(&abs);
+        }
     }
 
     /// The changelog topic, if the pipeline has one (Kafka, changelog on).
@@ -266,6 +302,38 @@ impl Config {
         }
     }
 
+    /// Each sink's keys (under `sink.` for a single `[sink]`, else
+    /// `sinks[i].`), their names, and every route against them.
+    fn validate_sinks_and_routes(&self, p: &mut Problems) {
+        let single = self.sinks.len() == 1 && self.sinks[0].name == crate::route::config::DEFAULT_SINK;
+        for (i, s) in self.sinks.iter().enumerate() {
+            let at = if single { "sink".to_string() } else { format!("sinks[{i}]") };
+            for (key, message) in if single { s.sink.validate() } else { s.validate() } {
+                p.add(&format!("{at}.{key}"), message);
+            }
+            if self.sinks[..i].iter().any(|o| o.name == s.name) {
+                p.add(&format!("{at}.name"), format!("two sinks are named {:?}", s.name));
+            }
+        }
+        if self.sinks.len() > crate::route::config::MAX_SINKS {
+            p.add("sinks", format!("{} sinks; at most {}", self.sinks.len(), crate::route::config::MAX_SINKS));
+        }
+        let names: Vec<String> = self.sinks.iter().map(|s| s.name.clone()).collect();
+        for (i, r) in self.routes.iter().enumerate() {
+            for (key, message) in r.validate(&names) {
+                let key = if key.is_empty() { format!("routes[{i}]") } else { format!("routes[{i}].{key}") };
+                p.add(&key, message);
+            }
+        }
+    }
+
+    /// The first sink: what a tool that reads one sink's settings (`sluice
+    /// sink classify`, test cases' answers) reads.
+    pub fn first_sink(&self) -> &SinkConfig {
+        // `from_sections` refuses a config without a sink.
+        &self.sinks[0].sink
+    }
+
     /// Every problem, not the first: an operator fixes a config in one
     /// round trip instead of one per mistake.
     fn validate(&self, p: &mut Problems) {
@@ -288,9 +356,7 @@ impl Config {
         self.dedup.validate(p);
         self.validate_dedup_against_source(p);
         self.watchdog.validate(p);
-        for (key, message) in self.sink.validate() {
-            p.add(&format!("sink.{key}"), message);
-        }
+        self.validate_sinks_and_routes(p);
         self.quarantine.validate(self.source.is_kafka(), p);
     }
 }
@@ -472,6 +538,48 @@ mod tests {
     }
 
     #[test]
+    fn named_sinks_and_routes_load_and_their_mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let load = |rest: &str| {
+            let path = dir.path().join("s.toml");
+            let text = format!(
+                "[pipeline]\nname = \"s\"\nstate_dir = \"s\"\n[source]\ntype = \"file\"\npaths = [\"x\"]\n{rest}\n"
+            );
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(&path)
+        };
+        let two = "[[sinks]]\nname = \"index\"\ntype = \"file\"\npath = \"i.ndjson\"\n\
+                   [[sinks]]\nname = \"archive\"\ntype = \"file\"\npath = \"a.ndjson\"\n[sinks.breaker]\nfailures = 3\n";
+        let cfg = load(&format!("{two}[[routes]]\nfield = \"/level\"\nequals = \"debug\"\nsinks = [\"archive\"]"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.sinks.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["index", "archive"]);
+        assert_eq!(cfg.sinks[1].sink.guard().1.failures, 3, "each sink has its own breaker");
+        assert_eq!(cfg.routes.len(), 1);
+        // A single [sink] is a sink named `default`.
+        let one = load("[sink]\ntype = \"stdout\"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(one.sinks.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["default"]);
+        let e = error_of(load(&format!("{two}[[routes]]\nfield = \"/level\"\nequals = \"x\"\nsinks = [\"nowhere\"]")));
+        assert!(e.contains("routes[0].sinks") && e.contains("nowhere") && e.contains("index, archive"), "{e}");
+        let e = error_of(load(&format!("{two}[[routes]]\nfield = \"level\"\nequals = \"x\"\nsinks = [\"index\"]")));
+        assert!(e.contains("routes[0].field") && e.contains("/level"), "{e}");
+        let e = error_of(load(&format!(
+            "{two}[[routes]]\nfield = \"/a\"\nequals = \"x\"\nexists = true\nsinks = [\"index\"]"
+        )));
+        assert!(e.contains("one condition per rule"), "{e}");
+        let e = error_of(load(&format!("{two}[sink]\ntype = \"stdout\"")));
+        assert!(e.contains("not both"), "{e}");
+        let e =
+            error_of(load("[[sinks]]\nname = \"a\"\ntype = \"stdout\"\n[[sinks]]\nname = \"a\"\ntype = \"stdout\""));
+        assert!(e.contains("sinks[1].name") && e.contains("two sinks"), "{e}");
+        let e = error_of(load("[[sinks]]\nname = \"a b\"\ntype = \"stdout\""));
+        assert!(e.contains("sinks[0].name"), "{e}");
+        let e = error_of(load("[[sinks]]\nname = \"a\"\ntype = \"file\"\npath = \"o\"\nretries = 2"));
+        assert!(e.contains("retries"), "an unknown key of a named sink is refused: {e}");
+        let e = error_of(load(""));
+        assert!(e.contains("[sink]"), "{e}");
+    }
+
+    #[test]
     fn sink_configs_name_the_key_at_fault() {
         let load = |sink: &str| {
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -514,12 +622,12 @@ mod tests {
             Config::load(&path)
         };
         let cfg = load("response = \"datadog\"").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(cfg.sink.response().map(|r| r.name().to_string()), Some("datadog".into()));
+        assert_eq!(cfg.first_sink().response().map(|r| r.name().to_string()), Some("datadog".into()));
         let table = "[sink.response]\ndescription = \"mine\"\n[[sink.response.status]]\ncodes = [\"2xx\"]\nfate = \"read\"\n\
                      [sink.response.items]\narray = \"/results\"\nstatus = \"/code\"\nid = \"/id\"\n\
                      [[sink.response.items.rules]]\ncodes = [422]\nreason_matches = \"(?i)too old\"\nfate = \"reject\"\n";
         let cfg = load(table).unwrap_or_else(|e| panic!("{e}"));
-        let p = cfg.sink.response().and_then(|r| r.profile().ok()).unwrap_or_else(|| panic!("a profile"));
+        let p = cfg.first_sink().response().and_then(|r| r.profile().ok()).unwrap_or_else(|| panic!("a profile"));
         assert_eq!(p.description, "mine");
         assert!(p.items.is_some_and(|i| i.id.is_some() && i.rules.len() == 1));
         let e = error_of(load("response = \"splunk\""));

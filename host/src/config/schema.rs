@@ -6,8 +6,8 @@
 use schemars::JsonSchema;
 
 use super::{
-    ApiConfig, DedupConfig, MetricsConfig, PipelineConfig, PluginConfig, QuarantineConfig, ShutdownConfig, SinkConfig,
-    SourceConfig, WatchdogConfig,
+    ApiConfig, DedupConfig, MetricsConfig, NamedSinkConfig, PipelineConfig, PluginConfig, QuarantineConfig,
+    RouteConfig, ShutdownConfig, SinkConfig, SourceConfig, WatchdogConfig,
 };
 
 /// A sluice pipeline's config file (`sluice.toml`). Every key can be
@@ -25,7 +25,17 @@ struct Sections {
     plugins: Vec<PluginConfig>,
     #[serde(default)]
     dedup: DedupConfig,
-    sink: SinkConfig,
+    /// The one sink (named `default`); or `[[sinks]]`, not both.
+    #[serde(default)]
+    sink: Option<SinkConfig>,
+    /// Several sinks, each with a name: one stream to several
+    /// destinations, each with its own ids, breaker and retries.
+    #[serde(default)]
+    sinks: Vec<NamedSinkConfig>,
+    /// Which sinks an event goes to: the first rule that matches decides;
+    /// an event no rule matches goes to every sink.
+    #[serde(default)]
+    routes: Vec<RouteConfig>,
     #[serde(default)]
     quarantine: QuarantineConfig,
     #[serde(default)]
@@ -43,6 +53,10 @@ struct Sections {
 pub fn schema() -> serde_json::Value {
     let mut s = serde_json::to_value(schemars::schema_for!(Sections)).unwrap_or_default();
     durations_as_written(&mut s);
+    // A config has `[sink]` or `[[sinks]]`: neither is required alone.
+    if let Some(root) = s.as_object_mut() {
+        root.insert("anyOf".into(), serde_json::json!([{ "required": ["sink"] }, { "required": ["sinks"] }]));
+    }
     s
 }
 

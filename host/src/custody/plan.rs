@@ -14,12 +14,22 @@
 //!
 //! A record whose event was not decided (delivery let go: shutdown, a
 //! revoked partition) has no fate: it stays owed and is read again.
+//!
+//! With several sinks (`route`), an event is planned once per sink its
+//! route names, each with the id keyed for that sink: the window answers
+//! per sink, so an event that reached A and not B before a crash goes to B
+//! again and only to B. A record passes its door only when every sink it
+//! was routed to gave each of its events one.
+
+use std::ops::Range;
+use std::sync::Arc;
 
 use super::ids::{DigestSet, IdDigest, Scope, digest};
 use super::offsets::Door;
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
 use crate::record::Event;
+use crate::route::Fanout;
 use crate::verdict::{PluginId, Verdict};
 
 /// What became of one source record.
@@ -54,6 +64,8 @@ enum State {
 struct PlannedEvent {
     record: usize,
     digest: IdDigest,
+    /// The sink it goes to, by index (0 with one sink).
+    sink: u8,
     state: State,
 }
 
@@ -64,13 +76,31 @@ pub struct Plan {
     events: Vec<PlannedEvent>,
     /// Per record: how many events it has (0: its fate is already known).
     event_count: Vec<u32>,
-    /// The events handed to the sink, by index into `events`.
+    /// The events handed to the sinks, by index into `events`, grouped by
+    /// sink in the sinks' order.
     sent: Vec<usize>,
+    /// Per sink given deliveries: its index and its share of `sent`.
+    by_sink: Vec<(usize, Range<usize>)>,
+    /// Several sinks and their routes; `None` with one sink.
+    fanout: Option<Arc<Fanout>>,
 }
 
 impl Plan {
     pub fn new(records: usize) -> Plan {
-        Plan { fates: vec![None; records], events: Vec::new(), event_count: vec![0; records], sent: Vec::new() }
+        Plan {
+            fates: vec![None; records],
+            events: Vec::new(),
+            event_count: vec![0; records],
+            sent: Vec::new(),
+            by_sink: Vec::new(),
+            fanout: None,
+        }
+    }
+
+    /// A plan over the sinks of `fanout`: one event per sink its route
+    /// names. With one sink it is [`Plan::new`].
+    pub fn routed(records: usize, fanout: Option<&Arc<Fanout>>) -> Plan {
+        Plan { fanout: fanout.filter(|f| !f.is_single()).cloned(), ..Plan::new(records) }
     }
 
     /// A record refused before any plugin saw it (an oversize line).
@@ -103,6 +133,7 @@ impl Plan {
         let n = events.len();
         let mut default_id = Some(default_id);
         let mut base = String::new();
+        let mut planned = 0u32;
         for (k, e) in events.enumerate() {
             let id = match e.id {
                 Some(id) => id,
@@ -116,9 +147,14 @@ impl Plan {
             let d = digest(scope, &id);
             // The chain checked the body: moved, not parsed again.
             let delivery = Delivery::checked(id, e.timestamp, e.body);
-            self.events.push(PlannedEvent { record, digest: d, state: State::Fresh(Some(delivery)) });
+            match &self.fanout {
+                None => {
+                    self.events.push(PlannedEvent { record, digest: d, sink: 0, state: State::Fresh(Some(delivery)) })
+                }
+                Some(f) => planned += route(&mut self.events, f, record, d, delivery),
+            }
         }
-        self.event_count[record] = n as u32;
+        self.event_count[record] = if self.fanout.is_some() { planned } else { n as u32 };
     }
 
     /// A plugin dropped `record` on purpose.
@@ -158,18 +194,33 @@ impl Plan {
         }
     }
 
-    /// The deliveries for the sink, in event order. Call once.
+    /// The deliveries for the sinks, grouped by sink ([`Plan::by_sink`]
+    /// says which share is whose), each sink's in event order. Call once.
     pub fn take_fresh(&mut self) -> Vec<Delivery> {
         let mut out = Vec::new();
-        for (j, e) in self.events.iter_mut().enumerate() {
-            if let State::Fresh(d) = &mut e.state
-                && let Some(d) = d.take()
-            {
-                self.sent.push(j);
-                out.push(d);
+        let sinks = self.fanout.as_ref().map_or(1, |f| f.len());
+        for sink in 0..sinks {
+            let from = out.len();
+            for (j, e) in self.events.iter_mut().enumerate() {
+                if usize::from(e.sink) == sink
+                    && let State::Fresh(d) = &mut e.state
+                    && let Some(d) = d.take()
+                {
+                    self.sent.push(j);
+                    out.push(d);
+                }
+            }
+            if out.len() > from {
+                self.by_sink.push((sink, from..out.len()));
             }
         }
         out
+    }
+
+    /// Which sink each share of [`Plan::take_fresh`]'s deliveries goes to:
+    /// its index and range, in order.
+    pub fn by_sink(&self) -> &[(usize, Range<usize>)] {
+        &self.by_sink
     }
 
     /// The record of each delivery [`Plan::take_fresh`] gave out, in the
@@ -182,21 +233,30 @@ impl Plan {
     /// out (`None`: let go undecided). Returns each record's fate and the
     /// ids to record as delivered: exactly those the sink accepted.
     pub fn settle(self, outcomes: Vec<Option<FinalAnswer>>) -> Settled {
-        let Plan { mut fates, events, event_count, sent } = self;
+        let Plan { mut fates, events, event_count, sent, fanout, .. } = self;
         // Per event: its fate, `None` while undecided.
         let mut event_fate: Vec<Option<Fate>> =
             events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Fate::Duplicate)).collect();
         let mut accepted = Vec::with_capacity(sent.len());
         let mut accepted_records = Vec::with_capacity(sent.len());
+        let mut accepted_sinks = Vec::with_capacity(sent.len());
         for (j, outcome) in sent.into_iter().zip(outcomes) {
             event_fate[j] = outcome.map(|o| match o {
                 FinalAnswer::Accepted => {
                     accepted.push(events[j].digest);
                     accepted_records.push(events[j].record);
+                    accepted_sinks.push(events[j].sink);
                     Fate::Delivered
                 }
-                // Rejected, or out of attempts: the sink's answer is the reason.
-                FinalAnswer::Rejected(reason) => Fate::Quarantine { stage: "sink", plugin: None, reason },
+                // Rejected, or out of attempts: the sink's answer is the
+                // reason, naming the sink when there are several.
+                FinalAnswer::Rejected(reason) => {
+                    let reason = match &fanout {
+                        Some(f) => format!("sink {}: {reason}", f.name(usize::from(events[j].sink))),
+                        None => reason,
+                    };
+                    Fate::Quarantine { stage: "sink", plugin: None, reason }
+                }
             });
         }
         // A record's fate from its events': quarantined if any event was
@@ -224,9 +284,9 @@ impl Plan {
         let absorbed = events
             .iter()
             .filter(|e| matches!(e.state, State::Duplicate) && fates[e.record].is_some())
-            .map(|e| (e.digest, e.record))
+            .map(|e| (e.digest, e.record, e.sink))
             .collect();
-        Settled { fates, accepted, accepted_records, absorbed }
+        Settled { fates, accepted, accepted_records, accepted_sinks, absorbed }
     }
 }
 
@@ -239,8 +299,46 @@ pub struct Settled {
     pub accepted: Vec<IdDigest>,
     /// The record of each accepted id, in the same order (its trail).
     pub accepted_records: Vec<usize>,
-    /// Duplicates absorbed, with their records: each id's duplicate trail.
-    pub absorbed: Vec<(IdDigest, usize)>,
+    /// The sink that accepted each id, in the same order (its trail).
+    pub accepted_sinks: Vec<u8>,
+    /// Duplicates absorbed, with their records and sinks: each id's
+    /// duplicate trail.
+    pub absorbed: Vec<(IdDigest, usize, u8)>,
+}
+
+/// The event as one planned event per sink its route names, each with the
+/// id keyed for that sink; returns how many.
+fn route(events: &mut Vec<PlannedEvent>, f: &Fanout, record: usize, d: IdDigest, delivery: Delivery) -> u32 {
+    let mask = f.sinks_for(delivery.event());
+    let mut n = 0;
+    let last = (0..f.len()).rev().find(|s| mask & (1 << s) != 0);
+    let mut delivery = Some(delivery);
+    for sink in 0..f.len() {
+        if mask & (1 << sink) == 0 {
+            continue;
+        }
+        // The body is shared (`Bytes`), never copied: the last sink takes it.
+        let d_sink = if Some(sink) == last { delivery.take() } else { delivery.clone() };
+        let Some(d_sink) = d_sink else { break };
+        events.push(PlannedEvent {
+            record,
+            digest: salted(d, f.salt(sink)),
+            sink: sink as u8,
+            state: State::Fresh(Some(d_sink)),
+        });
+        n += 1;
+    }
+    n
+}
+
+/// An id's key for one sink: the digest's hash part XORed with the sink's
+/// salt (a bijection, so ids stay apart; the scope, and with it a
+/// partition's key range, is kept).
+pub fn salted(mut d: IdDigest, salt: [u8; 8]) -> IdDigest {
+    for (b, s) in d[8..16].iter_mut().zip(salt) {
+        *b ^= s;
+    }
+    d
 }
 
 #[cfg(test)]
@@ -290,7 +388,7 @@ mod tests {
         // accepted sibling too (a replay's delivery of it is a duplicate).
         assert_eq!(settled.accepted.len(), 2);
         assert_eq!(settled.accepted_records, [0, 2], "each accepted id names its record");
-        assert_eq!(settled.absorbed, [(digest(&PIPELINE_SCOPE, "a"), 1)], "the repeat was absorbed");
+        assert_eq!(settled.absorbed, [(digest(&PIPELINE_SCOPE, "a"), 1, 0)], "the repeat was absorbed");
     }
 
     #[test]
@@ -317,5 +415,79 @@ mod tests {
         assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["b"]);
         let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);
         assert_eq!(settled.fates, vec![Some(Fate::Duplicate), Some(Fate::Delivered)]);
+    }
+
+    fn body_event(id: &str, body: &str) -> Event {
+        Event { id: Some(id.into()), timestamp: None, body: body.as_bytes().to_vec().into() }
+    }
+
+    /// Two sinks and a route: an event goes to the sinks its route names,
+    /// keyed per sink; a record passes its door only when every sink it
+    /// was routed to gave one; a crash that left an id in A and not B
+    /// sends it to B again and only to B.
+    #[test]
+    fn with_two_sinks_each_sink_has_its_own_ids_and_a_record_waits_for_both() {
+        let routes = [crate::route::RouteConfig {
+            field: Some("/level".into()),
+            equals: Some("debug".into()),
+            matches: None,
+            exists: None,
+            sinks: vec!["archive".into()],
+        }];
+        let fanout = Arc::new(
+            Fanout::new(&["index".to_string(), "archive".to_string()], &routes).unwrap_or_else(|e| panic!("{e}")),
+        );
+        let plan_of = |bodies: &[(&str, &str)]| {
+            let mut plan = Plan::routed(bodies.len(), Some(&fanout));
+            for (i, (id, body)) in bodies.iter().enumerate() {
+                plan.emit(i, [body_event(id, body)], &PIPELINE_SCOPE, String::new);
+            }
+            plan
+        };
+        let batch = [("a", r#"{"level":"info"}"#), ("b", r#"{"level":"debug"}"#), ("c", r#"{"level":"warn"}"#)];
+        let mut plan = plan_of(&batch);
+        let digests = plan.digests();
+        assert_eq!(digests.len(), 5, "a and c to both sinks, b to the archive only");
+        let (a_index, a_archive) = (digests[0], digests[1]);
+        assert_ne!(a_index, a_archive, "one id, a key per sink");
+        assert_eq!(a_index[..8], a_archive[..8], "the scope is kept");
+        assert_eq!(salted(digest(&PIPELINE_SCOPE, "a"), crate::route::salt("archive")), a_archive);
+        plan.seen(&[false; 5]);
+        let fresh = plan.take_fresh();
+        let ids: Vec<&str> = fresh.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["a", "c", "a", "b", "c"], "grouped by sink, each in event order");
+        assert_eq!(plan.by_sink(), [(0, 0..2), (1, 2..5)]);
+        // The index took a; c's answer there is not in (let go); the
+        // archive took all three.
+        let settled = plan.settle(vec![
+            Some(FinalAnswer::Accepted),
+            None,
+            Some(FinalAnswer::Accepted),
+            Some(FinalAnswer::Accepted),
+            Some(FinalAnswer::Accepted),
+        ]);
+        assert_eq!(settled.fates, vec![Some(Fate::Delivered), Some(Fate::Delivered), None], "c waits for the index");
+        assert_eq!(settled.accepted_sinks, [0, 1, 1, 1]);
+        // c is read again: the archive has it (a duplicate there), the
+        // index gets it, and only the index.
+        let recorded: DigestSet = settled.accepted.iter().copied().collect();
+        let mut again = plan_of(&batch[2..]);
+        let seen: Vec<bool> = again.digests().iter().map(|d| recorded.contains(d)).collect();
+        assert_eq!(seen, [false, true]);
+        again.seen(&seen);
+        let fresh = again.take_fresh();
+        assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["c"]);
+        assert_eq!(again.by_sink(), [(0, 0..1)]);
+        let settled = again.settle(vec![Some(FinalAnswer::Rejected("too big".into()))]);
+        assert!(
+            matches!(&settled.fates[0], Some(Fate::Quarantine { stage: "sink", reason, .. }) if reason == "sink index: too big"),
+            "the entry names the sink that refused it: {:?}",
+            settled.fates[0]
+        );
+        assert_eq!(
+            settled.absorbed.iter().map(|(_, r, s)| (*r, *s)).collect::<Vec<_>>(),
+            [(0, 1)],
+            "absorbed by the archive"
+        );
     }
 }

@@ -119,14 +119,14 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         SourceConfig::Kafka(_) => None,
     };
     let mut window: HashSet<IdDigest> = HashSet::new();
-    let mut sink = match (&case.sink[..], cfg.sink.response()) {
+    let mut sink = match (&case.sink[..], cfg.first_sink().response()) {
         ([], _) => None,
         (answers, Some(response)) => {
-            let reader = match cfg.sink.classifier() {
+            let reader = match cfg.first_sink().classifier() {
                 Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| format!("sink.classifier: {e}"))?)),
                 None => Reader::profile(response.profile()?),
             };
-            Some(CaseSink::new(reader, answers, cfg.sink.guard().0.max_attempts))
+            Some(CaseSink::new(reader, answers, cfg.first_sink().guard().0.max_attempts))
         }
         (_, None) => return Err("`sink` scripts an HTTP backend's answers; this config's sink is not one".into()),
     };

@@ -113,7 +113,7 @@ fn with_shared<R>(
         crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
     let dedup =
         crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let guarded = super::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    let guarded = super::open_sinks(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let stats = Mutex::new(super::RunStats::default());
     crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
         super::with_committer(&store, None, |committer| {
@@ -122,7 +122,7 @@ fn with_shared<R>(
                 settings: &settings,
                 store: &store,
                 dedup: &dedup,
-                sink: &guarded,
+                sinks: &guarded,
                 committer,
                 quarantine_topic: None,
                 changelog,

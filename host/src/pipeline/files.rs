@@ -9,7 +9,7 @@ use std::time::Instant;
 use rocksdb::WriteBatch;
 
 use super::driver::{Keeper, Lane, Pool, PoolParts, Reader, Shared};
-use super::{PipelineError, RunStats, Stop, build_chain, open_sink, setup};
+use super::{PipelineError, RunStats, Stop, build_chain, open_sinks, setup};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, FileSourceConfig};
 use crate::custody::Fate;
@@ -38,11 +38,11 @@ pub(super) fn run(
         return Err(PipelineError::NoFiles(source.paths.clone()));
     }
     let dedup = setup::open_window(cfg, &store)?;
-    let sink = open_sink(cfg)?;
+    let sinks = open_sinks(cfg)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let settings = super::driver_settings(cfg);
-    let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sink: &sink, stats: &stats };
+    let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
     setup::with_services(cfg, parts, Some(&health), Some(&health), |shared| {
         // The files share one dedup scope: two of them read at once may
         // hold the same id.

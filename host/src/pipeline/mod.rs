@@ -33,7 +33,7 @@ pub use crate::telemetry::stats::RunStats;
 
 use crate::config::{Config, SourceConfig};
 use crate::plugin::{Chain, Runtime};
-use crate::sink::retrying::RetryingSink;
+use crate::sink::named::Sinks;
 use crate::store::{Identity, Store};
 use crate::telemetry::Health;
 
@@ -220,9 +220,16 @@ pub fn build_stage(
     Ok(stage)
 }
 
-/// The configured sink, driven through retries and its breaker.
-pub fn open_sink(cfg: &Config) -> Result<RetryingSink, PipelineError> {
-    Ok(cfg.sink.build()?)
+/// The configured sinks, each driven through its retries and breaker, and
+/// the routes over them.
+pub fn open_sinks(cfg: &Config) -> Result<Sinks, PipelineError> {
+    Ok(Sinks::build(&cfg.sinks, &cfg.routes)?)
+}
+
+/// The sinks' names and the routes over them, as `check` draws them.
+pub fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
+    let names: Vec<String> = cfg.sinks.iter().map(|s| s.name.clone()).collect();
+    crate::route::Fanout::new(&names, &cfg.routes).map_err(PipelineError::Config)
 }
 
 /// Run the pipeline of `cfg` until its source ends (files without

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use super::driver::{self, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
-use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sink};
+use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sinks};
 use crate::batch::{Pull, Pulled};
 use crate::config::{Config, SourceConfig};
 use crate::custody::ids::{IdDigest, Scope, scope_of};
@@ -83,7 +83,7 @@ pub fn replay(
         SourceConfig::File(_) => None,
     };
     let replayed_ids = changelog.as_ref().map(ReplayedIds);
-    let sink = open_sink(cfg)?;
+    let sinks = open_sinks(cfg)?;
     let chain = build_chain(runtime, cfg)?;
     let mut summary = ReplaySummary::default();
 
@@ -117,12 +117,12 @@ pub fn replay(
     let settings = super::driver_settings(cfg);
     let front_settings = sides.as_ref().map(|s| super::driver_settings(&s.front));
     let back_settings = sides.as_ref().map(|s| super::driver_settings(&s.back));
-    let parts = super::setup::Parts { settings: &settings, store: &store, dedup: &dedup, sink: &sink, stats: &stats };
+    let parts = super::setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
     super::setup::with_services(cfg, parts, None, None, |shared| {
         let shared = Shared { changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog), ..shared };
         let front = sides.as_ref().zip(front_settings.as_ref()).map(|(s, settings)| Shared {
             settings,
-            sink: &s.front_sink,
+            sinks: &s.front_sink,
             changelog: None,
             ..shared.clone()
         });

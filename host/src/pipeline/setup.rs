@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Settings, Shared};
 use super::{PipelineError, RunStats, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig, SourceConfig};
-use crate::sink::retrying::RetryingSink;
+use crate::sink::named::Sinks;
 use crate::source::kafka::admin;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -85,11 +85,11 @@ pub(crate) struct Parts<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
-    pub sink: &'a RetryingSink,
+    pub sinks: &'a Sinks,
     pub stats: &'a Mutex<RunStats>,
 }
 
-/// Run `f` with the partition watchdog watching `parts.sink` and a group
+/// Run `f` with the partition watchdog watching `parts.sinks` and a group
 /// committer for `parts.store`; both end when `f` returns and the last
 /// write it handed over is answered. `f` gets what the partitions share
 /// with no quarantine topic, changelog or claims: a source that has them
@@ -101,14 +101,14 @@ pub(crate) fn with_services<R>(
     committed: Option<&Health>,
     f: impl FnOnce(Shared<'_>) -> R,
 ) -> R {
-    let Parts { settings, store, dedup, sink, stats } = parts;
-    with_watchdog(&cfg.watchdog, sink, watched, |watchdog| {
+    let Parts { settings, store, dedup, sinks, stats } = parts;
+    with_watchdog(&cfg.watchdog, sinks, watched, |watchdog| {
         with_committer(store, committed, |committer| {
             f(Shared {
                 settings,
                 store,
                 dedup,
-                sink,
+                sinks,
                 committer,
                 quarantine_topic: None,
                 changelog: None,

@@ -1,4 +1,5 @@
-//! `[sink]`: which sink, and the one place that dispatches on its type.
+//! `[sink]`: which sink, and the one place that dispatches on its type;
+//! `[[sinks]]`: several, each with a name (`NamedSinkConfig`).
 //! Each sink's own config lives beside it (`http/config.rs`,
 //! `clickhouse.rs`, `kafka.rs`, `postgres.rs`, `file.rs`), checks itself
 //! and knows its key names; this enum only routes to them, so a new sink
@@ -141,5 +142,30 @@ impl SinkConfig {
             }
             SinkConfig::Stdout | SinkConfig::Clickhouse(_) => {}
         }
+    }
+}
+
+/// One of a pipeline's sinks: its name, then the keys `[sink]` takes.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct NamedSinkConfig {
+    /// How routes, metrics labels, quarantine entries and the audit name
+    /// it: letters, digits, `-` and `_`. Its delivered ids are kept apart
+    /// from the other sinks' (`default` keeps those of a pipeline that had
+    /// one `[sink]`).
+    pub name: String,
+    /// The keys of `[sink]` (`type` first); an unknown one is refused.
+    #[serde(flatten)]
+    pub sink: SinkConfig,
+}
+
+impl NamedSinkConfig {
+    /// Every problem, as `(key under sinks[i], message)`.
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut out = self.sink.validate();
+        let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if self.name.is_empty() || !self.name.chars().all(ok) {
+            out.push(("name".into(), format!("{:?}: letters, digits, - and _ only", self.name)));
+        }
+        out
     }
 }

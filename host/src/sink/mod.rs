@@ -9,6 +9,7 @@
 //! - `kafka`: a topic, accepted on the delivery report;
 //! - `postgres`: a table keyed by the event id, one transaction per batch;
 //! - `config`: `[sink]`, the one place that dispatches on the sink's type;
+//! - `named`: `[[sinks]]`, several named sinks, and the set a run uses;
 //! - `guarded`: what every sink is driven through: bounded retries with
 //!   backoff (`retry`) and the circuit breaker (`breaker`).
 
@@ -19,6 +20,7 @@ pub mod events;
 pub mod file;
 pub mod http;
 pub mod kafka;
+pub mod named;
 pub mod postgres;
 pub mod retry;
 pub mod retrying;

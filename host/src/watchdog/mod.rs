@@ -35,7 +35,7 @@ mod status;
 pub use self::config::WatchdogConfig;
 pub use self::status::{Load, Status, assess};
 use crate::custody::standing::PartitionState;
-use crate::sink::retrying::RetryingSink;
+use crate::sink::named::Sinks;
 use crate::telemetry::Health;
 use crate::telemetry::InternalEvent;
 use crate::watchdog::events::{PartitionLoad, PartitionWatched};
@@ -104,12 +104,12 @@ impl Watchdog {
 
     /// Sample until `done()`, saying what changed (a log line and the
     /// metrics, `PartitionWatched`) and keeping `/health`'s detail current.
-    fn run(&self, sink: &RetryingSink, health: Option<&Health>, done: &dyn Fn() -> bool) {
+    fn run(&self, sinks: &Sinks, health: Option<&Health>, done: &dyn Fn() -> bool) {
         let tick = (self.cfg.stall / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
         let mut last: BTreeMap<String, Status> = BTreeMap::new();
         while !done() {
             let now = Instant::now();
-            let statuses = self.sample(now, sink.breaker_open());
+            let statuses = self.sample(now, sinks.breaker_open());
             for (name, load) in self.loads(now) {
                 PartitionLoad { partition: &name, load: &load }.emit();
             }
@@ -175,7 +175,7 @@ pub fn describe(name: &str, status: &Status) -> String {
 /// when `f` returns).
 pub(crate) fn with_watchdog<R>(
     cfg: &WatchdogConfig,
-    sink: &RetryingSink,
+    sinks: &Sinks,
     health: Option<&Health>,
     f: impl FnOnce(&Watchdog) -> R,
 ) -> R {
@@ -184,7 +184,7 @@ pub(crate) fn with_watchdog<R>(
     std::thread::scope(|s| {
         let watching = std::thread::Builder::new()
             .name("sluice-watchdog".into())
-            .spawn_scoped(s, || dog.run(sink, health, &|| done.load(std::sync::atomic::Ordering::SeqCst)));
+            .spawn_scoped(s, || dog.run(sinks, health, &|| done.load(std::sync::atomic::Ordering::SeqCst)));
         if let Err(e) = &watching {
             tracing::error!("cannot start the partition watchdog: {e}; stalls go unreported");
         }
@@ -335,17 +335,17 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let dedup =
             crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-        let sink = crate::pipeline::open_sink(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        let sinks = crate::pipeline::open_sinks(&cfg).unwrap_or_else(|e| panic!("{e}"));
         let stats = Mutex::new(crate::pipeline::RunStats::default());
         let stop = AtomicBool::new(false);
-        let seen = with_watchdog(&cfg.watchdog, &sink, None, |dog| {
+        let seen = with_watchdog(&cfg.watchdog, &sinks, None, |dog| {
             crate::pipeline::with_committer(&store, None, |committer| {
                 let settings = crate::pipeline::driver_settings(&cfg);
                 let shared = Shared {
                     settings: &settings,
                     store: &store,
                     dedup: &dedup,
-                    sink: &sink,
+                    sinks: &sinks,
                     committer,
                     quarantine_topic: None,
                     changelog: None,
@@ -368,7 +368,7 @@ mod tests {
                     let started = Instant::now();
                     let mut seen = Vec::new();
                     while started.elapsed() < Duration::from_secs(10) {
-                        seen = dog.sample(Instant::now(), sink.breaker_open());
+                        seen = dog.sample(Instant::now(), sinks.breaker_open());
                         if seen.iter().any(|(_, s)| matches!(s, Status::Stalled { .. })) {
                             break;
                         }

@@ -27,6 +27,7 @@ use crate::custody::{Fate, OffsetTracker};
 use crate::pipeline::durable::{Answer, Durable};
 use crate::pipeline::events::{BatchFinished, CommitBlocked, RecordsQuarantined};
 use crate::pipeline::{PipelineError, now_nanos};
+use crate::sink::named::Sinks;
 use crate::store::StoreError;
 use crate::store::audit::{Context, Origin, Trails};
 use crate::store::quarantine::Quarantine;
@@ -94,7 +95,7 @@ pub(super) struct Back<'w, 's> {
     /// Each delivered id's trail and each absorbed duplicate's, unless
     /// `dedup.audit = false`; made when the first lane joins (a replay's
     /// trails say so).
-    trails: Option<Trails>,
+    trails: Option<Vec<Trails>>,
 }
 
 impl<'w, 's> Back<'w, 's> {
@@ -164,12 +165,19 @@ impl<'w, 's> Back<'w, 's> {
         };
         let replay = keeper.keeps_quarantine();
         if self.shared.settings.audit && self.trails.is_none() {
-            let context = Context {
-                sink: self.shared.sink.describe().to_string(),
-                plugins: self.plugins.clone(),
-                via: if replay { "replay" } else { "run" }.into(),
-            };
-            self.trails = Some(Trails::new(self.shared.store, &context)?);
+            // One context per sink: a trail says which sink it left by.
+            let sinks = self.shared.sinks;
+            let trails = (0..sinks.len())
+                .map(|i| {
+                    let context = Context {
+                        sink: sinks.describe(i),
+                        plugins: self.plugins.clone(),
+                        via: if replay { "replay" } else { "run" }.into(),
+                    };
+                    Trails::new(self.shared.store, &context)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.trails = Some(trails);
         }
         // The partition is known to the audit from its start, not from its
         // first delivery: ids restored into it from the changelog are
@@ -292,7 +300,7 @@ impl<'w, 's> Back<'w, 's> {
             Vec::new()
         } else {
             let t = Instant::now();
-            let outcomes = self.shared.sink.deliver(&fresh, &stopping);
+            let outcomes = deliver_to_sinks(self.shared.sinks, &fresh, plan.by_sink(), &stopping);
             sink_seconds = t.elapsed().as_secs_f64();
             outcomes
         };
@@ -470,10 +478,21 @@ impl<'w, 's> Back<'w, 's> {
             return Ok(());
         };
         let at = now_nanos();
-        let mut trail = |i: usize| trails.trail(store, &records[i].record.position, at);
-        let delivered = settled.accepted_records.iter().map(|i| trail(*i)).collect::<Result<Vec<_>, _>>()?;
-        let absorbed =
-            settled.absorbed.iter().map(|(d, i)| Ok((*d, trail(*i)?))).collect::<Result<Vec<_>, StoreError>>()?;
+        let mut trail = |i: usize, sink: u8| match trails.get_mut(usize::from(sink)) {
+            Some(t) => t.trail(store, &records[i].record.position, at),
+            None => Err(store.corrupt("audit trails", format!("no sink numbered {sink}"))),
+        };
+        let delivered = settled
+            .accepted_records
+            .iter()
+            .zip(&settled.accepted_sinks)
+            .map(|(i, s)| trail(*i, *s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let absorbed = settled
+            .absorbed
+            .iter()
+            .map(|(d, i, s)| Ok((*d, trail(*i, *s)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
         dedup.record_with_trails(write, &settled.accepted, &delivered, &absorbed, now)?;
         Ok(())
     }
@@ -615,5 +634,40 @@ impl<'w, 's> Back<'w, 's> {
         for lane in segs.iter().filter_map(|s| self.lanes.get(&s.lane)) {
             lock(&lane.state).busy = None;
         }
+    }
+}
+
+/// Each sink's share of a batch's deliveries (`by_sink`, in order),
+/// answers in the same order. Several sinks deliver at once, each on a
+/// thread of its own for the batch: one that waits on its open breaker
+/// holds the batch (its partitions are late), not the others' deliveries.
+fn deliver_to_sinks(
+    sinks: &Sinks,
+    fresh: &[crate::delivery::Delivery],
+    by_sink: &[(usize, std::ops::Range<usize>)],
+    stopping: &(dyn Fn() -> bool + Sync),
+) -> Vec<Option<crate::delivery::FinalAnswer>> {
+    let undecided = |n: usize| vec![None; n];
+    match by_sink {
+        [(sink, range)] => match sinks.get(*sink) {
+            Some(s) => s.deliver(&fresh[range.clone()], stopping),
+            None => undecided(range.len()),
+        },
+        shares => std::thread::scope(|scope| {
+            let running: Vec<_> = shares
+                .iter()
+                .map(|(sink, range)| {
+                    let part = &fresh[range.clone()];
+                    let sink = sinks.get(*sink);
+                    (range.len(), scope.spawn(move || sink.map(|s| s.deliver(part, stopping))))
+                })
+                .collect();
+            let mut out = Vec::with_capacity(fresh.len());
+            for (n, handle) in running {
+                // A sink that panicked decided nothing: its events stay owed.
+                out.extend(handle.join().ok().flatten().unwrap_or_else(|| undecided(n)));
+            }
+            out
+        }),
     }
 }

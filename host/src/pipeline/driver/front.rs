@@ -330,7 +330,7 @@ impl<'s> Front<'_, 's> {
     fn prepare(&mut self, records: Vec<Pulled>, segs: Vec<Seg>, scopes: &[Scope]) -> Result<Prepared, PipelineError> {
         let shared = self.shared;
         let mut counts = Counts::default();
-        let mut plan = Plan::new(records.len());
+        let mut plan = Plan::routed(records.len(), shared.sinks.fanout());
         // Refused records never reach a plugin.
         let mut to_plugins: Vec<&Record> = Vec::with_capacity(records.len());
         let mut index_of = Vec::with_capacity(records.len());

@@ -1,5 +1,5 @@
 //! What every partition of a run shares, and what the driver is handed
-//! of the run: its settings, the state store and window, the sink, the
+//! of the run: its settings, the state store and window, the sinks, the
 //! group committer, and the logs beyond the store (the dedup changelog,
 //! the quarantine topic).
 
@@ -12,7 +12,7 @@ use crate::custody::claims::Claims;
 use crate::custody::ids::IdDigest;
 use crate::pipeline::PipelineError;
 use crate::pipeline::durable::Committer;
-use crate::sink::retrying::RetryingSink;
+use crate::sink::named::Sinks;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
@@ -119,7 +119,8 @@ pub struct Shared<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
-    pub sink: &'a RetryingSink,
+    /// The sinks, and the routes a batch's plan fans events out by.
+    pub sinks: &'a Sinks,
     pub committer: &'a Committer,
     /// `quarantine.topic`, when set: entries are published there before
     /// their records' doors are written.

@@ -50,10 +50,10 @@ use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
-use super::{PipelineError, RunStats, Stop, open_sink};
+use super::{PipelineError, RunStats, Stop, open_sinks};
 use crate::config::{Config, DedupScope, KafkaSourceConfig};
 use crate::plugin::Runtime;
-use crate::sink::retrying::RetryingSink;
+use crate::sink::named::Sinks;
 use crate::source::kafka::{KafkaSourceError, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -109,9 +109,10 @@ pub(super) fn run(
     if cfg.dedup.repartition {
         repartition::run(&common, cfg, source)?;
     } else {
-        let sink = open_sink(cfg)?;
+        let sinks = open_sinks(cfg)?;
         let ready = |ready| health.set_ready(ready);
-        let serving = Serving { cfg, source, sink: &sink, ready: &ready, watched: Some(&health), reads_events: false };
+        let serving =
+            Serving { cfg, source, sinks: &sinks, ready: &ready, watched: Some(&health), reads_events: false };
         serve(&common, &serving)?;
     }
     Ok(super::setup::finish(stats, started))
@@ -121,7 +122,7 @@ pub(super) fn run(
 pub(super) struct Serving<'a> {
     pub cfg: &'a Config,
     pub source: &'a KafkaSourceConfig,
-    pub sink: &'a RetryingSink,
+    pub sinks: &'a Sinks,
     /// Told whether the member is ready.
     pub ready: &'a (dyn Fn(bool) + Sync),
     /// Where its watchdog reports, when its stalls are the run's health.
@@ -135,7 +136,7 @@ pub(super) struct Serving<'a> {
 /// changelog and follower, watchdog and group committer) until `stop`.
 pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), PipelineError> {
     let Common { runtime, stop, store, dedup, health, stats } = *common;
-    let Serving { cfg, source, sink, ready, watched, reads_events } = *member_of;
+    let Serving { cfg, source, sinks, ready, watched, reads_events } = *member_of;
     let quarantine_topic =
         cfg.quarantine.topic.as_deref().map(|t| quarantine_topic::QuarantineTopic::new(source, t)).transpose()?;
     let changelog = match changelog::Changelog::open(cfg, source, store, dedup, stop) {
@@ -160,7 +161,7 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
             })
         });
         let settings = super::driver_settings(cfg);
-        let parts = super::setup::Parts { settings: &settings, store, dedup, sink, stats };
+        let parts = super::setup::Parts { settings: &settings, store, dedup, sinks, stats };
         let result = super::setup::with_services(cfg, parts, watched, Some(health), |shared| {
             let tasks = Tasks {
                 cfg,

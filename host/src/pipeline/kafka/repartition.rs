@@ -42,10 +42,11 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::{Common, Serving, serve};
 use crate::config::{Config, DedupScope, KafkaSourceConfig};
-use crate::pipeline::{PipelineError, open_sink};
+use crate::pipeline::{PipelineError, open_sinks};
 use crate::plugin::Record;
 use crate::sink::breaker::BreakerConfig;
 use crate::sink::kafka::{answer_for, probe_topic, reported};
+use crate::sink::named::Sinks;
 use crate::sink::retry::RetryConfig;
 use crate::sink::retrying::RetryingSink;
 use crate::sink::{Attempt, Delivery, Sink, SinkError};
@@ -202,7 +203,7 @@ pub struct Sides {
     pub back: Config,
     back_source: KafkaSourceConfig,
     /// The front's sink: the internal topic.
-    pub front_sink: RetryingSink,
+    pub front_sink: Sinks,
     topic: String,
 }
 
@@ -221,11 +222,11 @@ impl Sides {
         let topic = topic(&source.group_id);
         let (front, front_source) = front(cfg, source);
         let (back, back_source) = back(cfg, source, &topic);
-        let front_sink = RetryingSink::new(
+        let front_sink = Sinks::one(RetryingSink::new(
             Box::new(ByIdSink::new(source, &topic)?),
             RetryConfig::default(),
             BreakerConfig::default(),
-        );
+        ));
         Ok(Sides { front, front_source, back, back_source, front_sink, topic })
     }
 
@@ -281,7 +282,7 @@ fn ensure_topic(
 pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig) -> Result<(), PipelineError> {
     ensure_topic(common, source, &topic(&source.group_id), cfg.dedup.changelog.retention_factor)?;
     let sides = Sides::new(cfg, source)?;
-    let back_sink = open_sink(cfg)?;
+    let back_sink = open_sinks(cfg)?;
     let ready = [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
     let set = |i: usize, r: bool| {
         use std::sync::atomic::Ordering::SeqCst;
@@ -296,7 +297,7 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
             let serving = Serving {
                 cfg: &sides.front,
                 source: &sides.front_source,
-                sink: &sides.front_sink,
+                sinks: &sides.front_sink,
                 ready: &front_ready,
                 watched: None,
                 reads_events: false,
@@ -314,7 +315,7 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
         let serving = Serving {
             cfg: &sides.back,
             source: &sides.back_source,
-            sink: &back_sink,
+            sinks: &back_sink,
             ready: &back_ready,
             watched: Some(common.health),
             reads_events: true,

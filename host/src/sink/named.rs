@@ -1,0 +1,71 @@
+//! The set of sinks a run delivers through: `[[sinks]]` (each with its own
+//! retries, breaker, response rules and metrics label; their config is
+//! `NamedSinkConfig` in `config.rs`), or the single `[sink]` as a set of one
+//! sink named `default`.
+
+use std::sync::Arc;
+
+use super::SinkError;
+use super::config::NamedSinkConfig;
+use super::retrying::RetryingSink;
+use crate::route::{Fanout, RouteConfig};
+
+/// A run's sinks, in the config's order, each driven through its retries
+/// and breaker, with the routes over them.
+pub struct Sinks {
+    list: Vec<(String, RetryingSink)>,
+    /// `None` with one sink: every event goes to it, keyed as always.
+    fanout: Option<Arc<Fanout>>,
+}
+
+impl Sinks {
+    pub fn build(configs: &[NamedSinkConfig], routes: &[RouteConfig]) -> Result<Sinks, SinkError> {
+        let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+        let fanout =
+            Fanout::new(&names, routes).map_err(|message| SinkError::Setup { target: "routes".into(), message })?;
+        let list = configs.iter().map(|c| Ok((c.name.clone(), c.sink.build()?))).collect::<Result<_, SinkError>>()?;
+        Ok(Sinks { list, fanout: (!fanout.is_single()).then(|| Arc::new(fanout)) })
+    }
+
+    /// One sink, named `default` (tests, a repartitioning front's topic).
+    pub fn one(sink: RetryingSink) -> Sinks {
+        Sinks { list: vec![(crate::route::DEFAULT_SINK.to_string(), sink)], fanout: None }
+    }
+
+    /// The names and routes a batch's plan fans events out by; `None`
+    /// with one sink.
+    pub fn fanout(&self) -> Option<&Arc<Fanout>> {
+        self.fanout.as_ref()
+    }
+
+    /// Whether any sink's breaker is open (the watchdog's "late").
+    pub fn breaker_open(&self) -> bool {
+        self.list.iter().any(|(_, s)| s.breaker_open())
+    }
+
+    pub fn get(&self, i: usize) -> Option<&RetryingSink> {
+        self.list.get(i).map(|(_, s)| s)
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &RetryingSink)> {
+        self.list.iter().map(|(n, s)| (n.as_str(), s))
+    }
+
+    /// What the audit's trail and logs call sink `i`: its target, and its
+    /// name when the pipeline has several.
+    pub fn describe(&self, i: usize) -> String {
+        match self.list.get(i) {
+            Some((_, s)) if self.list.len() == 1 => s.describe().to_string(),
+            Some((n, s)) => format!("{n}: {}", s.describe()),
+            None => "?".into(),
+        }
+    }
+}
