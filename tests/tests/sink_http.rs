@@ -493,6 +493,73 @@ fn a_backend_behind_a_30_s_black_hole_is_waited_for_and_nothing_is_lost() {
     );
 }
 
+/// Issue 44: two sinks, one of whose backends answers 503 for 30 s from its
+/// sixth request on. Even-numbered events are routed to `a` alone, the rest
+/// go to both. The held sink's breaker opens (and only its own); nothing
+/// is quarantined; `a` keeps every event it accepted exactly once (its
+/// doors are not taken back while `b` waits); `b`'s events wait and then
+/// arrive, none lost; and `b` never gets an event it was not routed to.
+#[test]
+fn one_of_two_sinks_down_for_30_s_holds_its_records_and_loses_nothing() {
+    let s = Scenario::new(3_000, |_| false);
+    let outage = Duration::from_secs(30);
+    let down_from: std::sync::Arc<std::sync::Mutex<Option<Duration>>> = std::sync::Arc::default();
+    let a = Backend::start(Reaction::ok);
+    let since = down_from.clone();
+    let b = Backend::start(move |r: &Req| {
+        let mut from = since.lock().unwrap_or_else(|p| p.into_inner());
+        if r.n == 5 {
+            *from = Some(r.at);
+        }
+        match *from {
+            Some(at) if r.at < at + outage => Reaction::fail(503, "service unavailable", r),
+            _ => Reaction::ok(r),
+        }
+    });
+    let named = |name: &str, backend: &Backend| {
+        format!(
+            "[[sinks]]\nname = \"{name}\"\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"status\"\n\
+             [sinks.batch]\nmax_records = 50\n{}",
+            backend.url,
+            FAST_RETRY.replace("[sink.", "[sinks.")
+        )
+    };
+    let cfg = format!(
+        "{}{}[[routes]]\nfield = \"/n\"\nmatches = \"[02468]$\"\nsinks = [\"a\"]\n",
+        named("a", &a),
+        named("b", &b)
+    );
+    let stderr = s.run(&cfg, &[]);
+    let from = down_from.lock().map(|f| *f).unwrap_or_default().unwrap_or_else(|| panic!("b never went down"));
+    let (seen_a, seen_b) = (a.seen(), b.seen());
+    let even = |id: &str| n_of(id) % 2 == 0;
+    // a: every event, each once.
+    let mut in_a: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &seen_a.stored {
+        *in_a.entry(id).or_default() += 1;
+    }
+    assert_eq!(in_a.len(), s.ids.len(), "a has every event");
+    assert!(in_a.values().all(|k| *k == 1), "a got an event twice: its doors were taken back");
+    // b: every odd event, none even, after the outage for those it held.
+    let in_b: BTreeSet<&str> = seen_b.stored.iter().map(String::as_str).collect();
+    let want_b: BTreeSet<&str> = s.ids.iter().map(String::as_str).filter(|id| !even(id)).collect();
+    assert_eq!(in_b, want_b, "b has exactly the events routed to it");
+    let stored_during = seen_b.requests.iter().filter(|r| r.at > from && r.at < from + outage && !r.stored.is_empty()).count();
+    assert_eq!(stored_during, 0, "b stored nothing while it answered 503");
+    assert!(seen_b.requests.iter().any(|r| r.at >= from + outage && !r.stored.is_empty()), "b's events arrived after");
+    assert!(s.quarantined().is_empty(), "a sick backend makes sluice late, never fills the quarantine");
+    let opened = log_lines(&stderr, "circuit breaker opened");
+    assert!(!opened.is_empty(), "{stderr}");
+    assert!(opened.iter().all(|l| l.contains(&b.url[7..]) && !l.contains(&a.url[7..])), "only b's breaker: {opened:?}");
+    println!(
+        "two sinks, b down {} s: a {} events once each, b {} events (its {} held ones arrived after), 0 quarantined",
+        outage.as_secs(),
+        in_a.len(),
+        in_b.len(),
+        seen_b.requests.iter().filter(|r| r.at >= from + outage).map(|r| r.stored.len()).sum::<usize>()
+    );
+}
+
 /// Issue 40: a wrong URL path answers 404 to every request. Before, the
 /// batch was split down to single records and all 20 were quarantined in
 /// 0.2 s. A 404 is the backend's (or the config's) fault: the records wait

@@ -24,8 +24,14 @@
 //! never the writes still with the committer. (The driver sends a batch's
 //! ids with its write and has the answer before the next batch reaches the
 //! sink; "publish" here is that answer.)
+//!
+//! With two sinks and a route (`route`), each event goes to the sinks its
+//! route names with its id keyed per sink: every good id is in each sink
+//! it was routed to, in no other, and each sink's duplicates are explained
+//! by a crash between that sink's acceptance and the durable write.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
@@ -33,6 +39,7 @@ use super::ids::{IdDigest, PIPELINE_SCOPE};
 use super::{Fate, OffsetTracker, Plan};
 use crate::delivery::FinalAnswer;
 use crate::plugin::{Event, PluginId, Verdict};
+use crate::route::{Fanout, RouteConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -50,7 +57,8 @@ struct Durable {
     positions: Vec<u64>,
     /// By (partition, position).
     quarantined: BTreeMap<(usize, u64), u32>,
-    /// The sink's own storage: the id of each accepted event.
+    /// The sinks' own storage: the id of each accepted event (with two
+    /// sinks, `sink:id`).
     sink: Vec<String>,
     /// The dedup changelog, when on: durable as soon as published, and
     /// outside the instance.
@@ -67,6 +75,8 @@ struct World {
     at_risk: HashSet<String>,
     step: u32,
     crashes: VecDeque<u32>,
+    /// Two sinks and a route; `None`: one sink.
+    fanout: Option<Arc<Fanout>>,
 }
 
 struct Crash;
@@ -82,13 +92,29 @@ impl World {
         Ok(())
     }
 
+    /// What a sink stores of `id`: with two sinks, which one too.
+    fn at(&self, sink: usize, id: &str) -> String {
+        if self.fanout.is_some() { format!("{sink}:{id}") } else { id.to_string() }
+    }
+
+    /// The sinks an event with `id` is routed to.
+    fn routed(&self, id: &str) -> Vec<usize> {
+        match &self.fanout {
+            None => vec![0],
+            Some(f) => {
+                let mask = f.sinks_for(body(id).as_bytes());
+                (0..f.len()).filter(|s| mask & (1 << s) != 0).collect()
+            }
+        }
+    }
+
     fn verdict(&self, (p, i): (usize, usize)) -> Verdict {
         let plugin = PluginId { name: "fake".into(), digest: blake3::hash(b"fake") };
         match self.kinds[p][i] {
             Kind::Good | Kind::SinkReject => Verdict::Emit(vec![Event {
                 id: Some(self.ids[p][i].clone()),
                 timestamp: None,
-                body: b"{}".as_slice().into(),
+                body: body(&self.ids[p][i]).into_bytes().into(),
             }]),
             Kind::PluginReject => Verdict::Reject { plugin, reason: "poison".into() },
             Kind::PluginDrop => Verdict::Drop { plugin, reason: "noise".into() },
@@ -132,7 +158,7 @@ impl World {
             while ahead.len() + pending.len() < in_flight && next.iter().zip(&self.ids).any(|(n, ids)| *n < ids.len()) {
                 let batch = self.gather(&mut next, sizes[k % sizes.len()], k);
                 k += 1;
-                let mut plan = Plan::new(batch.len());
+                let mut plan = Plan::routed(batch.len(), self.fanout.as_ref());
                 for (j, &(p, i)) in batch.iter().enumerate() {
                     trackers[p].begin(i as u64, i as u64 + 1).unwrap_or_else(|e| panic!("{e}"));
                     plan.verdict(j, self.verdict((p, i)), &PIPELINE_SCOPE, || format!("{p}-pos-{i}"));
@@ -157,13 +183,16 @@ impl World {
             let fresh = plan.take_fresh();
             let mut outcomes = Vec::new();
             let mut accepted_ids = Vec::new();
-            for (d, j) in fresh.iter().zip(plan.sent_records()) {
+            let by_sink = plan.by_sink().to_vec();
+            for (k, (d, j)) in fresh.iter().zip(plan.sent_records()).enumerate() {
                 let (p, i) = batch[j];
+                let sink = by_sink.iter().find(|(_, r)| r.contains(&k)).map_or(usize::MAX, |(s, _)| *s);
                 if self.kinds[p][i] == Kind::SinkReject {
                     outcomes.push(Some(FinalAnswer::Rejected("bad row".into())));
                 } else {
-                    self.durable.sink.push(d.id.clone());
-                    accepted_ids.push(d.id.clone());
+                    let stored = self.at(sink, &d.id);
+                    self.durable.sink.push(stored.clone());
+                    accepted_ids.push(stored);
                     outcomes.push(Some(FinalAnswer::Accepted));
                 }
             }
@@ -236,6 +265,23 @@ impl World {
     }
 }
 
+/// An event's body: the route reads its id.
+fn body(id: &str) -> String {
+    format!("{{\"id\":\"{id}\"}}")
+}
+
+/// Two sinks: ids ending in an even digit to `a` alone, the rest to both.
+fn two_sinks() -> Arc<Fanout> {
+    let even = RouteConfig {
+        field: Some("/id".into()),
+        equals: None,
+        matches: Some("[02468]$".into()),
+        exists: None,
+        sinks: vec!["a".into()],
+    };
+    Arc::new(Fanout::new(&["a".to_string(), "b".to_string()], &[even]).unwrap_or_else(|e| panic!("{e}")))
+}
+
 /// A batch's records, by (partition, position).
 type Batch = Vec<(usize, usize)>;
 
@@ -260,6 +306,7 @@ proptest! {
         crash_at in proptest::collection::btree_set(1u32..400, 0..12),
         changelog in any::<bool>(),
         moves in any::<u64>(),
+        routed in any::<bool>(),
     ) {
         // Ids repeat within and across partitions (one dedup scope).
         let ids: Vec<Vec<String>> = lengths
@@ -282,6 +329,7 @@ proptest! {
         let mut w = World {
             ids, kinds, durable, at_risk: HashSet::new(), step: 0,
             crashes: crash_at.into_iter().collect(),
+            fanout: routed.then(two_sinks),
         };
         let mut runs = 0;
         while w.run(&sizes, in_flight, lag).is_err() {
@@ -304,16 +352,29 @@ proptest! {
         for id in &w.durable.sink { *at_sink.entry(id.as_str()).or_default() += 1; }
         let all = || w.ids.iter().enumerate().flat_map(|(p, part)| part.iter().enumerate().map(move |(i, id)| (p, i, id)));
         for (p, i, id) in all() {
+            let sinks = w.routed(id);
             match w.kinds[p][i] {
-                Kind::Good => prop_assert!(at_sink.contains_key(id.as_str()), "{} lost", id),
+                Kind::Good => {
+                    for s in &sinks {
+                        prop_assert!(at_sink.contains_key(w.at(*s, id).as_str()), "{} lost at sink {}", id, s);
+                    }
+                }
                 Kind::PluginReject => prop_assert_eq!(w.durable.quarantined.get(&(p, i as u64)), Some(&1), "record {}/{} quarantined once", p, i),
                 Kind::SinkReject => {
-                    prop_assert!(!at_sink.contains_key(id.as_str()));
+                    prop_assert!(sinks.iter().all(|s| !at_sink.contains_key(w.at(*s, id).as_str())));
                     let quarantined = all().any(|(q, j, other)| other == id && w.durable.quarantined.contains_key(&(q, j as u64)));
                     prop_assert!(quarantined, "{} neither delivered nor quarantined", id);
                 }
-                Kind::PluginDrop => prop_assert!(!at_sink.contains_key(id.as_str())),
+                Kind::PluginDrop => prop_assert!(sinks.iter().all(|s| !at_sink.contains_key(w.at(*s, id).as_str()))),
             }
+        }
+        // Nothing is in a sink it was not routed to.
+        for stored in at_sink.keys() {
+            let (sink, id) = match stored.split_once(':') {
+                Some((s, id)) if w.fanout.is_some() => (s.parse::<usize>().unwrap_or(usize::MAX), id),
+                _ => (0, *stored),
+            };
+            prop_assert!(w.routed(id).contains(&sink), "{} is in sink {}, not routed there", id, sink);
         }
         for (id, count) in at_sink {
             prop_assert!(count == 1 || w.at_risk.contains(id), "{} delivered {} times with no crash to explain it", id, count);

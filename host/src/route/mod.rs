@@ -122,7 +122,10 @@ impl Fanout {
                 (Test::Always, _) => true,
                 (Test::Exists(want), f) => f.is_some() == *want,
                 (Test::Equals(want), Some(serde_json::Value::String(s))) => s == want,
-                (Test::Equals(want), Some(other)) => other.to_string() == *want,
+                (Test::Equals(want), Some(other)) => {
+                    let text = other.to_string();
+                    text == *want
+                }
                 (Test::Matches(re), Some(serde_json::Value::String(s))) => re.is_match(s),
                 (Test::Matches(re), Some(other)) => re.is_match(&other.to_string()),
                 (Test::Equals(_) | Test::Matches(_), None) => false,

@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn accepts_inside_the_window_and_keeps_the_id() {
         let record = at(Some(NOW - 23 * HOUR));
-        match check(r#"{"max_age":"24h"}"#, record.clone()).resolve(&record) {
+        match check(r#"{"max_age":"24h"}"#, record).resolve(&record) {
             Outcome::Emit(ev) => {
                 assert_eq!(ev[0].id.as_deref(), Some("e1"));
                 assert_eq!(ev[0].timestamp, Some(NOW - 23 * HOUR));
