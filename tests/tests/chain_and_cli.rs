@@ -504,6 +504,41 @@ fn check_names_every_problem_in_one_pass() {
     assert!(err.contains("\n  source.paths") && err.contains("match no file"), "{err}");
 }
 
+/// Issue 44: `check` draws the topology (each sink, each route, where the
+/// rest go), probes every sink with `--connect`, and refuses a route to a
+/// sink that does not exist.
+#[test]
+fn check_draws_the_sinks_and_routes_and_refuses_a_route_to_no_sink() {
+    use sluice_e2e::backend::{Backend, Reaction};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("in.log"), "{\"a\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+    let up = Backend::start(Reaction::ok);
+    let cfg = |route_to: &str| {
+        format!(
+            "[pipeline]\nname = \"t\"\nstate_dir = \"state\"\n[source]\ntype = \"file\"\npaths = [\"in.log\"]\n\
+             [[sinks]]\nname = \"index\"\ntype = \"http\"\nurl = \"{}/ingest\"\n\
+             [[sinks]]\nname = \"archive\"\ntype = \"file\"\npath = \"archive.ndjson\"\n\
+             [[routes]]\nfield = \"/level\"\nequals = \"debug\"\nsinks = [\"{route_to}\"]\n",
+            up.url
+        )
+    };
+    let (code, out, err) = check_in(dir.path(), &cfg("archive"), &["--connect"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "graph:  sink index: http",
+        "graph:  sink archive: file",
+        "graph:  route 0: /level = \"debug\" → archive",
+        "graph:  events no route matches → index, archive",
+        "connect: sink index: http",
+        "connect: sink archive: file",
+    ] {
+        assert!(out.contains(line), "{line:?} not in:\n{out}");
+    }
+    let (code, out, err) = check_in(dir.path(), &cfg("arkive"), &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("routes[0].sinks") && err.contains("\"arkive\"") && err.contains("index, archive"), "{err}");
+}
+
 #[test]
 fn check_connect_reaches_the_sink_and_exits_3_when_it_cannot() {
     use sluice_e2e::backend::{Backend, Reaction};

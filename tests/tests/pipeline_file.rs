@@ -464,6 +464,24 @@ fn two_sinks_and_routes_under_sigkill_reconcile_each_sink_by_id() {
     }
     let quarantined: BTreeSet<String> = f.quarantined().keys().cloned().collect();
     assert_eq!(quarantined, f.malformed, "the quarantine holds exactly the malformed lines");
+    // The audit shows each sink's delivery, and only where it was routed.
+    let sample: Vec<String> =
+        f.good.iter().filter(|id| ["0", "1", "7"].iter().any(|d| id.ends_with(d))).take(60).cloned().collect();
+    let answers = f.audit(&config, &sample);
+    for id in &sample {
+        let a = &answers[id];
+        assert_eq!(a["verdict"], "delivered", "{a}");
+        let per_sink: BTreeMap<&str, &serde_json::Value> =
+            a["sinks"].as_array().into_iter().flatten().filter_map(|s| Some((s["sink"].as_str()?, s))).collect();
+        for (sink, routed) in [("all", to_all(id)), ("fives", to_fives(id))] {
+            let delivered = &per_sink.get(sink).unwrap_or_else(|| panic!("no {sink} in {a}"))["delivered"];
+            assert_eq!(delivered.is_object(), routed, "{id} at {sink}: {a}");
+            if routed {
+                let named = delivered["sink"].as_str().unwrap_or_default();
+                assert!(named.starts_with(&format!("{sink}: ")) && named.contains(&format!("{sink}.ndjson")), "{a}");
+            }
+        }
+    }
     println!(
         "two sinks: {kills} SIGKILLs in {cycles} cycles, {} ids produced, duplicates all {} / fives {}, each explained by a kill",
         f.good.len(),

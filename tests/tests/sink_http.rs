@@ -544,7 +544,8 @@ fn one_of_two_sinks_down_for_30_s_holds_its_records_and_loses_nothing() {
     let in_b: BTreeSet<&str> = seen_b.stored.iter().map(String::as_str).collect();
     let want_b: BTreeSet<&str> = s.ids.iter().map(String::as_str).filter(|id| !even(id)).collect();
     assert_eq!(in_b, want_b, "b has exactly the events routed to it");
-    let stored_during = seen_b.requests.iter().filter(|r| r.at > from && r.at < from + outage && !r.stored.is_empty()).count();
+    let stored_during =
+        seen_b.requests.iter().filter(|r| r.at > from && r.at < from + outage && !r.stored.is_empty()).count();
     assert_eq!(stored_during, 0, "b stored nothing while it answered 503");
     assert!(seen_b.requests.iter().any(|r| r.at >= from + outage && !r.stored.is_empty()), "b's events arrived after");
     assert!(s.quarantined().is_empty(), "a sick backend makes sluice late, never fills the quarantine");

@@ -35,6 +35,21 @@ pub struct Answer {
     pub absorbed: Option<Passage>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<Quarantined>,
+    /// With several sinks: each sink's delivery and absorbed duplicate,
+    /// in the config's order (a sink the event was not routed to, or
+    /// still owes, has neither).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<SinkAnswer>,
+}
+
+/// One sink's part of an answer.
+#[derive(Debug, Serialize)]
+pub struct SinkAnswer {
+    pub sink: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<Passage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub absorbed: Option<Passage>,
 }
 
 /// How an event passed a door, from its trail.
@@ -160,9 +175,9 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;
     let now = (now_nanos() / 1_000_000_000) as u64;
     // Each scope once per sink: a sink's ids are keyed apart (`route::salt`).
-    let scopes: Vec<(Scope, u8, [u8; 8])> = scopes(cfg, &origins)
+    let scopes: Vec<(Scope, u8, [u8; 8], usize)> = scopes(cfg, &origins)
         .into_iter()
-        .flat_map(|(s, rank)| cfg.sinks.iter().map(move |k| (s, rank, crate::route::salt(&k.name))))
+        .flat_map(|(s, rank)| cfg.sinks.iter().enumerate().map(move |(i, k)| (s, rank, crate::route::salt(&k.name), i)))
         .collect();
     // In chunks, for the progress a reconciliation of millions of ids shows
     // on a terminal.
@@ -171,7 +186,7 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
     for chunk in ids.chunks(LOOKUP_CHUNK) {
         let mut keys: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * scopes.len() * 2);
         for id in chunk {
-            for (s, _, salt) in &scopes {
+            for (s, _, salt, _) in &scopes {
                 let d: IdDigest = crate::custody::plan::salted(digest(s, id), *salt);
                 keys.push(d.to_vec());
                 keys.push([&d[..], &[ABSORBED]].concat());
@@ -207,17 +222,32 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
         let mine = &values[k * per_id..(k + 1) * per_id];
         // The newest trail among the scopes of the highest rank that has
         // one, for each of the two keys.
-        let newest = |odd: usize| {
+        // Of one sink, or (`None`) of any.
+        let newest = |odd: usize, sink: Option<usize>| {
             mine.iter()
                 .skip(odd)
                 .step_by(2)
                 .zip(&scopes)
-                .filter_map(|(v, (_, rank, _))| Some((v.as_ref()?, *rank)))
+                .filter(|(_, (.., i))| sink.is_none_or(|s| s == *i))
+                .filter_map(|(v, (_, rank, ..))| Some((v.as_ref()?, *rank)))
                 .max_by_key(|(v, rank)| (*rank, Trail::decode(v).map(|t| t.at_nanos).unwrap_or(i64::MIN)))
                 .map(|(v, _)| v)
         };
-        let delivered = newest(0).map(|v| passage(v));
-        let absorbed = newest(1).map(|v| passage(v));
+        let delivered = newest(0, None).map(|v| passage(v));
+        let absorbed = newest(1, None).map(|v| passage(v));
+        let sinks: Vec<SinkAnswer> = if cfg.sinks.len() > 1 {
+            cfg.sinks
+                .iter()
+                .enumerate()
+                .map(|(i, k)| SinkAnswer {
+                    sink: k.name.clone(),
+                    delivered: newest(0, Some(i)).map(|v| passage(v)),
+                    absorbed: newest(1, Some(i)).map(|v| passage(v)),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let quarantined: Vec<Quarantined> =
             quarantined.get(id.as_str()).map(|v| v.iter().map(to_quarantined).collect()).unwrap_or_default();
         let verdict = match (&delivered, &absorbed, &quarantined) {
@@ -226,7 +256,7 @@ pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>
             (None, None, q) if !q.is_empty() => "quarantined",
             _ => "unknown",
         };
-        answers.push(Answer { id: id.clone(), verdict, delivered, absorbed, quarantined });
+        answers.push(Answer { id: id.clone(), verdict, delivered, absorbed, quarantined, sinks });
     }
     Ok(answers)
 }
@@ -304,6 +334,14 @@ fn short(plugins: &[String]) -> String {
 /// One line per id, for a person.
 fn describe(a: &Answer) -> String {
     let mut parts = Vec::new();
+    for s in &a.sinks {
+        let door = match (&s.delivered, &s.absorbed) {
+            (Some(d), _) => format!("delivered {}", d.at.as_deref().unwrap_or("(no trail)")),
+            (None, Some(d)) => format!("duplicate absorbed {}", d.at.as_deref().unwrap_or("?")),
+            (None, None) => "nothing (not routed there, or still owed)".into(),
+        };
+        parts.push(format!("sink {}: {door}", s.sink));
+    }
     if let Some(d) = &a.delivered {
         parts.push(match &d.at {
             Some(at) => format!(
