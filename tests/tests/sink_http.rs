@@ -561,6 +561,71 @@ fn one_of_two_sinks_down_for_30_s_holds_its_records_and_loses_nothing() {
     );
 }
 
+/// Issue 44: with two sinks, a record one of them refuses is quarantined
+/// naming that sink, and a replay sends it to that sink alone: the other,
+/// which accepted it the first time, is never sent it again (its audit
+/// shows no absorbed duplicate).
+#[test]
+fn a_record_one_sink_refused_is_replayed_to_that_sink_alone() {
+    let s = Scenario::new(200, |i| i % 40 == 3);
+    let fixed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let repaired = fixed.clone();
+    let b = Backend::start(move |r: &Req| {
+        if !repaired.load(std::sync::atomic::Ordering::SeqCst) && r.events.iter().any(|e| e["poison"] == true) {
+            Reaction::fail(400, "{\"error\":\"field poison is not allowed\"}", r)
+        } else {
+            Reaction::ok(r)
+        }
+    });
+    let cfg = format!(
+        "[[sinks]]\nname = \"a\"\ntype = \"file\"\npath = \"a.ndjson\"\n\
+         [[sinks]]\nname = \"b\"\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"status\"\n\
+         [sinks.batch]\nmax_records = 20\n{}",
+        b.url,
+        FAST_RETRY.replace("[sink.", "[sinks.")
+    );
+    s.run(&cfg, &[]);
+    let poison: BTreeSet<String> = s.ids.iter().filter(|id| n_of(id) % 40 == 3).cloned().collect();
+    let quarantined = s.quarantined();
+    assert_eq!(quarantined.keys().cloned().collect::<BTreeSet<_>>(), poison);
+    assert!(
+        quarantined.values().all(|r| r.starts_with("sink b: ") && r.contains("poison is not allowed")),
+        "{quarantined:?}"
+    );
+    let lines_in_a = || std::fs::read_to_string(s.dir.path().join("a.ndjson")).unwrap_or_default().lines().count();
+    assert_eq!(lines_in_a(), 200, "a took every record, the refused ones too");
+    assert!(b.seen().stored.iter().all(|id| !poison.contains(id)));
+
+    fixed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let cli = |args: &[&str]| {
+        let out = Command::new(sluice_bin!())
+            .args(args)
+            .current_dir(s.dir.path())
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (_, summary) = cli(&["quarantine", "replay", "-c", "sluice.toml", "--summary", "json"]);
+    assert!(summary.contains(&format!("\"delivered\":{}", poison.len())), "{summary}");
+    assert_eq!(lines_in_a(), 200, "a was not sent them again");
+    let in_b: BTreeSet<String> = b.seen().stored.iter().filter(|id| poison.contains(*id)).cloned().collect();
+    assert_eq!(in_b, poison, "b has them now");
+    let mut args = vec!["audit", "-c", "sluice.toml", "--json"];
+    args.extend(poison.iter().map(String::as_str));
+    let (out, _) = cli(&args);
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let sinks = v["sinks"].as_array().cloned().unwrap_or_default();
+        let (a, b) = (&sinks[0], &sinks[1]);
+        assert!(a["delivered"].is_object() && a["absorbed"].is_null(), "a had it once, and no replay reached it: {v}");
+        assert_eq!(b["delivered"]["via"], "replay", "{v}");
+    }
+    println!("replay to the refusing sink alone: {} records, a untouched, b has them", poison.len());
+}
+
 /// Issue 40: a wrong URL path answers 404 to every request. Before, the
 /// batch was split down to single records and all 20 were quarantined in
 /// 0.2 s. A 404 is the backend's (or the config's) fault: the records wait

@@ -37,8 +37,16 @@ use crate::verdict::{PluginId, Verdict};
 pub enum Fate {
     Delivered,
     Duplicate,
-    Dropped { reason: String },
-    Quarantine { stage: &'static str, plugin: Option<PluginId>, reason: String },
+    Dropped {
+        reason: String,
+    },
+    /// `sink`: which of several sinks refused it (its name).
+    Quarantine {
+        stage: &'static str,
+        plugin: Option<PluginId>,
+        sink: Option<Arc<str>>,
+        reason: String,
+    },
 }
 
 impl Fate {
@@ -105,7 +113,7 @@ impl Plan {
 
     /// A record refused before any plugin saw it (an oversize line).
     pub fn refuse(&mut self, record: usize, stage: &'static str, reason: String) {
-        self.fates[record] = Some(Fate::Quarantine { stage, plugin: None, reason });
+        self.fates[record] = Some(Fate::Quarantine { stage, plugin: None, sink: None, reason });
     }
 
     /// The chain's verdict on `record`, as one value (tests, models).
@@ -164,7 +172,7 @@ impl Plan {
 
     /// A plugin rejected `record`: it goes to the quarantine.
     pub fn rejected(&mut self, record: usize, plugin: PluginId, reason: String) {
-        self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), reason });
+        self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), sink: None, reason });
     }
 
     /// Every event's digest, in order: what the dedup window is asked.
@@ -251,11 +259,12 @@ impl Plan {
                 // Rejected, or out of attempts: the sink's answer is the
                 // reason, naming the sink when there are several.
                 FinalAnswer::Rejected(reason) => {
-                    let reason = match &fanout {
-                        Some(f) => format!("sink {}: {reason}", f.name(usize::from(events[j].sink))),
+                    let sink = fanout.as_ref().map(|f| f.name_arc(usize::from(events[j].sink)));
+                    let reason = match &sink {
+                        Some(name) => format!("sink {name}: {reason}"),
                         None => reason,
                     };
-                    Fate::Quarantine { stage: "sink", plugin: None, reason }
+                    Fate::Quarantine { stage: "sink", plugin: None, sink, reason }
                 }
             });
         }

@@ -311,7 +311,7 @@ pub fn show(got: &Got) -> String {
         Ok(Fate::Delivered) => format!("delivered {}", show_events(&got.events)),
         Ok(Fate::Duplicate) => "a duplicate".into(),
         Ok(Fate::Dropped { reason }) => format!("dropped: {reason}"),
-        Ok(Fate::Quarantine { stage, plugin, reason }) => match plugin {
+        Ok(Fate::Quarantine { stage, plugin, reason, .. }) => match plugin {
             Some(p) => format!("quarantined by plugin {}: {reason}", p.name),
             None => format!("quarantined at the {stage}: {reason}"),
         },
@@ -352,7 +352,10 @@ mod tests {
         let good = vec![
             got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
             got(Fate::Duplicate, &[]),
-            got(Fate::Quarantine { stage: "plugin", plugin: None, reason: "ts 2001 is too old".into() }, &[]),
+            got(
+                Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
+                &[],
+            ),
             got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
         ];
         assert_eq!(judge(&c.input, &c.expect, &good), Ok(()));

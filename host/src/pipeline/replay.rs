@@ -102,9 +102,12 @@ pub fn replay(
     }
     // A batch shares one dedup scope: entries of one partition (or topic,
     // under `dedup.scope = "topic"`) together. A repartitioned pipeline's
-    // sides decide each partition's ids apart.
+    // sides decide each partition's ids apart. Entries a sink of several
+    // refused go to that sink alone: they run apart, by sink.
     let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic && sides.is_none();
-    entries.sort_by_key(|e| scope_of(&e.position, topic_wide));
+    entries.sort_by(|a, b| {
+        (scope_of(&a.position, topic_wide), &a.sink).cmp(&(scope_of(&b.position, topic_wide), &b.sink))
+    });
     let bar = ProgressBar::new(entries.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("replay {bar:40} {pos}/{len} entries ({per_sec}, {eta} left)")
@@ -127,7 +130,10 @@ pub fn replay(
             ..shared.clone()
         });
         let back = back_settings.as_ref().map(|settings| Shared { settings, ..shared.clone() });
-        for entries in entries.chunk_by(|a, b| scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide)) {
+        let together = |a: &Entry, b: &Entry| {
+            scope_of(&a.position, topic_wide) == scope_of(&b.position, topic_wide) && a.sink == b.sink
+        };
+        for entries in entries.chunk_by(together) {
             let name = partition_of(&entries[0].position, topic_wide);
             let events = sides.as_ref().is_some_and(|s| s.is_back(&entries[0].position));
             let shared = match (&front, &back) {
@@ -135,6 +141,11 @@ pub fn replay(
                 (Some(front), _) => front,
                 _ => &shared,
             };
+            // Refused by one sink of several: replayed to it alone (a sink
+            // no longer configured: to the sinks its route names now).
+            let only = entries[0].sink.as_deref().and_then(|s| shared.sinks.only(s));
+            let narrowed = only.as_ref().map(|sinks| Shared { sinks, ..shared.clone() });
+            let shared = narrowed.as_ref().unwrap_or(shared);
             let chain = if events {
                 Chain::checked_passthrough()
             } else {

@@ -95,6 +95,22 @@ impl Fanout {
         self.names.get(sink).map_or("?", |n| n)
     }
 
+    /// The name, shared (a quarantine entry keeps it).
+    pub fn name_arc(&self, sink: usize) -> Arc<str> {
+        self.names.get(sink).cloned().unwrap_or_else(|| Arc::from("?"))
+    }
+
+    /// The same sinks and ids, every event to `sink` alone: a replay of
+    /// what that sink refused.
+    pub fn only(&self, sink: usize) -> Fanout {
+        Fanout { rules: Vec::new(), all: if sink < self.names.len() { 1 << sink } else { 0 }, ..self.clone() }
+    }
+
+    /// The index of the sink named `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| &**n == name)
+    }
+
     pub fn salt(&self, sink: usize) -> [u8; 8] {
         self.salts.get(sink).copied().unwrap_or_default()
     }

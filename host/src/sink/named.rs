@@ -13,7 +13,8 @@ use crate::route::{Fanout, RouteConfig};
 /// A run's sinks, in the config's order, each driven through its retries
 /// and breaker, with the routes over them.
 pub struct Sinks {
-    list: Vec<(String, RetryingSink)>,
+    /// Shared with the views [`Sinks::only`] makes.
+    list: Vec<(String, Arc<RetryingSink>)>,
     /// `None` with one sink: every event goes to it, keyed as always.
     fanout: Option<Arc<Fanout>>,
 }
@@ -23,13 +24,26 @@ impl Sinks {
         let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
         let fanout =
             Fanout::new(&names, routes).map_err(|message| SinkError::Setup { target: "routes".into(), message })?;
-        let list = configs.iter().map(|c| Ok((c.name.clone(), c.sink.build()?))).collect::<Result<_, SinkError>>()?;
+        let list = configs
+            .iter()
+            .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build()?))))
+            .collect::<Result<_, SinkError>>()?;
         Ok(Sinks { list, fanout: (!fanout.is_single()).then(|| Arc::new(fanout)) })
     }
 
     /// One sink, named `default` (tests, a repartitioning front's topic).
     pub fn one(sink: RetryingSink) -> Sinks {
-        Sinks { list: vec![(crate::route::DEFAULT_SINK.to_string(), sink)], fanout: None }
+        Sinks { list: vec![(crate::route::DEFAULT_SINK.to_string(), Arc::new(sink))], fanout: None }
+    }
+
+    /// The same sinks, with every event routed to the one named `name`
+    /// (its ids keyed as always): what a replay of the records it refused
+    /// delivers through. `None` when no sink has that name now, or there
+    /// is only one.
+    pub fn only(&self, name: &str) -> Option<Sinks> {
+        let fanout = self.fanout.as_ref()?;
+        let at = fanout.index_of(name)?;
+        Some(Sinks { list: self.list.clone(), fanout: Some(Arc::new(fanout.only(at))) })
     }
 
     /// The names and routes a batch's plan fans events out by; `None`
@@ -44,7 +58,7 @@ impl Sinks {
     }
 
     pub fn get(&self, i: usize) -> Option<&RetryingSink> {
-        self.list.get(i).map(|(_, s)| s)
+        self.list.get(i).map(|(_, s)| &**s)
     }
 
     pub fn len(&self) -> usize {
@@ -56,7 +70,7 @@ impl Sinks {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RetryingSink)> {
-        self.list.iter().map(|(n, s)| (n.as_str(), s))
+        self.list.iter().map(|(n, s)| (n.as_str(), &**s))
     }
 
     /// What the audit's trail and logs call sink `i`: its target, and its

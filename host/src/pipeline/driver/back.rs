@@ -503,11 +503,12 @@ impl<'w, 's> Back<'w, 's> {
         let now = now_nanos();
         let mut out = Vec::new();
         for (i, (r, fate)) in records.iter().zip(fates).enumerate() {
-            if let Some(Fate::Quarantine { stage, plugin, reason }) = fate {
+            if let Some(Fate::Quarantine { stage, plugin, sink, reason }) = fate {
                 let rejection = crate::store::quarantine::Rejection {
                     record: &r.record,
                     stage,
                     plugin: plugin.as_ref(),
+                    sink: sink.as_deref(),
                     reason: reason.clone(),
                     attempts: 1,
                 };

@@ -77,6 +77,10 @@ pub struct Entry {
     pub stage: String,
     /// The plugin that rejected the record, when `stage` is `plugin`.
     pub plugin: Option<PluginVersion>,
+    /// The sink that refused it, when the pipeline has several
+    /// (`[[sinks]]`): a replay sends the record there only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<String>,
     pub reason: String,
     pub attempts: u32,
     pub position: Position,
@@ -97,6 +101,8 @@ pub struct Rejection<'a> {
     pub record: &'a Record,
     pub stage: &'a str,
     pub plugin: Option<&'a PluginId>,
+    /// The sink that refused it, of several.
+    pub sink: Option<&'a str>,
     pub reason: String,
     pub attempts: u32,
 }
@@ -223,6 +229,7 @@ impl<'s> Quarantine<'s> {
             host_version: crate::HOST_VERSION.to_string(),
             stage: r.stage.to_string(),
             plugin: r.plugin.map(PluginVersion::from),
+            sink: r.sink.map(str::to_string),
             reason,
             attempts: r.attempts,
             position: r.record.position.clone(),
@@ -486,7 +493,8 @@ mod tests {
             event_id: None,
             timestamp: None,
         };
-        let rejection = Rejection { record: &record, stage: "plugin", plugin: None, reason: "bad".into(), attempts: 1 };
+        let rejection =
+            Rejection { record: &record, stage: "plugin", plugin: None, sink: None, reason: "bad".into(), attempts: 1 };
         let e = q.entry(rejection, 1);
         let text = serde_json::to_string(&e).unwrap_or_default();
         assert!(!text.contains("S3CRET"), "{text}");
@@ -509,7 +517,14 @@ mod tests {
             let record =
                 crate::plugin::Record { position: at(offset), ..crate::plugin::Record::line("bad", "x", 0, 0) };
             let mut batch = WriteBatch::default();
-            let r = Rejection { record: &record, stage: "plugin", plugin: None, reason: reason.into(), attempts: 1 };
+            let r = Rejection {
+                record: &record,
+                stage: "plugin",
+                plugin: None,
+                sink: None,
+                reason: reason.into(),
+                attempts: 1,
+            };
             let entry = q.put(&mut batch, r, now).unwrap_or_else(|e| panic!("{e}"));
             store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
             entry
@@ -536,6 +551,7 @@ mod tests {
             host_version: "0".into(),
             stage: stage.into(),
             plugin: plugin.map(|n| PluginVersion { name: n.into(), digest: "d".into() }),
+            sink: None,
             reason: reason.into(),
             attempts: 0,
             position: Position::File { path: "f".into(), generation: 0, offset: 0 },
