@@ -146,3 +146,25 @@ fn a_wrong_expectation_fails_its_case_naming_the_record_and_what_it_became() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("03-typo.json") && err.contains("nwo"), "{err}");
 }
+
+/// Issue 44: a case says where each record's events go when the config has
+/// several sinks; a wrong expectation names both.
+#[test]
+fn a_case_that_expects_the_wrong_sinks_fails_naming_where_the_events_went() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = with_built_plugins(&workspace_root().join("examples/fanout/sluice.toml"), tmp.path());
+    let cases = tmp.path().join("cases");
+    std::fs::create_dir_all(&cases).unwrap_or_else(|e| panic!("{e}"));
+    let case = serde_json::json!({
+        "input": ["[Sun Dec 04 04:47:44 2005] [error] mod_jk child workerEnv in error state 6"],
+        "expect": [{"event": {"fields": {"Level": "error"}}}],
+        "sinks": [["archive"]]
+    });
+    std::fs::write(cases.join("01-wrong-sinks.json"), case.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = sluice_test(&config, &cases);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("FAIL  01-wrong-sinks: input 0: expected its events at archive, got them at index, archive"),
+        "{out}"
+    );
+}

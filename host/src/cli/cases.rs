@@ -22,8 +22,7 @@ pub fn test(args: &super::ConfigTestArgs) -> Result<bool> {
     let mut failed = 0;
     for (name, case) in &cases {
         let started = Instant::now();
-        let verdict =
-            cases::run(&cfg, &runtime, name, case).and_then(|got| cases::judge(&case.input, &case.expect, &got));
+        let verdict = cases::run(&cfg, &runtime, name, case).and_then(|got| cases::judge(case, &got));
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let about = if case.description.is_empty() { String::new() } else { format!(" — {}", case.description) };
         match verdict {

@@ -50,6 +50,11 @@ pub struct Case {
     /// response profile as in a run. Without them the sink accepts all.
     #[serde(default)]
     pub sink: Vec<crate::sink::http::corpus::Recorded>,
+    /// With several sinks (`[[sinks]]`): per input record, the sinks its
+    /// events go to, by name (`[]` for a record with no event). Not
+    /// checked when absent.
+    #[serde(default)]
+    pub sinks: Option<Vec<Vec<String>>>,
 }
 
 /// A record: a line as text, or, for a Kafka source, a message with a key
@@ -99,8 +104,11 @@ pub use crate::plugin::expect::ExpectEvent;
 pub struct Got {
     /// `Err`: it has no door yet; it waits in the source.
     pub fate: Result<Fate, Waiting>,
-    /// The events delivered for it (none for a duplicate).
+    /// The events delivered for it (none for a duplicate), each once
+    /// however many sinks it went to.
     pub events: Vec<Delivery>,
+    /// The sinks its events were delivered to, in the config's order.
+    pub sinks: Vec<String>,
 }
 
 /// Run `case` through `cfg`'s chain (instantiated afresh: plugins keep no
@@ -119,8 +127,15 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         SourceConfig::Kafka(_) => None,
     };
     let mut window: HashSet<IdDigest> = HashSet::new();
+    let fanout = (cfg.sinks.len() > 1)
+        .then(|| super::fanout(cfg).map(Arc::new))
+        .transpose()
+        .map_err(|e| format!("routes: {e}"))?;
     let mut sink = match (&case.sink[..], cfg.first_sink().response()) {
         ([], _) => None,
+        (_, _) if fanout.is_some() => {
+            return Err("`sink` scripts one backend's answers; with several sinks every sink accepts all".into());
+        }
         (answers, Some(response)) => {
             let reader = match cfg.first_sink().classifier() {
                 Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| format!("sink.classifier: {e}"))?)),
@@ -132,7 +147,8 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
     };
     let mut got = Vec::with_capacity(records.len());
     for batch in records.chunks(cfg.pipeline.batch_size.max(1)) {
-        got.extend(run_batch(&mut chain, batch, max_line, topic_wide, &mut window, sink.as_mut())?);
+        let how = Batching { max_line, topic_wide, fanout: fanout.as_ref() };
+        got.extend(run_batch(&mut chain, batch, &how, &mut window, sink.as_mut())?);
     }
     Ok(got)
 }
@@ -174,17 +190,25 @@ fn records(cfg: &Config, name: &str, input: &[Input]) -> Result<Vec<Record>, Str
     Ok(out)
 }
 
+/// What a case's batches are run with, from the config.
+struct Batching<'a> {
+    max_line: Option<u64>,
+    topic_wide: bool,
+    /// Several sinks and their routes.
+    fanout: Option<&'a Arc<crate::route::Fanout>>,
+}
+
 /// The driver's steps for one batch, with the case's sink (or one that
 /// accepts everything).
 fn run_batch(
     chain: &mut Chain,
     batch: &[Record],
-    max_line: Option<u64>,
-    topic_wide: bool,
+    how: &Batching<'_>,
     window: &mut HashSet<IdDigest>,
     sink: Option<&mut CaseSink<'_>>,
 ) -> Result<Vec<Got>, String> {
-    let mut plan = Plan::new(batch.len());
+    let Batching { max_line, topic_wide, fanout } = *how;
+    let mut plan = Plan::routed(batch.len(), fanout);
     let mut to_plugins = Vec::with_capacity(batch.len());
     let mut index_of = Vec::with_capacity(batch.len());
     for (i, r) in batch.iter().enumerate() {
@@ -209,6 +233,11 @@ fn run_batch(
     plan.seen(&seen);
     let fresh = plan.take_fresh();
     let owners = plan.sent_records();
+    // The sink of each delivery, by its share.
+    let mut sink_of = vec![0usize; fresh.len()];
+    for (s, range) in plan.by_sink() {
+        sink_of[range.clone()].fill(*s);
+    }
     let answered = match sink {
         None => vec![Ok(FinalAnswer::Accepted); fresh.len()],
         Some(s) => s.deliver(&fresh)?,
@@ -224,18 +253,30 @@ fn run_batch(
     let settled = plan.settle(answered.into_iter().map(Result::ok).collect());
     window.extend(settled.accepted.iter().copied());
     let mut events: Vec<Vec<Delivery>> = (0..batch.len()).map(|_| Vec::new()).collect();
-    for (d, owner) in fresh.into_iter().zip(owners) {
-        events[owner].push(d);
+    let mut sinks: Vec<Vec<usize>> = vec![Vec::new(); batch.len()];
+    for ((d, owner), s) in fresh.into_iter().zip(owners).zip(sink_of) {
+        // A fan-out's copies: the event once, each sink named.
+        if !events[owner].iter().any(|e| e.id == d.id) {
+            events[owner].push(d);
+        }
+        if !sinks[owner].contains(&s) {
+            sinks[owner].push(s);
+        }
     }
+    let name = |s: &usize| fanout.map_or_else(|| crate::route::DEFAULT_SINK.to_string(), |f| f.name(*s).to_string());
     settled
         .fates
         .into_iter()
         .zip(events)
         .zip(waiting)
+        .zip(sinks)
         .enumerate()
-        .map(|(i, ((fate, events), waits))| match (fate, waits) {
-            (Some(fate), _) => Ok(Got { fate: Ok(fate), events }),
-            (None, Some(w)) => Ok(Got { fate: Err(w), events: Vec::new() }),
+        .map(|(i, (((fate, events), waits), mut sinks))| match (fate, waits) {
+            (Some(fate), _) => {
+                sinks.sort_unstable();
+                Ok(Got { fate: Ok(fate), events, sinks: sinks.iter().map(name).collect() })
+            }
+            (None, Some(w)) => Ok(Got { fate: Err(w), events: Vec::new(), sinks: Vec::new() }),
             (None, None) => Err(format!("record {i} was left undecided")),
         })
         .collect()
@@ -243,15 +284,30 @@ fn run_batch(
 
 /// Every record whose fate differs from its expectation, each named, one
 /// per line.
-pub fn judge(input: &[Input], expect: &[Expect], got: &[Got]) -> Result<(), String> {
+pub fn judge(case: &Case, got: &[Got]) -> Result<(), String> {
+    let (input, expect) = (&case.input, &case.expect);
     if expect.len() != input.len() {
         return Err(format!("{} inputs but {} expectations: give one per input record", input.len(), expect.len()));
+    }
+    if let Some(sinks) = &case.sinks
+        && sinks.len() != input.len()
+    {
+        return Err(format!("{} inputs but {} lists of sinks: give one per input record", input.len(), sinks.len()));
     }
     let wrong: Vec<String> = expect
         .iter()
         .zip(got)
         .enumerate()
-        .filter_map(|(i, (want, got))| judge_one(want, got).err().map(|why| format!("input {i}: {why}")))
+        .filter_map(|(i, (want, got))| {
+            let routed = case
+                .sinks
+                .as_ref()
+                .and_then(|s| s.get(i))
+                .filter(|want| **want != got.sinks)
+                .map(|want| format!("expected its events at {}, got them at {}", list(want), list(&got.sinks)));
+            let why = judge_one(want, got).err().into_iter().chain(routed).collect::<Vec<_>>();
+            (!why.is_empty()).then(|| format!("input {i}: {}", why.join("; ")))
+        })
         .collect();
     if wrong.is_empty() { Ok(()) } else { Err(wrong.join("\n      ")) }
 }
@@ -303,8 +359,22 @@ fn show_events(events: &[Delivery]) -> String {
         .join(", ")
 }
 
+/// Sinks as a case's verdict names them.
+fn list(sinks: &[String]) -> String {
+    if sinks.is_empty() { "no sink".into() } else { sinks.join(", ") }
+}
+
 /// A record's fate as the verdict line shows it.
 pub fn show(got: &Got) -> String {
+    let fate = show_fate(got);
+    match &got.sinks[..] {
+        [] => fate,
+        [one] if one == crate::route::DEFAULT_SINK => fate,
+        sinks => format!("{fate} (at {})", sinks.join(", ")),
+    }
+}
+
+fn show_fate(got: &Got) -> String {
     match &got.fate {
         Err(Waiting::Systemic(reason)) => format!("waiting (systemic: {reason})"),
         Err(Waiting::Retry(reason)) => format!("waiting (retry: {reason})"),
@@ -331,7 +401,7 @@ mod tests {
                 Delivery::new(id.to_string(), ns, body.as_bytes())
             })
             .collect();
-        Got { fate: Ok(fate), events }
+        Got { fate: Ok(fate), events, sinks: Vec::new() }
     }
 
     fn case(json: &str) -> Case {
@@ -358,23 +428,44 @@ mod tests {
             ),
             got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
         ];
-        assert_eq!(judge(&c.input, &c.expect, &good), Ok(()));
+        assert_eq!(judge(&c, &good), Ok(()));
         let mut bad = good;
         bad[3] = got(Fate::Delivered, &[("d1", Some("2026-01-01T00:00:00Z"), "{}"), ("d2", None, r#"{"n":3}"#)]);
-        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(e, "input 3: event 0: timestamp \"2026-01-01T00:00:00Z\", expected none");
         bad[3] = got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":3}"#)]);
-        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(e, "input 3: event 1: field \"n\" is 3, expected 2");
         bad[1] = got(Fate::Dropped { reason: "debug".into() }, &[]);
-        let e = judge(&c.input, &c.expect, &bad).err().unwrap_or_default();
+        let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(
             e,
             "input 1: expected a duplicate, got dropped: debug\n      input 3: event 1: field \"n\" is 3, expected 2",
             "every wrong record, each named"
         );
-        let e = judge(&c.input, &c.expect[..3], &bad).err().unwrap_or_default();
+        let short = Case { expect: c.expect[..3].to_vec(), ..c.clone() };
+        let e = judge(&short, &bad).err().unwrap_or_default();
         assert!(e.contains("4 inputs but 3 expectations"), "{e}");
+        // With several sinks, where each record's events went.
+        let routed =
+            Case { sinks: Some(vec![vec!["a".into()], vec![], vec![], vec!["a".into(), "b".into()]]), ..c.clone() };
+        let mut at = vec![
+            got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
+            got(Fate::Duplicate, &[]),
+            got(
+                Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
+                &[],
+            ),
+            got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
+        ];
+        at[0].sinks = vec!["a".into()];
+        at[3].sinks = vec!["a".into(), "b".into()];
+        assert_eq!(judge(&routed, &at), Ok(()));
+        at[3].sinks = vec!["b".into()];
+        assert_eq!(
+            judge(&routed, &at).err().unwrap_or_default(),
+            "input 3: expected its events at a, b, got them at b"
+        );
     }
 
     #[test]
