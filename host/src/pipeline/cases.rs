@@ -419,15 +419,18 @@ mod tests {
                   {"events": [{"timestamp": null}, {"fields": {"n": 2}}]}
                 ]}"#,
         );
-        let good = vec![
-            got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
-            got(Fate::Duplicate, &[]),
-            got(
-                Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
-                &[],
-            ),
-            got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
-        ];
+        let right = || {
+            vec![
+                got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
+                got(Fate::Duplicate, &[]),
+                got(
+                    Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
+                    &[],
+                ),
+                got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
+            ]
+        };
+        let good = right();
         assert_eq!(judge(&c, &good), Ok(()));
         let mut bad = good;
         bad[3] = got(Fate::Delivered, &[("d1", Some("2026-01-01T00:00:00Z"), "{}"), ("d2", None, r#"{"n":3}"#)]);
@@ -449,15 +452,7 @@ mod tests {
         // With several sinks, where each record's events went.
         let routed =
             Case { sinks: Some(vec![vec!["a".into()], vec![], vec![], vec!["a".into(), "b".into()]]), ..c.clone() };
-        let mut at = vec![
-            got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
-            got(Fate::Duplicate, &[]),
-            got(
-                Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
-                &[],
-            ),
-            got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
-        ];
+        let mut at = right();
         at[0].sinks = vec!["a".into()];
         at[3].sinks = vec!["a".into(), "b".into()];
         assert_eq!(judge(&routed, &at), Ok(()));
