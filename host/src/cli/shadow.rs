@@ -124,7 +124,8 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
     if args.limit.is_none() && records.len() == limit {
         eprintln!("shadow: stopped at {limit} records (the default --limit; pass --limit N to compare more)");
     }
-    let mut shadow = Shadow { current, candidate, totals: Default::default() };
+    let fanout = (cfg.sinks.len() > 1).then(|| crate::pipeline::fanout(&cfg)).transpose()?;
+    let mut shadow = Shadow { current, candidate, totals: Default::default(), fanout };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut accepted: Vec<String> = Vec::new();
     let mut failed: Option<std::io::Error> = None;

@@ -13,13 +13,14 @@ use serde::Serialize;
 
 use super::PipelineError;
 use crate::plugin::{Chain, Event, Record, Verdict};
+use crate::route::Fanout;
 
 /// One way two verdicts on a record differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Difference {
     /// `outcome` (emit, drop or reject), `events` (how many), `id`,
-    /// `timestamp`, `fields` (the body), or `reason` (of a drop or a
-    /// rejection).
+    /// `timestamp`, `fields` (the body), `reason` (of a drop or a
+    /// rejection), or `sinks` (where the config's routes send an event).
     pub kind: &'static str,
     /// Which field, for `fields`; which event, when a record became several.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -146,11 +147,39 @@ pub struct Differing<'r> {
     pub record: &'r Record,
 }
 
+/// Where the routes of `f` send each event of two verdicts that both
+/// emit, where that differs: a change of a field a route reads moves an
+/// event between sinks.
+pub fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<Difference> {
+    let (Verdict::Emit(a), Verdict::Emit(b)) = (current, candidate) else { return Vec::new() };
+    let names = |mask: crate::route::SinkMask| {
+        let n: Vec<&str> = (0..f.len()).filter(|s| mask & (1 << s) != 0).map(|s| f.name(s)).collect();
+        n.join(", ")
+    };
+    let several = a.len() > 1 || b.len() > 1;
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .filter_map(|(k, (x, y))| {
+            let (now, then) = (f.sinks_for(&x.body), f.sinks_for(&y.body));
+            (now != then).then(|| Difference {
+                kind: "sinks",
+                at: several.then(|| format!("event {k}")),
+                current: names(now),
+                candidate: names(then),
+            })
+        })
+        .collect()
+}
+
 /// The two chains, run side by side.
 pub struct Shadow {
     pub current: Chain,
     pub candidate: Chain,
     pub totals: Totals,
+    /// The config's sinks and routes, when it has several sinks: where
+    /// each event goes is compared too.
+    pub fanout: Option<Fanout>,
 }
 
 impl Shadow {
@@ -162,7 +191,10 @@ impl Shadow {
         let then = self.candidate.run_refs(&refs)?;
         for (index, ((record, a), b)) in batch.iter().zip(&now).zip(&then).enumerate() {
             self.totals.records += 1;
-            let differences = compare(a, b);
+            let mut differences = compare(a, b);
+            if let Some(f) = &self.fanout {
+                differences.extend(compare_sinks(a, b, f));
+            }
             if differences.is_empty() {
                 continue;
             }
@@ -241,5 +273,23 @@ mod tests {
         let d = compare(&v, &w);
         assert_eq!(d[0].kind, "events");
         assert_eq!(d[1].at.as_deref(), Some("event 0.a"));
+    }
+
+    #[test]
+    fn with_several_sinks_an_event_the_routes_send_elsewhere_is_named() {
+        let level = crate::route::RouteConfig {
+            field: Some("/level".into()),
+            equals: Some("debug".into()),
+            matches: None,
+            exists: None,
+            sinks: vec!["archive".into()],
+        };
+        let f = Fanout::new(&["index".to_string(), "archive".to_string()], &[level]).unwrap_or_else(|e| panic!("{e}"));
+        let v = Verdict::Emit(vec![event(Some("a"), None, r#"{"level":"debug"}"#)]);
+        let w = Verdict::Emit(vec![event(Some("a"), None, r#"{"level":"warn"}"#)]);
+        let d = compare_sinks(&v, &w, &f);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!((d[0].kind, d[0].current.as_str(), d[0].candidate.as_str()), ("sinks", "archive", "index, archive"));
+        assert!(compare_sinks(&v, &v, &f).is_empty());
     }
 }
