@@ -39,10 +39,12 @@ impl Watched {
         // The tools read the API (`/tap`, `/status.json`): on, on loopback,
         // without a token, unless `extra` says otherwise.
         let api = if extra.contains("[api]") { "" } else { "[api]\nenabled = true\n" };
+        // Named sinks in `extra` replace the one file sink.
+        let sink = if extra.contains("[[sinks]]") { "" } else { "[sink]\ntype = \"file\"\npath = \"out.ndjson\"\n" };
         let cfg = format!(
             "[pipeline]\nname = \"{name}\"\nstate_dir = \"state\"\nbatch_size = 100\n\n\
              [source]\ntype = \"file\"\npaths = [\"input.log\"]\nfollow = true\npoll_interval = \"50ms\"\n\n{}\n\
-             [sink]\ntype = \"file\"\npath = \"out.ndjson\"\n\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n{api}{extra}\n",
+             {sink}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n{api}{extra}\n",
             crate::json_chain_toml(true, None)
         );
         std::fs::write(dir.path().join("sluice.toml"), cfg).unwrap_or_else(|e| panic!("{e}"));

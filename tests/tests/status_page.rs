@@ -78,3 +78,37 @@ fn the_status_page_draws_the_running_pipeline_in_a_browser() {
 
     assert!(watched.stop(), "the pipeline after the page");
 }
+
+/// Issue 44: with two sinks and a route, `/status.json`, the page and the
+/// metrics name each sink; the page lists the routes.
+#[test]
+fn the_status_page_names_each_sink_and_lists_the_routes() {
+    let ts = now_rfc3339(0);
+    let line = move |i: usize| format!("{{\"event_id\":\"ev-{i:07}\",\"ts\":\"{ts}\",\"n\":{i}}}\n");
+    let sinks = "[[sinks]]\nname = \"index\"\ntype = \"file\"\npath = \"index.ndjson\"\n\
+                 [[sinks]]\nname = \"archive\"\ntype = \"file\"\npath = \"archive.ndjson\"\n\
+                 [[routes]]\nfield = \"/n\"\nmatches = \"0$\"\nsinks = [\"archive\"]\n";
+    let watched = Watched::start(sluice_bin!(), "status-sinks", 1_000, line, sinks);
+    let port = watched.port;
+    std::thread::sleep(Duration::from_secs(4));
+    let json = get(port, "/status.json");
+    let body = json.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let status: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(status["about"]["sinks"], serde_json::json!(["index", "archive"]), "{status}");
+    let routes = status["about"]["routes"].to_string();
+    assert!(routes.contains("route 0: /n ~ /0$/ → archive") && routes.contains("→ index, archive"), "{routes}");
+    let metrics = sluice_e2e::scrape(port);
+    for sink in ["index", "archive"] {
+        assert!(metrics.contains(&format!("sluice_breaker_state{{sink=\"{sink}: file ")), "{sink}: {metrics}");
+    }
+    let profile = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dom =
+        chromium(profile.path(), &["--virtual-time-budget=4000", "--dump-dom", &format!("http://127.0.0.1:{port}/")]);
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(dom.contains("data-stage=\"sinks: index, archive\""), "the picture: {dom}");
+    assert!(dom.contains("route 0: /n ~ /0$/ → archive"), "the routes: {dom}");
+    let lines = |f: &str| std::fs::read_to_string(watched.dir.path().join(f)).unwrap_or_default().lines().count();
+    let (archive, index) = (lines("archive.ndjson"), lines("index.ndjson"));
+    assert!(archive > index && index > 0, "the archive has every event, the index nine in ten: {archive}, {index}");
+    assert!(watched.stop(), "the pipeline after the page");
+}

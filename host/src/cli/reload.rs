@@ -193,9 +193,15 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
         }
         // What `sluice tap --after` may name from now on.
         crate::telemetry::tap::TAPS.set_stages(cfg.plugins.iter().map(|p| p.name.clone()).collect());
+        let several = cfg.sinks.len() > 1;
         crate::telemetry::history::HISTORY.set_about(crate::telemetry::history::About {
             pipeline: cfg.pipeline.name.clone(),
             plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
+            sinks: if several { cfg.sinks.iter().map(|s| s.name.clone()).collect() } else { Vec::new() },
+            routes: match pipeline::fanout(&cfg) {
+                Ok(f) if several => f.describe(&[]).into_iter().filter(|l| !l.starts_with("sink ")).collect(),
+                _ => Vec::new(),
+            },
         });
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {

@@ -153,7 +153,8 @@ impl Fanout {
         self.all
     }
 
-    /// The graph as `sluice check` prints it: one line per rule, then
+    /// The graph as `sluice check` prints it: each sink (`kinds`: how
+    /// each describes itself, its name first), one line per rule, then
     /// where the rest go.
     pub fn describe(&self, kinds: &[String]) -> Vec<String> {
         let names = |mask: SinkMask| -> String {
@@ -161,7 +162,8 @@ impl Fanout {
         };
         let mut out = Vec::new();
         for (i, n) in self.names.iter().enumerate() {
-            out.push(format!("sink {n}: {}", kinds.get(i).map_or("?", String::as_str)));
+            // A sink of several describes itself after its name.
+            out.push(format!("sink {}", kinds.get(i).map_or(&**n, String::as_str)));
         }
         for (i, r) in self.rules.iter().enumerate() {
             let test = match &r.test {

@@ -47,6 +47,12 @@ pub enum SinkConfig {
 impl SinkConfig {
     /// The sink, driven through retries and its breaker.
     pub fn build(&self) -> Result<RetryingSink, SinkError> {
+        self.build_named(None)
+    }
+
+    /// [`SinkConfig::build`], labelled with its name when it is one of
+    /// several (`[[sinks]]`).
+    pub fn build_named(&self, name: Option<&str>) -> Result<RetryingSink, SinkError> {
         let sink: Box<dyn Sink> = match self {
             SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
             SinkConfig::Stdout => Box::new(StdoutSink),
@@ -56,7 +62,7 @@ impl SinkConfig {
             SinkConfig::Postgres(p) => Box::new(PostgresSink::new(p)?),
         };
         let (retry, breaker) = self.guard();
-        Ok(RetryingSink::new(sink, retry, breaker))
+        Ok(RetryingSink::labelled(sink, retry, breaker, name))
     }
 
     /// How an HTTP backend's answers are read; `None` for sinks whose

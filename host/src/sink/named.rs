@@ -24,9 +24,10 @@ impl Sinks {
         let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
         let fanout =
             Fanout::new(&names, routes).map_err(|message| SinkError::Setup { target: "routes".into(), message })?;
+        let several = configs.len() > 1;
         let list = configs
             .iter()
-            .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build()?))))
+            .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build_named(several.then_some(c.name.as_str()))?))))
             .collect::<Result<_, SinkError>>()?;
         Ok(Sinks { list, fanout: (!fanout.is_single()).then(|| Arc::new(fanout)) })
     }
@@ -73,13 +74,9 @@ impl Sinks {
         self.list.iter().map(|(n, s)| (n.as_str(), &**s))
     }
 
-    /// What the audit's trail and logs call sink `i`: its target, and its
-    /// name when the pipeline has several.
+    /// What the audit's trail, logs and metrics labels call sink `i`: its
+    /// target, after its name when the pipeline has several.
     pub fn describe(&self, i: usize) -> String {
-        match self.list.get(i) {
-            Some((_, s)) if self.list.len() == 1 => s.describe().to_string(),
-            Some((n, s)) => format!("{n}: {}", s.describe()),
-            None => "?".into(),
-        }
+        self.list.get(i).map_or_else(|| "?".into(), |(_, s)| s.describe().to_string())
     }
 }

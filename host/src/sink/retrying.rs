@@ -44,7 +44,21 @@ pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
 
 impl RetryingSink {
     pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> RetryingSink {
-        let name = sink.describe();
+        RetryingSink::labelled(sink, retry, breaker, None)
+    }
+
+    /// With `name` (one of several sinks) before its target in logs and
+    /// metrics labels: `index: http://…`.
+    pub fn labelled(
+        sink: Box<dyn Sink>,
+        retry: RetryConfig,
+        breaker: BreakerConfig,
+        name: Option<&str>,
+    ) -> RetryingSink {
+        let name = match name {
+            Some(n) => format!("{n}: {}", sink.describe()),
+            None => sink.describe(),
+        };
         BreakerChanged::initial(&name);
         RetryingSink { sink, name, retry, breaker: Mutex::new(Breaker::new(breaker)) }
     }

@@ -42,6 +42,12 @@ pub struct About {
     pub pipeline: String,
     /// `name@digest` of each plugin, in chain order.
     pub plugins: Vec<String>,
+    /// With several sinks: each sink's name, in the config's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<String>,
+    /// With several sinks: the routes as `sluice check` draws them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<String>,
 }
 
 #[derive(Default)]
