@@ -13,7 +13,8 @@
 //! (`SLUICE_BENCH_RECORDS`: unique ids per run, default 1,000,000;
 //! `SLUICE_BENCH_FILES`: the file counts, default `1,4,16`; any pipeline
 //! key from the environment, e.g. `SLUICE__PIPELINE__IN_FLIGHT=1`;
-//! `SLUICE_BENCH_ONLY=sluice` skips the baselines, for `perf record`).
+//! `SLUICE_BENCH_ONLY=sluice` skips the baselines, for `perf record`;
+//! `SLUICE_BENCH_SINKS=2` fans every event out to two file sinks).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -79,8 +80,17 @@ fn python(inputs: &[PathBuf], out: &Path) -> Option<(f64, f64)> {
 
 fn config(dir: &Path, files: usize) -> PathBuf {
     let path = dir.join("sluice.toml");
-    std::fs::write(&path, sluice_benches::file_pipeline_config(&format!("bench-{files}"), "input-*.log", ""))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut text = sluice_benches::file_pipeline_config(&format!("bench-{files}"), "input-*.log", "");
+    // `SLUICE_BENCH_SINKS=2`: every event to two file sinks (a fan-out,
+    // each sink with its own ids), to price the topology.
+    if std::env::var("SLUICE_BENCH_SINKS").is_ok_and(|v| v == "2") {
+        let one = "[sink]\ntype = \"file\"\npath = \"out/events.ndjson\"\n";
+        let two = "[[sinks]]\nname = \"a\"\ntype = \"file\"\npath = \"out/events.ndjson\"\n\
+                   [[sinks]]\nname = \"b\"\ntype = \"file\"\npath = \"out/archive.ndjson\"\n";
+        assert!(text.contains(one), "the bench config has one [sink]");
+        text = text.replace(one, two);
+    }
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     path
 }
 
