@@ -268,6 +268,16 @@ impl Plan {
                 }
             });
         }
+        // Sent grouped by sink; handed on in record order, which the
+        // driver's split of a batch's ids by partition (the changelog's
+        // sends) relies on. Stable: a record's ids keep their sinks' order.
+        if fanout.is_some() {
+            let mut order: Vec<usize> = (0..accepted.len()).collect();
+            order.sort_by_key(|k| accepted_records[*k]);
+            accepted = order.iter().map(|k| accepted[*k]).collect();
+            accepted_records = order.iter().map(|k| accepted_records[*k]).collect();
+            accepted_sinks = order.iter().map(|k| accepted_sinks[*k]).collect();
+        }
         // A record's fate from its events': quarantined if any event was
         // (the whole original is kept; its delivered siblings are absorbed
         // by the window on replay), else delivered if any was, else
@@ -304,7 +314,8 @@ impl Plan {
 pub struct Settled {
     /// Per record; `None`: owed, read again.
     pub fates: Vec<Option<Fate>>,
-    /// Ids of the events the sink accepted, to record in the window.
+    /// Ids of the events the sinks accepted, to record in the window, in
+    /// record order.
     pub accepted: Vec<IdDigest>,
     /// The record of each accepted id, in the same order (its trail).
     pub accepted_records: Vec<usize>,
@@ -476,6 +487,8 @@ mod tests {
             Some(FinalAnswer::Accepted),
         ]);
         assert_eq!(settled.fates, vec![Some(Fate::Delivered), Some(Fate::Delivered), None], "c waits for the index");
+        // In record order (a, a, b, c), whatever the sinks' order.
+        assert_eq!(settled.accepted_records, [0, 0, 1, 2], "the driver splits ids by partition in record order");
         assert_eq!(settled.accepted_sinks, [0, 1, 1, 1]);
         // c is read again: the archive has it (a duplicate there), the
         // index gets it, and only the index.
@@ -498,5 +511,26 @@ mod tests {
             [(0, 1)],
             "absorbed by the archive"
         );
+    }
+
+    /// The driver splits a batch's accepted ids by partition walking them
+    /// in record order (the changelog's sends): a fan-out, sent grouped by
+    /// sink, must hand them on in record order.
+    #[test]
+    fn a_fan_out_hands_its_accepted_ids_on_in_record_order() {
+        let fanout = Arc::new(Fanout::new(&["a".to_string(), "b".to_string()], &[]).unwrap_or_else(|e| panic!("{e}")));
+        let mut plan = Plan::routed(3, Some(&fanout));
+        for (i, id) in ["x", "y", "z"].iter().enumerate() {
+            plan.emit(i, [body_event(id, "{}")], &PIPELINE_SCOPE, String::new);
+        }
+        plan.seen(&[false; 6]);
+        let fresh = plan.take_fresh();
+        assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["x", "y", "z", "x", "y", "z"]);
+        let settled = plan.settle(vec![Some(FinalAnswer::Accepted); 6]);
+        assert_eq!(settled.accepted_records, [0, 0, 1, 1, 2, 2]);
+        assert_eq!(settled.accepted_sinks, [0, 1, 0, 1, 0, 1]);
+        let x = digest(&PIPELINE_SCOPE, "x");
+        let key = |sink: &str| salted(x, crate::route::salt(sink));
+        assert_eq!(settled.accepted[..2], [key("a"), key("b")], "each id with its own sink's key");
     }
 }

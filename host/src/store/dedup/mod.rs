@@ -858,8 +858,8 @@ mod tests {
         let absorbed_key = |i: usize| [&ids[i][..], &[ABSORBED]].concat();
         let firsts: Vec<Vec<u8>> = (0..6).map(|n| absorbed_key(n * 1000)).chain([absorbed_key(1)]).collect();
         let values = w.values(&firsts, t0).unwrap_or_else(|e| panic!("{e}"));
-        for n in 0..6 {
-            assert_eq!(values[n].as_deref(), Some(&absorbed_trail(n)[..]), "batch {n}'s absorbed trail");
+        for (n, v) in values.iter().take(6).enumerate() {
+            assert_eq!(v.as_deref(), Some(&absorbed_trail(n)[..]), "batch {n}'s absorbed trail");
         }
         assert_eq!(values[6], None, "no duplicate of id 1 was absorbed");
         drop(w);
