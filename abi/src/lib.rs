@@ -42,7 +42,40 @@ pub mod event_flag {
     /// already holds, neither copying them back nor checking them again.
     /// Additive to 0.2: plugins that never set it are read as before.
     pub const KEEP: u32 = 4;
-    pub const ALL: u32 = ID | TIMESTAMP | KEEP;
+    /// The plugin names the sinks the event goes to (its route): the
+    /// descriptor's last field (at 28) is the offset in `data` of a `u32`
+    /// length followed by that many bytes, sink names joined by `,`.
+    /// Additive to 0.2: a plugin that never sets it is read as before, and
+    /// a host older than this bit refuses it as an unknown flag.
+    pub const SINKS: u32 = 8;
+    pub const ALL: u32 = ID | TIMESTAMP | KEEP | SINKS;
+}
+
+/// The most bytes of sink names one event's route may hold.
+pub const MAX_ROUTE_BYTES: usize = 4096;
+/// The most sinks one event's route may name.
+pub const MAX_ROUTE_SINKS: usize = 64;
+
+/// Why a route's text is not a list of sink names; `None` when it is.
+/// The rule the config holds names to: letters, digits, `-` and `_`.
+pub fn route_error(route: &[u8]) -> Option<String> {
+    if route.is_empty() {
+        return Some("names no sink (drop the event instead)".into());
+    }
+    if route.len() > MAX_ROUTE_BYTES {
+        return Some(format!("is {} bytes of sink names, over the limit of {MAX_ROUTE_BYTES}", route.len()));
+    }
+    let mut count = 0;
+    for name in route.split(|b| *b == b',') {
+        count += 1;
+        if name.is_empty() || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_') {
+            return Some(format!(
+                "names sink {:?}: a name is letters, digits, - and _, names are joined by ,",
+                String::from_utf8_lossy(name)
+            ));
+        }
+    }
+    (count > MAX_ROUTE_SINKS).then(|| format!("names {count} sinks, over the limit of {MAX_ROUTE_SINKS}"))
 }
 
 /// Outcome kinds.
@@ -117,6 +150,11 @@ pub enum LayoutError {
     TooLarge {
         bytes: usize,
     },
+    /// An event's route (flag bit 3) is not a list of sink names.
+    Route {
+        event: usize,
+        why: String,
+    },
 }
 
 impl fmt::Display for LayoutError {
@@ -152,6 +190,7 @@ impl fmt::Display for LayoutError {
                 "event {event} keeps its record's payload (flag bit 2) but names a body slice ({start}, {len}); it must be (0, 0)"
             ),
             LayoutError::TooLarge { bytes } => write!(f, "a batch of {bytes} bytes does not fit 32-bit offsets"),
+            LayoutError::Route { event, why } => write!(f, "event {event}'s route (flag bit 3) {why}"),
         }
     }
 }
@@ -190,6 +229,13 @@ fn append(data: &mut Vec<u8>, bytes: &[u8]) -> Result<(u32, u32), LayoutError> {
     }
     data.extend_from_slice(bytes);
     Ok((start as u32, bytes.len() as u32))
+}
+
+/// The route whose length prefix is at `at` (checked by
+/// `Outcomes::check`; empty where it is not there).
+fn route_at(data: &[u8], at: u32) -> &[u8] {
+    let start = at as usize + 4;
+    data.get(start..start.saturating_add(u32_at(data, at as usize) as usize)).unwrap_or_default()
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
@@ -421,6 +467,9 @@ pub struct EventFields<'a> {
     /// The body is the record's payload (`event_flag::KEEP`): `body` is
     /// not written.
     pub keep: bool,
+    /// The sinks the event goes to, names joined by `,`
+    /// (`event_flag::SINKS`); `None` leaves it to the config's routes.
+    pub sinks: Option<&'a [u8]>,
 }
 
 /// Outcomes being packed, in record order.
@@ -469,12 +518,22 @@ impl OutcomeBuf {
             if e.timestamp.is_some() {
                 flags |= event_flag::TIMESTAMP;
             }
+            let route = match e.sinks {
+                Some(names) => {
+                    flags |= event_flag::SINKS;
+                    let len = u32::try_from(names.len()).map_err(|_| LayoutError::TooLarge { bytes: names.len() })?;
+                    let (at, _) = append(&mut self.data, &len.to_le_bytes())?;
+                    append(&mut self.data, names)?;
+                    at
+                }
+                None => 0,
+            };
             for x in [id.0, id.1, body.0, body.1] {
                 put_u32(&mut self.events, x);
             }
             put_i64(&mut self.events, e.timestamp.unwrap_or(0));
             put_u32(&mut self.events, flags);
-            put_u32(&mut self.events, 0);
+            put_u32(&mut self.events, route);
             count += 1;
         }
         for x in [kind::EMIT, first, count] {
@@ -517,6 +576,8 @@ pub struct EventView<'a> {
     pub body: &'a [u8],
     /// The body is the record's payload (`event_flag::KEEP`).
     pub keep: bool,
+    /// The sinks the plugin named, joined by `,` (`event_flag::SINKS`).
+    pub sinks: Option<&'a [u8]>,
 }
 
 /// The events of one emit, in order.
@@ -551,6 +612,7 @@ impl<'a> Iterator for Events<'a> {
             timestamp: (flags & event_flag::TIMESTAMP != 0).then(|| i64_at(d, 16)),
             body: if flags & event_flag::KEEP != 0 { &[] } else { get(8).unwrap_or_default() },
             keep: flags & event_flag::KEEP != 0,
+            sinks: if flags & event_flag::SINKS != 0 { Some(route_at(self.data, u32_at(d, 28))) } else { None },
         })
     }
 
@@ -626,6 +688,15 @@ impl<'a> Outcomes<'a> {
                             // A kept body reads no bytes of `data`: a slice
                             // there would be output nobody bounds.
                             return Err(LayoutError::KeptBody { event: e, start: u32_at(ed, 8), len: u32_at(ed, 12) });
+                        }
+                        if flags & event_flag::SINKS != 0 {
+                            let at = u32_at(ed, 28);
+                            take(&|| format!("event {e} route length"), at, 4)?;
+                            let len = u32_at(data, at as usize);
+                            take(&|| format!("event {e} route"), at + 4, len)?;
+                            if let Some(why) = route_error(route_at(data, at)) {
+                                return Err(LayoutError::Route { event: e, why });
+                            }
                         }
                     }
                     next_event = end as u32;
@@ -728,6 +799,7 @@ mod tests {
                     timestamp: *timestamp,
                     body,
                     keep: false,
+                    sinks: None,
                 })),
                 Out::Drop(r) => buf.drop(r),
                 Out::Reject(r) => buf.reject(r),
@@ -832,21 +904,21 @@ mod tests {
 
     fn one_event(id: &[u8], body: &[u8]) -> OutcomeBuf {
         let mut buf = OutcomeBuf::default();
-        assert!(buf.emit([EventFields { id: Some(id), timestamp: None, body, keep: false }]).is_ok());
+        assert!(buf.emit([EventFields { id: Some(id), body, ..EventFields::default() }]).is_ok());
         buf
     }
 
     #[test]
     fn a_kept_body_reads_no_data_and_one_that_names_a_slice_is_refused() {
         let mut buf = OutcomeBuf::default();
-        let kept = EventFields { id: Some(b"i"), timestamp: Some(3), body: b"ignored", keep: true };
+        let kept = EventFields { id: Some(b"i"), timestamp: Some(3), body: b"ignored", keep: true, sinks: None };
         assert!(buf.emit([kept, EventFields { id: None, body: b"{}", keep: false, ..kept }]).is_ok());
         assert_eq!(buf.data, b"i{}" as &[u8], "the kept body is not written, the id is, in order");
         let checked = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).unwrap_or_else(|e| panic!("{e}"));
         let Some(OutcomeView::Emit(events)) = checked.iter().next() else { panic!("an emit") };
         let events: Vec<EventView<'_>> = events.collect();
-        assert_eq!(events[0], EventView { id: Some(b"i"), timestamp: Some(3), body: b"", keep: true });
-        assert_eq!(events[1], EventView { id: None, timestamp: Some(3), body: b"{}", keep: false });
+        assert_eq!(events[0], EventView { id: Some(b"i"), timestamp: Some(3), body: b"", keep: true, sinks: None });
+        assert_eq!(events[1], EventView { id: None, timestamp: Some(3), body: b"{}", keep: false, sinks: None });
         // A kept event that also points into `data` is refused by name.
         buf.events[12..16].copy_from_slice(&1u32.to_le_bytes());
         let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err().map(|e| e.to_string());
@@ -854,6 +926,46 @@ mod tests {
             err.as_deref(),
             Some("event 0 keeps its record's payload (flag bit 2) but names a body slice (0, 1); it must be (0, 0)")
         );
+    }
+
+    /// A route crosses as a length and the names after the body; a route
+    /// that names no sink, a bad name, or bytes past the data is refused
+    /// by name, and one plugin that never routes reads as before.
+    #[test]
+    fn a_route_names_sinks_after_the_body_and_a_bad_one_is_refused() {
+        let mut buf = OutcomeBuf::default();
+        let routed =
+            EventFields { id: Some(b"i"), body: b"{}", sinks: Some(b"archive,errors"), ..EventFields::default() };
+        assert!(buf.emit([routed, EventFields { body: b"{}", ..EventFields::default() }]).is_ok());
+        assert_eq!(buf.data, b"i{}\x0e\0\0\0archive,errors{}" as &[u8]);
+        let checked = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).unwrap_or_else(|e| panic!("{e}"));
+        let Some(OutcomeView::Emit(events)) = checked.iter().next() else { panic!("an emit") };
+        let routes: Vec<Option<&[u8]>> = events.map(|e| e.sinks).collect();
+        assert_eq!(routes, [Some(b"archive,errors".as_slice()), None]);
+
+        let refused = |names: &[u8]| {
+            let mut buf = OutcomeBuf::default();
+            let e = EventFields { body: b"{}", sinks: Some(names), ..EventFields::default() };
+            assert!(buf.emit([e]).is_ok());
+            Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(b"").as_deref(),
+            Some("event 0's route (flag bit 3) names no sink (drop the event instead)")
+        );
+        assert!(refused(b"a,,b").is_some_and(|e| e.contains("names sink \"\"")));
+        assert!(refused(b"a b").is_some_and(|e| e.contains("names sink \"a b\"")));
+        let many = vec!["s"; MAX_ROUTE_SINKS + 1].join(",");
+        assert!(refused(many.as_bytes()).is_some_and(|e| e.contains("65 sinks")));
+        let long = vec![b'a'; MAX_ROUTE_BYTES + 1];
+        assert!(refused(&long).is_some_and(|e| e.contains("over the limit of 4096")));
+        // A length that reaches past the data.
+        let mut buf = OutcomeBuf::default();
+        let e = EventFields { body: b"{}", sinks: Some(b"a"), ..EventFields::default() };
+        assert!(buf.emit([e]).is_ok());
+        buf.data[2..6].copy_from_slice(&100u32.to_le_bytes());
+        let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("event 0 route spans bytes 6..106, outside the data buffer of 7 bytes"));
     }
 
     #[test]
@@ -868,7 +980,7 @@ mod tests {
     fn overlapping_slices_are_refused() {
         // Two events whose bodies are the same bytes: an amplification.
         let mut buf = OutcomeBuf::default();
-        let body = EventFields { id: None, timestamp: None, body: b"{}", keep: false };
+        let body = EventFields { body: b"{}", ..EventFields::default() };
         assert!(buf.emit([body, body]).is_ok());
         buf.events[EVENT_BYTES + 8..EVENT_BYTES + 12].copy_from_slice(&0u32.to_le_bytes());
         let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1).err();
@@ -878,7 +990,7 @@ mod tests {
     #[test]
     fn emits_out_of_order_and_unused_events_are_refused() {
         let mut buf = one_event(b"a", b"{}");
-        assert!(buf.emit([EventFields { id: None, timestamp: None, body: b"{}", keep: false }]).is_ok());
+        assert!(buf.emit([EventFields { body: b"{}", ..EventFields::default() }]).is_ok());
         // Outcome 1 claims event 0 again.
         buf.outcomes[OUTCOME_BYTES + 4..OUTCOME_BYTES + 8].copy_from_slice(&0u32.to_le_bytes());
         let err = Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 2).err();
@@ -903,12 +1015,12 @@ mod tests {
 
     #[test]
     fn unknown_kinds_and_flags_are_refused() {
-        // Bit 2 is keep; bit 3 is the first the contract leaves undefined.
+        // Bit 3 is the route; bit 4 is the first the contract leaves undefined.
         let mut buf = one_event(b"a", b"{}");
-        buf.events[24..28].copy_from_slice(&8u32.to_le_bytes());
+        buf.events[24..28].copy_from_slice(&16u32.to_le_bytes());
         assert!(matches!(
             Outcomes::check(&buf.outcomes, &buf.events, &buf.data, 1),
-            Err(LayoutError::UnknownFlags { flags: 8, .. })
+            Err(LayoutError::UnknownFlags { flags: 16, .. })
         ));
         let mut buf = OutcomeBuf::default();
         assert!(buf.drop(b"x").is_ok());

@@ -68,6 +68,18 @@ static void process(const sluice_record *r, sluice_out *out) {
         sluice_reject(out, "%.*s", (int)(p.len - 7), p.ptr + 7);
         return;
     }
+    if (starts_with(p, "route:")) {
+        char *names = strndup((const char *)p.ptr + 6, p.len - 6);
+        sluice_buf body = {0};
+        sluice_json_open(&body);
+        sluice_json_key(&body, "route");
+        sluice_json_string(&body, names, strlen(names));
+        sluice_json_close(&body);
+        sluice_emit(out, &(sluice_event){.body = body.ptr, .body_len = body.len, .sinks = names});
+        sluice_buf_free(&body);
+        free(names);
+        return;
+    }
     if (starts_with(p, "split:")) {
         char *digits = strndup((const char *)p.ptr + 6, p.len - 6);
         long n = strtol(digits, NULL, 10);

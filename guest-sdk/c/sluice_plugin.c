@@ -16,7 +16,7 @@ extern sluice_process_fn sluice_plugin_process_;
 enum { RECORD_BYTES = 64, HEADER_BYTES = 16, OUTCOME_BYTES = 12, EVENT_BYTES = 32 };
 enum { KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8 };
 enum { EMIT = 0, DROP = 1, REJECT = 2, NOTHING = -1 };
-enum { EV_ID = 1, EV_TS = 2, EV_KEEP = 4 };
+enum { EV_ID = 1, EV_TS = 2, EV_KEEP = 4, EV_SINKS = 8 };
 
 /* wasm32 is little-endian, as the layout is; memcpy for unaligned loads. */
 static uint32_t rd32(const uint8_t *p) {
@@ -105,13 +105,23 @@ void sluice_emit(sluice_out *o, const sluice_event *e) {
         sluice_buf_push(&o->data, e->body, e->body_len);
     }
     if (e->has_timestamp) flags |= EV_TS;
+    uint32_t ro = 0;
+    if (e->sinks) {
+        /* A route: a length, then the names (flag bit 3). */
+        flags |= EV_SINKS;
+        ro = (uint32_t)o->data.len;
+        uint32_t n = (uint32_t)strlen(e->sinks);
+        uint8_t len[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+        sluice_buf_push(&o->data, len, 4);
+        sluice_buf_push(&o->data, e->sinks, n);
+    }
     push32(&o->events, io);
     push32(&o->events, il);
     push32(&o->events, bo);
     push32(&o->events, bl);
     push64(&o->events, e->has_timestamp ? e->timestamp : 0);
     push32(&o->events, flags);
-    push32(&o->events, 0);
+    push32(&o->events, ro);
     o->event_count++;
 }
 

@@ -83,6 +83,11 @@ typedef struct {
     bool has_timestamp;
     int64_t timestamp;
     bool keep;
+    /* The sinks the event goes to, and only those, over the config's
+     * routes: their `[[sinks]]` names joined by ',' ("index,archive"),
+     * NUL-terminated. NULL: the routes decide. A name the pipeline has no
+     * sink for sends the record to the quarantine, naming it. */
+    const char *sinks;
 } sluice_event;
 
 /* The record becomes this event; call again for a split into several.

@@ -23,6 +23,10 @@ class Conformance extends Plugin {
     if (startsWith(p, ascii('{"keep"'))) return keep(record);
     if (startsWith(p, ascii("drop:"))) return drop(text(p.subarray(5)));
     if (startsWith(p, ascii("reject:"))) return reject(text(p.subarray(7)));
+    if (startsWith(p, ascii("route:"))) {
+      const names = text(p.subarray(6));
+      return emit({ route: names }, undefined, undefined, names.split(","));
+    }
     if (startsWith(p, ascii("split:"))) {
       const n = parseInt(text(p.subarray(6)), 10);
       const base = record.eventId ?? "none";

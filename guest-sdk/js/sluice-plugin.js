@@ -50,15 +50,20 @@ const ENCODE_INTO = typeof encoder.encodeInto === "function";
 const RECORD = 64;
 const KEY = 1, SOURCE_TS = 2, EVENT_ID = 4, TS = 8;
 const EMIT = 0, DROP = 1, REJECT = 2;
-const EV_ID = 1, EV_TS = 2, EV_KEEP = 4;
+const EV_ID = 1, EV_TS = 2, EV_KEEP = 4, EV_SINKS = 8;
 
 /** A payload (Uint8Array) as text; invalid UTF-8 becomes U+FFFD. */
 export function text(bytes) {
   return decoder.decode(bytes);
 }
 
-/** One event: `body` is an object (serialized to JSON), a JSON string or bytes. */
-export function event(body, id, timestamp) {
+/**
+ * One event: `body` is an object (serialized to JSON), a JSON string or
+ * bytes. `sinks`, a list of sink names (`[[sinks]]`), sends it there and
+ * only there, over the config's routes; a name the pipeline has no sink
+ * for quarantines the record.
+ */
+export function event(body, id, timestamp, sinks) {
   let bytes;
   if (ArrayBuffer.isView(body)) bytes = new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
   // Text stays text until it is packed, where it is encoded straight into
@@ -69,11 +74,12 @@ export function event(body, id, timestamp) {
     id: id ?? undefined,
     timestamp: timestamp === undefined || timestamp === null ? undefined : BigInt(timestamp),
     body: bytes,
+    sinks: sinks ?? undefined,
   };
 }
 
-export function emit(body, id, timestamp) {
-  return { tag: "emit", val: [event(body, id, timestamp)] };
+export function emit(body, id, timestamp, sinks) {
+  return { tag: "emit", val: [event(body, id, timestamp, sinks)] };
 }
 
 /**
@@ -82,8 +88,8 @@ export function emit(body, id, timestamp) {
  * never cross back to the host (the contract's *keep* flag): the fastest
  * outcome there is, for filters, validators and id or timestamp setters.
  */
-export function keep(record, id, timestamp) {
-  return emitMany([{ ...event(EMPTY, id, timestamp), keep: true }]);
+export function keep(record, id, timestamp, sinks) {
+  return emitMany([{ ...event(EMPTY, id, timestamp, sinks), keep: true }]);
 }
 const EMPTY = new Uint8Array(0);
 
@@ -422,11 +428,15 @@ function fault(o) {
     if (e.timestamp !== undefined && (e.timestamp < MIN_NS || e.timestamp > MAX_NS)) {
       return `event ${k}: timestamp is out of the 64-bit range (nanoseconds since the epoch)`;
     }
+    if (e.sinks !== undefined && !(typeof e.sinks === "string" || Array.isArray(e.sinks))) {
+      return `event ${k}: sinks is not a list of sink names`;
+    }
   }
   return "process returned an outcome that cannot be packed";
 }
 
 const LOW = 0xffffffffn;
+const NO_LENGTH = new Uint8Array(4);
 const MIN_NS = -(1n << 63n), MAX_NS = (1n << 63n) - 1n;
 
 /** One outcome into the tables; throws on a value that is not one. Indexed
@@ -472,6 +482,16 @@ function packOne(o, count) {
         lo = Number(ts & LOW);
         hi = Number((ts >> 32n) & LOW);
       }
+      // A route: a length, then the names joined by "," (flag bit 3).
+      let ro = 0;
+      const sinks = e.sinks;
+      if (sinks !== undefined) {
+        if (typeof sinks !== "string" && !Array.isArray(sinks)) throw new TypeError("sinks");
+        flags |= EV_SINKS;
+        ro = outData.put(NO_LENGTH);
+        const n = outData.putText(typeof sinks === "string" ? sinks : sinks.join(","));
+        new DataView(outData.bytes.buffer).setUint32(ro, n, true);
+      }
       const at = outEvents.len;
       const w = at + 8 > outEvents.words.length ? outEvents.room(8) : outEvents.words;
       w[at] = io;
@@ -481,7 +501,7 @@ function packOne(o, count) {
       w[at + 4] = lo;
       w[at + 5] = hi;
       w[at + 6] = flags;
-      w[at + 7] = 0;
+      w[at + 7] = ro;
       outEvents.len = at + 8;
       count++;
     }

@@ -23,6 +23,9 @@ class Conformance(Plugin):
             return drop(p[5:].decode("utf-8", "replace"))
         if p.startswith(b"reject:"):
             return reject(p[7:].decode("utf-8", "replace"))
+        if p.startswith(b"route:"):
+            names = p[6:].decode("utf-8", "replace")
+            return emit({"route": names}, sinks=names.split(","))
         if p.startswith(b"split:"):
             base = record.event_id if record.event_id is not None else "none"
             return emit_many([event({"k": k}, id=f"{base}/{k}") for k in range(int(p[6:]))])

@@ -71,7 +71,7 @@ _OUTCOME = struct.Struct("<III")  # 12 bytes
 _EVENT = struct.Struct("<IIIIqII")  # 32 bytes
 _KEY, _SOURCE_TS, _EVENT_ID, _TS = 1, 2, 4, 8
 _EMIT, _DROP, _REJECT = 0, 1, 2
-_EV_ID, _EV_TS, _EV_KEEP = 1, 2, 4
+_EV_ID, _EV_TS, _EV_KEEP, _EV_SINKS = 1, 2, 4, 8
 
 
 class Position:
@@ -108,12 +108,13 @@ class Record:
 
 
 class Event:
-    __slots__ = ("id", "timestamp", "body")
+    __slots__ = ("id", "timestamp", "body", "sinks")
 
-    def __init__(self, body: bytes, id: Optional[str] = None, timestamp: Optional[int] = None):
+    def __init__(self, body: bytes, id: Optional[str] = None, timestamp: Optional[int] = None, sinks=None):
         self.id = id
         self.timestamp = timestamp
         self.body = body
+        self.sinks = sinks
 
     def json(self):
         """The body parsed, for tests (a kept body is its record's payload,
@@ -121,7 +122,8 @@ class Event:
         return None if self.body is _KEPT else json.loads(self.body)
 
     def __repr__(self) -> str:
-        return f"event(id={self.id!r}, timestamp={self.timestamp!r}, body={bytes(self.body)!r})"
+        routed = "" if self.sinks is None else f", sinks={list(self.sinks)!r}"
+        return f"event(id={self.id!r}, timestamp={self.timestamp!r}, body={bytes(self.body)!r}{routed})"
 
 
 class Outcome:
@@ -150,9 +152,17 @@ class Outcome:
         return f"{self.verdict}({self.value!r})"
 
 
-def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Event:
+def event(
+    body: Union[Dict[str, Any], bytes, str],
+    id: Optional[str] = None,
+    timestamp: Optional[int] = None,
+    sinks: Optional[List[str]] = None,
+) -> Event:
     """One event. `body` is a dict (serialized to JSON) or JSON text/bytes;
-    `timestamp` is nanoseconds since the Unix epoch."""
+    `timestamp` is nanoseconds since the Unix epoch. `sinks`, a list of
+    sink names (`[[sinks]]`), sends it there and only there, over the
+    config's routes; a name the pipeline has no sink for quarantines the
+    record."""
     if type(body) is _HostJson and body._text is not None:
         # The host's JSON text of it, unchanged since: not serialized again.
         raw = body._text.encode()
@@ -167,12 +177,17 @@ def event(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, tim
         raise TypeError(
             f"an event body is a dict (a JSON object), or JSON text as str or bytes, not {_a(type(body).__name__)}"
         )
-    return Event(raw, id, timestamp)
+    return Event(raw, id, timestamp, sinks)
 
 
-def emit(body: Union[Dict[str, Any], bytes, str], id: Optional[str] = None, timestamp: Optional[int] = None) -> Outcome:
-    """One event from this record."""
-    return Outcome(_EMIT, [event(body, id, timestamp)])
+def emit(
+    body: Union[Dict[str, Any], bytes, str],
+    id: Optional[str] = None,
+    timestamp: Optional[int] = None,
+    sinks: Optional[List[str]] = None,
+) -> Outcome:
+    """One event from this record (`sinks`: as `event`'s)."""
+    return Outcome(_EMIT, [event(body, id, timestamp, sinks)])
 
 
 class _Kept(bytes):
@@ -183,13 +198,15 @@ class _Kept(bytes):
 _KEPT = _Kept()
 
 
-def keep(record: "Record", id: Optional[str] = None, timestamp: Optional[int] = None) -> Outcome:
+def keep(
+    record: "Record", id: Optional[str] = None, timestamp: Optional[int] = None, sinks: Optional[List[str]] = None
+) -> Outcome:
     """The record goes on unchanged: one event whose body is its payload,
     with the id and timestamp an earlier stage set unless given here. Its
     bytes never cross back to the host (the contract's *keep* flag): the
     fastest outcome there is, for filters, validators and id or timestamp
-    setters."""
-    return Outcome(_EMIT, [Event(_KEPT, id, timestamp)])
+    setters. `sinks`: as `event`'s."""
+    return Outcome(_EMIT, [Event(_KEPT, id, timestamp, sinks)])
 
 
 def emit_many(events: List[Event]) -> Outcome:
@@ -662,7 +679,16 @@ def _pack(outcomes: List[Outcome]):
                             raise TypeError("timestamp")
                     else:
                         ts = 0
-                    events += (io, il, bo, bl, ts, flags, 0)
+                    ro = 0
+                    sinks = e.sinks
+                    if sinks is not None:
+                        # A route: a length, then the names joined by ",".
+                        flags |= _EV_SINKS
+                        raw = (sinks if isinstance(sinks, str) else ",".join(sinks)).encode()
+                        ro = len(data)
+                        data += struct.pack("<I", len(raw))
+                        data += raw
+                    events += (io, il, bo, bl, ts, flags, ro)
                     count += 1
                 table += (_EMIT, first, count - first)
             else:
@@ -716,6 +742,8 @@ def _fault(o) -> str:
             return f"event {k}: id is {_a(type(e.id).__name__)}, not a str"
         if e.timestamp is not None and not isinstance(e.timestamp, int):
             return f"event {k}: timestamp is {_a(type(e.timestamp).__name__)}, not an int (nanoseconds)"
+        if e.sinks is not None and not (isinstance(e.sinks, str) or all(isinstance(n, str) for n in e.sinks)):
+            return f"event {k}: sinks is not a list of sink names (str)"
     return "process returned an outcome that cannot be packed"
 
 

@@ -73,6 +73,8 @@ fn position(p: &wit::Position) -> (&'static str, String, i64) {
 fn outcome(o: Outcome) -> wit::Outcome {
     match o {
         Outcome::Emit(events) => wit::Outcome::Emit(
+            // 0.1 has no routes: its events go where the config's routes
+            // send them (`Event::to_sinks` needs 0.2).
             events.into_iter().map(|e: Event| wit::Event { id: e.id, timestamp: e.timestamp, body: e.body }).collect(),
         ),
         // `resolve` spelled it out as an `Emit`: 0.1 has no kept events.

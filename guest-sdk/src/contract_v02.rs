@@ -129,17 +129,27 @@ fn pack(outcomes: &[Outcome], records: &[Record<'_>], input_bytes: usize) -> Out
         // cannot hold; the outcome is then missing and the host's count
         // check turns the batch into a fault, isolated record by record.
         let _ = match o {
-            Outcome::Emit(events) => buf.emit(events.iter().map(|e| EventFields {
-                id: e.id.as_deref().map(str::as_bytes),
-                timestamp: e.timestamp,
-                body: &e.body,
-                keep: payload.is_some_and(|p| crate::bytes::same(p, &e.body)),
-            })),
+            Outcome::Emit(events) => {
+                // Routes joined once per emit, and only when one names sinks.
+                let routes: Vec<Option<String>> = if events.iter().any(|e| !e.sinks.is_empty()) {
+                    events.iter().map(|e| (!e.sinks.is_empty()).then(|| e.sinks.join(","))).collect()
+                } else {
+                    Vec::new()
+                };
+                buf.emit(events.iter().enumerate().map(|(k, e)| EventFields {
+                    id: e.id.as_deref().map(str::as_bytes),
+                    timestamp: e.timestamp,
+                    body: &e.body,
+                    keep: payload.is_some_and(|p| crate::bytes::same(p, &e.body)),
+                    sinks: routes.get(k).and_then(|r| r.as_deref()).map(str::as_bytes),
+                }))
+            }
             Outcome::Keep { id, timestamp } => buf.emit([EventFields {
                 id: id.as_deref().map(str::as_bytes),
                 timestamp: *timestamp,
                 body: &[],
                 keep: true,
+                sinks: None,
             }]),
             Outcome::Drop(reason) => buf.drop(reason.as_bytes()),
             Outcome::Reject(reason) => buf.reject(reason.as_bytes()),

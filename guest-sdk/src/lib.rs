@@ -203,6 +203,7 @@ impl Outcome {
                 id: id.or_else(|| record.event_id.map(str::to_owned)),
                 timestamp: timestamp.or(record.timestamp),
                 body: record.bytes().into_owned(),
+                sinks: Vec::new(),
             }),
             other => other,
         }
@@ -223,7 +224,7 @@ impl Outcome {
 impl Event {
     /// An event with `body` as its JSON bytes, no id and no timestamp.
     pub fn new(body: Vec<u8>) -> Event {
-        Event { id: None, timestamp: None, body }
+        Event { id: None, timestamp: None, body, sinks: Vec::new() }
     }
 
     /// An event whose body is a copy of `record`'s payload, with the id and
@@ -232,9 +233,16 @@ impl Event {
     /// record's payload crosses back to the host as *kept* (`wit/plugin.wit`,
     /// flag bit 2): its bytes are not copied out of the plugin nor checked
     /// by the host again. A record that becomes one event, itself, should
-    /// return [`Outcome::Keep`] instead, which copies nothing at all.
+    /// return [`Outcome::Keep`] instead, which copies nothing at all
+    /// (or, to route it, `Outcome::emit(Event::keep(record).to_sinks(…))`:
+    /// still kept across the boundary).
     pub fn keep(record: &Record<'_>) -> Event {
-        Event { id: record.event_id.map(str::to_owned), timestamp: record.timestamp, body: record.bytes().into_owned() }
+        Event {
+            id: record.event_id.map(str::to_owned),
+            timestamp: record.timestamp,
+            body: record.bytes().into_owned(),
+            sinks: Vec::new(),
+        }
     }
 
     /// An event whose body is `value` serialized.
@@ -250,6 +258,15 @@ impl Event {
 
     pub fn with_timestamp(mut self, nanos: i64) -> Event {
         self.timestamp = Some(nanos);
+        self
+    }
+
+    /// This event goes to these sinks only (their `[[sinks]]` names), not
+    /// where the config's `[[routes]]` would send it: for a plugin that
+    /// knows more than a field test (a lookup, a parse). A later stage of
+    /// a chain may name others; when none does, these stand.
+    pub fn to_sinks<S: Into<String>>(mut self, sinks: impl IntoIterator<Item = S>) -> Event {
+        self.sinks = sinks.into_iter().map(Into::into).collect();
         self
     }
 }

@@ -132,6 +132,11 @@ pub struct Event {
     pub timestamp: Option<i64>,
     /// One JSON object in UTF-8 (the host rejects anything else).
     pub body: Vec<u8>,
+    /// The sinks this event goes to, by their names in the config
+    /// (`[[sinks]]`); empty leaves it to the config's `[[routes]]`. A name
+    /// the pipeline has no sink for sends the record to the quarantine,
+    /// naming it. Set it with [`Event::to_sinks`].
+    pub sinks: Vec<String>,
 }
 
 /// What became of one record.

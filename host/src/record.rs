@@ -127,6 +127,9 @@ pub struct Record {
     pub event_id: Option<String>,
     /// Nanoseconds since the Unix epoch, set by an earlier stage.
     pub timestamp: Option<i64>,
+    /// The sinks an earlier stage named for it (its route, names joined
+    /// by `,`): a later stage's route replaces it, none keeps it.
+    pub sinks: Option<Bytes>,
 }
 
 impl Record {
@@ -142,6 +145,7 @@ impl Record {
             position: Position::File { path: path.into(), generation, offset },
             event_id: None,
             timestamp: None,
+            sinks: None,
         }
     }
 }
@@ -185,6 +189,17 @@ pub struct Event {
     /// One JSON object, UTF-8: a slice of the buffer the plugin's outcomes
     /// came back in, or the record's payload when the plugin kept it.
     pub body: Bytes,
+    /// The sinks the plugin named for it (`event_flag::SINKS`), names
+    /// joined by `,`, a slice of the same buffer; `None`: the config's
+    /// routes decide.
+    pub sinks: Option<Bytes>,
+}
+
+impl Event {
+    /// An event with no route of its own.
+    pub fn new(id: Option<String>, timestamp: Option<i64>, body: Bytes) -> Event {
+        Event { id, timestamp, body, sinks: None }
+    }
 }
 
 impl Event {
@@ -206,6 +221,7 @@ pub enum Outcome {
     Keep {
         id: Option<String>,
         timestamp: Option<i64>,
+        sinks: Option<Bytes>,
     },
     Drop(String),
     Reject(String),
@@ -217,8 +233,8 @@ impl Outcome {
     /// returned as they are.
     pub fn resolve(self, record: &Record) -> Outcome {
         match self {
-            Outcome::Keep { id, timestamp } => {
-                Outcome::Emit(vec![Event { id, timestamp, body: record.payload.clone() }])
+            Outcome::Keep { id, timestamp, sinks } => {
+                Outcome::Emit(vec![Event { id, timestamp, body: record.payload.clone(), sinks }])
             }
             other => other,
         }

@@ -168,3 +168,75 @@ fn a_case_that_expects_the_wrong_sinks_fails_naming_where_the_events_went() {
         "{out}"
     );
 }
+
+/// Issue 44: a plugin names the sinks an event goes to (the conformance
+/// plugin's `route:`), over the config's routes; an event that names none
+/// follows the routes; one that names a sink the config does not have
+/// sends its record to the quarantine, naming the sink, and reaches none.
+#[test]
+fn a_plugin_route_overrides_the_config_routes_and_an_unknown_sink_is_quarantined() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let conformance = build_wasm(&["sluice-plugin-conformance"]).join("sluice_plugin_conformance.wasm");
+    let config = tmp.path().join("sluice.toml");
+    let text = format!(
+        r#"
+[pipeline]
+name = "plugin-routes"
+state_dir = "{state}"
+
+[source]
+type = "file"
+paths = ["{input}"]
+
+[[plugins]]
+name = "conformance"
+path = "{plugin}"
+
+[[sinks]]
+name = "index"
+type = "file"
+path = "{index}"
+
+[[sinks]]
+name = "archive"
+type = "file"
+path = "{archive}"
+
+# Events no plugin routes: the index alone.
+[[routes]]
+sinks = ["index"]
+"#,
+        state = tmp.path().join("state").display(),
+        input = tmp.path().join("in.log").display(),
+        plugin = conformance.display(),
+        index = tmp.path().join("index.ndjson").display(),
+        archive = tmp.path().join("archive.ndjson").display(),
+    );
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let cases = tmp.path().join("cases");
+    std::fs::create_dir_all(&cases).unwrap_or_else(|e| panic!("{e}"));
+    let case = serde_json::json!({
+        "input": ["route:archive", "plain", "route:index,archive", "route:nowhere"],
+        "expect": [
+            {"event": {"body": {"route": "archive"}}},
+            {"event": {"fields": {"len": 5}}},
+            {"event": {"body": {"route": "index,archive"}}},
+            {"quarantine": "a plugin routed the event to sink \"nowhere\"; the sinks are index, archive"}
+        ],
+        "sinks": [["archive"], ["index"], ["index", "archive"], []]
+    });
+    std::fs::write(cases.join("01-plugin-routes.json"), case.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = sluice_test(&config, &cases);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ok    01-plugin-routes"), "{out}");
+    // And the same case expecting the rule's sink for a routed event fails.
+    let wrong = serde_json::json!({
+        "input": ["route:archive"],
+        "expect": [{"event": {"body": {"route": "archive"}}}],
+        "sinks": [["index"]]
+    });
+    std::fs::write(cases.join("01-plugin-routes.json"), wrong.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = sluice_test(&config, &cases);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("expected its events at index, got them at archive"), "{out}");
+}

@@ -22,11 +22,11 @@ fn batch() -> Vec<Record> {
 }
 
 fn clean_verdict(line: &str) -> Verdict {
-    Verdict::Emit(vec![sluice::plugin::Event {
-        id: None,
-        timestamp: None,
-        body: serde_json::to_vec(&json!({ "line": line })).unwrap_or_default().into(),
-    }])
+    Verdict::Emit(vec![sluice::plugin::Event::new(
+        None,
+        None,
+        serde_json::to_vec(&json!({ "line": line })).unwrap_or_default().into(),
+    )])
 }
 
 /// Run the attack against the hostile plugin built for 0.2 and for 0.1,

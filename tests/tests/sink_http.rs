@@ -532,7 +532,7 @@ fn one_of_two_sinks_down_for_30_s_holds_its_records_and_loses_nothing() {
     let stderr = s.run(&cfg, &[]);
     let from = down_from.lock().map(|f| *f).unwrap_or_default().unwrap_or_else(|| panic!("b never went down"));
     let (seen_a, seen_b) = (a.seen(), b.seen());
-    let even = |id: &str| n_of(id) % 2 == 0;
+    let even = |id: &str| n_of(id).is_multiple_of(2);
     // a: every event, each once.
     let mut in_a: BTreeMap<&str, usize> = BTreeMap::new();
     for id in &seen_a.stored {

@@ -258,7 +258,7 @@ pub fn test(args: &TestArgs) -> Result<bool> {
         ..PluginLimits::default()
     };
     let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
-    let mut failed = 0;
+    let (mut failed, mut skipped) = (0, 0);
     for (name, case) in &cases {
         let mut spec = PluginSpec::from_path(&args.path);
         spec.limits = limits.clone();
@@ -273,6 +273,17 @@ pub fn test(args: &TestArgs) -> Result<bool> {
             }
         };
         let loaded = runtime.load(&spec).and_then(Isolated::new);
+        if let (Some(needs), Ok(stage)) = (&case.contract, &loaded)
+            && version_key(stage.contract().version()) < version_key(needs)
+        {
+            skipped += 1;
+            println!(
+                "skip  {name}: needs contract {needs}, the plugin targets {}{}",
+                stage.contract().version(),
+                describe(&case.description)
+            );
+            continue;
+        }
         let verdict = match (&case.expect, loaded) {
             (Expect::InitError(want), Err(e)) => {
                 let got = format!("{e:#}");
@@ -308,13 +319,19 @@ pub fn test(args: &TestArgs) -> Result<bool> {
         }
     }
     println!(
-        "{} cases, {} passed, {failed} failed: {} against {}",
+        "{} cases, {} passed, {failed} failed{}: {} against {}",
         cases.len(),
-        cases.len() - failed,
+        cases.len() - failed - skipped,
+        if skipped > 0 { format!(", {skipped} for a newer contract") } else { String::new() },
         args.path.display(),
         args.cases.display()
     );
     Ok(failed == 0)
+}
+
+/// `0.2.0` as numbers, so that 0.10 comes after 0.9.
+fn version_key(v: &str) -> Vec<u64> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 
 fn describe(d: &str) -> String {

@@ -115,6 +115,7 @@ impl World {
                 id: Some(self.ids[p][i].clone()),
                 timestamp: None,
                 body: body(&self.ids[p][i]).into_bytes().into(),
+                sinks: None,
             }]),
             Kind::PluginReject => Verdict::Reject { plugin, reason: "poison".into() },
             Kind::PluginDrop => Verdict::Drop { plugin, reason: "noise".into() },

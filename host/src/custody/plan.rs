@@ -29,7 +29,7 @@ use super::offsets::Door;
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
 use crate::record::Event;
-use crate::route::Fanout;
+use crate::route::{Fanout, SinkMask};
 use crate::verdict::{PluginId, Verdict};
 
 /// What became of one source record.
@@ -91,6 +91,8 @@ pub struct Plan {
     by_sink: Vec<(usize, Range<usize>)>,
     /// Several sinks and their routes; `None` with one sink.
     fanout: Option<Arc<Fanout>>,
+    /// One sink, named: what a route a plugin names is checked against.
+    single: Option<Arc<Fanout>>,
 }
 
 impl Plan {
@@ -102,13 +104,18 @@ impl Plan {
             sent: Vec::new(),
             by_sink: Vec::new(),
             fanout: None,
+            single: None,
         }
     }
 
     /// A plan over the sinks of `fanout`: one event per sink its route
     /// names. With one sink it is [`Plan::new`].
     pub fn routed(records: usize, fanout: Option<&Arc<Fanout>>) -> Plan {
-        Plan { fanout: fanout.filter(|f| !f.is_single()).cloned(), ..Plan::new(records) }
+        let (single, fanout) = match fanout {
+            Some(f) if f.is_single() => (Some(f.clone()), None),
+            other => (None, other.cloned()),
+        };
+        Plan { fanout, single, ..Plan::new(records) }
     }
 
     /// A record refused before any plugin saw it (an oversize line).
@@ -142,6 +149,7 @@ impl Plan {
         let mut default_id = Some(default_id);
         let mut base = String::new();
         let mut planned = 0u32;
+        let first = self.events.len();
         for (k, e) in events.enumerate() {
             let id = match e.id {
                 Some(id) => id,
@@ -153,13 +161,28 @@ impl Plan {
                 }
             };
             let d = digest(scope, &id);
+            // A route a plugin named, checked against the sinks there are:
+            // an unknown name quarantines the record, whole.
+            let named = match (e.sinks.as_deref(), self.fanout.as_ref().or(self.single.as_ref())) {
+                (Some(names), Some(f)) => match f.mask_of(names) {
+                    Ok(mask) => Some(mask),
+                    Err(reason) => {
+                        self.events.truncate(first);
+                        self.fates[record] =
+                            Some(Fate::Quarantine { stage: "route", plugin: None, sink: None, reason });
+                        self.event_count[record] = 0;
+                        return;
+                    }
+                },
+                _ => None,
+            };
             // The chain checked the body: moved, not parsed again.
             let delivery = Delivery::checked(id, e.timestamp, e.body);
             match &self.fanout {
                 None => {
                     self.events.push(PlannedEvent { record, digest: d, sink: 0, state: State::Fresh(Some(delivery)) })
                 }
-                Some(f) => planned += route(&mut self.events, f, record, d, delivery),
+                Some(f) => planned += route(&mut self.events, f, record, d, delivery, named),
             }
         }
         self.event_count[record] = if self.fanout.is_some() { planned } else { n as u32 };
@@ -326,10 +349,18 @@ pub struct Settled {
     pub absorbed: Vec<(IdDigest, usize, u8)>,
 }
 
-/// The event as one planned event per sink its route names, each with the
-/// id keyed for that sink; returns how many.
-fn route(events: &mut Vec<PlannedEvent>, f: &Fanout, record: usize, d: IdDigest, delivery: Delivery) -> u32 {
-    let mask = f.sinks_for(delivery.event());
+/// The event as one planned event per sink its route names (`named`, a
+/// plugin's, else the config's), each with the id keyed for that sink;
+/// returns how many.
+fn route(
+    events: &mut Vec<PlannedEvent>,
+    f: &Fanout,
+    record: usize,
+    d: IdDigest,
+    delivery: Delivery,
+    named: Option<SinkMask>,
+) -> u32 {
+    let mask = named.unwrap_or_else(|| f.sinks_for(delivery.event()));
     let mut n = 0;
     let last = (0..f.len()).rev().find(|s| mask & (1 << s) != 0);
     let mut delivery = Some(delivery);
@@ -367,11 +398,7 @@ mod tests {
     use crate::custody::ids::PIPELINE_SCOPE;
 
     fn emit(ids: &[Option<&str>]) -> Verdict {
-        Verdict::Emit(
-            ids.iter()
-                .map(|id| Event { id: id.map(String::from), timestamp: None, body: b"{}".as_slice().into() })
-                .collect(),
-        )
+        Verdict::Emit(ids.iter().map(|id| Event::new(id.map(String::from), None, b"{}".as_slice().into())).collect())
     }
 
     fn plugin() -> PluginId {
@@ -438,7 +465,7 @@ mod tests {
     }
 
     fn body_event(id: &str, body: &str) -> Event {
-        Event { id: Some(id.into()), timestamp: None, body: body.as_bytes().to_vec().into() }
+        Event::new(Some(id.into()), None, body.as_bytes().to_vec().into())
     }
 
     /// Two sinks and a route: an event goes to the sinks its route names,
@@ -532,5 +559,56 @@ mod tests {
         let x = digest(&PIPELINE_SCOPE, "x");
         let key = |sink: &str| salted(x, crate::route::salt(sink));
         assert_eq!(settled.accepted[..2], [key("a"), key("b")], "each id with its own sink's key");
+    }
+
+    /// A plugin's route (issue 44) wins over the config's: the event goes
+    /// to the sinks it names, and only there. A name no sink has sends the
+    /// record, whole, to the quarantine naming it; so does one the single
+    /// sink of a one-sink pipeline does not have.
+    #[test]
+    fn a_plugin_route_names_the_sinks_and_an_unknown_sink_quarantines_the_record() {
+        let routes = [crate::route::RouteConfig {
+            field: None,
+            equals: None,
+            matches: None,
+            exists: None,
+            sinks: vec!["index".into()],
+        }];
+        let two = Arc::new(
+            Fanout::new(&["index".to_string(), "archive".to_string()], &routes).unwrap_or_else(|e| panic!("{e}")),
+        );
+        let routed = |id: &str, sinks: Option<&str>| Event {
+            sinks: sinks.map(|s| bytes::Bytes::copy_from_slice(s.as_bytes())),
+            ..body_event(id, "{}")
+        };
+        let mut plan = Plan::routed(4, Some(&two));
+        plan.emit(0, [routed("a", None)], &PIPELINE_SCOPE, String::new);
+        plan.emit(1, [routed("b", Some("archive"))], &PIPELINE_SCOPE, String::new);
+        plan.emit(2, [routed("c", Some("archive,index"))], &PIPELINE_SCOPE, String::new);
+        // The second event names a sink there is not: the first goes too.
+        plan.emit(3, [routed("d1", Some("index")), routed("d2", Some("nowhere"))], &PIPELINE_SCOPE, String::new);
+        plan.seen(&[false; 4]);
+        let fresh = plan.take_fresh();
+        assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["a", "c", "b", "c"]);
+        assert_eq!(plan.by_sink(), [(0, 0..2), (1, 2..4)], "a by the config's rule, b and c where their plugin said");
+        let settled = plan.settle(vec![Some(FinalAnswer::Accepted); 4]);
+        assert_eq!(settled.fates[..3], [Some(Fate::Delivered), Some(Fate::Delivered), Some(Fate::Delivered)]);
+        assert!(
+            matches!(&settled.fates[3], Some(Fate::Quarantine { stage: "route", reason, .. })
+                if reason == "a plugin routed the event to sink \"nowhere\"; the sinks are index, archive"),
+            "{:?}",
+            settled.fates[3]
+        );
+
+        let one =
+            Arc::new(Fanout::new(&[crate::route::DEFAULT_SINK.to_string()], &[]).unwrap_or_else(|e| panic!("{e}")));
+        let mut plan = Plan::routed(2, Some(&one));
+        plan.emit(0, [routed("e", Some("default"))], &PIPELINE_SCOPE, String::new);
+        plan.emit(1, [routed("f", Some("archive"))], &PIPELINE_SCOPE, String::new);
+        plan.seen(&[false; 1]);
+        assert_eq!(plan.take_fresh().iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["e"]);
+        let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);
+        assert_eq!(settled.fates[0], Some(Fate::Delivered));
+        assert!(matches!(&settled.fates[1], Some(Fate::Quarantine { stage: "route", .. })), "{:?}", settled.fates[1]);
     }
 }

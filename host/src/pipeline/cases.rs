@@ -127,13 +127,10 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         SourceConfig::Kafka(_) => None,
     };
     let mut window: HashSet<IdDigest> = HashSet::new();
-    let fanout = (cfg.sinks.len() > 1)
-        .then(|| super::fanout(cfg).map(Arc::new))
-        .transpose()
-        .map_err(|e| format!("routes: {e}"))?;
+    let fanout = Some(super::fanout(cfg).map(Arc::new).map_err(|e| format!("routes: {e}"))?);
     let mut sink = match (&case.sink[..], cfg.first_sink().response()) {
         ([], _) => None,
-        (_, _) if fanout.is_some() => {
+        (_, _) if fanout.as_ref().is_some_and(|f| !f.is_single()) => {
             return Err("`sink` scripts one backend's answers; with several sinks every sink accepts all".into());
         }
         (answers, Some(response)) => {
@@ -182,6 +179,7 @@ fn records(cfg: &Config, name: &str, input: &[Input]) -> Result<Vec<Record>, Str
                 position: Position::Kafka { topic: topic.as_str().into(), partition: 0, offset: i as i64 },
                 event_id: None,
                 timestamp: None,
+                sinks: None,
             },
         };
         offset += payload.len() as u64 + 1;
@@ -263,7 +261,8 @@ fn run_batch(
             sinks[owner].push(s);
         }
     }
-    let name = |s: &usize| fanout.map_or_else(|| crate::route::DEFAULT_SINK.to_string(), |f| f.name(*s).to_string());
+    let several = fanout.filter(|f| !f.is_single());
+    let name = |s: &usize| several.map_or_else(|| crate::route::DEFAULT_SINK.to_string(), |f| f.name(*s).to_string());
     settled
         .fates
         .into_iter()
@@ -331,6 +330,11 @@ fn judge_events(want: &[ExpectEvent], got: &[Delivery]) -> Result<(), String> {
     }
     for (k, (w, d)) in want.iter().zip(got).enumerate() {
         let at = if want.len() == 1 { String::new() } else { format!("event {k}: ") };
+        if w.sinks.is_some() {
+            return Err(format!(
+                "{at}an event's `sinks` is for plugin cases: a config case lists where each input's events went in its own `sinks`"
+            ));
+        }
         w.check(Some(&d.id), d.timestamp, d.event()).map_err(|why| format!("{at}{why}"))?;
     }
     Ok(())

@@ -54,7 +54,9 @@ enum Standing {
 
 /// The record an outcome is about: a source record the first stage reads
 /// where it lies, or an earlier stage's event the chain owns and can move
-/// on.
+/// on. Moved once per outcome, never stored: boxing the owned record
+/// would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 enum Input<'r> {
     Source(&'r Record),
     Owned(Record),
@@ -70,7 +72,7 @@ impl Input<'_> {
 
     /// The record going on with its payload as the body: moved when owned,
     /// else a new reference to the source's bytes (no copy either way).
-    fn kept(self, id: Option<String>, timestamp: Option<i64>) -> Record {
+    fn kept(self, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Record {
         let mut r = match self {
             Input::Source(r) => r.clone(),
             Input::Owned(r) => r,
@@ -79,6 +81,9 @@ impl Input<'_> {
             r.event_id = id;
         }
         r.timestamp = timestamp.or(r.timestamp);
+        if sinks.is_some() {
+            r.sinks = sinks;
+        }
         r
     }
 }
@@ -131,6 +136,7 @@ impl<S: Stage> Chain<S> {
                     id: r.event_id.clone(),
                     timestamp: r.timestamp,
                     body: if self.payloads_checked { r.payload.clone() } else { json_or_string_bytes(&r.payload) },
+                    sinks: r.sinks.clone(),
                 })
                 .collect();
             return Ok(Verdicts { judged: vec![Judged::Emit(1); batch.len()], events });
@@ -182,7 +188,7 @@ impl<S: Stage> Chain<S> {
                 Standing::Live => {
                     let before = events.len();
                     while let Some((_, r)) = rest.next_if(|(o, _)| *o as usize == owner) {
-                        events.push(Event { id: r.event_id, timestamp: r.timestamp, body: r.payload });
+                        events.push(Event { id: r.event_id, timestamp: r.timestamp, body: r.payload, sinks: r.sinks });
                     }
                     Judged::Emit(events.len() - before)
                 }
@@ -201,9 +207,9 @@ fn apply(standing: &mut [Standing], next: &mut Live, owner: u32, stage: usize, o
     match outcome {
         // A rejected source record keeps nothing.
         Outcome::Keep { .. } | Outcome::Emit(_) if matches!(s, Standing::Rejected { .. }) => {}
-        Outcome::Keep { id, timestamp } => {
+        Outcome::Keep { id, timestamp, sinks } => {
             revive(s);
-            next.push((owner, from.kept(id, timestamp)));
+            next.push((owner, from.kept(id, timestamp, sinks)));
         }
         Outcome::Emit(events) if !events.is_empty() => {
             revive(s);
@@ -253,6 +259,7 @@ fn follow(from: &Record, event: Event) -> Record {
         position: from.position.clone(),
         event_id: event.id.or_else(|| from.event_id.clone()),
         timestamp: event.timestamp.or(from.timestamp),
+        sinks: event.sinks.or_else(|| from.sinks.clone()),
     }
 }
 
@@ -283,6 +290,7 @@ mod tests {
             id,
             timestamp: index.is_multiple_of(2).then_some(i64::from(index)),
             body: [&r.payload[..], suffix].concat().into(),
+            sinks: None,
         };
         match choice(salt, index, &r.payload) {
             0 => Outcome::Emit(vec![event(b"a", None)]),
@@ -291,7 +299,7 @@ mod tests {
             3 => Outcome::Reject(format!("reject at {index}")),
             4 => Outcome::Emit(Vec::new()),
             // Passed on unchanged, with a timestamp on odd stages.
-            _ => Outcome::Keep { id: None, timestamp: (index % 2 == 1).then_some(100 + i64::from(index)) },
+            _ => Outcome::Keep { id: None, timestamp: (index % 2 == 1).then_some(100 + i64::from(index)), sinks: None },
         }
     }
 
@@ -344,7 +352,9 @@ mod tests {
             live = next;
         }
         Verdict::Emit(
-            live.into_iter().map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload }).collect(),
+            live.into_iter()
+                .map(|r| Event { id: r.event_id, timestamp: r.timestamp, body: r.payload, sinks: r.sinks })
+                .collect(),
         )
     }
 
@@ -356,7 +366,7 @@ mod tests {
             &self.0
         }
         fn process(&mut self, batch: &[&Record], _: bool) -> Result<Vec<Outcome>, PluginError> {
-            Ok(batch.iter().map(|_| Outcome::Keep { id: None, timestamp: Some(self.1) }).collect())
+            Ok(batch.iter().map(|_| Outcome::Keep { id: None, timestamp: Some(self.1), sinks: None }).collect())
         }
     }
 
@@ -396,5 +406,21 @@ mod tests {
                 prop_assert_eq!(v, &model(salt, stages, r), "record {:?}", r.payload);
             }
         }
+    }
+
+    /// A route an earlier stage named rides on with its event, as its id
+    /// does, until a later stage names another (or keeps it, naming one).
+    #[test]
+    fn a_route_rides_through_later_stages_until_one_names_another() {
+        let r = Record::line(b"{}".to_vec(), "f", 0, 0);
+        let route = |s: &str| Some(Bytes::copy_from_slice(s.as_bytes()));
+        let first = follow(&r, Event { sinks: route("archive"), ..Event::new(None, None, Bytes::from_static(b"{}")) });
+        assert_eq!(first.sinks, route("archive"));
+        let unrouted = follow(&first, Event::new(None, None, Bytes::from_static(b"{\"x\":1}")));
+        assert_eq!(unrouted.sinks, route("archive"), "a stage that names none keeps it");
+        let rerouted = follow(&first, Event { sinks: route("index"), ..Event::new(None, None, Bytes::new()) });
+        assert_eq!(rerouted.sinks, route("index"));
+        assert_eq!(Input::Owned(first.clone()).kept(None, None, None).sinks, route("archive"));
+        assert_eq!(Input::Owned(first).kept(None, None, route("index")).sinks, route("index"));
     }
 }

@@ -47,6 +47,11 @@ pub struct Case {
     /// year. Default: the real now.
     #[serde(default)]
     pub now: Option<String>,
+    /// The contract version the case needs (`"0.2.0"`): what an older
+    /// contract cannot say (a route) is not asked of a plugin built for
+    /// it, and the run says so rather than failing it or passing it.
+    #[serde(default)]
+    pub contract: Option<String>,
     pub expect: Expect,
 }
 
@@ -200,6 +205,7 @@ impl CaseRecord {
             position,
             event_id: self.event_id.clone(),
             timestamp: self.timestamp,
+            sinks: None,
         })
     }
 }
@@ -241,7 +247,10 @@ pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
                     Some(format!("{} events, expected {}", events.len(), want.len()))
                 } else {
                     want.iter().zip(events).enumerate().find_map(|(k, (w, ev))| {
-                        w.check(ev.id.as_deref(), ev.timestamp, &ev.body).err().map(|why| format!("event {k}: {why}"))
+                        w.check(ev.id.as_deref(), ev.timestamp, &ev.body)
+                            .and_then(|()| w.check_route(ev.sinks.as_deref()))
+                            .err()
+                            .map(|why| format!("event {k}: {why}"))
                     })
                 }
             }
@@ -316,14 +325,14 @@ mod tests {
                 id: Some("x".into()),
                 timestamp: None,
                 body: br#"{"b": 2, "a": 1}"#.as_slice().into(),
+                sinks: None,
             }]),
             Outcome::Reject("not valid UTF-8".into()),
             Outcome::Drop("d".into()),
         ];
         assert_eq!(compare(want, &good), None);
         let mut bad = good.clone();
-        bad[0] =
-            Outcome::Emit(vec![Event { id: Some("x".into()), timestamp: None, body: br#"{"a":1}"#.as_slice().into() }]);
+        bad[0] = Outcome::Emit(vec![Event::new(Some("x".into()), None, br#"{"a":1}"#.as_slice().into())]);
         assert!(compare(want, &bad).is_some_and(|w| w.starts_with("record 0: event 0: body")));
         bad[0] = Outcome::Drop("x".into());
         assert_eq!(compare(want, &bad).as_deref(), Some("record 0: got drop (x)"));

@@ -23,6 +23,12 @@ pub struct ExpectEvent {
     /// Fields the body must hold with these values; others may be there.
     #[serde(default)]
     pub fields: serde_json::Map<String, serde_json::Value>,
+    /// Plugin cases: the sinks the plugin named for the event (its route,
+    /// `Event::to_sinks` and the like), in order; `[]` when it names none.
+    /// A config case says where each input's events went with its own
+    /// `sinks` instead.
+    #[serde(default)]
+    pub sinks: Option<Vec<String>>,
 }
 
 /// `"id": null` is `Some(None)`, an absent key `None`.
@@ -47,6 +53,20 @@ fn instant<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Er
 }
 
 impl ExpectEvent {
+    /// Where the route a plugin named (names joined by `,`) differs from
+    /// `sinks`, when the case names them.
+    pub fn check_route(&self, route: Option<&[u8]>) -> Result<(), String> {
+        let Some(want) = &self.sinks else { return Ok(()) };
+        let got: Vec<String> = route
+            .map(|r| r.split(|b| *b == b',').map(|n| String::from_utf8_lossy(n).into_owned()).collect())
+            .unwrap_or_default();
+        if got == *want {
+            return Ok(());
+        }
+        let shown = |names: &[String]| if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        Err(format!("routed to {}, expected {}", shown(&got), shown(want)))
+    }
+
     /// Where the event differs from this expectation, named; the first
     /// difference only.
     pub fn check(&self, id: Option<&str>, timestamp: Option<i64>, body: &[u8]) -> Result<(), String> {

@@ -147,6 +147,7 @@ mod tests {
             id: id.map(str::to_string),
             timestamp: None,
             body: bytes::Bytes::copy_from_slice(body),
+            sinks: None,
         }])
     }
 
@@ -185,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_kept_body_is_checked_once_where_nothing_checked_it_and_its_id_always() {
-        let keep = |id: Option<&str>| Outcome::Keep { id: id.map(str::to_string), timestamp: None };
+        let keep = |id: Option<&str>| Outcome::Keep { id: id.map(str::to_string), timestamp: None, sinks: None };
         let l = OutputLimits::default();
         // From the source, unchecked: the body rule applies.
         assert!(
@@ -204,7 +205,7 @@ mod tests {
     fn events_and_bytes_per_record_are_bounded() {
         let limits =
             OutputLimits { max_events_per_record: 2, max_event_bytes_per_record: 10, ..OutputLimits::default() };
-        let e = Event { id: None, timestamp: None, body: b"{}".as_slice().into() };
+        let e = Event::new(None, None, b"{}".as_slice().into());
         assert_eq!(breach(&limits, &Outcome::Emit(vec![e.clone(); 2]), 0, None), None);
         assert!(breach(&limits, &Outcome::Emit(vec![e.clone(); 3]), 0, None).unwrap_or_default().contains("3 events"));
         let big = Event { body: br#"{"a":"0123456789"}"#.as_slice().into(), ..e };

@@ -121,6 +121,39 @@ impl Fanout {
         self.names.len() == 1
     }
 
+    /// The sinks a plugin named for an event (names joined by `,`, as the
+    /// contract carries them), over the config's routes. A name no sink
+    /// has is an error naming it and the sinks there are: the record goes
+    /// to the quarantine, never to a sink it was not meant for.
+    pub fn mask_of(&self, route: &[u8]) -> Result<SinkMask, String> {
+        let mut mask: SinkMask = 0;
+        for name in route.split(|b| *b == b',') {
+            match self.names.iter().position(|n| n.as_bytes() == name) {
+                Some(at) => mask |= 1 << at,
+                None => {
+                    let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
+                    return Err(format!(
+                        "a plugin routed the event to sink {:?}; the sinks are {}",
+                        String::from_utf8_lossy(name),
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        if mask == 0 {
+            return Err("a plugin routed the event to no sink".into());
+        }
+        Ok(mask)
+    }
+
+    /// Where an event goes: the sinks its plugin named, else the routes'.
+    pub fn sinks_of(&self, event: &crate::record::Event) -> Result<SinkMask, String> {
+        match &event.sinks {
+            Some(route) => self.mask_of(route),
+            None => Ok(self.sinks_for(&event.body)),
+        }
+    }
+
     /// The sinks an event with `body` (one JSON value) goes to. The body
     /// is parsed only when a rule reads a field.
     pub fn sinks_for(&self, body: &[u8]) -> SinkMask {

@@ -15,7 +15,8 @@ use crate::route::{Fanout, RouteConfig};
 pub struct Sinks {
     /// Shared with the views [`Sinks::only`] makes.
     list: Vec<(String, Arc<RetryingSink>)>,
-    /// `None` with one sink: every event goes to it, keyed as always.
+    /// The names and routes (one sink too: a route a plugin names is
+    /// checked against it); `None` for [`Sinks::one`].
     fanout: Option<Arc<Fanout>>,
 }
 
@@ -29,7 +30,7 @@ impl Sinks {
             .iter()
             .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build_named(several.then_some(c.name.as_str()))?))))
             .collect::<Result<_, SinkError>>()?;
-        Ok(Sinks { list, fanout: (!fanout.is_single()).then(|| Arc::new(fanout)) })
+        Ok(Sinks { list, fanout: Some(Arc::new(fanout)) })
     }
 
     /// One sink, named `default` (tests, a repartitioning front's topic).
@@ -42,13 +43,13 @@ impl Sinks {
     /// delivers through. `None` when no sink has that name now, or there
     /// is only one.
     pub fn only(&self, name: &str) -> Option<Sinks> {
-        let fanout = self.fanout.as_ref()?;
+        let fanout = self.fanout.as_ref().filter(|f| !f.is_single())?;
         let at = fanout.index_of(name)?;
         Some(Sinks { list: self.list.clone(), fanout: Some(Arc::new(fanout.only(at))) })
     }
 
-    /// The names and routes a batch's plan fans events out by; `None`
-    /// with one sink.
+    /// The names and routes a batch's plan fans events out by (with one
+    /// sink, the name a plugin's route is checked against).
     pub fn fanout(&self) -> Option<&Arc<Fanout>> {
         self.fanout.as_ref()
     }

@@ -50,6 +50,10 @@ impl Plugin for Conformance {
         if let Some(rest) = p.strip_prefix(b"reject:") {
             return Outcome::reject(String::from_utf8_lossy(rest));
         }
+        if let Some(rest) = p.strip_prefix(b"route:") {
+            let names = String::from_utf8_lossy(rest);
+            return Outcome::emit(Event::json(&serde_json::json!({ "route": names })).to_sinks(names.split(',')));
+        }
         if let Some(rest) = p.strip_prefix(b"split:") {
             let n: usize = String::from_utf8_lossy(rest).trim().parse().unwrap_or(0);
             let base = record.event_id.unwrap_or("none");

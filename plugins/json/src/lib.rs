@@ -81,7 +81,7 @@ impl Json {
         } else {
             let payload = record.bytes();
             let body = &payload[..payload.len().saturating_sub(trimmed)];
-            Outcome::emit(Event { id, timestamp, body: body.to_vec() })
+            Outcome::emit(Event { id, timestamp, body: body.to_vec(), sinks: Vec::new() })
         }
     }
 

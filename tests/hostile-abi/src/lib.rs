@@ -95,7 +95,7 @@ impl Guest for Export {
             if is_poison {
                 poison = Some((i, buf.events.len() / EVENT_BYTES));
             }
-            let event = EventFields { id: None, timestamp: None, body: &body, keep: false };
+            let event = EventFields { body: &body, ..EventFields::default() };
             let _ = match (is_poison, attack) {
                 (true, Some(Attack::Overlap)) => buf.emit([event, event]),
                 (true, Some(Attack::IdNotUtf8)) => buf.emit([EventFields { id: Some(&[0xff, 0xfe]), ..event }]),

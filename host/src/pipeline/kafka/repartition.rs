@@ -342,6 +342,7 @@ mod tests {
             position: Position::Kafka { topic: "g-by-id".into(), partition: 0, offset: 7 },
             event_id: None,
             timestamp: None,
+            sinks: None,
         };
         let result = decode(&mut r);
         (r, result)

@@ -59,9 +59,9 @@ fn to_wit(r: &Record) -> wit::Record {
 
 fn from_wit(o: wit::Outcome) -> Outcome {
     match o {
-        wit::Outcome::Emit(events) => Outcome::Emit(
-            events.into_iter().map(|e| Event { id: e.id, timestamp: e.timestamp, body: e.body.into() }).collect(),
-        ),
+        wit::Outcome::Emit(events) => {
+            Outcome::Emit(events.into_iter().map(|e| Event::new(e.id, e.timestamp, e.body.into())).collect())
+        }
         wit::Outcome::Drop(reason) => Outcome::Drop(reason),
         wit::Outcome::Reject(reason) => Outcome::Reject(reason),
     }

@@ -139,23 +139,28 @@ impl crate::plugin::helpers::BatchPayloads for wit::Batch {
 /// among several shares the payload. A new body is a slice of `data`, the
 /// buffer the outcomes came back in: no body is copied here.
 fn lift(o: OutcomeView<'_>, record: &Record, data: &Bytes) -> Result<Outcome, String> {
+    // Checked by `Outcomes::check` (names, bounds): a slice, not a copy.
+    let route = |sinks: Option<&[u8]>| sinks.map(|s| data.slice_ref(s));
     let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<String>, String> {
         id.map(|id| std::str::from_utf8(id).map(str::to_string).map_err(|_| format!("event {k}: the id is not UTF-8")))
             .transpose()
     };
     Ok(match o {
         OutcomeView::Emit(mut events) if events.len() == 1 => match events.next() {
-            Some(e) if e.keep => Outcome::Keep { id: id_of(0, e.id)?, timestamp: e.timestamp },
-            Some(e) => {
-                Outcome::Emit(vec![Event { id: id_of(0, e.id)?, timestamp: e.timestamp, body: data.slice_ref(e.body) }])
-            }
+            Some(e) if e.keep => Outcome::Keep { id: id_of(0, e.id)?, timestamp: e.timestamp, sinks: route(e.sinks) },
+            Some(e) => Outcome::Emit(vec![Event {
+                id: id_of(0, e.id)?,
+                timestamp: e.timestamp,
+                body: data.slice_ref(e.body),
+                sinks: route(e.sinks),
+            }]),
             None => Outcome::Emit(Vec::new()),
         },
         OutcomeView::Emit(events) => {
             let mut out = Vec::with_capacity(events.len());
             for (k, e) in events.enumerate() {
                 let body = if e.keep { record.payload.clone() } else { data.slice_ref(e.body) };
-                out.push(Event { id: id_of(k, e.id)?, timestamp: e.timestamp, body });
+                out.push(Event { id: id_of(k, e.id)?, timestamp: e.timestamp, body, sinks: route(e.sinks) });
             }
             Outcome::Emit(out)
         }

@@ -96,6 +96,7 @@ impl MessageBatch {
                 position: Position::Kafka { topic: topic.clone(), partition: c.partition, offset: c.offset },
                 event_id: None,
                 timestamp: None,
+                sinks: None,
             },
         })
     }

@@ -282,6 +282,7 @@ impl Entry {
             position: self.position.clone(),
             event_id: None,
             timestamp: None,
+            sinks: None,
         }
     }
 
@@ -492,6 +493,7 @@ mod tests {
             position: crate::plugin::Position::Kafka { topic: "t".into(), partition: 0, offset: 1 },
             event_id: None,
             timestamp: None,
+            sinks: None,
         };
         let rejection =
             Rejection { record: &record, stage: "plugin", plugin: None, sink: None, reason: "bad".into(), attempts: 1 };
