@@ -2464,3 +2464,126 @@ fn a_member_left_with_no_partitions_while_another_holds_them_is_reported() {
         stranded_after.as_secs_f64()
     );
 }
+
+/// Issue 44: two pipelines in one `sluice run` read one topic with two
+/// group ids. Pipeline "archive" writes a file; pipeline "index" posts to
+/// an HTTP backend that answers 503 until the test lets it take records.
+/// While it is down the archive delivers every id and commits every
+/// partition to its high watermark, and the index commits no partition to
+/// its end (its records wait behind its breaker, none quarantined). They
+/// share one metrics listener, each partition's series labelled with its
+/// pipeline. Brought up, the index delivers every id and commits too.
+#[test]
+fn two_pipelines_in_one_process_keep_independent_offsets_while_one_sink_is_down() {
+    let _one = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let mut f = Fixture::new(&broker, "two-pipelines");
+    f.produce(&broker, 2_000);
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let is_up = up.clone();
+    let backend = sluice_e2e::backend::Backend::start(move |r| {
+        if is_up.load(std::sync::atomic::Ordering::SeqCst) {
+            sluice_e2e::backend::Reaction::ok(r)
+        } else {
+            sluice_e2e::backend::Reaction::fail(503, "service unavailable", r)
+        }
+    });
+    let port = free_port();
+    let metrics = format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+    let named = |config: PathBuf, name: &str, group: &str| {
+        let text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+        let text = text
+            .replace("name = \"e2e-kafka\"", &format!("name = \"{name}\""))
+            .replace(&format!("group_id = \"{}\"", f.group), &format!("group_id = \"{group}\""));
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        config
+    };
+    let archive = named(f.config(&broker, "archive", &metrics), "archive", "two-archive");
+    let index = f.config(&broker, "index", &metrics);
+    let text = std::fs::read_to_string(&index).unwrap_or_else(|e| panic!("{e}"));
+    let http = format!(
+        "[sink]\ntype = \"http\"\nurl = \"{}/ingest\"\nresponse = \"status\"\n\
+         [sink.retry]\nmax_attempts = 3\ninitial_backoff = \"10ms\"\nmax_backoff = \"50ms\"\n\
+         [sink.breaker]\ninitial_probe = \"200ms\"\nmax_probe = \"800ms\"\n",
+        backend.url
+    );
+    std::fs::write(&index, text.replace("[sink]\ntype = \"file\"\npath = \"out/index.ndjson\"\n", &http))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let index = named(index, "index", "two-index");
+    let log = std::fs::File::create(f.path("both.log")).unwrap_or_else(|e| panic!("{e}"));
+    let mut both = Proc(
+        f.command(&["run", "-c", &archive.display().to_string(), "-c", &index.display().to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let brokers = broker.brokers();
+    let high = high_watermarks(&brokers, &f.topic, PARTITIONS);
+    let at_end: Vec<Option<i64>> = high.iter().map(|h| Some(*h)).collect();
+    // The archive: every id, every partition committed to its end.
+    f.wait_complete(Duration::from_secs(120), &mut [&mut both]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed(&brokers, "two-archive", &f.topic, PARTITIONS) != at_end {
+        assert!(Instant::now() < deadline, "the archive's group never committed to the end: {}", f.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Meanwhile the index holds: nothing stored, no partition at its end.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(backend.seen().stored.is_empty(), "the index's backend stored while it answered 503");
+    let held = committed(&brokers, "two-index", &f.topic, PARTITIONS);
+    assert!(
+        held.iter().zip(&high).all(|(c, h)| c.is_none_or(|c| c < *h)),
+        "the index committed past records it has not delivered: {held:?} of {high:?}"
+    );
+    // One listener, each pipeline's partitions apart.
+    let text = scrape(port);
+    for name in ["archive", "index"] {
+        let label = format!("partition=\"{}/0\",pipeline=\"{name}\"", f.topic);
+        assert!(
+            text.lines().any(|l| l.starts_with("sluice_high_watermark{") && l.contains(&label)),
+            "no {label} in /metrics:\n{text}"
+        );
+    }
+    let breakers: Vec<&str> = text.lines().filter(|l| l.starts_with("sluice_breaker_state{")).collect();
+    assert!(
+        breakers.iter().any(|l| l.contains("pipeline=\"index\"") && l.ends_with(" 1")),
+        "the index's breaker is open, by its pipeline: {breakers:?}"
+    );
+    let late = |name: &str| {
+        text.lines().any(|l| {
+            l.starts_with("sluice_partition_late{") && l.contains(&format!("pipeline=\"{name}\"")) && l.ends_with(" 1")
+        })
+    };
+    assert!(late("index") && !late("archive"), "the index is late, the archive is not");
+    // Up: the index catches up, and commits to the end as well.
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stored: BTreeSet<String> = backend.seen().stored.iter().cloned().collect();
+        if stored == f.good && committed(&brokers, "two-index", &f.topic, PARTITIONS) == at_end {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the index never caught up ({} of {}): {}",
+            stored.len(),
+            f.good.len(),
+            f.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(committed(&brokers, "two-archive", &f.topic, PARTITIONS), at_end, "the archive's offsets stand");
+    assert_eq!(terminate(&mut both), 0, "{}", std::fs::read_to_string(f.path("both.log")).unwrap_or_default());
+    // Each pipeline reconciles by id: its own store's quarantine holds
+    // exactly the malformed records, and nothing else is missing.
+    let archived: BTreeSet<String> = f.delivered("archive").into_iter().collect();
+    assert_eq!(archived, f.good, "the archive holds exactly the good ids");
+    assert_eq!(f.quarantined(&["state-archive"]), f.malformed);
+    assert_eq!(f.quarantined(&["state-index"]), f.malformed, "the index quarantined nothing for its backend's outage");
+    println!(
+        "two pipelines, one process, one topic: archive {} ids committed while index was down; index then {} ids",
+        archived.len(),
+        backend.seen().stored.iter().collect::<BTreeSet<_>>().len()
+    );
+}

@@ -11,6 +11,7 @@ mod reload;
 pub mod run;
 mod scaffold;
 mod scaffold_classifier;
+mod several;
 mod shadow;
 mod sink;
 pub mod summary;
@@ -113,7 +114,16 @@ pub fn main() -> ExitCode {
 /// `quarantine.mask_fields` and `mask_patterns` say. (A pattern that does
 /// not compile never gets here: loading the config refused it.)
 pub(crate) fn mask_output_as(cfg: &crate::config::Config) {
-    if let Ok(m) = crate::masking::Masking::new(&cfg.quarantine.mask_fields, &cfg.quarantine.mask_patterns) {
+    mask_output_as_all(&[cfg]);
+}
+
+/// The log's masking for the pipelines of one process: each masks what
+/// its config says, and one log is shared, so it masks what any of them
+/// would.
+pub(crate) fn mask_output_as_all(configs: &[&crate::config::Config]) {
+    let fields: Vec<String> = configs.iter().flat_map(|c| c.quarantine.mask_fields.iter().cloned()).collect();
+    let patterns: Vec<String> = configs.iter().flat_map(|c| c.quarantine.mask_patterns.iter().cloned()).collect();
+    if let Ok(m) = crate::masking::Masking::new(&fields, &patterns) {
         crate::telemetry::redact::install(m);
     }
 }
@@ -135,7 +145,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the pipeline of a config file. SIGHUP reloads it.
+    /// Run the pipeline of a config file, or several pipelines in one
+    /// process (`-c a.toml -c b.toml`, or a file listing them), each with
+    /// its own group id, store and commits, sharing one metrics and API
+    /// listener. SIGHUP reloads each.
     Run(PipelineArgs),
     /// Validate a config, load its plugins, print the resolved pipeline.
     /// Every problem is listed, not the first. Exit 2: the config (or a
@@ -240,8 +253,13 @@ pub struct CheckArgs {
 
 #[derive(Args, Debug)]
 pub struct PipelineArgs {
-    #[command(flatten)]
-    pub config: ConfigArgs,
+    /// The pipeline config (TOML); every key can be overridden by an
+    /// environment variable SLUICE__SECTION__KEY (in every config given).
+    /// Repeat it to run several pipelines in this process; a file whose
+    /// only key is `pipelines = ["a.toml", "b.toml"]` lists them (paths
+    /// relative to it).
+    #[arg(long = "config", short = 'c', value_name = "FILE", required = true)]
+    pub configs: Vec<PathBuf>,
     /// Reload when the config file changes (checked every second), as on
     /// SIGHUP.
     #[arg(long)]

@@ -12,6 +12,11 @@
 //! naming the file and key and `sluice_config_reloads_total{result}`. Keys
 //! that cannot change live (the pipeline's name, its state folder, the
 //! source's type, a Kafka group) are refused the same way.
+//!
+//! With several pipelines in one process (`cli/several.rs`) each has its
+//! own [`Control`] and its own thread, labelled with its name
+//! (`telemetry::labels`): a SIGHUP reloads each from its own file, a
+//! signal to stop drains them all, and one that fails stops the others.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,9 +31,14 @@ use crate::config::{Config, SourceConfig};
 use crate::pipeline::{self, Stop};
 use crate::plugin::{Chain, Runtime};
 
-/// What the threads of a run share.
+/// What the threads of one pipeline of a run share.
 #[derive(Default)]
 struct Control {
+    /// Its config file, read again on a reload.
+    path: std::path::PathBuf,
+    /// Its name as its threads' metrics label, when the process runs
+    /// several pipelines (`telemetry::labels`); `None` with one.
+    label: Option<Arc<str>>,
     /// The running pipeline's stop.
     current: Mutex<Stop>,
     /// SIGTERM or SIGINT came: no pipeline follows this one.
@@ -37,13 +47,21 @@ struct Control {
     pending: Mutex<Option<(Config, String)>>,
     /// The config in force and its digest.
     in_force: Mutex<Option<(Config, String)>>,
-    /// The run is over: the helper threads end.
-    finished: AtomicBool,
 }
 
 impl Control {
     fn stop_current(&self) {
         self.current.lock().unwrap_or_else(|p| p.into_inner()).request();
+    }
+
+    /// No pipeline of this one follows: it drains, commits and ends.
+    fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.stop_current();
+    }
+
+    fn config(&self) -> Option<Config> {
+        self.in_force.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(c, _)| c.clone())
     }
 }
 
@@ -88,36 +106,41 @@ fn immutable_change(old: &Config, new: &Config) -> Option<String> {
     None
 }
 
-fn counted(result: &'static str) {
-    metrics::counter!("sluice_config_reloads_total", "result" => result).increment(1);
+fn counted(control: &Control, result: &'static str) {
+    crate::telemetry::labels::within(control.label.clone(), || {
+        metrics::counter!("sluice_config_reloads_total", "result" => result).increment(1)
+    });
 }
 
-fn in_force(digest: &str, old: Option<&str>) {
-    if let Some(old) = old {
-        metrics::gauge!("sluice_config_info", "digest" => old.to_string()).set(0.0);
-    }
-    metrics::gauge!("sluice_config_info", "digest" => digest.to_string()).set(1.0);
-    crate::telemetry::history::HISTORY.set_config_digest(digest.to_string());
+fn in_force(control: &Control, digest: &str, old: Option<&str>) {
+    crate::telemetry::labels::within(control.label.clone(), || {
+        if let Some(old) = old {
+            metrics::gauge!("sluice_config_info", "digest" => old.to_string()).set(0.0);
+        }
+        metrics::gauge!("sluice_config_info", "digest" => digest.to_string()).set(1.0);
+    });
+    crate::telemetry::history::HISTORY.set_config_digest(control.label.as_deref(), digest.to_string());
 }
 
 /// One reload request: validate, and either stage the new config (and stop
 /// the running pipeline) or say why not.
-fn reload(args: &RunArgs, runtime: &Runtime, control: &Control) {
-    let file = args.config.config.display();
-    match validate(&args.config, runtime, false) {
+fn reload(runtime: &Runtime, control: &Control) {
+    let args = super::ConfigArgs { config: control.path.clone() };
+    let file = args.config.display();
+    match validate(&args, runtime, false) {
         Err(BadInput(e)) => {
-            counted("invalid");
+            counted(control, "invalid");
             tracing::error!("config reload refused, the running config stays: {e:#}");
         }
         Ok((new, chain)) => {
-            let new_digest = digest(&args.config.config, &new, &chain);
+            let new_digest = digest(&args.config, &new, &chain);
             let guard = control.in_force.lock().unwrap_or_else(|p| p.into_inner());
             let Some((old, old_digest)) = guard.as_ref() else { return };
             if let Some(why) = immutable_change(old, &new) {
-                counted("refused");
+                counted(control, "refused");
                 tracing::error!("config reload refused, the running config stays: config {file}: {why}");
             } else if *old_digest == new_digest {
-                counted("unchanged");
+                counted(control, "unchanged");
                 tracing::info!(digest = new_digest, "config reload: nothing changed in {file} or its plugins");
             } else {
                 drop(guard);
@@ -134,55 +157,98 @@ fn fingerprint(path: &Path) -> Option<blake3::Hash> {
     std::fs::read(path).ok().map(|b| blake3::hash(&b))
 }
 
-/// `chain` is the one `load` validated `cfg` with: its digests are the
-/// config's in force.
-pub fn run(args: &RunArgs, cfg: Config, chain: &Chain, runtime: &Runtime) -> ExitCode {
-    let control = Arc::new(Control::default());
-    let (reloads, requests) = mpsc::channel::<()>();
-    watch_signals(control.clone(), reloads.clone(), cfg.shutdown.grace);
-    let first = digest(&args.config.config, &cfg, chain);
-    in_force(&first, None);
-    *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
+/// The pipelines of a run: each config file, its config, and the chain
+/// `validate` loaded it with.
+pub(super) type Loaded = Vec<(std::path::PathBuf, Config, Chain)>;
+
+/// Run the pipelines of `loaded` (each a config file, the config and the
+/// chain `load` validated it with: its digests are the config's in force),
+/// each on its own thread with its own reloads, until every one has ended.
+/// A pipeline that fails stops the others (they drain and commit) and the
+/// process exits 1, so that a supervisor restarts the whole of it.
+pub fn run(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
+    let several = loaded.len() > 1;
+    let grace = loaded.iter().map(|(_, c, _)| c.shutdown.grace).max().unwrap_or_default();
+    let mut controls = Vec::with_capacity(loaded.len());
+    for (path, cfg, chain) in loaded {
+        let label = several.then(|| Arc::from(cfg.pipeline.name.as_str()));
+        let control = Arc::new(Control { path, label, ..Control::default() });
+        let first = digest(&control.path, &cfg, &chain);
+        in_force(&control, &first, None);
+        *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
+        controls.push(control);
+    }
+    // `None`: every pipeline (SIGHUP); `Some(i)`: pipeline i's file changed.
+    let (reloads, requests) = mpsc::channel::<Option<usize>>();
+    watch_signals(controls.clone(), reloads.clone(), grace);
+    let finished = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let control = &control;
+        let (controls, finished) = (&controls, &finished);
         scope.spawn(move || {
-            while !control.finished.load(Ordering::SeqCst) {
+            while !finished.load(Ordering::SeqCst) {
                 match requests.recv_timeout(Duration::from_millis(200)) {
-                    Ok(()) => reload(args, runtime, control),
+                    Ok(which) => {
+                        for (i, control) in controls.iter().enumerate() {
+                            if which.is_none_or(|w| w == i) {
+                                reload(runtime, control);
+                            }
+                        }
+                    }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
         });
         if args.watch_config {
-            let path = args.config.config.clone();
             scope.spawn(move || {
-                let mut seen = fingerprint(&path);
-                while !control.finished.load(Ordering::SeqCst) {
+                let mut seen: Vec<_> = controls.iter().map(|c| fingerprint(&c.path)).collect();
+                while !finished.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_secs(1));
-                    let now = fingerprint(&path);
-                    if now.is_some() && now != seen {
-                        seen = now;
-                        let _ = reloads.send(());
+                    for (i, control) in controls.iter().enumerate() {
+                        let now = fingerprint(&control.path);
+                        if now.is_some() && now != seen[i] {
+                            seen[i] = now;
+                            let _ = reloads.send(Some(i));
+                        }
                     }
                 }
             });
         }
-        let code = drive(control, runtime, args.summary);
-        control.finished.store(true, Ordering::SeqCst);
-        code
+        let drivers: Vec<_> = controls
+            .iter()
+            .map(|control| {
+                scope.spawn(move || {
+                    crate::telemetry::labels::within(control.label.clone(), || {
+                        drive(control, controls, runtime, args.summary)
+                    })
+                })
+            })
+            .collect();
+        let mut code = 0u8;
+        for driver in drivers {
+            code = code.max(driver.join().unwrap_or(1));
+        }
+        finished.store(true, Ordering::SeqCst);
+        ExitCode::from(code)
     })
 }
 
-/// Run pipelines, one after the other, until one ends without a reload
-/// waiting.
-fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> ExitCode {
+/// The log's masking: with several pipelines, what any of them masks.
+fn mask_output_as(controls: &[Arc<Control>]) {
+    let configs: Vec<Config> = controls.iter().filter_map(|c| c.config()).collect();
+    super::mask_output_as_all(&configs.iter().collect::<Vec<_>>());
+}
+
+/// Run one pipeline's configs, one after the other, until one ends without
+/// a reload waiting; 0 when it ended well, 1 when it failed (and then the
+/// other pipelines of the process are stopped).
+fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: super::SummaryForm) -> u8 {
+    let mut routes = Vec::new();
     loop {
         let stop = Stop::default();
         *control.current.lock().unwrap_or_else(|p| p.into_inner()) = stop.clone();
-        let cfg = match control.in_force.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            Some((c, _)) => c.clone(),
-            None => return ExitCode::from(1),
+        let Some((cfg, digest)) = control.in_force.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return 1;
         };
         // A signal, or another valid reload, that came while the
         // pipelines changed hands: its stop went to the old one.
@@ -198,17 +264,22 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
             pipeline: cfg.pipeline.name.clone(),
             plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
             sinks: if several { cfg.sinks.iter().map(|s| s.name.clone()).collect() } else { Vec::new() },
-            routes: match pipeline::fanout(&cfg) {
-                Ok(f) if several => f.describe(&[]).into_iter().filter(|l| !l.starts_with("sink ")).collect(),
-                _ => Vec::new(),
-            },
+            routes: routes_of(&cfg),
+            config_digest: Some(digest),
         });
+        routes_in_force(&mut routes, &cfg);
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {
             Err(e) => {
                 let e = anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name));
                 crate::telemetry::redact::error(&format_args!("{e:#}"));
-                return ExitCode::from(1);
+                if all.len() > 1 {
+                    tracing::error!("stopping the other pipelines of this process: one failed");
+                    for other in all {
+                        other.shut_down();
+                    }
+                }
+                return 1;
             }
             Ok(stats) => {
                 let next = control.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -216,19 +287,20 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
                     Some((new, digest)) => {
                         let mut force = control.in_force.lock().unwrap_or_else(|p| p.into_inner());
                         let old = force.as_ref().map(|(_, d)| d.clone());
-                        in_force(&digest, old.as_deref());
-                        counted("ok");
+                        in_force(control, &digest, old.as_deref());
+                        counted(control, "ok");
                         tracing::warn!(
                             digest,
                             delivered = stats.total.delivered,
                             "config reloaded: the old pipeline drained and committed; the new one starts"
                         );
-                        super::mask_output_as(&new);
                         *force = Some((new, digest));
+                        drop(force);
+                        mask_output_as(all);
                     }
                     None => {
                         super::summary::print_run(&stats, &cfg.pipeline.name, summary);
-                        return ExitCode::SUCCESS;
+                        return 0;
                     }
                 }
             }
@@ -236,11 +308,37 @@ fn drive(control: &Control, runtime: &Runtime, summary: super::SummaryForm) -> E
     }
 }
 
+/// With several sinks, the routes as `sluice check` draws them.
+fn routes_of(cfg: &Config) -> Vec<String> {
+    match pipeline::fanout(cfg) {
+        Ok(f) if cfg.sinks.len() > 1 => f.describe(&[]).into_iter().filter(|l| !l.starts_with("sink ")).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `sluice_route_info{at, route}` 1 for each route of `cfg` (with several
+/// sinks), as `check` draws them, in order, and 0 for those of the config
+/// before it: what `top` shows, and a dashboard can.
+fn routes_in_force(shown: &mut Vec<String>, cfg: &Config) {
+    // The recorder the listener serves, before the pipeline starts it.
+    crate::telemetry::install();
+    let now = routes_of(cfg);
+    for (at, old) in shown.iter().enumerate() {
+        if now.get(at) != Some(old) {
+            metrics::gauge!("sluice_route_info", "at" => at.to_string(), "route" => old.clone()).set(0.0);
+        }
+    }
+    for (at, route) in now.iter().enumerate() {
+        metrics::gauge!("sluice_route_info", "at" => at.to_string(), "route" => route.clone()).set(1.0);
+    }
+    *shown = now;
+}
+
 /// First SIGTERM/SIGINT: stop reading, let in-flight batches finish and
 /// checkpoint, within `grace`. A second signal, or the grace running out,
 /// exits at once: whatever was unfinished is read again next time. SIGHUP:
 /// a reload request.
-fn watch_signals(control: Arc<Control>, reloads: mpsc::Sender<()>, grace: Duration) {
+fn watch_signals(controls: Vec<Arc<Control>>, reloads: mpsc::Sender<Option<usize>>, grace: Duration) {
     let spawned = std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async move {
@@ -254,12 +352,13 @@ fn watch_signals(control: Arc<Control>, reloads: mpsc::Sender<()>, grace: Durati
                 tokio::select! {
                     _ = term.recv() => break,
                     _ = int.recv() => break,
-                    _ = hup.recv() => { let _ = reloads.send(()); }
+                    _ = hup.recv() => { let _ = reloads.send(None); }
                 }
             }
             tracing::warn!("stopping: finishing in-flight batches (a second signal exits at once)");
-            control.shutting_down.store(true, Ordering::SeqCst);
-            control.stop_current();
+            for control in &controls {
+                control.shut_down();
+            }
             tokio::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}

@@ -247,14 +247,31 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
 }
 
 pub fn run(args: &super::PipelineArgs) -> ExitCode {
-    let (cfg, runtime, chain) = match load(&args.config) {
-        Ok(v) => v,
+    match load_all(&args.configs) {
+        Ok((loaded, runtime)) => super::reload::run(args, loaded, &runtime),
         Err(BadInput(e)) => {
             crate::telemetry::redact::error(&format_args!("{e:#}"));
-            return ExitCode::from(2);
+            ExitCode::from(2)
         }
-    };
-    super::reload::run(args, cfg, &chain, &runtime)
+    }
+}
+
+/// Every pipeline `run` was given, each validated as `check` does, and
+/// checked against the others: one process holds them all, so they must
+/// not share what each must own.
+fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crate::plugin::Runtime), BadInput> {
+    let paths = super::several::expand(given).map_err(BadInput)?;
+    let runtime =
+        crate::plugin::Runtime::new(crate::plugin::Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
+    let mut loaded = Vec::with_capacity(paths.len());
+    for path in paths {
+        let (cfg, chain) = super::validate::validate(&super::ConfigArgs { config: path.clone() }, &runtime, true)?;
+        loaded.push((path, cfg, chain));
+    }
+    let configs: Vec<(&std::path::Path, &Config)> = loaded.iter().map(|(p, c, _)| (p.as_path(), c)).collect();
+    super::several::apart(&configs).map_err(|e| BadInput(anyhow::anyhow!(e)))?;
+    super::mask_output_as_all(&loaded.iter().map(|(_, c, _)| c).collect::<Vec<_>>());
+    Ok((loaded, runtime))
 }
 
 fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::KafkaSourceConfig> {

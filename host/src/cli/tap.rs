@@ -31,6 +31,10 @@ pub struct TapArgs {
     /// Samples a second at most.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub rate: u32,
+    /// In a process that runs several pipelines, this one's events only
+    /// (each line names its pipeline either way).
+    #[arg(long, value_name = "NAME")]
+    pub pipeline: Option<String>,
     /// A file holding the pipeline's API token (`[api] token_env`).
     /// Without it: the variable the config's `api.token_env` names, else
     /// `$SLUICE_API_TOKEN`. Never a flag's value: a command line is seen
@@ -62,6 +66,9 @@ pub fn tap(args: &TapArgs) -> Result<()> {
         (None, false) => "quarantined".to_string(),
     };
     query.push_str(&format!("&rate={}", args.rate));
+    if let Some(p) = &args.pipeline {
+        query.push_str(&format!("&pipeline={}", encoded(p)));
+    }
     let token = api_token(args.token_file.as_deref(), args.config.as_deref())?;
     let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("cannot reach http://{addr}"))?;

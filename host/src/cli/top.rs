@@ -3,7 +3,9 @@
 //! the rates in and out by door, lag, what the source holds unread, the age
 //! of the oldest unfinished record, batches in flight and the partition's
 //! state (flowing, back-pressured, late behind an open breaker, stalled);
-//! totals and each sink's breaker above. `q` (or Esc, Ctrl-C) quits.
+//! totals, each sink's breaker and (with several sinks) the routes above.
+//! With several pipelines in one process each partition and sink is named
+//! `pipeline:name`. `q` (or Esc, Ctrl-C) quits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,7 +74,7 @@ pub fn top(args: &TopArgs) -> Result<()> {
 /// Read, draw, and wait for a key until the next reading; until `q`.
 fn watch(terminal: &mut ratatui::DefaultTerminal, addr: SocketAddr, every: Duration) -> Result<()> {
     let mut last: Option<(Scrape, Instant)> = None;
-    let mut shown = Shown { addr, every, view: None, error: None };
+    let mut shown = Shown { addr, every, view: None, error: None, routes: Vec::new() };
     loop {
         let read_at = Instant::now();
         match scrape::fetch(addr, every.max(Duration::from_secs(1))) {
@@ -83,6 +85,7 @@ fn watch(terminal: &mut ratatui::DefaultTerminal, addr: SocketAddr, every: Durat
                     None => scrape::view(&now, &now, 0.0),
                 };
                 shown.view = Some(view);
+                shown.routes = scrape::routes(&now);
                 shown.error = None;
                 last = Some((now, read_at));
             }
@@ -110,6 +113,8 @@ struct Shown {
     every: Duration,
     view: Option<View>,
     error: Option<String>,
+    /// With several sinks, the routes in force, as `check` draws them.
+    routes: Vec<String>,
 }
 
 const COLUMNS: [&str; 10] =
@@ -117,8 +122,10 @@ const COLUMNS: [&str; 10] =
 
 impl Shown {
     fn draw(&self, frame: &mut ratatui::Frame) {
+        let head_lines = 4 + u16::from(!self.routes.is_empty());
         let [head, body, foot] =
-            Layout::vertical([Constraint::Length(4), Constraint::Min(3), Constraint::Length(1)]).areas(frame.area());
+            Layout::vertical([Constraint::Length(head_lines), Constraint::Min(3), Constraint::Length(1)])
+                .areas(frame.area());
         let title = format!(" sluice top · http://{}/metrics · every {:.1} s ", self.addr, self.every.as_secs_f64());
         let mut lines = Vec::new();
         match (&self.view, &self.error) {
@@ -144,6 +151,9 @@ impl Shown {
                     "breaker: {}",
                     if breakers.is_empty() { "-".into() } else { breakers.join(", ") }
                 )));
+                if !self.routes.is_empty() {
+                    lines.push(Line::raw(format!("routes: {}", self.routes.join(" · "))));
+                }
             }
         }
         frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), head);

@@ -247,8 +247,8 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
 pub(crate) fn with_committer<R>(store: &Store, health: Option<&Health>, f: impl FnOnce(&durable::Committer) -> R) -> R {
     let (committer, rx) = durable::Committer::new();
     std::thread::scope(|s| {
-        s.spawn(|| committer.run(store, rx, health));
-        s.spawn(|| committer.upkeep(store));
+        s.spawn(crate::telemetry::labels::inherit(|| committer.run(store, rx, health)));
+        s.spawn(crate::telemetry::labels::inherit(|| committer.upkeep(store)));
         let result = f(&committer);
         committer.close();
         result

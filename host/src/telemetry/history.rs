@@ -48,12 +48,16 @@ pub struct About {
     /// With several sinks: the routes as `sluice check` draws them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub routes: Vec<String>,
+    /// The digest of this pipeline's config in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_digest: Option<String>,
 }
 
 #[derive(Default)]
 struct State {
     samples: VecDeque<Sample>,
-    about: About,
+    /// One per pipeline of the process, in the order `run` was given them.
+    abouts: Vec<About>,
     /// Quarantined records of this process by `stage: reason` (masked).
     reasons: Reasons,
     config_digest: Option<String>,
@@ -69,7 +73,12 @@ pub static HISTORY: History = History { state: Mutex::new(None) };
 /// `/status.json`.
 #[derive(Serialize)]
 pub struct Status<'a> {
+    /// The first pipeline (the only one, unless the process runs several).
     pub about: &'a About,
+    /// Every pipeline, when the process runs several: their partitions and
+    /// sinks are named `pipeline:name` in the samples.
+    #[serde(skip_serializing_if = "<[About]>::is_empty")]
+    pub pipelines: &'a [About],
     /// The digest of the config in force (`sluice_config_info`).
     pub config_digest: Option<String>,
     pub reasons: &'a Reasons,
@@ -85,8 +94,9 @@ impl History {
     /// A second's reading of the metrics text.
     pub fn sampled(&self, t: u64, s: &Scrape) {
         let sample = Sample::from_scrape(t, s);
-        if let Some(digest) = config_digest(s) {
-            self.set_config_digest(digest);
+        // With several pipelines each digest is said with its name.
+        if let Some(digest) = config_digest(s).filter(|_| self.with(|st| st.abouts.len() <= 1)) {
+            self.set_config_digest(None, digest);
         }
         self.record(sample);
     }
@@ -100,37 +110,73 @@ impl History {
         });
     }
 
-    /// The pipeline now in force (a start, a reload).
+    /// A pipeline now in force (a start, a reload), by its name: the one
+    /// of that name is replaced, a new name is added.
     pub fn set_about(&self, about: About) {
-        self.with(|st| st.about = about);
+        self.with(|st| match st.abouts.iter_mut().find(|a| a.pipeline == about.pipeline) {
+            Some(a) => {
+                let digest = a.config_digest.take();
+                *a = About { config_digest: about.config_digest.clone().or(digest), ..about };
+            }
+            None => st.abouts.push(about),
+        });
     }
 
-    /// The digest of the config in force. Said here as well as in
-    /// `sluice_config_info`: the first one is set before the metrics
-    /// endpoint (and its recorder) exists.
-    pub fn set_config_digest(&self, digest: String) {
-        self.with(|st| st.config_digest = Some(digest));
+    /// The digest of a config in force: `pipeline`'s, or (`None`) the only
+    /// pipeline's. Said here as well as in `sluice_config_info`: the first
+    /// one is set before the metrics endpoint (and its recorder) exists.
+    pub fn set_config_digest(&self, pipeline: Option<&str>, digest: String) {
+        self.with(|st| {
+            if let Some(a) = st.abouts.iter_mut().find(|a| pipeline.is_none_or(|p| a.pipeline == p)) {
+                a.config_digest = Some(digest.clone());
+            }
+            if pipeline.is_none() || st.abouts.first().is_some_and(|a| Some(a.pipeline.as_str()) == pipeline) {
+                st.config_digest = Some(digest);
+            }
+        });
+    }
+
+    /// Each pipeline's config digest, by name (`sluice_config_info`).
+    pub fn config_digests(&self) -> Vec<(String, String)> {
+        self.with(|st| st.abouts.iter().filter_map(|a| Some((a.pipeline.clone(), a.config_digest.clone()?))).collect())
     }
 
     pub fn config_digest(&self) -> Option<String> {
         self.with(|st| st.config_digest.clone())
     }
 
+    /// The plugins (`name@digest`) of the pipeline this thread works for.
     pub fn set_plugins(&self, plugins: Vec<String>) {
-        self.with(|st| st.about.plugins = plugins);
+        let here = super::labels::current();
+        self.with(|st| {
+            if let Some(a) = st.abouts.iter_mut().find(|a| here.as_deref().is_none_or(|p| a.pipeline == p)) {
+                a.plugins = plugins;
+            } else if st.abouts.is_empty() {
+                st.abouts.push(About { plugins, ..About::default() });
+            }
+        });
     }
 
     /// A batch's quarantined records, `(stage, reason)` each: one lock per
-    /// batch, and only for batches that quarantined something.
+    /// batch, and only for batches that quarantined something. With
+    /// several pipelines the stage is named `pipeline:stage`.
     pub fn quarantined<'r>(&self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
-        self.with(|st| st.reasons.add(reasons, MAX_REASONS));
+        match super::labels::current() {
+            None => self.with(|st| st.reasons.add(reasons, MAX_REASONS)),
+            Some(p) => {
+                let named: Vec<(String, &str)> = reasons.into_iter().map(|(s, r)| (format!("{p}:{s}"), r)).collect();
+                self.with(|st| st.reasons.add(named.iter().map(|(s, r)| (s.as_str(), *r)), MAX_REASONS));
+            }
+        }
     }
 
     /// `/status.json`'s body.
     pub fn json(&self) -> String {
         self.with(|st| {
+            let first = st.abouts.first().cloned().unwrap_or_default();
             let status = Status {
-                about: &st.about,
+                about: &first,
+                pipelines: if st.abouts.len() > 1 { &st.abouts } else { &[] },
                 config_digest: st.config_digest.clone(),
                 reasons: &st.reasons,
                 samples: &st.samples,

@@ -13,6 +13,8 @@
 //!   within a budget of lines per second.
 //! - `scrape`: the `/metrics` text read back, and the rates two readings
 //!   give (`sluice top`).
+//! - `labels`: the pipeline a thread works for, as a `pipeline` label on
+//!   what it records, when one process runs several.
 //! - `history`: a sample a second of the last 15 minutes, for the status
 //!   page (`GET /`, `status.html`) and `/status.json`.
 //! - `tap`: samples of the events passing a point of the pipeline, for
@@ -28,6 +30,7 @@
 pub mod api;
 pub mod config;
 pub mod history;
+pub mod labels;
 pub mod progress;
 pub mod redact;
 pub mod repeats;
@@ -51,7 +54,7 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             let buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
             let recorder = PrometheusBuilder::new().set_buckets(&buckets).ok()?.build_recorder();
             let handle = recorder.handle();
-            metrics::set_global_recorder(recorder).ok()?;
+            metrics::set_global_recorder(labels::Labelled(recorder)).ok()?;
             Some(handle)
         })
         .as_ref()

@@ -99,7 +99,24 @@ fn series(line: &str) -> Option<Series> {
         "-Inf" => f64::NEG_INFINITY,
         v => v.parse().ok()?,
     };
-    Some(Series { name, labels, value })
+    Some(Series { name, labels: named_by_pipeline(labels), value })
+}
+
+/// With several pipelines in one process (`telemetry::labels`), each
+/// partition and sink is shown as `pipeline:name`: two pipelines that read
+/// one topic with two group ids have the same partition names, and every
+/// view keyed by partition or sink (`top`, the status page) keeps them
+/// apart without knowing of pipelines.
+fn named_by_pipeline(mut labels: Vec<(String, String)>) -> Vec<(String, String)> {
+    let Some(at) = labels.iter().position(|(k, _)| k == "pipeline") else { return labels };
+    let (_, pipeline) = labels.remove(at);
+    for (k, v) in &mut labels {
+        if k == "partition" || k == "sink" || k == "route" {
+            *v = format!("{pipeline}:{v}");
+        }
+    }
+    labels.push(("pipeline".into(), pipeline));
+    labels
 }
 
 impl Scrape {
@@ -269,6 +286,24 @@ pub fn breaker_states(s: &Scrape) -> BTreeMap<String, u8> {
         .collect()
 }
 
+/// The routes in force, as `sluice check` draws them
+/// (`sluice_route_info{route}`), in order: what `top` shows under the
+/// breakers.
+pub fn routes(s: &Scrape) -> Vec<String> {
+    let label = |series: &Series, key: &str| series.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    let mut found: Vec<(String, u64, String)> = s
+        .series
+        .iter()
+        .filter(|series| series.name == "sluice_route_info" && series.value > 0.0)
+        .filter_map(|series| {
+            let at = label(series, "at").and_then(|a| a.parse().ok()).unwrap_or(u64::MAX);
+            Some((label(series, "pipeline").unwrap_or_default(), at, label(series, "route")?))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, _, route)| route).collect()
+}
+
 pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
     let earlier = readings(before);
     let partitions: Vec<PartitionView> = readings(now)
@@ -362,5 +397,30 @@ odd{label="with \"quotes\" and \\ backslash"} 1
         // A restarted process: its counters start again, no negative rate.
         let again = view(&parse(NOW), &parse(BEFORE), 1.0);
         assert_eq!(again.partitions[0].in_rate, 0.0);
+    }
+
+    /// Two pipelines on one topic: each partition and sink is read under
+    /// its pipeline's name, apart from the other's.
+    #[test]
+    fn several_pipelines_are_read_apart_as_pipeline_colon_name() {
+        let s = parse(
+            "sluice_records_in_total{partition=\"t/0\",pipeline=\"a\"} 5\n\
+             sluice_records_in_total{partition=\"t/0\",pipeline=\"b\"} 7\n\
+             sluice_breaker_state{sink=\"archive\",pipeline=\"b\"} 1\n\
+             sluice_records_in_total{partition=\"one.log\"} 3\n",
+        );
+        let r = readings(&s);
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["a:t/0", "b:t/0", "one.log"]);
+        assert_eq!((r["a:t/0"].read, r["b:t/0"].read), (5.0, 7.0));
+        assert_eq!(breaker_states(&s).get("b:archive"), Some(&1));
+        assert_eq!(s.get("sluice_records_in_total", &[("pipeline", "b")]), Some(7.0));
+        // Routes in their order, each pipeline's apart; one no longer in
+        // force (0) is not shown.
+        let r = parse(
+            "sluice_route_info{at=\"1\",route=\"the rest → x\",pipeline=\"b\"} 1\n\
+             sluice_route_info{at=\"0\",route=\"route 0: /n exists → y\",pipeline=\"b\"} 1\n\
+             sluice_route_info{at=\"0\",route=\"route 0: /old = \\\"1\\\" → y\",pipeline=\"a\"} 0\n",
+        );
+        assert_eq!(routes(&r), ["b:route 0: /n exists → y", "b:the rest → x"]);
     }
 }

@@ -21,9 +21,10 @@ pub enum ServerError {
     Recorder,
 }
 
-/// The pipeline whose health an endpoint answers for: a reload runs a new
-/// pipeline behind the same endpoint.
-type Current = Arc<RwLock<Arc<Health>>>;
+/// The pipelines whose health an endpoint answers for, each by its name
+/// when the process runs several (`labels`): a reload runs a new pipeline
+/// behind the same endpoint, in its predecessor's place.
+type Current = Arc<RwLock<Vec<(Option<Arc<str>>, Arc<Health>)>>>;
 
 /// Who may read the closed endpoints: a reload may change it.
 type Gate = Arc<RwLock<Access>>;
@@ -31,30 +32,51 @@ type Gate = Arc<RwLock<Access>>;
 /// Endpoints already serving in this process, by the address asked for.
 static SERVING: Mutex<Vec<(SocketAddr, SocketAddr, Current, Gate)>> = Mutex::new(Vec::new());
 
-fn current(slot: &Current) -> Arc<Health> {
+fn current(slot: &Current) -> Vec<(Option<Arc<str>>, Arc<Health>)> {
     slot.read().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone())
+}
+
+/// The process is healthy (ready) when every pipeline in it is.
+fn all(slot: &Current, test: impl Fn(&Health) -> bool) -> bool {
+    current(slot).iter().all(|(_, h)| test(h))
 }
 
 /// Bind `addr` and serve until the process ends. Returns the bound address
 /// (port 0 picks a free one). Asked again for the same address (a reload),
 /// the endpoint stays and answers for `health` from then on.
+///
+/// With several pipelines in one process each serves its health here, by
+/// the name its thread carries (`labels::current`); they share the
+/// endpoint, which is healthy and ready when all of them are.
 pub fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<SocketAddr, ServerError> {
+    let who = super::labels::current();
     let mut serving = SERVING.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, bound, slot, gate)) = serving.iter().find(|(asked, ..)| *asked == addr) {
-        *slot.write().unwrap_or_else(|p| p.into_inner()) = health;
+        let mut list = slot.write().unwrap_or_else(|p| p.into_inner());
+        match list.iter_mut().find(|(name, _)| *name == who) {
+            Some(entry) => entry.1 = health,
+            None => list.push((who, health)),
+        }
         *gate.write().unwrap_or_else(|p| p.into_inner()) = access;
         return Ok(*bound);
     }
     let handle = super::install().ok_or(ServerError::Recorder)?;
     // The config in force was said before this recorder existed (the
     // first one is, at start): say it again so `/metrics` has it.
-    if let Some(digest) = super::history::HISTORY.config_digest() {
+    let digests = super::history::HISTORY.config_digests();
+    if digests.len() > 1 {
+        for (pipeline, digest) in digests {
+            super::labels::within(Some(pipeline.into()), || {
+                metrics::gauge!("sluice_config_info", "digest" => digest).set(1.0)
+            });
+        }
+    } else if let Some(digest) = super::history::HISTORY.config_digest() {
         metrics::gauge!("sluice_config_info", "digest" => digest).set(1.0);
     }
     let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
     listener.set_nonblocking(true).map_err(|source| ServerError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServerError::Bind { addr, source })?;
-    let slot: Current = Arc::new(RwLock::new(health));
+    let slot: Current = Arc::new(RwLock::new(vec![(who, health)]));
     let gate: Gate = Arc::new(RwLock::new(access));
     serving.push((addr, bound, slot.clone(), gate.clone()));
     let (h1, h2) = (slot.clone(), slot);
@@ -67,13 +89,19 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<So
             // the process would read its records again and fix nothing a
             // sick backend causes (the watchdog's module says why).
             get(move || async move {
-                let health = current(&h1);
-                let mut body = String::from(if health.is_healthy() { "ok\n" } else { "stalled\n" });
-                for line in health.detail() {
-                    body.push_str(&line);
-                    body.push('\n');
+                let healthy = all(&h1, Health::is_healthy);
+                let mut body = String::from(if healthy { "ok\n" } else { "stalled\n" });
+                for (name, health) in current(&h1) {
+                    for line in health.detail() {
+                        if let Some(name) = &name {
+                            body.push_str(name);
+                            body.push_str(": ");
+                        }
+                        body.push_str(&line);
+                        body.push('\n');
+                    }
                 }
-                let code = if health.is_healthy() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
                 (code, body)
             }),
         )
@@ -112,7 +140,7 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<So
         .route(
             "/ready",
             get(move || async move {
-                if current(&h2).is_ready() {
+                if all(&h2, Health::is_ready) {
                     (StatusCode::OK, "ready\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
@@ -193,6 +221,7 @@ async fn tap(uri: axum::http::Uri) -> axum::response::Response {
     use super::tap::{Point, QUEUE, TAPS};
     let mut point = None;
     let mut rate: u32 = 10;
+    let mut pipeline = None;
     for pair in uri.query().unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decoded(value);
@@ -200,6 +229,7 @@ async fn tap(uri: axum::http::Uri) -> axum::response::Response {
             "after" => point = Some(Point::After(value)),
             "before_sink" => point = Some(Point::BeforeSink),
             "quarantined" => point = Some(Point::Quarantined),
+            "pipeline" => pipeline = Some(value),
             "rate" => match value.parse::<u32>() {
                 Ok(n) if (1..=10_000).contains(&n) => rate = n,
                 _ => {
@@ -214,15 +244,26 @@ async fn tap(uri: axum::http::Uri) -> axum::response::Response {
         return (StatusCode::BAD_REQUEST, "name a point: ?after=PLUGIN, ?before_sink or ?quarantined\n")
             .into_response();
     };
+    if let Some(name) = &pipeline {
+        let pipelines = TAPS.pipelines();
+        if !pipelines.contains(name) {
+            let why = format!("no pipeline {name:?} in this process; its pipelines: {}\n", pipelines.join(", "));
+            return (StatusCode::NOT_FOUND, why).into_response();
+        }
+    }
     if let Point::After(name) = &point {
-        let stages = TAPS.stages();
+        let stages = TAPS.stages(pipeline.as_deref());
         if !stages.contains(name) {
             let why = format!("no plugin {name:?} in the running pipeline; its plugins: {}\n", stages.join(", "));
             return (StatusCode::NOT_FOUND, why).into_response();
         }
     }
-    let hello = serde_json::json!({ "tapping": point.to_string(), "per_second": rate }).to_string();
-    let (attached, rx) = TAPS.attach(point, rate, QUEUE);
+    let mut hello = serde_json::json!({ "tapping": point.to_string(), "per_second": rate });
+    if let Some(p) = &pipeline {
+        hello["pipeline"] = p.as_str().into();
+    }
+    let hello = hello.to_string();
+    let (attached, rx) = TAPS.attach(point, rate, QUEUE, pipeline);
     let lines = futures::stream::once(async move { Ok::<_, std::convert::Infallible>(hello + "\n") }).chain(
         futures::stream::unfold((rx, attached), |(mut rx, attached)| async move {
             rx.recv().await.map(|line| (Ok(line + "\n"), (rx, attached)))

@@ -65,6 +65,8 @@ struct Tap {
     bucket: Mutex<(f64, Instant)>,
     tx: tokio::sync::mpsc::Sender<String>,
     dropped: AtomicU64,
+    /// Only this pipeline's items, when the process runs several.
+    pipeline: Option<String>,
 }
 
 /// The taps attached to this process's pipeline.
@@ -72,9 +74,9 @@ pub struct Taps {
     attached: AtomicUsize,
     list: Mutex<Vec<(u64, Arc<Tap>)>>,
     next: AtomicU64,
-    /// The plugins of the pipeline in force, by name: what `--after` may
-    /// name.
-    stages: Mutex<Vec<String>>,
+    /// The plugins of each pipeline in force, by name: what `--after` may
+    /// name (the pipeline `""` when the process runs one).
+    stages: Mutex<Vec<(String, Vec<String>)>>,
 }
 
 pub static TAPS: Taps = Taps {
@@ -105,13 +107,34 @@ impl Taps {
         self.attached.load(Ordering::Relaxed) > 0
     }
 
-    /// The plugins a tap may name, as the pipeline now in force has them.
+    /// The plugins a tap may name, as the pipeline this thread works for
+    /// now has them (`labels`).
     pub fn set_stages(&self, names: Vec<String>) {
-        *self.stages.lock().unwrap_or_else(|p| p.into_inner()) = names;
+        let here = super::labels::current().map(|p| p.to_string()).unwrap_or_default();
+        let mut stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        match stages.iter_mut().find(|(p, _)| *p == here) {
+            Some(entry) => entry.1 = names,
+            None => stages.push((here, names)),
+        }
     }
 
-    pub fn stages(&self) -> Vec<String> {
-        self.stages.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The plugins of `pipeline` (every pipeline's, for `None`).
+    pub fn stages(&self, pipeline: Option<&str>) -> Vec<String> {
+        let stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<String> = stages
+            .iter()
+            .filter(|(p, _)| pipeline.is_none_or(|want| p == want))
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The pipelines of the process by name, when it runs several.
+    pub fn pipelines(&self) -> Vec<String> {
+        let stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        stages.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_empty()).collect()
     }
 
     /// Attach a tap at `point`, `per_second` samples at most, with a queue
@@ -121,11 +144,18 @@ impl Taps {
         point: Point,
         per_second: u32,
         queue: usize,
+        pipeline: Option<String>,
     ) -> (Attached, tokio::sync::mpsc::Receiver<String>) {
         let (tx, rx) = tokio::sync::mpsc::channel(queue.max(1));
         let per_second = f64::from(per_second.max(1));
-        let tap =
-            Tap { point, per_second, bucket: Mutex::new((per_second, Instant::now())), tx, dropped: AtomicU64::new(0) };
+        let tap = Tap {
+            point,
+            per_second,
+            bucket: Mutex::new((per_second, Instant::now())),
+            tx,
+            dropped: AtomicU64::new(0),
+            pipeline,
+        };
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         list.push((id, Arc::new(tap)));
@@ -141,16 +171,21 @@ impl Taps {
         masking: Option<&crate::masking::Masking>,
         items: impl IntoIterator<Item = Sample<'a>>,
     ) {
+        let here = super::labels::current();
         let taps: Vec<Arc<Tap>> = {
             let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-            list.iter().filter(|(_, t)| t.point == *point).map(|(_, t)| t.clone()).collect()
+            list.iter()
+                .filter(|(_, t)| t.point == *point)
+                .filter(|(_, t)| t.pipeline.as_deref().is_none_or(|want| here.as_deref() == Some(want)))
+                .map(|(_, t)| t.clone())
+                .collect()
         };
         if taps.is_empty() {
             return;
         }
         let mut items = items.into_iter();
         for tap in taps {
-            tap.sample(Instant::now(), &mut items, |item| line(point, item, masking));
+            tap.sample(Instant::now(), &mut items, |item| line(point, here.as_deref(), item, masking));
         }
     }
 }
@@ -192,7 +227,7 @@ impl Tap {
 }
 
 /// One sample as its NDJSON line.
-fn line(point: &Point, s: &Sample<'_>, masking: Option<&crate::masking::Masking>) -> String {
+fn line(point: &Point, pipeline: Option<&str>, s: &Sample<'_>, masking: Option<&crate::masking::Masking>) -> String {
     let body: std::borrow::Cow<'_, [u8]> = match masking {
         Some(m) if !s.masked => std::borrow::Cow::Owned(m.apply(s.body).0),
         _ => std::borrow::Cow::Borrowed(s.body),
@@ -201,6 +236,9 @@ fn line(point: &Point, s: &Sample<'_>, masking: Option<&crate::masking::Masking>
         .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&body).into_owned()));
     let mut out = serde_json::Map::new();
     out.insert("point".into(), point.to_string().into());
+    if let Some(p) = pipeline {
+        out.insert("pipeline".into(), p.into());
+    }
     // The chain knows a record's position, not its partition's name.
     if !s.partition.is_empty() {
         out.insert("partition".into(), s.partition.into());
@@ -243,7 +281,7 @@ mod tests {
     fn a_tap_takes_its_rate_is_masked_and_detaches_when_dropped() {
         let taps = taps();
         assert!(!taps.any());
-        let (attached, mut rx) = taps.attach(Point::BeforeSink, 3, QUEUE);
+        let (attached, mut rx) = taps.attach(Point::BeforeSink, 3, QUEUE, None);
         assert!(taps.any());
         let masking = crate::masking::masking(&["password"], &[]);
         let body = br#"{"user":"u","password":"S3CRET"}"#;
@@ -264,7 +302,7 @@ mod tests {
     #[test]
     fn a_reader_that_falls_behind_loses_samples_and_is_told_how_many() {
         let taps = taps();
-        let (_attached, mut rx) = taps.attach(Point::Quarantined, 1_000, 2);
+        let (_attached, mut rx) = taps.attach(Point::Quarantined, 1_000, 2, None);
         let item = || Sample { masked: true, reason: Some("bad"), ..sample(b"not json") };
         taps.offer(&Point::Quarantined, None, (0..10).map(|_| item()));
         assert_eq!(rx.try_recv().map(|l| l.contains("\"payload\":\"not json\"")), Ok(true));

@@ -182,9 +182,12 @@ pub(crate) fn with_watchdog<R>(
     let dog = Watchdog::new(cfg.clone());
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
-        let watching = std::thread::Builder::new()
-            .name("sluice-watchdog".into())
-            .spawn_scoped(s, || dog.run(sinks, health, &|| done.load(std::sync::atomic::Ordering::SeqCst)));
+        let watching = std::thread::Builder::new().name("sluice-watchdog".into()).spawn_scoped(
+            s,
+            crate::telemetry::labels::inherit(|| {
+                dog.run(sinks, health, &|| done.load(std::sync::atomic::Ordering::SeqCst))
+            }),
+        );
         if let Err(e) = &watching {
             tracing::error!("cannot start the partition watchdog: {e}; stalls go unreported");
         }

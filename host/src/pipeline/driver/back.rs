@@ -660,7 +660,10 @@ fn deliver_to_sinks(
                 .map(|(sink, range)| {
                     let part = &fresh[range.clone()];
                     let sink = sinks.get(*sink);
-                    (range.len(), scope.spawn(move || sink.map(|s| s.deliver(part, stopping))))
+                    (
+                        range.len(),
+                        scope.spawn(crate::telemetry::labels::inherit(move || sink.map(|s| s.deliver(part, stopping)))),
+                    )
                 })
                 .collect();
             let mut out = Vec::with_capacity(fresh.len());

@@ -57,14 +57,17 @@ pub(super) fn run_worker<'s>(
         let back_failed = &back_failed;
         let back = std::thread::Builder::new()
             .name(format!("sluice-back-{label}"))
-            .spawn_scoped(scope, move || {
-                // Raised unless the back ends well (an error or a panic):
-                // the front stops taking batches.
-                let mut failed = RaiseOnDrop { flag: back_failed, armed: true };
-                let result = back.run(back_rx);
-                failed.armed = result.is_err();
-                result
-            })
+            .spawn_scoped(
+                scope,
+                crate::telemetry::labels::inherit(move || {
+                    // Raised unless the back ends well (an error or a panic):
+                    // the front stops taking batches.
+                    let mut failed = RaiseOnDrop { flag: back_failed, armed: true };
+                    let result = back.run(back_rx);
+                    failed.armed = result.is_err();
+                    result
+                }),
+            )
             .map_err(|e| PipelineError::Panicked(format!("{label}: cannot start its back thread: {e}")))?;
         // The back ends after the front's last batch, even when the front
         // panics.

@@ -80,19 +80,22 @@ impl<'scope, 'env> Pool<'scope, 'env> {
         let (shared, make_chain, on_error) = (self.shared, self.parts.make_chain, self.parts.on_error);
         std::thread::Builder::new()
             .name(format!("sluice-worker-{number}"))
-            .spawn_scoped(self.scope, move || {
-                let label = format!("worker-{number}");
-                let run = || make_chain().and_then(|chain| front::run_worker(shared, chain, &mine, &label));
-                // A panic is this worker's failure, told like an error: the
-                // run stops instead of waiting on lanes nobody runs.
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|_| Err(PipelineError::Panicked(format!("sluice-worker-{number}"))));
-                if let Err(e) = result {
-                    // No lane waits on a worker that is gone.
-                    mine.fail();
-                    on_error(e);
-                }
-            })
+            .spawn_scoped(
+                self.scope,
+                crate::telemetry::labels::inherit(move || {
+                    let label = format!("worker-{number}");
+                    let run = || make_chain().and_then(|chain| front::run_worker(shared, chain, &mine, &label));
+                    // A panic is this worker's failure, told like an error: the
+                    // run stops instead of waiting on lanes nobody runs.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                        .unwrap_or_else(|_| Err(PipelineError::Panicked(format!("sluice-worker-{number}"))));
+                    if let Err(e) = result {
+                        // No lane waits on a worker that is gone.
+                        mine.fail();
+                        on_error(e);
+                    }
+                }),
+            )
             .map_err(|e| PipelineError::Panicked(format!("cannot start a worker: {e}")))?;
         Ok(inbox)
     }

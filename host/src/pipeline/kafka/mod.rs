@@ -150,7 +150,7 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
         // The topic scope's follower runs beside the member, until the
         // run stops.
         let follower = changelog.as_ref().filter(|c| c.follow.is_some()).map(|c| {
-            scope.spawn(move || {
+            scope.spawn(crate::telemetry::labels::inherit(move || {
                 let result = c.follow(&|| stop.requested());
                 if let Err(e) = &result {
                     tracing::error!("{e}");
@@ -158,7 +158,7 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
                     stop.request();
                 }
                 result
-            })
+            }))
         });
         let settings = super::driver_settings(cfg);
         let parts = super::setup::Parts { settings: &settings, store, dedup, sinks, stats };
@@ -204,6 +204,7 @@ fn member(
         commands: Mutex::new(commands),
         revoke_wait: cfg.shutdown.grace,
         consumer: OnceLock::new(),
+        pipeline: crate::telemetry::labels::current(),
     };
     let consumer: Arc<BaseConsumer<Context>> = Arc::new(
         client::member_config(source, cfg.pipeline.batch_size)?
@@ -230,16 +231,19 @@ fn member(
         let failure = &failure;
         let fail = &fail;
         let parts = driver::PoolParts { make_chain: &make_chain, on_error: fail };
-        scope.spawn(move || supervise(scope, tasks, command_rx, parts, fail));
+        scope.spawn(crate::telemetry::labels::inherit(move || supervise(scope, tasks, command_rx, parts, fail)));
         let consumer = &*consumer;
         let done = &consumed_done;
         let stall = cfg.watchdog.stall;
         std::thread::Builder::new()
             .name("sluice-stranded".into())
-            .spawn_scoped(scope, move || {
-                let done = || done.load(std::sync::atomic::Ordering::SeqCst) || stop.requested();
-                idle_member::watch(consumer, &source.topics, stall, health, &done)
-            })
+            .spawn_scoped(
+                scope,
+                crate::telemetry::labels::inherit(move || {
+                    let done = || done.load(std::sync::atomic::Ordering::SeqCst) || stop.requested();
+                    idle_member::watch(consumer, &source.topics, stall, health, &done)
+                }),
+            )
             .map_err(|e| tracing::error!("cannot watch for a stranded member: {e}"))
             .ok();
         let consumed = consume(consumer, source, stop, health, ready);
@@ -304,8 +308,9 @@ fn supervise<'scope, 'env>(
     std::thread::scope(|opening| {
         for n in 0..OPENERS {
             let (queue, pool) = (&queue, &pool);
-            let opener =
-                std::thread::Builder::new().name(format!("sluice-opener-{n}")).spawn_scoped(opening, move || {
+            let opener = std::thread::Builder::new().name(format!("sluice-opener-{n}")).spawn_scoped(
+                opening,
+                crate::telemetry::labels::inherit(move || {
                     loop {
                         let job = match queue.lock() {
                             Ok(q) => q.recv(),
@@ -327,7 +332,8 @@ fn supervise<'scope, 'env>(
                         };
                         let _ = opened.send(lane);
                     }
-                });
+                }),
+            );
             if let Err(e) = opener {
                 fail(PipelineError::Panicked(format!("cannot start a partition opener: {e}")));
             }

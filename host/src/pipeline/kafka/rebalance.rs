@@ -85,6 +85,9 @@ pub(crate) struct Context {
     /// rebalance callback (which only lends it). Weak: the consumer owns
     /// this context.
     pub consumer: OnceLock<Weak<BaseConsumer<Context>>>,
+    /// The pipeline the member works for (`telemetry::labels`): the
+    /// statistics arrive on a thread of librdkafka's.
+    pub pipeline: Option<std::sync::Arc<str>>,
 }
 
 impl Context {
@@ -180,6 +183,12 @@ impl ClientContext for Context {
     /// (`socket.max.fails` = 1), fetches in flight included, and queries
     /// once a second kept a loaded tansu from ever answering a fetch.
     fn stats(&self, statistics: Statistics) {
+        crate::telemetry::labels::within(self.pipeline.clone(), || self.progress(&statistics));
+    }
+}
+
+impl Context {
+    fn progress(&self, statistics: &Statistics) {
         let reg = self.lock_registry();
         for (tp, h) in reg.iter() {
             let part = statistics.topics.get(&tp.0).and_then(|t| t.partitions.get(&tp.1));

@@ -291,23 +291,26 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
     };
     let (front_ready, back_ready) = (|r| set(0, r), |r| set(1, r));
     std::thread::scope(|s| {
-        let front = std::thread::Builder::new().name("sluice-front".into()).spawn_scoped(s, || {
-            // The run's health is the back's watchdog's: the back is
-            // where the sink is.
-            let serving = Serving {
-                cfg: &sides.front,
-                source: &sides.front_source,
-                sinks: &sides.front_sink,
-                ready: &front_ready,
-                watched: None,
-                reads_events: false,
-            };
-            let result = serve(common, &serving);
-            // However the front ended (a failure before its member even
-            // started), the back does not run on without it.
-            common.stop.request();
-            result
-        });
+        let front = std::thread::Builder::new().name("sluice-front".into()).spawn_scoped(
+            s,
+            crate::telemetry::labels::inherit(|| {
+                // The run's health is the back's watchdog's: the back is
+                // where the sink is.
+                let serving = Serving {
+                    cfg: &sides.front,
+                    source: &sides.front_source,
+                    sinks: &sides.front_sink,
+                    ready: &front_ready,
+                    watched: None,
+                    reads_events: false,
+                };
+                let result = serve(common, &serving);
+                // However the front ended (a failure before its member even
+                // started), the back does not run on without it.
+                common.stop.request();
+                result
+            }),
+        );
         let front = match front {
             Ok(f) => f,
             Err(e) => return Err(PipelineError::Panicked(format!("cannot start the front: {e}"))),
