@@ -272,6 +272,21 @@ fn pipelines_that_would_share_a_name_or_a_store_are_refused_naming_both_files() 
     for part in ["alpha.toml and", "twin.toml", "pipeline.name \"alpha\"", "pipeline.state_dir"] {
         assert!(said.contains(part), "{part} in: {said}");
     }
+    // `sluice check` of a list file checks each pipeline, then the pair.
+    std::fs::write(dir.join("twins.toml"), "pipelines = [\"alpha.toml\", \"twin.toml\"]\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let checked = sluice(dir, &["check", "-c", "twins.toml"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(2), "{said}");
+    assert!(said.contains("pipeline.name \"alpha\""), "{said}");
+    let text = std::fs::read_to_string(&a).unwrap_or_default();
+    std::fs::write(&twin, text.replace("\"alpha\"", "\"gamma\"").replace("state-alpha", "state-gamma"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let checked = sluice(dir, &["check", "-c", "twins.toml"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{out}{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(out.contains("pipeline \"alpha\"") && out.contains("pipeline \"gamma\""), "{out}");
+    assert!(out.contains("2 pipelines in one process"), "{out}");
     let sunk = std::fs::read_to_string(dir.join("alpha.ndjson")).unwrap_or_default();
     assert!(sunk.is_empty(), "nothing ran: {sunk}");
 }

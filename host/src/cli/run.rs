@@ -20,7 +20,26 @@ pub enum CheckFailed {
 
 pub const EXIT_UNREACHABLE: u8 = 3;
 
+/// `check` of one config, or of each pipeline a list file names (`sluice
+/// run -c all.toml`) and then of what they may not share.
 pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
+    let paths = super::several::expand(std::slice::from_ref(&check.config.config)).map_err(CheckFailed::BadInput)?;
+    if paths.len() == 1 && paths[0] == check.config.config {
+        return check_one(check);
+    }
+    let mut configs = Vec::with_capacity(paths.len());
+    for path in &paths {
+        let one = super::CheckArgs { config: super::ConfigArgs { config: path.clone() }, connect: check.connect };
+        check_one(&one)?;
+        configs.push(Config::load(path).map_err(|e| CheckFailed::BadInput(e.into()))?);
+    }
+    let named: Vec<(&std::path::Path, &Config)> = paths.iter().map(|p| p.as_path()).zip(&configs).collect();
+    super::several::apart(&named).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!(e)))?;
+    println!("{} pipelines in one process: each with its own name, store and group", paths.len());
+    Ok(())
+}
+
+fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     let args = &check.config;
     // Read before the load opens the store, which narrows the folder.
     let state_open = crate::config::Config::load(&args.config)
