@@ -44,6 +44,10 @@ pub struct Committer {
     /// Set by `close`: a committer waiting for room on the state volume
     /// gives up, failing what waits, so the run can end.
     closed: std::sync::atomic::AtomicBool,
+    /// What `upkeep` sleeps on between its rounds: `close` wakes it, so
+    /// that a run ends as soon as its last write is answered, not on the
+    /// upkeep's next tick (which added up to 200 ms to every run's end).
+    wake: (Mutex<()>, std::sync::Condvar),
 }
 
 impl Committer {
@@ -51,7 +55,7 @@ impl Committer {
     /// thread of the run's scope drives until every handle is dropped.
     pub(crate) fn new() -> (Committer, Receiver<Durable>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        (Committer { tx: Mutex::new(Some(tx)), closed: Default::default() }, rx)
+        (Committer { tx: Mutex::new(Some(tx)), closed: Default::default(), wake: Default::default() }, rx)
     }
 
     pub(crate) fn submit(&self, job: Durable) {
@@ -72,7 +76,12 @@ impl Committer {
     /// No more writes: the committer thread ends once it has answered
     /// every write handed over.
     pub fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        {
+            // Under the lock `upkeep` checks `closed` with: it cannot miss it.
+            let _held = self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.wake.1.notify_all();
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
@@ -144,7 +153,8 @@ impl Committer {
                 }
                 report_shape(store);
             }
-            std::thread::sleep(Duration::from_millis(200));
+            let held = self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = self.wake.1.wait_timeout_while(held, Duration::from_millis(200), |_| !closed());
         }
     }
 }

@@ -247,7 +247,11 @@ async fn tap(uri: axum::http::Uri) -> axum::response::Response {
     if let Some(name) = &pipeline {
         let pipelines = TAPS.pipelines();
         if !pipelines.contains(name) {
-            let why = format!("no pipeline {name:?} in this process; its pipelines: {}\n", pipelines.join(", "));
+            let why = if pipelines.is_empty() {
+                format!("no pipeline {name:?}: this process runs one pipeline; tap it without --pipeline\n")
+            } else {
+                format!("no pipeline {name:?} in this process; its pipelines: {}\n", pipelines.join(", "))
+            };
             return (StatusCode::NOT_FOUND, why).into_response();
         }
     }
