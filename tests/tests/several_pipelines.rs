@@ -133,6 +133,14 @@ fn two_pipelines_in_one_process_share_one_listener_and_each_is_named_reloaded_an
     }
     assert!(get(port, "/health").starts_with("HTTP/1.1 200") || get(port, "/health").starts_with("HTTP/1.0 200"));
     assert!(get(port, "/ready").contains("ready"), "ready when both are");
+    for name in ["alpha", "beta"] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with("sluice_config_info{")
+                && l.contains(&format!("pipeline=\"{name}\""))
+                && l.ends_with(" 1")),
+            "{name}'s config digest in force: {metrics}"
+        );
+    }
 
     // The status page's data names both pipelines and keeps them apart.
     std::thread::sleep(Duration::from_secs(2));

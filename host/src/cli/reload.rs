@@ -168,6 +168,9 @@ pub(super) type Loaded = Vec<(std::path::PathBuf, Config, Chain)>;
 /// process exits 1, so that a supervisor restarts the whole of it.
 pub fn run(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
     let several = loaded.len() > 1;
+    // The recorder the listener will serve, before the first metric: each
+    // pipeline's `sluice_config_info` is said below, before any starts.
+    crate::telemetry::install();
     let grace = loaded.iter().map(|(_, c, _)| c.shutdown.grace).max().unwrap_or_default();
     let mut controls = Vec::with_capacity(loaded.len());
     for (path, cfg, chain) in loaded {
