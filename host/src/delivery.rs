@@ -15,6 +15,10 @@ pub struct Delivery {
     /// One JSON value in UTF-8 (an object from any plugin): a slice of the
     /// batch's or a plugin's buffer, shared, never copied on the way here.
     body: Bytes,
+    /// The sinks a plugin named for it (names joined by `,`): what the
+    /// repartitioning front writes into the internal topic, so that the
+    /// back routes the event as the plugin said.
+    sinks: Option<Bytes>,
 }
 
 impl Delivery {
@@ -22,7 +26,7 @@ impl Delivery {
     /// plugin broke the contract) is carried as a JSON string rather than
     /// corrupting NDJSON. For bodies nothing has checked yet (tests, cases).
     pub fn new(id: String, timestamp: Option<i64>, body: &[u8]) -> Delivery {
-        Delivery { id, timestamp, body: crate::plugin::json_or_string(body).into() }
+        Delivery { id, timestamp, body: crate::plugin::json_or_string(body).into(), sinks: None }
     }
 
     /// A delivery for a body the chain has checked (`Verdict::Emit`): moved
@@ -36,7 +40,18 @@ impl Delivery {
         if start > 0 {
             body = body.slice(start..);
         }
-        Delivery { id, timestamp, body }
+        Delivery { id, timestamp, body, sinks: None }
+    }
+
+    /// This delivery with the route its plugin named.
+    pub fn routed(mut self, sinks: Option<Bytes>) -> Delivery {
+        self.sinks = sinks;
+        self
+    }
+
+    /// The sinks a plugin named for the event, names joined by `,`.
+    pub fn sinks(&self) -> Option<&[u8]> {
+        self.sinks.as_deref()
     }
 
     /// The event's JSON text, as the plugin wrote it.

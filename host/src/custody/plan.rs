@@ -177,7 +177,7 @@ impl Plan {
                 _ => None,
             };
             // The chain checked the body: moved, not parsed again.
-            let delivery = Delivery::checked(id, e.timestamp, e.body);
+            let delivery = Delivery::checked(id, e.timestamp, e.body).routed(e.sinks);
             match &self.fanout {
                 None => {
                     self.events.push(PlannedEvent { record, digest: d, sink: 0, state: State::Fresh(Some(delivery)) })
