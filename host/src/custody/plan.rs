@@ -89,10 +89,9 @@ pub struct Plan {
     sent: Vec<usize>,
     /// Per sink given deliveries: its index and its share of `sent`.
     by_sink: Vec<(usize, Range<usize>)>,
-    /// Several sinks and their routes; `None` with one sink.
-    fanout: Option<Arc<Fanout>>,
-    /// One sink, named: what a route a plugin names is checked against.
-    single: Option<Arc<Fanout>>,
+    /// The sinks by name and their routes: what a plugin's route is
+    /// checked against, and (with several) what events fan out by.
+    sinks: Option<Arc<Fanout>>,
 }
 
 impl Plan {
@@ -103,19 +102,18 @@ impl Plan {
             event_count: vec![0; records],
             sent: Vec::new(),
             by_sink: Vec::new(),
-            fanout: None,
-            single: None,
+            sinks: None,
         }
     }
 
     /// A plan over the sinks of `fanout`: one event per sink its route
     /// names. With one sink it is [`Plan::new`].
     pub fn routed(records: usize, fanout: Option<&Arc<Fanout>>) -> Plan {
-        let (single, fanout) = match fanout {
-            Some(f) if f.is_single() => (Some(f.clone()), None),
-            other => (None, other.cloned()),
-        };
-        Plan { fanout, single, ..Plan::new(records) }
+        Plan { sinks: fanout.cloned(), ..Plan::new(records) }
+    }
+
+    fn fanout(&self) -> Option<&Arc<Fanout>> {
+        several(&self.sinks)
     }
 
     /// A record refused before any plugin saw it (an oversize line).
@@ -163,7 +161,7 @@ impl Plan {
             let d = digest(scope, &id);
             // A route a plugin named, checked against the sinks there are:
             // an unknown name quarantines the record, whole.
-            let named = match (e.sinks.as_deref(), self.fanout.as_ref().or(self.single.as_ref())) {
+            let named = match (e.sinks.as_deref(), self.sinks.as_ref()) {
                 (Some(names), Some(f)) => match f.mask_of(names) {
                     Ok(mask) => Some(mask),
                     Err(reason) => {
@@ -178,14 +176,14 @@ impl Plan {
             };
             // The chain checked the body: moved, not parsed again.
             let delivery = Delivery::checked(id, e.timestamp, e.body).routed(e.sinks);
-            match &self.fanout {
+            match several(&self.sinks) {
                 None => {
                     self.events.push(PlannedEvent { record, digest: d, sink: 0, state: State::Fresh(Some(delivery)) })
                 }
                 Some(f) => planned += route(&mut self.events, f, record, d, delivery, named),
             }
         }
-        self.event_count[record] = if self.fanout.is_some() { planned } else { n as u32 };
+        self.event_count[record] = if self.fanout().is_some() { planned } else { n as u32 };
     }
 
     /// A plugin dropped `record` on purpose.
@@ -229,7 +227,7 @@ impl Plan {
     /// says which share is whose), each sink's in event order. Call once.
     pub fn take_fresh(&mut self) -> Vec<Delivery> {
         let mut out = Vec::new();
-        let sinks = self.fanout.as_ref().map_or(1, |f| f.len());
+        let sinks = self.fanout().map_or(1, |f| f.len());
         for sink in 0..sinks {
             let from = out.len();
             for (j, e) in self.events.iter_mut().enumerate() {
@@ -264,7 +262,8 @@ impl Plan {
     /// out (`None`: let go undecided). Returns each record's fate and the
     /// ids to record as delivered: exactly those the sink accepted.
     pub fn settle(self, outcomes: Vec<Option<FinalAnswer>>) -> Settled {
-        let Plan { mut fates, events, event_count, sent, fanout, .. } = self;
+        let Plan { mut fates, events, event_count, sent, sinks, .. } = self;
+        let fanout = several(&sinks);
         // Per event: its fate, `None` while undecided.
         let mut event_fate: Vec<Option<Fate>> =
             events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Fate::Duplicate)).collect();
@@ -330,6 +329,12 @@ impl Plan {
             .collect();
         Settled { fates, accepted, accepted_records, accepted_sinks, absorbed }
     }
+}
+
+/// Several sinks: each event is planned once per sink its route names.
+/// With one, every event goes to it, keyed as before sinks had names.
+fn several(sinks: &Option<Arc<Fanout>>) -> Option<&Arc<Fanout>> {
+    sinks.as_ref().filter(|f| !f.is_single())
 }
 
 /// A batch's decisions: what the driver makes durable.
