@@ -177,6 +177,9 @@ pub fn run(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
         let label = several.then(|| Arc::from(cfg.pipeline.name.as_str()));
         let control = Arc::new(Control { path, label, ..Control::default() });
         let first = digest(&control.path, &cfg, &chain);
+        // Here, in the order `run` was given them, not as their threads
+        // happen to start: the status page lists them in this order.
+        about(&cfg, first.clone());
         in_force(&control, &first, None);
         *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
         controls.push(control);
@@ -242,6 +245,19 @@ fn mask_output_as(controls: &[Arc<Control>]) {
     super::mask_output_as_all(&configs.iter().collect::<Vec<_>>());
 }
 
+/// The status page's description of a pipeline now in force (a start, a
+/// reload): it replaces the one of the same name.
+fn about(cfg: &Config, digest: String) {
+    let several = cfg.sinks.len() > 1;
+    crate::telemetry::history::HISTORY.set_about(crate::telemetry::history::About {
+        pipeline: cfg.pipeline.name.clone(),
+        plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
+        sinks: if several { cfg.sinks.iter().map(|s| s.name.clone()).collect() } else { Vec::new() },
+        routes: routes_of(cfg),
+        config_digest: Some(digest),
+    });
+}
+
 /// Run one pipeline's configs, one after the other, until one ends without
 /// a reload waiting; 0 when it ended well, 1 when it failed (and then the
 /// other pipelines of the process are stopped).
@@ -262,14 +278,7 @@ fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: su
         }
         // What `sluice tap --after` may name from now on.
         crate::telemetry::tap::TAPS.set_stages(cfg.plugins.iter().map(|p| p.name.clone()).collect());
-        let several = cfg.sinks.len() > 1;
-        crate::telemetry::history::HISTORY.set_about(crate::telemetry::history::About {
-            pipeline: cfg.pipeline.name.clone(),
-            plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
-            sinks: if several { cfg.sinks.iter().map(|s| s.name.clone()).collect() } else { Vec::new() },
-            routes: routes_of(&cfg),
-            config_digest: Some(digest),
-        });
+        about(&cfg, digest);
         routes_in_force(&mut routes, &cfg);
         let result = pipeline::run(&cfg, runtime, &stop);
         match result {

@@ -131,10 +131,13 @@ impl Taps {
         out
     }
 
-    /// The pipelines of the process by name, when it runs several.
+    /// The pipelines of the process by name, when it runs several; sorted,
+    /// since each pipeline's thread says its stages when it happens to start.
     pub fn pipelines(&self) -> Vec<String> {
         let stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
-        stages.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_empty()).collect()
+        let mut names: Vec<String> = stages.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_empty()).collect();
+        names.sort();
+        names
     }
 
     /// Attach a tap at `point`, `per_second` samples at most, with a queue
