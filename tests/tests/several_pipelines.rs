@@ -173,7 +173,8 @@ fn two_pipelines_in_one_process_share_one_listener_and_each_is_named_reloaded_an
         assert!(dom.contains(&format!("data-partition=\"{name}:")), "{name}'s partition rows: {dom}");
     }
     // `sluice tap --pipeline beta`: beta's events only, each line naming it.
-    let mut tap = sluice(dir, &["tap", "--url", &format!("127.0.0.1:{port}"), "--before-sink", "--pipeline", "beta"])
+    // Through the list file: tap finds the listener its pipelines share.
+    let mut tap = sluice(dir, &["tap", "-c", "all.toml", "--before-sink", "--pipeline", "beta"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -200,8 +201,8 @@ fn two_pipelines_in_one_process_share_one_listener_and_each_is_named_reloaded_an
 
     // `sluice top` draws each pipeline's partition as its own row.
     let socket = format!("sluice-several-{}", std::process::id());
-    let top = format!("{} top --url 127.0.0.1:{port}", sluice_bin!().display());
-    let opened = tmux(&socket, &["new-session", "-d", "-x", "200", "-y", "30", &top]);
+    let top = format!("{} top -c all.toml", sluice_bin!().display());
+    let opened = tmux(&socket, &["new-session", "-d", "-x", "200", "-y", "30", "-c", &dir.display().to_string(), &top]);
     assert!(opened.status.success(), "{}", String::from_utf8_lossy(&opened.stderr));
     let mut screen = String::new();
     let watching = Instant::now();
@@ -260,6 +261,29 @@ fn two_pipelines_in_one_process_share_one_listener_and_each_is_named_reloaded_an
     let _ = Command::new("kill").args(["-TERM", &run.id().to_string()]).status();
     let status = run.wait().unwrap_or_else(|e| panic!("{e}"));
     assert!(status.success(), "both pipelines drained and ended cleanly: {}", logs());
+
+    // The commands of one pipeline's store take the list file and a name.
+    let audit =
+        sluice(dir, &["audit", "-c", "all.toml", "--pipeline", "beta", "--json", "beta-000001", "alpha-000001"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&audit.stdout);
+    let answers: Vec<serde_json::Value> = said.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(answers.len(), 2, "{said}{}", String::from_utf8_lossy(&audit.stderr));
+    assert_eq!(answers[0]["verdict"], "delivered", "beta's store holds beta's id: {said}");
+    let sinks: Vec<&str> =
+        answers[0]["sinks"].as_array().into_iter().flatten().filter_map(|s| s["sink"].as_str()).collect();
+    assert_eq!(sinks, ["main", "copy"], "delivered to each of beta's sinks: {said}");
+    assert!(answers[0]["sinks"].as_array().into_iter().flatten().all(|s| s["delivered"].is_object()), "{said}");
+    assert_eq!(answers[1]["verdict"], "unknown", "and alpha's is not in it: {said}");
+    let unnamed = sluice(dir, &["quarantine", "stats", "-c", "all.toml"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let why = String::from_utf8_lossy(&unnamed.stderr);
+    assert_eq!(unnamed.status.code(), Some(2), "{why}");
+    assert!(why.contains("lists 2 pipelines (alpha, beta)") && why.contains("--pipeline"), "{why}");
+    let named = sluice(dir, &["quarantine", "stats", "-c", "all.toml", "--pipeline", "alpha"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(named.status.success(), "{}", String::from_utf8_lossy(&named.stderr));
     println!("two pipelines in one process: alpha {} ids, beta {} ids, one listener", written[0], written[1]);
 }
 

@@ -41,10 +41,14 @@ pub fn main() -> ExitCode {
     // A changelog restore draws its bars when stderr is a terminal.
     crate::telemetry::progress::enable();
     let matches = Cli::command().get_matches();
-    let parsed = match Cli::from_arg_matches(&matches) {
+    let mut parsed = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    if let Some(Err(e)) = parsed.command.one_config().map(ConfigArgs::resolve) {
+        crate::telemetry::redact::error(&format_args!("{e:#}"));
+        return ExitCode::from(2);
+    }
     let result = match &parsed.command {
         Command::Run(args) => return run::run(args),
         Command::Check(args) => match run::check(args) {
@@ -227,9 +231,52 @@ pub enum SinkCommand {
 #[derive(Args, Debug)]
 pub struct ConfigArgs {
     /// The pipeline config (TOML); every key can be overridden by an
-    /// environment variable SLUICE__SECTION__KEY.
+    /// environment variable SLUICE__SECTION__KEY. Or a file listing
+    /// several (`pipelines = […]`, as `run` takes), with --pipeline.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+    /// Which pipeline of the list file -c names (its `pipeline.name`);
+    /// with a pipeline's own config, its name.
+    #[arg(long, value_name = "NAME")]
+    pub pipeline: Option<String>,
+}
+
+impl ConfigArgs {
+    /// One pipeline's config file in place of a list file and
+    /// `--pipeline`, so that every command after this reads one config.
+    fn resolve(&mut self) -> anyhow::Result<()> {
+        self.config = several::one(&self.config, self.pipeline.as_deref())?;
+        Ok(())
+    }
+
+    /// The args of one config file, as `run` and a reload read it.
+    pub(crate) fn of(config: PathBuf) -> Self {
+        Self { config, pipeline: None }
+    }
+}
+
+impl Command {
+    /// The config a command works on, when it takes one pipeline's
+    /// (`check` takes a list file whole unless --pipeline names one).
+    fn one_config(&mut self) -> Option<&mut ConfigArgs> {
+        match self {
+            Command::Check(args) if args.config.pipeline.is_some() => Some(&mut args.config),
+            Command::Test(args) => Some(&mut args.config),
+            Command::Audit(args) => Some(&mut args.config),
+            Command::Shadow(args) => Some(&mut args.config),
+            Command::Lag(args) => Some(&mut args.config),
+            Command::Replay(args) => Some(&mut args.config),
+            Command::Store(StoreCommand::Repair(args)) => Some(args),
+            Command::Quarantine(
+                QuarantineCommand::List(QueryArgs { config, .. })
+                | QuarantineCommand::Stats(QueryArgs { config, .. })
+                | QuarantineCommand::Export { config, .. }
+                | QuarantineCommand::Show { config, .. }
+                | QuarantineCommand::Replay { config, .. },
+            ) => Some(config),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -125,7 +125,7 @@ fn in_force(control: &Control, digest: &str, old: Option<&str>) {
 /// One reload request: validate, and either stage the new config (and stop
 /// the running pipeline) or say why not.
 fn reload(runtime: &Runtime, control: &Control) {
-    let args = super::ConfigArgs { config: control.path.clone() };
+    let args = super::ConfigArgs::of(control.path.clone());
     let file = args.config.display();
     match validate(&args, runtime, false) {
         Err(BadInput(e)) => {

@@ -29,7 +29,7 @@ pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     }
     let mut configs = Vec::with_capacity(paths.len());
     for path in &paths {
-        let one = super::CheckArgs { config: super::ConfigArgs { config: path.clone() }, connect: check.connect };
+        let one = super::CheckArgs { config: super::ConfigArgs::of(path.clone()), connect: check.connect };
         check_one(&one)?;
         configs.push(Config::load(path).map_err(|e| CheckFailed::BadInput(e.into()))?);
     }
@@ -284,7 +284,7 @@ fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crat
         crate::plugin::Runtime::new(crate::plugin::Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     let mut loaded = Vec::with_capacity(paths.len());
     for path in paths {
-        let (cfg, chain) = super::validate::validate(&super::ConfigArgs { config: path.clone() }, &runtime, true)?;
+        let (cfg, chain) = super::validate::validate(&super::ConfigArgs::of(path.clone()), &runtime, true)?;
         loaded.push((path, cfg, chain));
     }
     let configs: Vec<(&std::path::Path, &Config)> = loaded.iter().map(|(p, c, _)| (p.as_path(), c)).collect();

@@ -39,6 +39,67 @@ pub fn expand(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The config of the one pipeline a command works on (its store, its
+/// group, its sources): `path` itself, or the config of a list file whose
+/// `pipeline.name` is `pipeline` (which a list of one may leave out).
+/// `--pipeline` with a pipeline's own config must name it: a wrong name
+/// would otherwise act on another pipeline's store unnoticed.
+pub fn one(path: &Path, pipeline: Option<&str>) -> Result<PathBuf> {
+    let Some(list) = listed(path)? else {
+        if let Some(want) = pipeline {
+            let cfg = Config::load(path)?;
+            if cfg.pipeline.name != want {
+                bail!(
+                    "config {} runs pipeline {:?}, not {want:?} (--pipeline picks one of a list file's pipelines)",
+                    path.display(),
+                    cfg.pipeline.name
+                );
+            }
+        }
+        return Ok(path.to_path_buf());
+    };
+    let named: Vec<(PathBuf, String)> = list
+        .into_iter()
+        .map(|p| {
+            let cfg = Config::load(&p).with_context(|| format!("listed in {}", path.display()))?;
+            Ok((p, cfg.pipeline.name))
+        })
+        .collect::<Result<_>>()?;
+    let names = || named.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ");
+    match pipeline {
+        Some(want) => match named.iter().find(|(_, n)| n == want) {
+            Some((p, _)) => Ok(p.clone()),
+            None => bail!("{} lists no pipeline {want:?}; its pipelines: {}", path.display(), names()),
+        },
+        None if named.len() == 1 => Ok(named[0].0.clone()),
+        None => bail!(
+            "{} lists {} pipelines ({}), and this command works on one: name it with --pipeline NAME",
+            path.display(),
+            named.len(),
+            names()
+        ),
+    }
+}
+
+/// The config whose `[metrics]` and `[api]` the listener of a run of
+/// `path` serves (`top`, `tap`): `path` itself, or the first config of a
+/// list file that sets `metrics.listen` (the pipelines of a process share
+/// that listener, and `apart` keeps their `[api]` the same).
+pub fn listener(path: &Path) -> Result<PathBuf> {
+    let Some(list) = listed(path)? else { return Ok(path.to_path_buf()) };
+    for p in &list {
+        let cfg = Config::load(p).with_context(|| format!("listed in {}", path.display()))?;
+        if cfg.metrics.listen.is_some() {
+            return Ok(p.clone());
+        }
+    }
+    bail!(
+        "{}: none of its pipelines sets metrics.listen, and this command reads their listener: set it \
+         ([metrics] listen = \"127.0.0.1:9898\") or pass --url",
+        path.display()
+    )
+}
+
 /// The files a list file names, or `None` for a pipeline config (or a
 /// file that cannot be read: `Config::load` says why, naming it).
 fn listed(path: &Path) -> Result<Option<Vec<PathBuf>>> {
@@ -173,5 +234,51 @@ mod tests {
         let bad = write("bad.toml", "pipelines = [\"a.toml\", 3]\n");
         let why = expand(&[bad]).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(why.contains("pipelines[1]"), "{why}");
+    }
+
+    #[test]
+    fn a_command_of_one_pipeline_takes_it_from_a_list_file_by_name_and_top_its_shared_listener() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("x.log"), "").unwrap_or_else(|e| panic!("{e}"));
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+            p
+        };
+        let pipeline = |name: &str, metrics: &str| {
+            format!(
+                "[pipeline]\nname = \"{name}\"\nstate_dir = \"s-{name}\"\n[source]\ntype = \"file\"\npaths =                  [\"x.log\"]\n[sink]\ntype = \"stdout\"\n{metrics}"
+            )
+        };
+        let a = write("a.toml", &pipeline("alpha", ""));
+        let b = write("b.toml", &pipeline("beta", "[metrics]\nlisten = \"127.0.0.1:9100\"\n"));
+        let list = write("all.toml", "pipelines = [\"a.toml\", \"b.toml\"]\n");
+        let err = |r: Result<PathBuf>| r.err().map(|e| format!("{e:#}")).unwrap_or_default();
+
+        assert_eq!(one(&list, Some("beta")).ok(), Some(b.clone()));
+        assert_eq!(one(&list, Some("alpha")).ok(), Some(a.clone()));
+        let which = err(one(&list, None));
+        assert!(which.contains("lists 2 pipelines (alpha, beta)") && which.contains("--pipeline"), "{which}");
+        let none = err(one(&list, Some("gamma")));
+        assert!(none.contains("lists no pipeline \"gamma\"; its pipelines: alpha, beta"), "{none}");
+        // A pipeline's own config: itself, and --pipeline must name it.
+        assert_eq!(one(&a, None).ok(), Some(a.clone()));
+        assert_eq!(one(&a, Some("alpha")).ok(), Some(a.clone()));
+        let wrong = err(one(&a, Some("beta")));
+        assert!(wrong.contains("runs pipeline \"alpha\", not \"beta\""), "{wrong}");
+        // A list of one needs no name.
+        let single = write("one.toml", "pipelines = [\"b.toml\"]\n");
+        assert_eq!(one(&single, None).ok(), Some(b.clone()));
+        // A listed config that does not load is named, with its list.
+        write("broken.toml", "[pipeline]\nname = 3\n");
+        let with_broken = write("with-broken.toml", "pipelines = [\"a.toml\", \"broken.toml\"]\n");
+        let said = err(one(&with_broken, Some("alpha")));
+        assert!(said.contains("listed in") && said.contains("broken.toml"), "{said}");
+
+        // top and tap: the one config of the list that sets the listener.
+        assert_eq!(listener(&list).ok(), Some(b.clone()));
+        assert_eq!(listener(&a).ok(), Some(a.clone()));
+        let quiet = write("quiet.toml", "pipelines = [\"a.toml\"]\n");
+        assert!(err(listener(&quiet)).contains("none of its pipelines sets metrics.listen"));
     }
 }

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 #[command(group = clap::ArgGroup::new("point").required(true))]
 pub struct TapArgs {
     /// The pipeline's config: tap reads the endpoint of its `[metrics]
-    /// listen`.
+    /// listen`; a list file's, the listener its pipelines share.
     #[arg(long, short = 'c', value_name = "FILE", required_unless_present = "url")]
     pub config: Option<PathBuf>,
     /// The metrics endpoint to read instead, `HOST:PORT`.
@@ -52,7 +52,8 @@ pub(super) fn api_token(file: Option<&std::path::Path>, config: Option<&std::pat
         return Ok(Some(t.trim().to_string()));
     }
     let from_config = config
-        .and_then(|c| crate::config::Config::load(c).ok())
+        .and_then(|c| super::several::listener(c).ok())
+        .and_then(|c| crate::config::Config::load(&c).ok())
         .and_then(|c| c.api.token_env)
         .and_then(|var| std::env::var(var).ok());
     Ok(from_config.or_else(|| std::env::var("SLUICE_API_TOKEN").ok()).map(|t| t.trim().to_string()))

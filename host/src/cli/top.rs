@@ -25,7 +25,7 @@ use crate::telemetry::scrape::{self, PartitionView, Scrape, View};
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
     /// The pipeline's config: top reads the endpoint of its `[metrics]
-    /// listen`.
+    /// listen`; a list file's, the listener its pipelines share.
     #[arg(long, short = 'c', value_name = "FILE", required_unless_present = "url")]
     pub config: Option<PathBuf>,
     /// The metrics endpoint to read instead, `HOST:PORT`.
@@ -37,11 +37,13 @@ pub struct TopArgs {
 }
 
 /// The metrics endpoint a command (`top`, `tap`) reads: `--url`, or the
-/// config's `[metrics] listen`.
+/// config's `[metrics] listen` (a list file's: the one its pipelines share).
 pub(super) fn endpoint(url: Option<SocketAddr>, config: Option<&std::path::Path>, command: &str) -> Result<SocketAddr> {
     match (url, config) {
         (Some(addr), _) => Ok(addr),
-        (None, Some(file)) => {
+        (None, Some(given)) => {
+            // A list file: the listener its pipelines share.
+            let file = &super::several::listener(given)?;
             let cfg = Config::load(file)?;
             super::mask_output_as(&cfg);
             cfg.metrics.listen.with_context(|| {
