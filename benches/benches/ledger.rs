@@ -1,6 +1,6 @@
 //! The cost ledger: the CPU each step of the hot path costs per record,
 //! each step measured alone on the same records, beside the end-to-end run
-//! of the same chain and the budget of `../shared/DESIGN.md` (Throughput:
+//! of the same chain and the budget of docs/src/design.md (Throughput:
 //! about 2–3 µs per 300-byte record, all in). Where the sum of the steps and
 //! the end-to-end figure differ, the difference is what no step here names
 //! (the driver's bookkeeping, threads handing batches over, start-up).

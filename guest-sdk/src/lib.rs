@@ -38,6 +38,8 @@ mod bytes;
 pub mod duration;
 pub mod json;
 pub mod logfmt;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod shortcuts;
 pub mod time;
 

@@ -243,6 +243,7 @@ enum Zone {
 /// What a local time that a daylight-saving change skipped or repeated
 /// becomes: refused by default, since either answer may be an hour wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Ambiguous {
     /// The record is rejected, its reason naming the time and the zone.

@@ -5,6 +5,8 @@
 //! more):
 //! - `units`, `problem`: durations and sizes as configs write them, and
 //!   what is wrong with a config, key by key;
+//! - `features`: what this binary was built with (Kafka, HTTP and
+//!   PostgreSQL are cargo features; the embedded default has none);
 //! - `masking`: what is replaced by `***` wherever record content leaves
 //!   the process (quarantine entries, logs, errors);
 //! - `record`, `verdict`, `delivery`: what travels — a source record and a
@@ -37,7 +39,7 @@
 //!   partition tasks; `replay`);
 //! - `cli/`: the `sluice` command line.
 //!
-//! The custody rule (`../shared/DESIGN.md`, docs/src/design.md) governs every module
+//! The custody rule (docs/src/design.md) governs every module
 //! that moves a record or an offset.
 
 pub mod batch;
@@ -45,6 +47,7 @@ pub mod cli;
 pub mod config;
 pub mod custody;
 pub mod delivery;
+pub mod features;
 pub mod masking;
 pub mod pipeline;
 pub mod plugin;

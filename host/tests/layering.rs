@@ -19,6 +19,7 @@ const LAYERS: &[&str] = &[
     "main",
     "units",
     "problem",
+    "features",
     "masking",
     "record",
     "verdict",
@@ -50,6 +51,7 @@ const CONFIG_READERS: &[&str] = &[
     "pipeline/case_sink.rs",
     "pipeline/shadow.rs",
     "pipeline/kafka/",
+    "pipeline/kafka_absent.rs",
 ];
 
 struct Source {

@@ -1,5 +1,5 @@
 //! Shared pieces of the end-to-end suites: where the workspace and the
-//! shared test data are, and the plugins built for `wasm32-wasip2`.
+//! test data are, and the plugins built for `wasm32-wasip2`.
 //!
 //! The suites build the plugins themselves (one `cargo build` per test
 //! binary, incremental), so `cargo test` alone is enough on a machine that
@@ -35,12 +35,12 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// `../shared/data` beside the clone, or `SLUICE_SHARED_DATA`.
-pub fn shared_data() -> PathBuf {
-    let dir = std::env::var_os("SLUICE_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("..").join("shared").join("data"));
-    assert!(dir.join("loghub").is_dir(), "shared test data not found at {} (set SLUICE_SHARED_DATA)", dir.display());
+/// The repository's own test data (`data/`: the Loghub samples with their
+/// licence). Nothing outside the clone is read, so a clone with nothing
+/// beside it runs every suite.
+pub fn test_data() -> PathBuf {
+    let dir = workspace_root().join("data");
+    assert!(dir.join("loghub").is_dir(), "test data not found at {}", dir.display());
     dir
 }
 

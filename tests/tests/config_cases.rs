@@ -8,16 +8,32 @@ use std::process::Command;
 
 use sluice_e2e::{build_wasm, plugin, sluice_bin, workspace_root};
 
+/// The credentials the examples and recipes name, set: `test` and plain
+/// `check` reach no backend, but a config naming an unset variable does
+/// not load.
+const CREDENTIALS: &[&str] = &[
+    "CLICKHOUSE_PASSWORD",
+    "O2_AUTH",
+    "O2_AUTHORIZATION",
+    "PGPASSWORD_SLUICE",
+    "AXIOM_AUTHORIZATION",
+    "ELASTIC_PASSWORD",
+    "SPLUNK_HEC_AUTHORIZATION",
+    "DD_API_KEY",
+    "KAFKA_PASSWORD",
+];
+
+fn sluice(args: &[&str]) -> Command {
+    let mut command = Command::new(sluice_bin!());
+    command.args(args).env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"));
+    for name in CREDENTIALS {
+        command.env(name, "unused");
+    }
+    command
+}
+
 fn sluice_test(config: &Path, cases: &Path) -> (i32, String, String) {
-    let out = Command::new(sluice_bin!())
-        .args(["test", "-c", &config.display().to_string(), "--cases", &cases.display().to_string()])
-        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
-        // The examples read credentials from the environment; `test`
-        // reaches no backend, but the config must load.
-        .env("CLICKHOUSE_PASSWORD", "unused")
-        .env("O2_AUTH", "unused")
-        .env("PGPASSWORD_SLUICE", "unused")
-        .env("AXIOM_AUTHORIZATION", "unused")
+    let out = sluice(&["test", "-c", &config.display().to_string(), "--cases", &cases.display().to_string()])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     (
@@ -91,6 +107,50 @@ fn every_example_config_ships_cases_and_passes_them() {
         assert!(out.contains(&format!("{n} cases, {n} passed, 0 failed")), "{out}");
         assert_eq!(out.lines().filter(|l| l.starts_with("ok    ")).count(), n, "{out}");
         println!("{}: {n} cases passed", config.display());
+    }
+}
+
+/// Every recipe of the book (`examples/recipes/`, shown in
+/// `docs/src/recipes/`) is a config `sluice check` accepts as it is, with
+/// the plugins built from this tree: the source finds the sample, the
+/// plugins load with their configs, the sink's keys are all known, and
+/// each recipe's page shows its file.
+#[test]
+fn every_recipe_passes_check() {
+    let dir = workspace_root().join("examples/recipes");
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    recipes.sort();
+    assert!(recipes.len() >= 9, "{recipes:?}");
+    let pages = workspace_root().join("docs/src/recipes");
+    let shown: String = std::fs::read_dir(&pages)
+        .unwrap_or_else(|e| panic!("{}: {e}", pages.display()))
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect();
+    for recipe in &recipes {
+        let name = recipe.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        assert!(shown.contains(&format!("examples/recipes/{name}}}}}")), "no page of docs/src/recipes includes {name}");
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // The copy lives elsewhere: the sample's path is made absolute, the
+        // state folder is the test's own.
+        let copy = with_built_plugins(recipe, tmp.path());
+        let text = std::fs::read_to_string(&copy)
+            .unwrap_or_default()
+            .replace("../../data/json/*.ndjson", &workspace_root().join("data/json/*.ndjson").display().to_string());
+        std::fs::write(&copy, text).unwrap_or_else(|e| panic!("{e}"));
+        let out = sluice(&["check", "-c", &copy.display().to_string()])
+            .env("SLUICE__PIPELINE__STATE_DIR", tmp.path().join("state"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "sluice check {name}:\n{said}");
+        assert!(said.contains("is valid") && said.contains("plugin: json@"), "{name}: {said}");
+        println!("recipe {name}: sluice check passes");
     }
 }
 

@@ -5,7 +5,7 @@
 //! rejects count as wrong on every field.
 
 use sluice::plugin::{Record, Runtime, Verdict, build_chain};
-use sluice_e2e::{example_config, shared_data, spec};
+use sluice_e2e::{example_config, spec, test_data};
 
 const SAMPLES: &[(&str, &str)] = &[
     ("Apache", "loghub/apache.toml"),
@@ -22,7 +22,7 @@ fn pattern_configs_match_the_loghub_ground_truth() {
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let mut failures = Vec::new();
     for (name, config) in SAMPLES {
-        let dir = shared_data().join("loghub");
+        let dir = test_data().join("loghub");
         let log = std::fs::read(dir.join(format!("{name}_2k.log"))).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut lines = sluice::source::framing::LineReader::new(&log[..]);
         let mut records = Vec::new();

@@ -7,10 +7,17 @@ use std::process::Command;
 
 use sluice::source::framing::LineReader;
 use sluice::store::Store;
-use sluice_e2e::{plugin, shared_data, sluice_bin, workspace_root};
+use sluice_e2e::{plugin, sluice_bin, test_data, workspace_root};
+
+/// The clone's build shares the suite's target folder, and cargo names a
+/// workspace's own crates by their path inside the workspace: the clone's
+/// plugins are built where this tree's are. The two tests that build or
+/// copy plugins take turns.
+static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn quickstart_delivers_or_quarantines_every_loghub_line() {
+    let _turn = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
     // The config reads its plugins from out/plugins, where scripts/quickstart
     // puts them; do the same.
     let root = workspace_root();
@@ -42,7 +49,7 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     // Every line of the five files, by the id its position gives it.
-    let loghub = std::path::absolute(shared_data().join("loghub")).unwrap_or_else(|e| panic!("{e}"));
+    let loghub = std::path::absolute(test_data().join("loghub")).unwrap_or_else(|e| panic!("{e}"));
     let loghub = sluice::config::normalize(&loghub);
     let mut all = BTreeSet::new();
     for name in ["Apache", "HDFS", "Linux", "OpenSSH", "Zookeeper"] {
@@ -158,4 +165,82 @@ fn the_main_job_installs_only_what_the_embedded_default_needs() {
     assert!(trace.contains("libclang-dev"), "it does check what building needs:\n{trace}");
     let usage = Command::new("bash").arg(root.join("scripts/setup")).arg("bogus").output();
     assert_eq!(usage.ok().and_then(|o| o.status.code()), Some(2), "an unknown mode is refused");
+}
+
+/// What a clone holds: the files git tracks, and the new ones it does not
+/// ignore (so a change under test counts before it is committed).
+fn cloned_files(root: &std::path::Path) -> Vec<String> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root)
+        .output()
+        .unwrap_or_else(|e| panic!("git: {e}"));
+    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter(|f| !f.is_empty() && root.join(f).is_file())
+        .map(String::from)
+        .collect()
+}
+
+/// No file of the repository names a place outside it: what the README,
+/// the examples and the suites need lives in the clone.
+#[test]
+fn no_file_names_a_path_outside_the_repository() {
+    let root = workspace_root();
+    let mut outside = Vec::new();
+    for file in cloned_files(&root) {
+        let Ok(text) = std::fs::read_to_string(root.join(&file)) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            if ["../shared", "shared/data", "shared/DESIGN", "/work/"].iter().any(|p| line.contains(p))
+                && file != "tests/tests/quickstart.rs"
+            {
+                outside.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(outside.is_empty(), "paths outside the repository:\n{}", outside.join("\n"));
+}
+
+/// The README's main job from a clone with nothing beside it: the files a
+/// clone holds, copied into an empty folder, and `scripts/quickstart` run
+/// there. It builds the embedded default (no Kafka, HTTP or PostgreSQL
+/// client) into the suite's target folder, so only the clone's own crates
+/// are compiled again.
+#[test]
+fn a_clone_with_nothing_beside_it_runs_the_main_job() {
+    let _turn = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+    let root = workspace_root();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let clone = tmp.path().join("sluice");
+    for file in cloned_files(&root) {
+        let to = clone.join(&file);
+        std::fs::create_dir_all(to.parent().unwrap_or(&clone)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::copy(root.join(&file), &to).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).map(|d| d.count()).unwrap_or(0), 1, "nothing beside the clone");
+    let out = Command::new("bash")
+        .arg(clone.join("scripts/quickstart"))
+        .current_dir(&clone)
+        .env("CARGO_TARGET_DIR", sluice_e2e::target_dir())
+        .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "scripts/quickstart in a clone alone failed:\n{said}");
+    let events = std::fs::read_to_string(clone.join("out/quickstart/events.ndjson")).unwrap_or_default();
+    let ids: BTreeSet<String> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["id"].as_str().map(String::from))
+        .collect();
+    assert_eq!(ids.len(), events.lines().count(), "each event once");
+    // Every id is a line of the clone's own copy of the samples.
+    let data = clone.join("data/loghub");
+    assert!(
+        ids.len() > 9_000 && ids.iter().all(|id| id.contains(&*data.to_string_lossy())),
+        "{} events, from the clone's data/loghub: {:?}",
+        ids.len(),
+        ids.iter().next()
+    );
+    assert!(said.contains("quickstart: events"), "{said}");
 }

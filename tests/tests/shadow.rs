@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sluice_e2e::{plugin, plugin_v01, shared_data, sluice_bin, workspace_root};
+use sluice_e2e::{plugin, plugin_v01, sluice_bin, test_data, workspace_root};
 
 struct Quickstart {
     _tmp: tempfile::TempDir,
@@ -113,7 +113,7 @@ fn candidate_config(dir: &Path) -> PathBuf {
 /// Every line of a Loghub sample as (position id, text), CR stripped.
 fn lines(name: &str) -> Vec<(String, String)> {
     // As the config names it, resolved: sluice normalises its paths.
-    let path = std::fs::canonicalize(shared_data().join("loghub").join(name)).unwrap_or_else(|e| panic!("{e}"));
+    let path = std::fs::canonicalize(test_data().join("loghub").join(name)).unwrap_or_else(|e| panic!("{e}"));
     let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut out = Vec::new();
     let mut offset = 0usize;

@@ -145,7 +145,7 @@ fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<(Scope, u8)> {
     match &cfg.source {
         SourceConfig::File(_) => vec![(PIPELINE_SCOPE, 0)],
         SourceConfig::Kafka(k) => {
-            let internal = format!("{}/", crate::pipeline::kafka::repartition::topic(&k.group_id));
+            let internal = format!("{}/", crate::source::kafka::config::repartition_topic(&k.group_id));
             let mut out: Vec<(Scope, u8)> = origins
                 .values()
                 .filter(|o| o.kind == "kafka")

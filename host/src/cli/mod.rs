@@ -7,6 +7,7 @@ mod helpers;
 pub mod plugin;
 mod progress;
 mod quarantine;
+mod reference;
 mod reload;
 pub mod run;
 mod scaffold;
@@ -76,6 +77,10 @@ pub fn main() -> ExitCode {
             print!("{}", crate::config::schema::reference());
             Ok(())
         }
+        Command::Config(ConfigCommand::CliReference) => {
+            print!("{}", reference::markdown());
+            Ok(())
+        }
         Command::Top(args) => top::top(args),
         Command::Tap(args) => tap::tap(args),
         Command::Replay(args) => run::replay(args),
@@ -140,8 +145,19 @@ pub enum StoreCommand {
     Repair(ConfigArgs),
 }
 
+/// `sluice --version`: the version and the features this binary has, so a
+/// report says whether it can run a Kafka or HTTP config at all.
+fn version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        let built = crate::features::built();
+        let features = if built.is_empty() { "none: the embedded default".to_string() } else { built.join(", ") };
+        format!("{} (features: {features})", env!("CARGO_PKG_VERSION"))
+    })
+}
+
 #[derive(Parser, Debug)]
-#[command(name = "sluice", version, about = "A stream processor that never loses a record it was handed.")]
+#[command(name = "sluice", version = version(), about = "A stream processor that never loses a record it was handed.")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -218,6 +234,9 @@ pub enum ConfigCommand {
     /// Print the config reference (Markdown): every key with its type,
     /// default and meaning, as docs/src/reference.md holds it.
     Reference,
+    /// Print the command-line reference (Markdown): every command and
+    /// argument, as docs/src/cli.md holds it.
+    CliReference,
 }
 
 #[derive(Subcommand, Debug)]
@@ -355,7 +374,7 @@ pub struct ShadowArgs {
     /// offset in each partition, a byte offset in each file), or an RFC
     /// 3339 time (Kafka).
     #[arg(long, value_name = "WHERE", value_parser = parse_reset)]
-    pub from: Option<crate::source::kafka::admin::ResetTo>,
+    pub from: Option<crate::source::kafka::config::ResetTo>,
     /// Compare at most this many records (default 100,000: they are held
     /// in memory).
     #[arg(long, value_name = "N")]
@@ -385,7 +404,7 @@ pub struct ReplayArgs {
     /// `earliest`, an offset (`1200`), or an RFC 3339 time
     /// (`2026-11-29T10:00:00Z`: the first record at or after it).
     #[arg(long, value_name = "WHERE", value_parser = parse_reset)]
-    pub from: crate::source::kafka::admin::ResetTo,
+    pub from: crate::source::kafka::config::ResetTo,
     /// Only these partitions (default: all of the configured topics').
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub partitions: Vec<i32>,
@@ -395,7 +414,7 @@ pub struct ReplayArgs {
     pub force: bool,
 }
 
-fn parse_reset(s: &str) -> Result<crate::source::kafka::admin::ResetTo, String> {
+fn parse_reset(s: &str) -> Result<crate::source::kafka::config::ResetTo, String> {
     s.parse()
 }
 

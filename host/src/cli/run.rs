@@ -47,13 +47,20 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
         .and_then(|c| crate::store::open_to_others(&c.pipeline.state_dir));
     let (cfg, _runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
+    // The topics' retention, when Kafka's is the window, replaces these.
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut window = cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW);
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut window_note = if cfg.dedup.window.is_some() { "configured" } else { "default" }.to_string();
     match &cfg.source {
         SourceConfig::File(f) => {
             let files = crate::source::file::discover(&f.paths).map_err(|e| CheckFailed::BadInput(e.into()))?;
             println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
         }
+        // Refused when loaded (`crate::features`).
+        #[cfg(not(feature = "kafka"))]
+        SourceConfig::Kafka(_) => {}
+        #[cfg(feature = "kafka")]
         SourceConfig::Kafka(k) => {
             println!("  source: kafka topics {:?}, group {:?}, brokers {}", k.topics, k.group_id, k.connection.brokers);
             for (key, value) in crate::source::kafka::client::describe(k) {
@@ -97,6 +104,7 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
         "  watch:  a partition with records waiting and no batch finished for {} is reported stalled",
         crate::units::display(cfg.watchdog.stall)
     );
+    #[cfg(feature = "kafka")]
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
     }
@@ -166,8 +174,10 @@ fn describe_answers(sink: &crate::config::SinkConfig) {
 
 /// `--connect`: reach every dependency once and say which answered; all
 /// are tried, so one report names every failure.
+#[cfg_attr(not(feature = "kafka"), allow(unused_variables))]
 fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Path) -> Result<(), CheckFailed> {
     let mut probes: Vec<(String, Result<String, String>)> = Vec::new();
+    #[cfg(feature = "kafka")]
     if let SourceConfig::Kafka(k) = &cfg.source {
         let result = crate::source::kafka::admin::probe(k).map_err(|e| e.to_string());
         probes.push((format!("source brokers {}", k.connection.brokers), result));
@@ -198,6 +208,7 @@ fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Pa
 
 /// What `check` says of the scope and the changelog: how dedup behaves
 /// once the group has more than one member.
+#[cfg(feature = "kafka")]
 fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSourceConfig, window: std::time::Duration) {
     use crate::config::DedupScope;
     use crate::pipeline::kafka::changelog::{TopicState, retention_warning, topic_state};
@@ -212,8 +223,8 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
             "  dedup:  scope topic, repartitioned: each event is produced, keyed by its id, to {:?}, whose \
              partition-scoped back decides every copy of an id in one place, across instances too (a produce and a \
              consume more per event; the back reads it as the group {:?})",
-            crate::pipeline::kafka::repartition::topic(&k.group_id),
-            crate::pipeline::kafka::repartition::topic(&k.group_id)
+            crate::source::kafka::config::repartition_topic(&k.group_id),
+            crate::source::kafka::config::repartition_topic(&k.group_id)
         ),
         DedupScope::Topic => println!(
             "  dedup:  scope topic: an id delivered on any partition of a topic is a duplicate on all of them; \
@@ -293,6 +304,26 @@ fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crat
     Ok((loaded, runtime))
 }
 
+/// `sluice lag` and `sluice replay` in a build without Kafka.
+#[cfg(not(feature = "kafka"))]
+fn without_kafka(command: &str) -> Result<()> {
+    match crate::features::Feature::Kafka.missing(command) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+#[cfg(not(feature = "kafka"))]
+pub fn lag(_args: &super::LagArgs) -> Result<()> {
+    without_kafka("sluice lag")
+}
+
+#[cfg(not(feature = "kafka"))]
+pub fn replay(_args: &super::ReplayArgs) -> Result<()> {
+    without_kafka("sluice replay")
+}
+
+#[cfg(feature = "kafka")]
 fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::KafkaSourceConfig> {
     match &cfg.source {
         SourceConfig::Kafka(k) => Ok((**k).clone()),
@@ -302,6 +333,7 @@ fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::K
 
 /// `sluice lag`: per partition, the group's committed offset, the high
 /// watermark, and the difference.
+#[cfg(feature = "kafka")]
 pub fn lag(args: &super::LagArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);
@@ -321,6 +353,7 @@ pub fn lag(args: &super::LagArgs) -> Result<()> {
 }
 
 /// `sluice replay`: reset the group's offsets; the next run re-reads.
+#[cfg(feature = "kafka")]
 pub fn replay(args: &super::ReplayArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);

@@ -58,6 +58,9 @@ pub(super) fn validate(
         },
         // A broker that is down is not bad input: the consumer waits for it
         // (and `sluice check` says so). A client librdkafka refuses is.
+        #[cfg(not(feature = "kafka"))]
+        SourceConfig::Kafka(_) => {}
+        #[cfg(feature = "kafka")]
         SourceConfig::Kafka(k) => {
             if let Err(e) = crate::source::kafka::client::client_config(k).and_then(|c| {
                 c.create::<rdkafka::consumer::BaseConsumer>()

@@ -26,10 +26,8 @@ pub struct PipelineConfig {
     /// commits at once: while one is in the sink or being synced, the next
     /// is read and run through the plugins. Commits stay contiguous; more
     /// costs memory (up to this many batches per worker) and re-reading
-    /// after a crash, not safety. Default 2: on the 2-core machines one
-    /// file ran 1.3–1.5× faster (wall) with 2 or 4 than with 1, and four
-    /// files spent about 25% more CPU per record with 4 than with 1 or 2
-    /// (`benches/README.md`, pipeline_file).
+    /// after a crash, not safety. 2 overlaps the sink with the plugins;
+    /// more rarely helps (`benches/pipeline_file` measures it).
     #[serde(default = "default_in_flight")]
     pub in_flight: usize,
     /// Workers the run's partitions share (1 to 1024; default: one per

@@ -20,6 +20,10 @@ mod driver_tests;
 pub mod durable;
 pub mod events;
 mod files;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+#[cfg(not(feature = "kafka"))]
+#[path = "kafka_absent.rs"]
 pub mod kafka;
 pub mod replay;
 mod setup;
@@ -62,8 +66,12 @@ pub enum PipelineError {
     NoFiles(Vec<String>),
     #[error(transparent)]
     Kafka(Box<crate::source::kafka::KafkaSourceError>),
+    #[cfg(feature = "kafka")]
     #[error(transparent)]
     Changelog(Box<kafka::changelog::ChangelogError>),
+    /// A source this binary was built without (`crate::features`).
+    #[error(transparent)]
+    NotBuilt(#[from] crate::features::NotBuilt),
     /// A pinned plugin whose file is another.
     #[error(
         "{key} ({name}): {path} has digest {found}, but {key}.digest pins {pinned}: the file is not the plugin this \
@@ -110,6 +118,11 @@ impl Stop {
     }
 }
 
+/// How long an idle worker waits for its Kafka partitions before it asks
+/// them again: the bound on noticing a revoke while idle (records that
+/// come wake it at once, `kafka::task::KafkaReader::wake_with`).
+const KAFKA_IDLE_POLL: Duration = Duration::from_millis(50);
+
 /// The identity a state store is created for.
 pub fn identity(cfg: &Config) -> Identity {
     let sources = match &cfg.source {
@@ -129,7 +142,7 @@ pub fn driver_settings(cfg: &Config) -> driver::Settings {
         workers: cfg.pipeline.workers(),
         idle_poll: match &cfg.source {
             SourceConfig::File(f) => f.poll_interval,
-            SourceConfig::Kafka(_) => kafka::IDLE_POLL,
+            SourceConfig::Kafka(_) => KAFKA_IDLE_POLL,
         },
         linger: match &cfg.source {
             SourceConfig::File(_) => Duration::ZERO,
@@ -237,7 +250,12 @@ pub fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
 pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, PipelineError> {
     match &cfg.source {
         SourceConfig::File(source) => files::run(cfg, source, runtime, stop),
+        #[cfg(feature = "kafka")]
         SourceConfig::Kafka(source) => kafka::run(cfg, source, runtime, stop),
+        #[cfg(not(feature = "kafka"))]
+        SourceConfig::Kafka(_) => Err(crate::features::Feature::Kafka
+            .missing("source type \"kafka\"")
+            .map_or_else(|| PipelineError::Config("kafka".into()), PipelineError::NotBuilt)),
     }
 }
 

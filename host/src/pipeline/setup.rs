@@ -14,6 +14,7 @@ use super::driver::{Settings, Shared};
 use super::{PipelineError, RunStats, with_committer};
 use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig, SourceConfig};
 use crate::sink::named::Sinks;
+#[cfg(feature = "kafka")]
 use crate::source::kafka::admin;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -52,7 +53,12 @@ fn kafka_window(cfg: &Config, source: &KafkaSourceConfig) -> Duration {
     if let Some(w) = cfg.dedup.window {
         return w;
     }
-    match admin::retention(source) {
+    #[cfg(not(feature = "kafka"))]
+    let retention: Result<Option<Duration>, crate::features::NotBuilt> =
+        crate::features::Feature::Kafka.missing(&format!("the retention of {:?}", source.topics)).map_or(Ok(None), Err);
+    #[cfg(feature = "kafka")]
+    let retention = admin::retention(source);
+    match retention {
         Ok(Some(r)) => r,
         Ok(None) => {
             tracing::warn!(

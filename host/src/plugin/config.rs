@@ -13,14 +13,19 @@ use crate::units::{bytes, duration};
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
+    /// Names the plugin in logs, metrics, quarantine entries and its
+    /// version (name and digest).
     pub name: String,
+    /// The plugin's WebAssembly component (`.wasm`), relative to this
+    /// config file.
     pub path: PathBuf,
     /// `"blake3:<hex>"` or `"sha256:<hex>"`: the file must have this
     /// digest, or the start (and a reload) stops. `sluice plugin inspect`
     /// prints the line.
     #[serde(default)]
     pub digest: Option<String>,
-    /// The plugin's own table, handed to its `init`.
+    /// The plugin's own table, handed to its `init` (the first-party
+    /// plugins' keys: the book's "First-party plugins").
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
     /// The plugin's own table from a file of its own instead (TOML, or
@@ -29,14 +34,21 @@ pub struct PluginConfig {
     /// pipeline runs. Relative to this config file.
     #[serde(default)]
     pub config_file: Option<PathBuf>,
+    /// The most memory one instance may grow to; a batch that needs more
+    /// traps, and is retried record by record to quarantine the record
+    /// that did it.
     #[schemars(with = "crate::units::SizeText")]
     #[serde(default = "default_memory", deserialize_with = "bytes")]
     pub memory: u64,
+    /// The longest one batch may run in the plugin; past it the batch is
+    /// interrupted and retried record by record, as after a trap.
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_time_limit", deserialize_with = "duration")]
     pub time_limit: Duration,
-    /// The output contract's bounds (`plugin::output_rules`): a record whose
-    /// events pass them is rejected into the quarantine, naming the rule.
+    /// The longest event id the plugin may set, in bytes. The output
+    /// contract's bounds (this and the next three): a record whose events
+    /// exceed one is rejected into the quarantine, naming the plugin and
+    /// the rule.
     #[serde(default = "default_max_id_bytes")]
     pub max_id_bytes: usize,
     /// Events one record may become.

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+/// The sink's circuit breaker: after `failures` failed requests in a row
+/// nothing is sent, the sources pause (lag grows, nothing is lost), and a
+/// probe is sent after `initial_probe`, then at doubling pauses up to
+/// `max_probe` (or the backend's `Retry-After`); one success closes it.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerConfig {

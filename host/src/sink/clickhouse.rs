@@ -27,7 +27,10 @@ pub struct ClickhouseSinkConfig {
     /// The HTTP interface, e.g. `http://127.0.0.1:8123`.
     pub url: String,
     #[serde(default = "default_database")]
+    /// The database of `table`.
     pub database: String,
+    /// The table inserted into (a `ReplacingMergeTree` ordered by the id
+    /// column folds a record sent twice).
     pub table: String,
     /// Column that receives the event id (the table's ORDER BY key).
     #[serde(default = "default_id_field")]
@@ -38,7 +41,10 @@ pub struct ClickhouseSinkConfig {
     /// make the row fail (`false`: the row is quarantined).
     #[serde(default = "yes")]
     pub skip_unknown_fields: bool,
+    /// The user, by HTTP basic authentication.
     pub user: Option<String>,
+    /// The environment variable holding the user's password; unset stops
+    /// the start.
     pub password_env: Option<String>,
     /// More ClickHouse settings for the insert, as URL parameters.
     #[serde(default)]
@@ -80,7 +86,7 @@ impl ClickhouseSinkConfig {
     }
 
     pub fn name(&self) -> String {
-        let mut url = reqwest::Url::parse(&self.url).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+        let mut url = url::Url::parse(&self.url).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
         if url.is_empty() {
             url.clone_from(&self.url);
         }
@@ -89,7 +95,7 @@ impl ClickhouseSinkConfig {
 
     /// The http sink this preset is.
     pub fn http(&self) -> HttpSinkConfig {
-        let mut url = reqwest::Url::parse(&self.url).ok();
+        let mut url = url::Url::parse(&self.url).ok();
         if let Some(u) = &mut url {
             let mut q = u.query_pairs_mut();
             q.append_pair("query", &format!("INSERT INTO `{}`.`{}` FORMAT JSONEachRow", self.database, self.table));
@@ -132,7 +138,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let http = cfg.http();
-        let url = reqwest::Url::parse(&http.url).unwrap_or_else(|e| panic!("{e}"));
+        let url = url::Url::parse(&http.url).unwrap_or_else(|e| panic!("{e}"));
         let q: BTreeMap<_, _> = url.query_pairs().into_owned().collect();
         assert_eq!(q["query"], "INSERT INTO `default`.`events` FORMAT JSONEachRow");
         assert_eq!(q["input_format_skip_unknown_fields"], "1");

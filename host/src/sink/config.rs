@@ -11,13 +11,17 @@ use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
 use super::file::{FileSink, StdoutSink};
-use super::http::HttpSink;
+#[cfg(feature = "http")]
+use super::http::client::HttpSink;
 use super::http::config::ResponseConfig;
+#[cfg(feature = "kafka")]
 use super::kafka::KafkaSink;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresSink;
 use super::retry::RetryConfig;
 use super::retrying::RetryingSink;
 use super::{Sink, SinkError};
+use crate::features::Feature;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -26,6 +30,8 @@ pub enum SinkConfig {
     /// fails (a full disk) is a sick backend: the breaker opens and the
     /// pipeline waits.
     File {
+        /// The NDJSON file events are appended to, relative to the config
+        /// file; its folder is created.
         path: PathBuf,
         #[serde(default)]
         retry: RetryConfig,
@@ -56,13 +62,35 @@ impl SinkConfig {
         let sink: Box<dyn Sink> = match self {
             SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
             SinkConfig::Stdout => Box::new(StdoutSink),
+            #[cfg(feature = "http")]
             SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
+            #[cfg(feature = "http")]
             SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&c.http(), Some(c.name()))?),
+            #[cfg(feature = "kafka")]
             SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
+            #[cfg(feature = "postgres")]
             SinkConfig::Postgres(p) => Box::new(PostgresSink::new(p)?),
+            #[allow(unreachable_patterns)]
+            other => {
+                let (feature, kind) = other.feature().unwrap_or((Feature::Http, "?"));
+                let message = feature.missing(&format!("sink type {kind:?}")).map(|e| e.to_string());
+                return Err(SinkError::Setup { target: kind.into(), message: message.unwrap_or_default() });
+            }
         };
         let (retry, breaker) = self.guard();
         Ok(RetryingSink::labelled(sink, retry, breaker, name))
+    }
+
+    /// The cargo feature this sink needs, with its `type`; `None` for the
+    /// sinks every build has.
+    pub fn feature(&self) -> Option<(Feature, &'static str)> {
+        match self {
+            SinkConfig::File { .. } | SinkConfig::Stdout => None,
+            SinkConfig::Http(_) => Some((Feature::Http, "http")),
+            SinkConfig::Clickhouse(_) => Some((Feature::Http, "clickhouse")),
+            SinkConfig::Kafka(_) => Some((Feature::Kafka, "kafka")),
+            SinkConfig::Postgres(_) => Some((Feature::Postgres, "postgres")),
+        }
     }
 
     /// How an HTTP backend's answers are read; `None` for sinks whose
@@ -115,6 +143,9 @@ impl SinkConfig {
             SinkConfig::Postgres(p) => p.validate().err(),
         };
         problems.extend(first);
+        if let Some(e) = self.feature().and_then(|(f, kind)| f.missing(&format!("sink type {kind:?}"))) {
+            problems.push(("type".into(), e.to_string()));
+        }
         let (retry, breaker) = self.guard();
         if retry.max_attempts == 0 {
             problems.push(("retry.max_attempts".into(), "must be at least 1".into()));

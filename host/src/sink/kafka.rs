@@ -5,17 +5,24 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "kafka")]
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+#[cfg(feature = "kafka")]
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
+#[cfg(feature = "kafka")]
 use super::http::body::Framing;
 use super::http::config::Payload;
+#[cfg(feature = "kafka")]
 use super::http::response::profile::Render;
 use super::retry::RetryConfig;
+#[cfg(feature = "kafka")]
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
-use crate::source::kafka::connection::{KafkaConnection, PropertyValue};
+use crate::source::kafka::connection::KafkaConnection;
+#[cfg(feature = "kafka")]
+use crate::source::kafka::connection::PropertyValue;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +31,7 @@ pub struct KafkaSinkConfig {
     /// 5`; `_` for `.` in environment overrides): the source's type.
     #[serde(flatten)]
     pub connection: KafkaConnection,
+    /// The topic every event is produced to (it must exist).
     pub topic: String,
     /// What the record value is (the record key is the event id).
     #[serde(default)]
@@ -70,6 +78,7 @@ impl KafkaSinkConfig {
     }
 }
 
+#[cfg(feature = "kafka")]
 pub struct KafkaSink {
     producer: FutureProducer,
     topic: String,
@@ -77,6 +86,7 @@ pub struct KafkaSink {
     name: String,
 }
 
+#[cfg(feature = "kafka")]
 impl KafkaSink {
     pub fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: format!("kafka {}", cfg.topic), message };
@@ -94,6 +104,7 @@ impl KafkaSink {
     }
 }
 
+#[cfg(feature = "kafka")]
 /// Errors about the record itself are final; the rest is the cluster's.
 pub fn answer_for(e: &KafkaError) -> Answer {
     let code = e.rdkafka_error_code();
@@ -109,6 +120,7 @@ pub fn answer_for(e: &KafkaError) -> Answer {
     }
 }
 
+#[cfg(feature = "kafka")]
 /// The answers of a batch's records once each is reported (or was refused
 /// before it was sent): a record is accepted on its delivery report, never
 /// when queued. The batch counts as one failed request when nothing got
@@ -129,6 +141,7 @@ pub fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
     Attempt { answers, requests_ok: u32::from(!failed), requests_failed: u32::from(failed), ..Attempt::default() }
 }
 
+#[cfg(feature = "kafka")]
 /// `topic`'s metadata through `producer`: the brokers answer, take the
 /// credentials, and know the topic.
 pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, String> {
@@ -145,6 +158,7 @@ pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, Str
     }
 }
 
+#[cfg(feature = "kafka")]
 impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         let framing = Framing { render: Render::Ndjson, payload: &self.payload, index: None, labels: None };

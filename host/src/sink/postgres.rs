@@ -13,19 +13,24 @@
 //! connection, the credentials (28), a missing table (42P01), a read-only
 //! server (25006), no resources (53), a shutdown (57) — is systemic.
 
+#[cfg(feature = "postgres")]
 use std::collections::HashMap;
+#[cfg(feature = "postgres")]
 use std::sync::Mutex;
+#[cfg(feature = "postgres")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
-use super::http::body::Framing;
-use super::http::config::{Payload, default_id_field};
-use super::http::response::profile::Render;
+use super::http::config::default_id_field;
 use super::retry::RetryConfig;
-use super::{Answer, Attempt, Delivery, Sink, SinkError};
+#[cfg(feature = "postgres")]
+use super::{
+    Answer, Attempt, Delivery, Sink, SinkError,
+    http::{body::Framing, config::Payload, response::profile::Render},
+};
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +55,8 @@ pub struct PostgresSinkConfig {
     /// Connections, shared by every partition: batches in flight at once.
     #[serde(default = "default_connections")]
     pub connections: usize,
+    /// Establishing a connection; past it the batch waits behind the
+    /// breaker.
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
@@ -69,8 +76,12 @@ pub struct PostgresSinkConfig {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresTls {
+    /// The CA certificate (PEM) the server's is verified against; default:
+    /// the system's.
     pub ca: Option<std::path::PathBuf>,
+    /// A client certificate (PEM), with `key`.
     pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM, PKCS#8), with `cert`.
     pub key: Option<std::path::PathBuf>,
 }
 
@@ -91,12 +102,14 @@ fn identifier(s: &str) -> bool {
         && s.len() <= 63
 }
 
+#[cfg(feature = "postgres")]
 fn quoted(name: &str) -> String {
     format!("\"{name}\"")
 }
 
 impl PostgresSinkConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
+        #[cfg(feature = "postgres")]
         self.url.parse::<postgres::Config>().map_err(|e| ("url".to_string(), e.to_string()))?;
         if self.url.contains("password") {
             return Err(("url".into(), "no password in the url: name its variable in password_env".into()));
@@ -134,10 +147,12 @@ impl PostgresSinkConfig {
     }
 
     /// The table, quoted: `"schema"."table"`.
+    #[cfg(feature = "postgres")]
     fn table_sql(&self) -> String {
         self.table.split('.').map(quoted).collect::<Vec<_>>().join(".")
     }
 
+    #[cfg(feature = "postgres")]
     pub fn name(&self) -> String {
         let host = self
             .url
@@ -152,11 +167,13 @@ impl PostgresSinkConfig {
     }
 }
 
+#[cfg(feature = "postgres")]
 enum Tls {
     Plain,
     Native(postgres_native_tls::MakeTlsConnector),
 }
 
+#[cfg(feature = "postgres")]
 /// One connection with its statements prepared for the table as it is.
 struct Conn {
     client: postgres::Client,
@@ -167,6 +184,7 @@ struct Conn {
     present: postgres::Statement,
 }
 
+#[cfg(feature = "postgres")]
 pub struct PostgresSink {
     cfg: PostgresSinkConfig,
     connect: postgres::Config,
@@ -180,6 +198,7 @@ pub struct PostgresSink {
     name: String,
 }
 
+#[cfg(feature = "postgres")]
 impl PostgresSink {
     pub fn new(cfg: &PostgresSinkConfig) -> Result<PostgresSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: cfg.name(), message };
@@ -352,6 +371,7 @@ impl PostgresSink {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// Each record accepted if its id came back from `RETURNING`, else a
 /// duplicate (the row was there: `ON CONFLICT DO NOTHING`). A second
 /// record of the same id in one batch is the duplicate.
@@ -372,12 +392,14 @@ fn fates(batch: &[Delivery], inserted: impl Iterator<Item = String>) -> Vec<Answ
         .collect()
 }
 
+#[cfg(feature = "postgres")]
 /// A value of the wrong type (class 22), a constraint (class 23: not
 /// null, a check, another unique key): the row's, not the database's.
 fn records_fault(e: &postgres::Error) -> bool {
     e.code().is_some_and(|c| c.code().starts_with("22") || c.code().starts_with("23"))
 }
 
+#[cfg(feature = "postgres")]
 /// The server's code and message; not its detail, which may quote a value.
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
@@ -400,6 +422,7 @@ fn describe(e: &postgres::Error) -> String {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Sink for PostgresSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         if batch.is_empty() {
@@ -458,7 +481,7 @@ impl Sink for PostgresSink {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::*;
 

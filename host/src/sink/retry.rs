@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// Retries of events the backend answered "retry" about (a record's
+/// passing fault), with exponential backoff and jitter.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
@@ -19,9 +21,11 @@ pub struct RetryConfig {
     /// go through the breaker and wait, however long that takes.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    /// The pause before the second send; doubled each round, with jitter.
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_initial", deserialize_with = "crate::units::duration")]
     pub initial_backoff: Duration,
+    /// The longest pause between sends.
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_max", deserialize_with = "crate::units::duration")]
     pub max_backoff: Duration,

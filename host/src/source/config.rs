@@ -77,7 +77,12 @@ impl SourceConfig {
     pub fn validate(&self, p: &mut Problems) {
         match self {
             SourceConfig::File(f) => f.validate(p),
-            SourceConfig::Kafka(k) => k.validate(p),
+            SourceConfig::Kafka(k) => {
+                if let Some(e) = crate::features::Feature::Kafka.missing("source type \"kafka\"") {
+                    p.add("source.type", e.to_string());
+                }
+                k.validate(p)
+            }
         }
     }
 

@@ -24,17 +24,44 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use sluice_guest::{Event, JsonFields, Outcome, Plugin, Record, export_plugin, json, time::Format, trim_line_end};
 
+/// JSON lines in, the same JSON object out, with its event id and time
+/// read from the fields named here.
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Json {
+    /// The field (a dotted path, `meta.id`) whose value is the event id: a
+    /// producer's id, the one that survives a re-send as a new message.
+    /// A string, or a number or boolean as written. Unset, or absent from
+    /// a record: the id comes from the record's source position.
     #[serde(default)]
     id_field: Option<String>,
+    /// The field (a dotted path) holding the event's time, read with
+    /// `timestamp_format`. A record whose time does not parse is rejected,
+    /// naming the field.
     #[serde(default)]
     timestamp_field: Option<String>,
+    /// How `timestamp_field` is written: a named format (`rfc3339`,
+    /// `epoch_ms`, …), a pattern of items, or a table with its zone and
+    /// year (the formats and items: below).
+    #[cfg_attr(feature = "schema", schemars(default = "default_format_name"))]
     #[serde(default = "Format::rfc3339")]
     timestamp_format: Format,
+    /// Reject a record without an id in `id_field` (into the quarantine)
+    /// instead of taking its position's.
     #[serde(default)]
     require_id: bool,
+}
+
+#[cfg(feature = "schema")]
+fn default_format_name() -> &'static str {
+    "rfc3339"
+}
+
+/// The config's JSON Schema, from the type itself (the book's reference).
+#[cfg(feature = "schema")]
+pub fn config_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Json)).unwrap_or_default()
 }
 
 /// What one record holds of what the plugin reads.

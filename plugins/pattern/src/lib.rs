@@ -44,6 +44,7 @@ pub use sluice_guest::shortcuts::SHORTCUTS;
 pub use sluice_guest::shortcuts::{FieldType, expand};
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 enum OnNoMatch {
     #[default]
@@ -51,12 +52,20 @@ enum OnNoMatch {
     Drop,
 }
 
+/// A timestamp rule: which captures hold the time, and how it is written.
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct TimestampConfig {
+    /// The captures, joined by one space in this order, then read with
+    /// `format`: `["Date", "Time"]`.
     fields: Vec<String>,
+    /// A named format (`hdfs`, `apache`, `syslog`, …), a pattern of items,
+    /// or a table with its year and zone (below).
     format: Format,
-    /// The zone of a time written without one (see `sluice_guest::time`).
+    /// The zone of a time written without one: `UTC`, an offset (`-07:00`)
+    /// or an IANA name (`America/Los_Angeles`). Unset: UTC, with a warning
+    /// at setup.
     #[serde(default)]
     zone: Option<String>,
     /// A local time a daylight-saving change skipped or repeated: refused
@@ -88,15 +97,22 @@ impl TimestampConfig {
 }
 
 /// A pattern: a string, or a table with its own timestamp rule.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(untagged))]
 enum PatternSpec {
     Plain(String),
     Full(FullPattern),
 }
 
+/// A pattern with a timestamp rule of its own (`[[patterns]]`): for a
+/// stream that mixes formats.
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct FullPattern {
+    /// The pattern, as a string pattern is written.
     regex: String,
+    /// This pattern's rule, or `false` for none (not even the top-level
+    /// `[timestamp]`).
     #[serde(default)]
     timestamp: Option<OwnTimestamp>,
 }
@@ -106,6 +122,18 @@ struct FullPattern {
 enum OwnTimestamp {
     Rule(TimestampConfig),
     None,
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for OwnTimestamp {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OwnTimestamp".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let rule = generator.subschema_for::<TimestampConfig>();
+        schemars::json_schema!({ "anyOf": [rule, { "const": false }] })
+    }
 }
 
 impl<'de> Deserialize<'de> for OwnTimestamp {
@@ -151,18 +179,42 @@ impl PatternSpec {
     }
 }
 
+/// Text lines through named-capture patterns, tried in order: the first
+/// that matches makes the event, a JSON object of its captures.
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Pattern {
+    /// The patterns, tried in order: each a regular expression (Rust
+    /// `regex` syntax) where `%{SHORTCUT:name}` captures a shortcut's
+    /// match into field `name`, `%{SHORTCUT:name:int}` or `:float` as a
+    /// number, `%{SHORTCUT}` matches without capturing, and `(?P<name>…)`
+    /// captures a regex of your own. A field whose name starts with `_`
+    /// is kept out of the body. A string, or a table with its own
+    /// timestamp rule (`[[patterns]]`).
     patterns: Vec<PatternSpec>,
+    /// A line no pattern matches is rejected into the quarantine (`reject`,
+    /// with the number of patterns tried) or dropped on purpose and counted
+    /// (`drop`).
     #[serde(default)]
     on_no_match: OnNoMatch,
+    /// A capture whose text is the event id; unset, the id comes from the
+    /// record's source position.
     #[serde(default)]
     id_field: Option<String>,
+    /// The timestamp rule of every pattern without its own; each such
+    /// pattern must capture the fields it names.
     #[serde(default)]
     timestamp: Option<TimestampConfig>,
+    #[cfg_attr(feature = "schema", schemars(skip))]
     #[serde(skip)]
     compiled: Vec<Compiled>,
+}
+
+/// The config's JSON Schema, from the type itself (the book's reference).
+#[cfg(feature = "schema")]
+pub fn config_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Pattern)).unwrap_or_default()
 }
 
 struct Compiled {

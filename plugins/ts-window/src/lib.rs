@@ -23,17 +23,45 @@ use serde::Deserialize;
 use sluice_guest::time::{Format, format_rfc3339};
 use sluice_guest::{Outcome, Plugin, Record, duration, export_plugin, json};
 
+/// Rejects events whose time is outside the window a backend keeps, into
+/// the quarantine with a reason, instead of the backend dropping them
+/// while it answers "200 OK".
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TsWindow {
+    /// The oldest time accepted is now minus this (`24h`, `7d`): the
+    /// backend's retention or ingestion window.
+    #[cfg_attr(feature = "schema", schemars(with = "sluice_guest::schema::DurationText"))]
     #[serde(deserialize_with = "duration::deserialize")]
     max_age: Duration,
+    /// The latest time accepted is now plus this: a clock ahead of the
+    /// backend's.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "sluice_guest::schema::DurationText", default = "five_minutes_text")
+    )]
     #[serde(default = "five_minutes", deserialize_with = "duration::deserialize")]
     max_future: Duration,
+    /// Read the time from this field (a dotted path) of a record no earlier
+    /// plugin gave one. Unset: the event time an earlier plugin set, and no
+    /// record's bytes cross into this plugin.
     #[serde(default)]
     timestamp_field: Option<String>,
+    /// How `timestamp_field` is written (default `rfc3339`).
     #[serde(default)]
     timestamp_format: Option<Format>,
+}
+
+#[cfg(feature = "schema")]
+fn five_minutes_text() -> &'static str {
+    "5m"
+}
+
+/// The config's JSON Schema, from the type itself (the book's reference).
+#[cfg(feature = "schema")]
+pub fn config_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(TsWindow)).unwrap_or_default()
 }
 
 fn five_minutes() -> Duration {

@@ -59,11 +59,6 @@ use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::telemetry::Health;
 
-/// How long an idle worker waits for its Kafka partitions before it asks
-/// them again: the bound on noticing a revoke while idle (records that
-/// come wake it at once, `task::KafkaReader::wake_with`).
-pub(crate) const IDLE_POLL: Duration = Duration::from_millis(50);
-
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
     /// The config the run was built from: the member's own settings and

@@ -92,7 +92,7 @@ impl ClassifierConfig {
             return Err(("path".into(), format!("{} is not a file", self.path.display())));
         }
         for h in &self.headers {
-            reqwest::header::HeaderName::from_bytes(h.as_bytes())
+            http::header::HeaderName::from_bytes(h.as_bytes())
                 .map_err(|e| ("headers".to_string(), format!("{h:?}: {e}")))?;
         }
         if !self.config.is_object() {

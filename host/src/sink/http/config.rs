@@ -14,7 +14,11 @@ use crate::sink::retry::RetryConfig;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSinkConfig {
+    /// Where requests go (`https://…` for TLS, verified with the system's
+    /// CA certificates). No credentials here: `headers_from_env` or
+    /// `basic_auth`.
     pub url: String,
+    /// The request method.
     #[serde(default)]
     pub method: Method,
     /// Plain headers, shown by `sluice check`.
@@ -28,7 +32,7 @@ pub struct HttpSinkConfig {
     /// HTTP basic authentication, the password from an environment variable.
     pub basic_auth: Option<BasicAuth>,
     /// How the backend's answer is read: a built-in profile by name, or a
-    /// profile of the operator's own as a table (`ResponseConfig`).
+    /// profile of the operator's own as a table (`[sink.response]`).
     #[serde(default)]
     pub response: ResponseConfig,
     /// A classifier plugin that reads the answers in place of the
@@ -36,7 +40,8 @@ pub struct HttpSinkConfig {
     pub classifier: Option<super::classifier::ClassifierConfig>,
     #[serde(default)]
     pub encoding: Encoding,
-    /// What each line or element is: see `Payload`.
+    /// What each line or element is: the envelope `{"id", "timestamp",
+    /// "event"}`, or the event itself with its id added as a field.
     #[serde(default)]
     pub payload: Payload,
     /// `_bulk` profiles (`elasticsearch_bulk`, `openobserve_bulk`): the
@@ -91,6 +96,7 @@ impl LabelsConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BasicAuth {
+    /// The user name.
     pub user: String,
     /// The variable holding the password; unset stops the start.
     pub password_env: Option<String>,
@@ -195,8 +201,11 @@ pub enum Payload {
     /// The event object itself, with the event id (and the timestamp,
     /// when named) added as top-level fields: a row for a table.
     Event {
+        /// The field the event id is written to.
         #[serde(default = "default_id_field")]
         id_field: String,
+        /// The field the event's time (RFC 3339) is written to; unset,
+        /// none is added.
         timestamp_field: Option<String>,
     },
 }
@@ -205,6 +214,7 @@ pub fn default_id_field() -> String {
     "event_id".into()
 }
 
+/// How a batch is cut into requests.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchConfig {
@@ -233,6 +243,7 @@ fn default_max_bytes() -> u64 {
     4 << 20
 }
 
+/// How requests are sent: their timeouts, how many at once, compression.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
@@ -241,12 +252,15 @@ pub struct RequestConfig {
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
+    /// Establishing the connection (TCP and TLS); past it the request
+    /// failed, a systemic fault.
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_connect_timeout", deserialize_with = "crate::units::duration")]
     pub connect_timeout: Duration,
     /// Requests in flight at once, over all partitions.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// The request body's compression (`Content-Encoding: gzip`).
     #[serde(default)]
     pub compression: Compression,
 }
@@ -284,20 +298,20 @@ impl HttpSinkConfig {
     /// Checks beyond the types; `Err((key, message))`, the key relative to
     /// `[sink]`.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        let url = reqwest::Url::parse(&self.url).map_err(|e| ("url".to_string(), format!("{:?}: {e}", self.url)))?;
+        let url = url::Url::parse(&self.url).map_err(|e| ("url".to_string(), format!("{:?}: {e}", self.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(("url".into(), format!("{:?}: only http and https", self.url)));
         }
         for (name, value) in &self.headers {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            http::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|e| (format!("headers.{name}"), e.to_string()))?;
-            reqwest::header::HeaderValue::from_str(value).map_err(|e| (format!("headers.{name}"), e.to_string()))?;
+            http::header::HeaderValue::from_str(value).map_err(|e| (format!("headers.{name}"), e.to_string()))?;
         }
         for (name, var) in &self.headers_from_env {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            http::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|e| (format!("headers_from_env.{name}"), e.to_string()))?;
             match std::env::var(var) {
-                Ok(v) if reqwest::header::HeaderValue::from_str(&v).is_ok() => {}
+                Ok(v) if http::header::HeaderValue::from_str(&v).is_ok() => {}
                 Ok(_) => {
                     return Err((format!("headers_from_env.{name}"), format!("${var} is not a valid header value")));
                 }

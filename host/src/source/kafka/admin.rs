@@ -12,6 +12,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use super::client::{client_config, connection_config};
+use super::config::ResetTo;
 use super::{KafkaSourceError, partition_name};
 use crate::config::KafkaSourceConfig;
 
@@ -233,31 +234,6 @@ pub fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError>
     Ok(out)
 }
 
-/// Where `sluice replay` resets the group to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResetTo {
-    Earliest,
-    Offset(i64),
-    /// Milliseconds since the epoch: the first record at or after it.
-    Time(i64),
-}
-
-impl std::str::FromStr for ResetTo {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ResetTo, String> {
-        if s == "earliest" {
-            return Ok(ResetTo::Earliest);
-        }
-        if let Ok(n) = s.parse::<i64>() {
-            return if n >= 0 { Ok(ResetTo::Offset(n)) } else { Err(format!("offset {n} is negative")) };
-        }
-        sluice_guest::time::Format::rfc3339()
-            .parse(s, 0)
-            .map(|ns| ResetTo::Time(ns.div_euclid(1_000_000)))
-            .map_err(|e| format!("{s:?} is neither `earliest`, an offset, nor an RFC 3339 time: {e}"))
-    }
-}
-
 /// One partition moved by a reset.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reset {
@@ -395,18 +371,4 @@ pub fn read_from(
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reset_targets_parse() {
-        assert_eq!("earliest".parse::<ResetTo>(), Ok(ResetTo::Earliest));
-        assert_eq!("42".parse::<ResetTo>(), Ok(ResetTo::Offset(42)));
-        assert_eq!("2026-11-29T10:00:00Z".parse::<ResetTo>(), Ok(ResetTo::Time(1_795_946_400_000)));
-        assert!("-3".parse::<ResetTo>().is_err());
-        assert!("yesterday".parse::<ResetTo>().is_err());
-    }
 }

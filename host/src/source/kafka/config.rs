@@ -19,6 +19,8 @@ pub struct KafkaSourceConfig {
     pub connection: KafkaConnection,
     /// Topic names; a name starting with `^` is a regular expression.
     pub topics: Vec<String>,
+    /// The consumer group: instances with the same group share the
+    /// partitions, and its committed offsets are where a restart reads on.
     pub group_id: String,
     /// How often finished prefixes are committed (also when idle, on
     /// revoke and on shutdown).
@@ -111,5 +113,44 @@ impl KafkaSourceConfig {
             Some(re) => regex::Regex::new(&format!("^{re}")).is_ok_and(|r| r.is_match(topic)),
             None => t == topic,
         })
+    }
+}
+
+/// Where `sluice replay` resets the group to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetTo {
+    Earliest,
+    Offset(i64),
+    /// Milliseconds since the epoch: the first record at or after it.
+    Time(i64),
+}
+
+impl std::str::FromStr for ResetTo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ResetTo, String> {
+        if s == "earliest" {
+            return Ok(ResetTo::Earliest);
+        }
+        if let Ok(n) = s.parse::<i64>() {
+            return if n >= 0 { Ok(ResetTo::Offset(n)) } else { Err(format!("offset {n} is negative")) };
+        }
+        sluice_guest::time::Format::rfc3339()
+            .parse(s, 0)
+            .map(|ns| ResetTo::Time(ns.div_euclid(1_000_000)))
+            .map_err(|e| format!("{s:?} is neither `earliest`, an offset, nor an RFC 3339 time: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_targets_parse() {
+        assert_eq!("earliest".parse::<ResetTo>(), Ok(ResetTo::Earliest));
+        assert_eq!("42".parse::<ResetTo>(), Ok(ResetTo::Offset(42)));
+        assert_eq!("2026-11-29T10:00:00Z".parse::<ResetTo>(), Ok(ResetTo::Time(1_795_946_400_000)));
+        assert!("-3".parse::<ResetTo>().is_err());
+        assert!("yesterday".parse::<ResetTo>().is_err());
     }
 }

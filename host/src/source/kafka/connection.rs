@@ -12,12 +12,16 @@ use serde::Deserialize;
 pub struct KafkaConnection {
     /// `host:port[,host:port…]`.
     pub brokers: String,
-    /// Any librdkafka property (`session.timeout.ms = 6000`). In
-    /// environment overrides write `_` for `.`:
-    /// `SLUICE__SOURCE__PROPERTIES__SESSION_TIMEOUT_MS=6000`.
+    /// Any librdkafka property (`"session.timeout.ms" = 6000`), over
+    /// sluice's defaults; the ones the custody rule depends on, and
+    /// secrets, are refused here. In environment overrides write `_` for
+    /// `.`: `SLUICE__<SECTION>__PROPERTIES__SESSION_TIMEOUT_MS=6000`.
     #[serde(default)]
     pub properties: BTreeMap<String, PropertyValue>,
+    /// TLS to the brokers (`security.protocol` becomes `SSL`, or
+    /// `SASL_SSL` with `sasl`).
     pub tls: Option<TlsConfig>,
+    /// SASL login (`SASL_PLAINTEXT`, or `SASL_SSL` with `tls`).
     pub sasl: Option<SaslConfig>,
 }
 
@@ -174,8 +178,9 @@ impl std::fmt::Display for PropertyValue {
 pub struct TlsConfig {
     /// CA bundle (PEM) to verify the brokers; default: the system's.
     pub ca: Option<PathBuf>,
-    /// Client certificate and key (PEM) for mutual TLS.
+    /// Client certificate (PEM) for mutual TLS, with `key`.
     pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM), with `cert`.
     pub key: Option<PathBuf>,
     /// The environment variable holding the key's password.
     pub key_password_env: Option<String>,
@@ -186,6 +191,7 @@ pub struct TlsConfig {
 pub struct SaslConfig {
     /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
     pub mechanism: String,
+    /// The user sluice logs in as.
     pub username: String,
     /// The environment variable holding the password: secrets never sit
     /// in the config file.

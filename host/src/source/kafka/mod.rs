@@ -10,16 +10,21 @@
 //! The consume loop itself, with its rebalances, pauses and commits, is in
 //! `pipeline/kafka`.
 
+#[cfg(feature = "kafka")]
 pub mod admin;
+#[cfg(feature = "kafka")]
 pub mod client;
 pub mod config;
 pub mod connection;
+#[cfg(feature = "kafka")]
 pub mod record;
 
+#[cfg(feature = "kafka")]
 use rdkafka::error::KafkaError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaSourceError {
+    #[cfg(feature = "kafka")]
     #[error("kafka: {what}: {source}")]
     Client { what: String, source: KafkaError },
     #[error(
@@ -38,6 +43,7 @@ pub enum KafkaSourceError {
     Other(String),
 }
 
+#[cfg(feature = "kafka")]
 impl KafkaSourceError {
     pub(crate) fn client(what: impl Into<String>) -> impl FnOnce(KafkaError) -> KafkaSourceError {
         let what = what.into();

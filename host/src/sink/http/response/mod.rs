@@ -41,7 +41,7 @@ pub enum Reply {
 /// One response as a profile reads it.
 pub struct Response<'a> {
     pub status: u16,
-    pub headers: &'a reqwest::header::HeaderMap,
+    pub headers: &'a http::header::HeaderMap,
     pub body: &'a [u8],
 }
 
@@ -53,8 +53,8 @@ pub fn excerpt(body: &[u8]) -> String {
 
 /// `Retry-After`, in seconds or as an HTTP date; a date in the past is no
 /// wait at all.
-pub fn retry_after(headers: &reqwest::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+pub fn retry_after(headers: &http::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
@@ -65,7 +65,7 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, now: std::time::SystemT
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+    use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
     use std::time::SystemTime;
 
     fn builtin(name: &str) -> Profile {

@@ -22,7 +22,8 @@ pub struct Profile {
     /// check`.
     #[serde(default)]
     pub description: String,
-    /// How the request body is written (see `Render`).
+    /// How the request body is written (`lines` follows the sink's
+    /// `encoding`; the others are what a backend takes, whatever it says).
     #[serde(default)]
     pub render: Render,
     /// With `sluice check --connect`: a backend that must take a request
@@ -57,6 +58,7 @@ pub struct Profile {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Render {
+    /// As the sink's `encoding` says: NDJSON or a JSON array.
     #[default]
     Lines,
     /// One JSON document per line.
@@ -193,7 +195,9 @@ pub enum CountFate {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextRule {
+    /// A regex over one error text.
     pub matches: Pattern,
+    /// What a failure with such a text is.
     pub fate: CountFate,
 }
 
