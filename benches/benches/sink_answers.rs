@@ -176,7 +176,7 @@ fn classifier_plugin(ids: &[&str]) {
     let times: Vec<Option<i64>> = (0..N as i64).map(|i| Some(base_ns + i * 1_000_000)).collect();
     let plain: Vec<i64> = times.iter().flatten().copied().collect();
     let spans: Vec<(u32, u32)> = (0..N as u32).map(|i| (i * 300, 299)).collect();
-    let sent = Sent { ids, timestamps: &times, spans: &spans, body_bytes: N as u64 * 300, attempt: 1 };
+    let sent = Sent { ids, timestamps: &times, spans: &spans, texts: &[], body_bytes: N as u64 * 300, attempt: 1 };
     let native_request = sluice_classifier::Request::new(ids, &times, &spans);
     let headers = HeaderMap::new();
     let oo = Profile::builtin("openobserve").unwrap_or_else(|e| panic!("{e}"));

@@ -32,6 +32,8 @@ pub struct Req {
     pub events: Vec<serde_json::Value>,
     /// Loki: each entry's time (ns) and its stream's labels, by position.
     pub loki: Vec<(i64, serde_json::Value)>,
+    /// The body as sent (decompressed): what a backend quotes back.
+    pub body: Vec<u8>,
     pub headers: hyper::HeaderMap,
 }
 
@@ -169,7 +171,7 @@ async fn handle(
     });
     let (r, reaction) = {
         let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
-        let r = Req { n: s.requests.len(), at: started.elapsed(), ids, events, loki, headers };
+        let r = Req { n: s.requests.len(), at: started.elapsed(), ids, events, loki, headers, body };
         let reaction = script(&r);
         let stored: Vec<String> =
             r.ids.iter().zip(&reaction.store).filter(|(_, keep)| **keep).map(|(id, _)| id.clone()).collect();

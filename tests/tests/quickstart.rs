@@ -243,4 +243,24 @@ fn a_clone_with_nothing_beside_it_runs_the_main_job() {
         ids.iter().next()
     );
     assert!(said.contains("quickstart: events"), "{said}");
+
+    // What it built is the embedded default: it says so, and a config that
+    // needs Kafka or an HTTP client is refused at start, naming the key and
+    // the feature, not half-run.
+    let minimal = sluice_e2e::target_dir().join("debug").join("sluice");
+    let version = Command::new(&minimal).arg("--version").output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(String::from_utf8_lossy(&version.stdout).contains("features: none"), "{version:?}");
+    for (recipe, feature) in [("kafka.toml", "kafka"), ("loki.toml", "http"), ("postgres.toml", "postgres")] {
+        let out = Command::new(&minimal)
+            .args(["check", "-c"])
+            .arg(clone.join("examples/recipes").join(recipe))
+            .env("KAFKA_PASSWORD", "unused")
+            .env("PGPASSWORD_SLUICE", "unused")
+            .env("SLUICE__PIPELINE__STATE_DIR", tmp.path().join("state").join(recipe))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{recipe}: {said}");
+        assert!(said.contains("sink.type") && said.contains(&format!("needs the `{feature}` feature")), "{said}");
+    }
 }

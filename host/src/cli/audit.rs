@@ -118,11 +118,15 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     }
     anyhow::ensure!(!ids.is_empty(), "name at least one event id, or --from-file FILE, or --summary");
     let answers = answer(&cfg, &store, &ids)?;
+    let unconfirmed = unconfirmed_sinks(&cfg);
+    // A trail names its sink by what it is (`http …`); with one sink that
+    // is the one.
+    let only = (cfg.sinks.len() == 1).then(|| cfg.sinks[0].name.as_str());
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for a in &answers {
         *counts.entry(a.verdict).or_default() += 1;
-        let line = if args.json { serde_json::to_string(a)? } else { describe(a) };
+        let line = if args.json { serde_json::to_string(a)? } else { describe(a, &unconfirmed, only) };
         match writeln!(out, "{line}") {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             r => r?,
@@ -331,12 +335,31 @@ fn short(plugins: &[String]) -> String {
     plugins.iter().map(one).collect::<Vec<_>>().join(",")
 }
 
+/// The sinks whose backend's answers cannot prove a record was stored (a
+/// profile with `confirms = false`, VictoriaLogs): what they took is
+/// "sent, unconfirmed", not delivered.
+fn unconfirmed_sinks(cfg: &Config) -> Vec<String> {
+    cfg.sinks
+        .iter()
+        .filter(|s| s.sink.classifier().is_none())
+        .filter(|s| s.sink.response().and_then(|r| r.profile().ok()).is_some_and(|p| !p.confirms))
+        .map(|s| s.name.clone())
+        .collect()
+}
+
 /// One line per id, for a person.
-fn describe(a: &Answer) -> String {
+fn describe(a: &Answer, unconfirmed: &[String], only: Option<&str>) -> String {
+    let taken = |sink: Option<&str>| {
+        if sink.is_some_and(|s| unconfirmed.iter().any(|u| u == s)) {
+            "sent, unconfirmed (its backend's answers cannot prove it stored it),"
+        } else {
+            "delivered"
+        }
+    };
     let mut parts = Vec::new();
     for s in &a.sinks {
         let door = match (&s.delivered, &s.absorbed) {
-            (Some(d), _) => format!("delivered {}", d.at.as_deref().unwrap_or("(no trail)")),
+            (Some(d), _) => format!("{} {}", taken(Some(&s.sink)), d.at.as_deref().unwrap_or("(no trail)")),
             (None, Some(d)) => format!("duplicate absorbed {}", d.at.as_deref().unwrap_or("?")),
             (None, None) => "nothing (not routed there, or still owed)".into(),
         };
@@ -345,7 +368,8 @@ fn describe(a: &Answer) -> String {
     if let Some(d) = &a.delivered {
         parts.push(match &d.at {
             Some(at) => format!(
-                "delivered {at} to {}{} via {}{}",
+                "{} {at} to {}{} via {}{}",
+                taken(only),
                 d.sink.as_deref().unwrap_or("?"),
                 where_from(d),
                 if d.plugins.is_empty() { "no plugins".to_string() } else { short(&d.plugins) },

@@ -169,6 +169,23 @@ fn describe_answers(sink: &crate::config::SinkConfig) {
         for rule in profile.describe() {
             println!("    {rule}");
         }
+        println!(
+            "  resends: {}",
+            if profile.dedup_by_id {
+                "the backend keeps one copy of an event sent twice (by its id)"
+            } else {
+                "the backend stores every copy: an event delivered, then sent again after a crash or a lost \
+                 answer, is there twice (sluice never resends what the backend said it took)"
+            }
+        );
+        if !profile.confirms {
+            println!(
+                "  warning: profile {} answers 2xx for a request whose records the backend may skip without \
+                 naming them: its answers cannot prove delivery (sluice audit says \"sent, unconfirmed\"). \
+                 Check the backend's own count of what it stored",
+                response.name()
+            );
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use super::{Lang, NewArgs};
 pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 12] = [
+const RUST_SDK: [(&str, &str); 13] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
@@ -30,6 +30,7 @@ const RUST_SDK: [(&str, &str); 12] = [
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/logfmt.rs", include_str!("../../../guest-sdk/src/logfmt.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
+    ("src/schema.rs", include_str!("../../../guest-sdk/src/schema.rs")),
 ];
 const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");
 /// The C SDK of both kinds: a classifier project gets these too, since
@@ -343,10 +344,13 @@ serde_json = { version = "1", features = ["raw_value"] }
 serde_path_to_error = "0.1"
 jiff = { version = "0.2", default-features = false, features = ["std", "tzdb-bundle-always"] }
 sluice-abi = { path = "../sluice-abi" }
+schemars = { version = "1", optional = true }
 
 [features]
 # Build against sluice:plugin@0.1.0 (for a host older than 0.2).
 contract-0-1 = []
+# JSON Schemas of the config values the SDK reads (for a plugin's docs).
+schema = ["dep:schemars"]
 "#;
 
 const RUST_ABI_MANIFEST: &str = r#"[package]

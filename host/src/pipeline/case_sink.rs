@@ -7,11 +7,11 @@
 //! run out is reported as waiting: late, not lost.
 
 use crate::delivery::FinalAnswer;
+use crate::sink::Answer;
 use crate::sink::Delivery;
 use crate::sink::http::classifier::{Reader, Sent};
 use crate::sink::http::corpus::Recorded;
-use crate::sink::http::response::Reply;
-use crate::sink::{Answer, Attempt};
+use crate::sink::http::response::{Next, settle};
 
 /// Why a record is still in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,32 +75,17 @@ impl<'a> CaseSink<'a> {
             let Some(recorded) = self.answers.next() else { return Ok(()) };
             let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
             let times: Vec<Option<i64>> = items.iter().map(|i| batch[*i].timestamp).collect();
-            let sent = Sent { ids: &ids, timestamps: &times, spans: &[], body_bytes: 0, attempt: 1 };
-            match recorded.read_with(&self.reader, &sent).map_err(|e| format!("sink answer: {e}"))? {
-                Reply::Answers(a) => {
-                    for (i, a) in items.iter().zip(a) {
-                        out[*i] = Some(a);
-                    }
-                    return Ok(());
-                }
-                Reply::Systemic(r) => {
-                    let a = Attempt::systemic(items.len(), &r);
-                    for (i, a) in items.iter().zip(a.answers) {
-                        out[*i] = Some(a);
-                    }
-                    return Ok(());
-                }
-                Reply::BadRow { row, reason } => {
-                    let bad = items.remove(row);
-                    out[bad] = Some(Answer::Rejected(reason));
-                }
-                Reply::Split(reason) if items.len() == 1 => {
-                    out[items[0]] = Some(Answer::Rejected(reason));
-                    return Ok(());
-                }
-                Reply::Split(_) => {
-                    let right = items.split_off(items.len() / 2);
-                    self.resolve(batch, items, out)?;
+            let sent = Sent { ids: &ids, timestamps: &times, spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
+            let reply = recorded.read_with(&self.reader, &sent).map_err(|e| format!("sink answer: {e}"))?;
+            let settled = settle(items, reply);
+            for (i, a) in settled.answered {
+                out[i] = Some(a);
+            }
+            match settled.next {
+                Next::Done => return Ok(()),
+                Next::Resend(rest) => items = rest,
+                Next::Halves(left, right) => {
+                    self.resolve(batch, left, out)?;
                     return self.resolve(batch, right, out);
                 }
             }

@@ -13,6 +13,9 @@ pub struct Asked<'a> {
     pub timestamps: &'a [Option<i64>],
     /// Per record: `(start, length)` of its bytes in the request body.
     pub spans: &'a [(u32, u32)],
+    /// Per record, its bytes as sent, for a reader that matches the
+    /// records a backend quotes; empty when none does.
+    pub texts: &'a [&'a [u8]],
     pub body_bytes: u64,
     pub attempt: u32,
 }

@@ -88,6 +88,14 @@ impl InternalEvent for SinkRequests<'_> {
         if a.splits > 0 {
             counter!("sluice_sink_splits_total", "sink" => s()).increment(a.splits.into());
         }
+        if a.dropped_by_backend > 0 {
+            counter!("sluice_sink_dropped_by_backend_total", "sink" => s()).increment(a.dropped_by_backend);
+            tracing::warn!(target: EVENTS, sink = self.sink, dropped = a.dropped_by_backend,
+                "the backend took the request but dropped records it did not name, and its protocol forbids \
+                 sending them again: {}",
+                a.dropped_reason.as_deref().unwrap_or("no reason given")
+            );
+        }
         let [accepted, duplicate, retry, rejected, systemic] = n;
         if let Some(reason) = last {
             tracing::warn!(target: EVENTS, sink = self.sink,
@@ -102,5 +110,24 @@ impl InternalEvent for SinkRequests<'_> {
         } else {
             tracing::debug!(target: EVENTS, sink = self.sink, accepted, duplicate, rejected, seconds = self.seconds, "sink delivered");
         }
+    }
+}
+
+/// A sink's request bytes were lowered after the backend answered 413.
+pub struct BatchBytesLowered<'a> {
+    pub sink: &'a str,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl InternalEvent for BatchBytesLowered<'_> {
+    fn emit(&self) {
+        gauge!("sluice_sink_max_request_bytes", "sink" => self.sink.to_string()).set(self.to as f64);
+        tracing::warn!(target: EVENTS, sink = self.sink, from = self.from, to = self.to,
+            "the backend refused a request as too large (413): requests now stay under {} bytes (batch.max_bytes \
+             was {})",
+            self.to,
+            self.from
+        );
     }
 }

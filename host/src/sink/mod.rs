@@ -88,6 +88,11 @@ pub struct Attempt {
     pub retry_after: Option<std::time::Duration>,
     /// Requests sent again in halves to find the bad events among them.
     pub splits: u32,
+    /// Records the backend dropped without naming them in requests it
+    /// otherwise took, by its contract never to be sent again (OTLP's
+    /// partial success), and what it said of them.
+    pub dropped_by_backend: u64,
+    pub dropped_reason: Option<String>,
 }
 
 impl Attempt {

@@ -183,7 +183,10 @@ impl Reader {
     /// The reply to `sent`, held to the fixed rules.
     pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
         match self {
-            Reader::Profile(p) => response::classify_timed(p, sent.ids, sent.timestamps, r),
+            Reader::Profile(p) => {
+                let request = response::Request { ids: sent.ids, times: sent.timestamps, texts: sent.texts };
+                response::classify_request(p, &request, r)
+            }
             Reader::Plugin(p) => p.read(sent, r),
         }
     }
@@ -241,7 +244,7 @@ fn lift(said: Said, n: usize) -> (Reply, Evidence) {
         Said::All(Fate::Systemic(r)) => (Reply::Systemic(r), Evidence::Request),
         Said::All(f) => (Reply::Answers(vec![answer(f); n]), Evidence::Request),
         Said::Split(r) => (Reply::Split(r), Evidence::PerRecord),
-        Said::BadRow { row, reason } => (Reply::BadRow { row, reason }, Evidence::PerRecord),
+        Said::BadRow { row, reason } => (Reply::BadRow { row, reason, taken_before: false }, Evidence::PerRecord),
     }
 }
 
@@ -274,7 +277,7 @@ mod tests {
         assert_eq!(held(Said::Split("2 failed".into()), 200, 4), Reply::Split("2 failed".into()));
         assert_eq!(
             held(Said::BadRow { row: 1, reason: "r".into() }, 400, 2),
-            Reply::BadRow { row: 1, reason: "r".into() }
+            Reply::BadRow { row: 1, reason: "r".into(), taken_before: false }
         );
         // One fate for all: the systemic one is a systemic reply.
         assert_eq!(held(Said::All(Fate::Systemic("busy".into())), 200, 3), Reply::Systemic("busy".into()));

@@ -12,7 +12,7 @@ use super::body::{self, Framing};
 use super::classifier::{Reader, Sent};
 use super::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
 use super::response::profile::Render;
-use super::response::{self, Profile, Reply, Response};
+use super::response::{self, Next, Profile, Reply, Response};
 use crate::sink::{Answer, Attempt, Delivery, Sink, SinkError};
 
 pub struct HttpSink {
@@ -31,7 +31,9 @@ pub struct HttpSink {
     index: Option<String>,
     labels: Option<super::config::LabelsConfig>,
     max_records: usize,
-    max_bytes: u64,
+    /// `batch.max_bytes`, lowered for good when the backend answers 413:
+    /// its limit is learnt once, not found again by splitting every batch.
+    max_bytes: std::sync::atomic::AtomicU64,
     compression: Compression,
     /// `request.concurrency`, shared by every partition.
     slots: Arc<tokio::sync::Semaphore>,
@@ -48,6 +50,9 @@ struct Tally {
     failed: u32,
     splits: u32,
     retry_after: Option<std::time::Duration>,
+    /// Records the backend dropped unnamed in accepted requests, and why.
+    dropped: u64,
+    dropped_reason: Option<String>,
 }
 
 impl Tally {
@@ -57,6 +62,8 @@ impl Tally {
         self.failed += other.failed;
         self.splits += other.splits;
         self.retry_after = self.retry_after.max(other.retry_after);
+        self.dropped += other.dropped;
+        self.dropped_reason = self.dropped_reason.take().or(other.dropped_reason);
     }
 }
 
@@ -68,6 +75,9 @@ struct Answered {
     /// Each event's place in the request body, and the body's length.
     spans: Vec<(u32, u32)>,
     body_bytes: u64,
+    /// The request body as framed (before compression), kept only for a
+    /// profile that matches the records a backend quotes.
+    framed: Option<bytes::Bytes>,
 }
 
 impl HttpSink {
@@ -159,7 +169,7 @@ impl HttpSink {
             index: cfg.index.clone(),
             labels: cfg.labels.clone(),
             max_records: cfg.batch.max_records.max(1),
-            max_bytes: cfg.batch.max_bytes,
+            max_bytes: std::sync::atomic::AtomicU64::new(cfg.batch.max_bytes),
             compression: cfg.request.compression,
             slots: Arc::new(tokio::sync::Semaphore::new(cfg.request.concurrency.max(1))),
             name,
@@ -175,14 +185,32 @@ impl HttpSink {
         }
     }
 
+    /// A request of `body_bytes` was answered 413: later requests stay
+    /// under half of it, the size the split that follows sends (at least
+    /// 1 KiB; a single event larger still goes alone). Never raised again:
+    /// a backend's limit does not grow during a run.
+    fn learn_limit(&self, body_bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let to = (body_bytes / 2).max(1024);
+        let from = self.max_bytes.fetch_min(to, Ordering::Relaxed);
+        if to < from {
+            crate::telemetry::InternalEvent::emit(&crate::sink::events::BatchBytesLowered {
+                sink: &self.name,
+                from,
+                to,
+            });
+        }
+    }
+
     /// Requests of at most `max_records` events and about `max_bytes`.
     fn chunks(&self, batch: &[Delivery]) -> Vec<Vec<usize>> {
+        let max_bytes = self.max_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let mut chunks = Vec::new();
         let mut current = Vec::new();
         let mut bytes = 0u64;
         for (i, d) in batch.iter().enumerate() {
             let size = (d.event().len() + d.id.len() + 64) as u64;
-            if !current.is_empty() && (current.len() >= self.max_records || bytes + size > self.max_bytes) {
+            if !current.is_empty() && (current.len() >= self.max_records || bytes + size > max_bytes) {
                 chunks.push(std::mem::take(&mut current));
                 bytes = 0;
             }
@@ -202,7 +230,14 @@ impl HttpSink {
         let mut spans = Vec::new();
         let body = self.framing().body_with_spans(&events, &mut spans);
         let body_bytes = body.len() as u64;
-        let body = body::compress(body, self.compression);
+        let quotes =
+            matches!(&self.reader, Reader::Profile(p) if p.counts.as_ref().is_some_and(|c| c.documents.is_some()));
+        let (body, framed) = if quotes {
+            let framed = bytes::Bytes::from(body);
+            (body::compress(framed.to_vec(), self.compression), Some(framed))
+        } else {
+            (body::compress(body, self.compression), None)
+        };
         let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
         let mut request = self.client.request(self.method.clone(), self.url.clone()).headers(self.headers.clone());
         if body.is_empty() {
@@ -214,7 +249,7 @@ impl HttpSink {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| format!("HTTP {status}, body lost: {}", describe_error(&e)))?;
-        Ok(Answered { status, headers, body, spans, body_bytes })
+        Ok(Answered { status, headers, body, spans, body_bytes, framed })
     }
 
     /// Answers for `items`: one request, then as the reply demands,
@@ -239,10 +274,24 @@ impl HttpSink {
                             Reader::Profile(p) if p.timed.is_none() => Vec::new(),
                             _ => items.iter().map(|i| batch[*i].timestamp).collect(),
                         };
+                        // Texts only for a reader that matches quotes.
+                        let texts: Vec<&[u8]> = answered.framed.as_ref().map_or_else(Vec::new, |framed| {
+                            answered
+                                .spans
+                                .iter()
+                                .map(|(start, len)| {
+                                    framed.get(*start as usize..(*start + *len) as usize).unwrap_or(&[])
+                                })
+                                .collect()
+                        });
+                        if answered.status == 413 {
+                            self.learn_limit(answered.body_bytes);
+                        }
                         let sent = Sent {
                             ids: &ids,
                             timestamps: &timestamps,
                             spans: &answered.spans,
+                            texts: &texts,
                             body_bytes: answered.body_bytes,
                             attempt: nth,
                         };
@@ -258,39 +307,26 @@ impl HttpSink {
                     }
                     Err(e) => Reply::Systemic(e),
                 };
-                match reply {
-                    Reply::Answers(answers) => {
-                        // A systemic answer about any item (a full queue,
-                        // a blocked index) is the backend's ill health:
-                        // the breaker counts the request as failed.
-                        if answers.iter().any(|a| matches!(a, Answer::Systemic(_))) {
-                            tally.failed += 1;
-                        } else {
-                            tally.ok += 1;
-                        }
-                        tally.answers.extend(items.iter().copied().zip(answers));
-                        break;
-                    }
-                    Reply::Systemic(reason) => {
-                        tally.failed += 1;
-                        tally.answers.extend(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))));
-                        break;
-                    }
-                    Reply::BadRow { row, reason } => {
-                        tally.ok += 1;
-                        let bad = items.remove(row);
-                        tally.answers.push((bad, Answer::Rejected(reason)));
-                    }
-                    Reply::Split(reason) if items.len() == 1 => {
-                        tally.ok += 1;
-                        tally.answers.push((items[0], Answer::Rejected(reason)));
-                        break;
-                    }
-                    Reply::Split(_) => {
-                        tally.ok += 1;
+                // A systemic answer about the request or any item (a full
+                // queue, a blocked index) is the backend's ill health: the
+                // breaker counts the request as failed.
+                let settled = response::settle(std::mem::take(&mut items), reply);
+                if settled.failed {
+                    tally.failed += 1;
+                } else {
+                    tally.ok += 1;
+                }
+                if let Some((dropped, reason)) = settled.dropped {
+                    tally.dropped += dropped;
+                    tally.dropped_reason.get_or_insert(reason);
+                }
+                tally.answers.extend(settled.answered);
+                match settled.next {
+                    Next::Done => break,
+                    Next::Resend(rest) => items = rest,
+                    Next::Halves(left, right) => {
                         tally.splits += 1;
-                        let right = items.split_off(items.len() / 2);
-                        let (a, b) = futures::join!(self.resolve(batch, items, nth), self.resolve(batch, right, nth));
+                        let (a, b) = futures::join!(self.resolve(batch, left, nth), self.resolve(batch, right, nth));
                         tally.merge(a);
                         tally.merge(b);
                         break;
@@ -342,6 +378,10 @@ impl Sink for HttpSink {
             attempt.requests_failed += t.failed;
             attempt.splits += t.splits;
             attempt.retry_after = attempt.retry_after.max(t.retry_after);
+            attempt.dropped_by_backend += t.dropped;
+            if attempt.dropped_reason.is_none() {
+                attempt.dropped_reason = t.dropped_reason;
+            }
             for (i, a) in t.answers {
                 answers[i] = Some(a);
             }

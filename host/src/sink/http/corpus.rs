@@ -18,9 +18,14 @@
 //! `response.json` may stand for `body`: the body is then that value's
 //! JSON text. For a classifier plugin a case may add what the request
 //! carried: `timestamps` (RFC 3339, or null, one per id), `spans`
-//! (`[start, length]` in the request body, one per id) and `attempt`. `expect` holds one of `answers` (a fate per record),
-//! `systemic`, `split` (true) or `row` (the bad row, from 0), and may add
-//! `reason`, text every non-accepted answer's reason must contain.
+//! (`[start, length]` in the request body, one per id) and `attempt`; a
+//! profile that matches quoted records reads `texts` (each record as
+//! sent). `expect` holds one of `answers` (a fate per record), `systemic`,
+//! `split` (true), `row` (the bad row, from 0) or `dropped` (a partial
+//! success: every record taken, this many dropped unnamed), and may add
+//! `reason`, text every non-accepted answer's reason must contain, and
+//! `taken`, the ids the backend's answer says it stored: the case fails
+//! when the reading would send any of them again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +46,10 @@ pub struct Case {
     pub timestamps: Vec<Option<String>>,
     #[serde(default)]
     pub spans: Vec<(u32, u32)>,
+    /// Each record's text as sent, for a profile that matches the records
+    /// a backend quotes (`counts.documents`).
+    #[serde(default)]
+    pub texts: Vec<String>,
     #[serde(default = "first_attempt")]
     pub attempt: u32,
     pub response: Recorded,
@@ -66,7 +75,7 @@ pub struct Recorded {
 impl Recorded {
     /// This answer to a request of the records `ids`, read by `profile`.
     pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
-        let sent = Sent { ids, timestamps: &[], spans: &[], body_bytes: 0, attempt: 1 };
+        let sent = Sent { ids, timestamps: &[], spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
         self.read_with(&Reader::profile(profile.clone()), &sent)
     }
 
@@ -96,7 +105,14 @@ pub struct Expect {
     #[serde(default)]
     pub split: bool,
     pub row: Option<usize>,
+    /// A partial success: every record answered taken, this many dropped
+    /// by the backend without naming them.
+    pub dropped: Option<u64>,
     pub reason: Option<String>,
+    /// The ids the backend's answer says it stored: none of them may be
+    /// sent again (answered anything but accepted or duplicate), since a
+    /// backend that does not dedup by id would store it twice.
+    pub taken: Option<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,9 +132,13 @@ impl Case {
         let said = usize::from(e.answers.is_some())
             + usize::from(e.systemic)
             + usize::from(e.split)
-            + usize::from(e.row.is_some());
+            + usize::from(e.row.is_some())
+            + usize::from(e.dropped.is_some());
         if said != 1 {
-            return Err(read("expect holds exactly one of answers, systemic, split, row".into()));
+            return Err(read("expect holds exactly one of answers, systemic, split, row, dropped".into()));
+        }
+        if let Some(id) = e.taken.iter().flatten().find(|id| !case.ids.contains(id)) {
+            return Err(read(format!("expect.taken names {id:?}, which is not one of ids")));
         }
         if e.answers.as_ref().is_some_and(|a| a.len() != case.ids.len()) {
             return Err(read("expect.answers needs one fate per id".into()));
@@ -128,6 +148,9 @@ impl Case {
         }
         if !case.spans.is_empty() && case.spans.len() != case.ids.len() {
             return Err(read("spans needs one per id".into()));
+        }
+        if !case.texts.is_empty() && case.texts.len() != case.ids.len() {
+            return Err(read("texts needs one per id".into()));
         }
         case.nanos().map_err(read)?;
         Ok(case)
@@ -146,9 +169,34 @@ impl Case {
     pub fn reply(&self, reader: &Reader) -> Result<Reply, String> {
         let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
         let timestamps = self.nanos()?;
-        let sent =
-            Sent { ids: &ids, timestamps: &timestamps, spans: &self.spans, body_bytes: 0, attempt: self.attempt };
+        let texts: Vec<&[u8]> = self.texts.iter().map(|t| t.as_bytes()).collect();
+        let sent = Sent {
+            ids: &ids,
+            timestamps: &timestamps,
+            spans: &self.spans,
+            texts: &texts,
+            body_bytes: 0,
+            attempt: self.attempt,
+        };
         self.response.read_with(reader, &sent)
+    }
+
+    /// The ids of `expect.taken` that `reply` would send again.
+    fn resent_taken(&self, reply: &Reply) -> Vec<String> {
+        let Some(taken) = &self.expect.taken else { return Vec::new() };
+        let settled = super::response::settle((0..self.ids.len()).collect(), reply.clone());
+        let kept: std::collections::BTreeSet<usize> = settled
+            .answered
+            .iter()
+            .filter(|(_, a)| matches!(a, crate::sink::Answer::Accepted | crate::sink::Answer::Duplicate))
+            .map(|(i, _)| *i)
+            .collect();
+        self.ids
+            .iter()
+            .enumerate()
+            .filter(|(i, id)| taken.contains(id) && !kept.contains(i))
+            .map(|(_, id)| id.clone())
+            .collect()
     }
 
     /// `Ok(what it came to)` when the reader reads it as expected.
@@ -164,23 +212,38 @@ impl Case {
             Reply::Systemic(_) => e.systemic,
             Reply::Split(_) => e.split,
             Reply::BadRow { row, .. } => e.row == Some(*row),
+            Reply::Partial { rejected, .. } => e.dropped == Some(*rejected),
         };
         let reasons: Vec<&str> = match &reply {
             Reply::Answers(a) => a.iter().filter_map(|x| x.reason()).collect(),
-            Reply::Systemic(r) | Reply::Split(r) | Reply::BadRow { reason: r, .. } => vec![r],
+            Reply::Systemic(r)
+            | Reply::Split(r)
+            | Reply::BadRow { reason: r, .. }
+            | Reply::Partial { reason: r, .. } => {
+                vec![r]
+            }
         };
         let reason_fits = e
             .reason
             .as_ref()
             .is_none_or(|want| !reasons.is_empty() && reasons.iter().all(|r| r.contains(want.as_str())));
+        let resent = self.resent_taken(&reply);
+        if !resent.is_empty() {
+            return Err(CaseError::Mismatch {
+                path: shown,
+                expected: "nothing the backend took sent again".into(),
+                got: format!("{got}, which sends {} again", resent.join(", ")),
+            });
+        }
         if fits && reason_fits {
             return Ok(got);
         }
-        let mut expected = match (&e.answers, e.systemic, e.split, e.row) {
+        let mut expected = match (&e.answers, e.systemic, e.split, e.row, e.dropped) {
             (Some(a), ..) => format!("answers {}", a.join(" ")),
             (_, true, ..) => "systemic".into(),
-            (_, _, true, _) => "split".into(),
-            (.., Some(r)) => format!("row {r}"),
+            (_, _, true, ..) => "split".into(),
+            (_, _, _, Some(r), _) => format!("row {r}"),
+            (.., Some(d)) => format!("dropped {d}"),
             _ => "nothing".into(),
         };
         if let Some(r) = &e.reason {
@@ -197,7 +260,9 @@ pub fn describe(reply: &Reply) -> String {
         Reply::Answers(a) => format!("answers {}", a.iter().map(|x| x.fate()).collect::<Vec<_>>().join(" ")),
         Reply::Systemic(_) => "systemic".into(),
         Reply::Split(_) => "split".into(),
-        Reply::BadRow { row, .. } => format!("row {row}"),
+        Reply::BadRow { row, taken_before: false, .. } => format!("row {row}"),
+        Reply::BadRow { row, taken_before: true, .. } => format!("row {row}, those before it taken"),
+        Reply::Partial { rejected, .. } => format!("dropped {rejected}"),
     }
 }
 
@@ -238,6 +303,7 @@ mod tests {
                 let case = Case::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 partial |= case.expect.split
                     || case.expect.row.is_some()
+                    || case.expect.dropped.is_some()
                     || case
                         .expect
                         .answers

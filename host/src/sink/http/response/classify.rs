@@ -8,19 +8,31 @@ use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate,
 use super::{Reply, Response, excerpt};
 use crate::sink::Answer;
 
+/// The request a response answers, as much of it as a profile reads: the
+/// records' ids, their times (ns, for a backend that names refused
+/// records by time, `timed`) and their texts as sent (for one that quotes
+/// them, `counts.documents`). Times and texts may be empty when the
+/// profile reads neither.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub ids: &'a [&'a str],
+    pub times: &'a [Option<i64>],
+    pub texts: &'a [&'a [u8]],
+}
+
 /// What `profile` makes of `response` to a request of the records `ids`.
 pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Reply {
-    classify_timed(profile, ids, &[], response)
+    classify_request(profile, &Request { ids, times: &[], texts: &[] }, response)
 }
 
-/// [`classify`], with the records' times (ns, by position) for a profile
-/// whose backend names refused records by time (`timed`).
-pub fn classify_timed(profile: &Profile, ids: &[&str], times: &[Option<i64>], response: &Response<'_>) -> Reply {
-    let (reply, evidence) = read(profile, ids, times, response);
-    fixed::enforce(response.status, ids.len(), reply, evidence)
+/// [`classify`], with what else of the request the profile reads.
+pub fn classify_request(profile: &Profile, request: &Request<'_>, response: &Response<'_>) -> Reply {
+    let (reply, evidence) = read(profile, request, response);
+    fixed::enforce(response.status, request.ids.len(), reply, evidence)
 }
 
-fn read(p: &Profile, ids: &[&str], times: &[Option<i64>], r: &Response<'_>) -> (Reply, Evidence) {
+fn read(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evidence) {
+    let (ids, times) = (request.ids, request.times);
     let n = ids.len();
     let status = r.status;
     let said = || {
@@ -52,7 +64,7 @@ fn read(p: &Profile, ids: &[&str], times: &[Option<i64>], r: &Response<'_>) -> (
         RequestFate::Duplicate => (Reply::Answers(vec![Answer::Duplicate; n]), Evidence::Request),
         RequestFate::Systemic => (Reply::Systemic(said()), Evidence::Request),
         RequestFate::Split => (Reply::Split(said()), Evidence::Request),
-        RequestFate::Read => evidence(p, ids, r),
+        RequestFate::Read => evidence(p, request, r),
     }
 }
 
@@ -77,7 +89,8 @@ fn matches(rule: &StatusRule, r: &Response<'_>) -> bool {
 }
 
 /// The body's evidence about each record; with none to read, all accepted.
-fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
+fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evidence) {
+    let ids = request.ids;
     let n = ids.len();
     if let Some(w) = &p.written
         && let Some(reply) = written(w, r, n)
@@ -103,7 +116,7 @@ fn evidence(p: &Profile, ids: &[&str], r: &Response<'_>) -> (Reply, Evidence) {
         return (per_item(items, ids, &body, r.status), Evidence::PerRecord);
     }
     if let Some(counts) = &p.counts {
-        return (counted(counts, &body, n, r.status), Evidence::PerRecord);
+        return (counted(counts, &body, request, r.status), Evidence::PerRecord);
     }
     (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request)
 }
@@ -179,7 +192,8 @@ fn item_answer(items: &Items, item: &Json<'_>) -> Answer {
     }
 }
 
-fn counted(c: &Counts, body: &Json<'_>, n: usize, status: u16) -> Reply {
+fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> Reply {
+    let n = request.ids.len();
     let Some(failed) = c.failed.sum(body).or(c.failed_when_absent) else {
         return Reply::Systemic(format!("HTTP {status}: no count of failures at {}", c.failed));
     };
@@ -210,13 +224,65 @@ fn counted(c: &Counts, body: &Json<'_>, n: usize, status: u16) -> Reply {
         return Reply::Answers(vec![Answer::Accepted; n]);
     }
     // Each error text is judged; one that says the backend failed makes
-    // the whole answer systemic (no record is blamed for it).
-    let judged =
-        errors.iter().map(|e| c.rules.iter().find(|r| r.matches.0.is_match(e)).map_or(c.otherwise, |r| r.fate));
-    if judged.into_iter().any(|f| f == CountFate::Systemic) {
+    // the whole answer systemic (no record is blamed for it). A failure
+    // with no text is a record's, unless the backend's contract says the
+    // rest was taken whatever failed.
+    let mut judged: Vec<CountFate> = errors
+        .iter()
+        .map(|e| c.rules.iter().find(|r| r.matches.0.is_match(e)).map_or(c.otherwise, |r| r.fate))
+        .collect();
+    if judged.is_empty() {
+        judged.push(if c.otherwise == CountFate::Accepted { CountFate::Accepted } else { CountFate::Split });
+    }
+    if judged.contains(&CountFate::Systemic) {
         return Reply::Systemic(format!("HTTP {status}: {}", reason()));
     }
+    // The refused records quoted: matched to what was sent, they alone
+    // are rejected, and the rest is not sent again.
+    if let Some(documents) = &c.documents
+        && let Some(answers) = quoted(documents, body, request, failed, &errors, status)
+    {
+        return Reply::Answers(answers);
+    }
+    if judged.iter().all(|f| *f == CountFate::Accepted) {
+        return Reply::Partial { rejected: failed, reason: reason() };
+    }
     Reply::Split(reason())
+}
+
+/// Answers from the refused records' own text, quoted by the backend:
+/// each quote to the one record sent with exactly that text (rejected, with
+/// the error at the same place when there is one), the rest accepted.
+/// `None` when that does not account for every failure the backend
+/// counted: a quote that matches no record sent alone, or fewer quotes
+/// than failures.
+fn quoted(
+    documents: &super::pointer::Pointer,
+    body: &Json<'_>,
+    request: &Request<'_>,
+    failed: u64,
+    errors: &[String],
+    status: u16,
+) -> Option<Vec<Answer>> {
+    let n = request.ids.len();
+    if request.texts.len() != n {
+        return None;
+    }
+    let quotes: Vec<String> = documents.all(body).into_iter().map(Json::text).collect();
+    if quotes.len() as u64 != failed {
+        return None;
+    }
+    let mut by_text: std::collections::HashMap<&[u8], Vec<usize>> = std::collections::HashMap::with_capacity(n);
+    for (i, text) in request.texts.iter().enumerate().rev() {
+        by_text.entry(text.trim_ascii()).or_default().push(i);
+    }
+    let mut answers = vec![Answer::Accepted; n];
+    for (k, quote) in quotes.iter().enumerate() {
+        let i = by_text.get_mut(quote.trim().as_bytes()).and_then(Vec::pop)?;
+        let why = errors.get(k).filter(|_| errors.len() == quotes.len()).map_or("refused", String::as_str);
+        answers[i] = Answer::Rejected(format!("HTTP {status}: {why}"));
+    }
+    Some(answers)
 }
 
 fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
@@ -233,7 +299,7 @@ fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
     }
     let reason = format!("HTTP {}: {}", r.status, excerpt(r.body));
     match number.checked_sub(row.base) {
-        Some(i) if i < n => Some(Reply::BadRow { row: i, reason }),
+        Some(i) if i < n => Some(Reply::BadRow { row: i, reason, taken_before: row.taken_before }),
         _ => Some(Reply::Systemic(format!("{reason} (row {number} is not one of the {n} sent)"))),
     }
 }

@@ -56,7 +56,7 @@ pub fn enforce(status: u16, n: usize, reply: Reply, evidence: Evidence) -> Reply
         Reply::BadRow { row, .. } if row >= n => {
             Reply::Systemic(format!("HTTP {status}: the answer names row {}, {n} were sent", row + 1))
         }
-        Reply::BadRow { row, reason } if evidence == Evidence::PerRecord => Reply::BadRow { row, reason },
+        row @ Reply::BadRow { .. } if evidence == Evidence::PerRecord => row,
         Reply::Systemic(r) => Reply::Systemic(r),
         other if systemic_status(status) => Reply::Systemic(match other {
             Reply::Split(r) | Reply::BadRow { reason: r, .. } => r,
@@ -94,7 +94,7 @@ mod tests {
                 }
             }
             // A row named by the backend is evidence whatever the status.
-            let row = Reply::BadRow { row: 1, reason: "Cannot parse input (at row 2)".into() };
+            let row = Reply::BadRow { row: 1, reason: "Cannot parse input (at row 2)".into(), taken_before: false };
             assert_eq!(enforce(status, 3, row.clone(), Evidence::PerRecord), row);
             assert!(matches!(enforce(status, 3, row, Evidence::Request), Reply::Systemic(_)));
         }
@@ -118,7 +118,7 @@ mod tests {
             matches!(enforce(200, 3, Reply::Answers(vec![Answer::Accepted; 2]), Evidence::PerRecord), Reply::Systemic(r) if r.contains("accounts for 2"))
         );
         assert!(matches!(
-            enforce(500, 3, Reply::BadRow { row: 3, reason: String::new() }, Evidence::PerRecord),
+            enforce(500, 3, Reply::BadRow { row: 3, reason: String::new(), taken_before: false }, Evidence::PerRecord),
             Reply::Systemic(_)
         ));
         assert_eq!(

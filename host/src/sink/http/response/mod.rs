@@ -16,7 +16,7 @@ pub mod profile;
 
 use std::time::Duration;
 
-pub use classify::{classify, classify_timed};
+pub use classify::{Request, classify, classify_request};
 pub use profile::Profile;
 
 use crate::sink::Answer;
@@ -33,9 +33,81 @@ pub enum Reply {
     /// request and send the halves (a lone record is then rejected with
     /// this reason).
     Split(String),
-    /// Nothing was taken, and row `row` (from 0) is why: reject it and
-    /// send the others again.
-    BadRow { row: usize, reason: String },
+    /// Row `row` (from 0) is refused: reject it. The rows after it were
+    /// not taken and are sent again; those before it were taken when
+    /// `taken_before` (else sent again too: an all-or-nothing insert).
+    BadRow { row: usize, reason: String, taken_before: bool },
+    /// Every record is answered as taken: the backend refused `rejected`
+    /// of them without naming which, and its contract says not to send
+    /// them again (OTLP's partial success). The count and `reason` are
+    /// logged and counted.
+    Partial { rejected: u64, reason: String },
+}
+
+/// What one reply settles of the records of a request (`items`, by their
+/// place in the batch), and what is left to send: the one reading of a
+/// [`Reply`] that the sink and `sluice test`'s scripted answers share.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Settled {
+    pub answered: Vec<(usize, Answer)>,
+    pub next: Next,
+    /// The request counts as failed for the breaker: a systemic answer
+    /// about it or any of its records.
+    pub failed: bool,
+    /// Records the backend dropped without naming them, and why (a
+    /// partial success): they are answered accepted.
+    pub dropped: Option<(u64, String)>,
+}
+
+/// What is sent next for the records a reply did not settle.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Done,
+    /// These, in one request: what an all-or-nothing insert did not take,
+    /// or what came after the row a backend refused.
+    Resend(Vec<usize>),
+    /// These, in two requests, to find the bad records among them.
+    Halves(Vec<usize>, Vec<usize>),
+}
+
+pub fn settle(mut items: Vec<usize>, reply: Reply) -> Settled {
+    let done =
+        |answered: Vec<(usize, Answer)>, failed: bool| Settled { answered, next: Next::Done, failed, dropped: None };
+    match reply {
+        Reply::Answers(answers) => {
+            let failed = answers.iter().any(|a| matches!(a, Answer::Systemic(_)));
+            done(items.into_iter().zip(answers).collect(), failed)
+        }
+        Reply::Systemic(reason) => done(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))).collect(), true),
+        Reply::Partial { rejected, reason } => Settled {
+            dropped: Some((rejected, reason)),
+            ..done(items.into_iter().map(|i| (i, Answer::Accepted)).collect(), false)
+        },
+        Reply::BadRow { row, reason, taken_before } if row < items.len() => {
+            let after = items.split_off(row + 1);
+            let bad = items.pop().unwrap_or_default();
+            let mut answered = vec![(bad, Answer::Rejected(reason))];
+            let rest = if taken_before {
+                answered.extend(items.into_iter().map(|i| (i, Answer::Accepted)));
+                after
+            } else {
+                items.extend(after);
+                items
+            };
+            let next = if rest.is_empty() { Next::Done } else { Next::Resend(rest) };
+            Settled { answered, next, failed: false, dropped: None }
+        }
+        // `fixed::enforce` turns a row outside the request into a systemic
+        // answer before it gets here.
+        Reply::BadRow { reason, .. } => {
+            done(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))).collect(), true)
+        }
+        Reply::Split(reason) if items.len() == 1 => done(vec![(items[0], Answer::Rejected(reason))], false),
+        Reply::Split(_) => {
+            let right = items.split_off(items.len() / 2);
+            Settled { answered: Vec::new(), next: Next::Halves(items, right), failed: false, dropped: None }
+        }
+    }
 }
 
 /// One response as a profile reads it.
@@ -188,5 +260,43 @@ mod tests {
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(90)));
         h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h, now), None);
+    }
+
+    /// What a reply settles: the rows a backend took before the one it
+    /// refused are kept and never sent again; an all-or-nothing insert
+    /// sends the others again; a partial success keeps every record and
+    /// says how many the backend dropped; a split halves.
+    #[test]
+    fn a_reply_settles_what_the_backend_took_and_sends_again_only_the_rest() {
+        let bad = |taken_before| Reply::BadRow { row: 2, reason: "bad".into(), taken_before };
+        let s = settle(vec![10, 11, 12, 13, 14], bad(true));
+        assert_eq!(
+            s.answered,
+            vec![(12, Answer::Rejected("bad".into())), (10, Answer::Accepted), (11, Answer::Accepted)]
+        );
+        assert_eq!(s.next, Next::Resend(vec![13, 14]));
+        let s = settle(vec![10, 11, 12, 13, 14], bad(false));
+        assert_eq!(s.answered, vec![(12, Answer::Rejected("bad".into()))]);
+        assert_eq!(s.next, Next::Resend(vec![10, 11, 13, 14]));
+        let s = settle(vec![10, 11, 12], bad(true));
+        assert_eq!(s.next, Next::Done, "the refused row was the last");
+        let s = settle(vec![1, 2], Reply::Partial { rejected: 1, reason: "dropped".into() });
+        assert_eq!(s.answered, vec![(1, Answer::Accepted), (2, Answer::Accepted)]);
+        assert_eq!((s.next, s.failed, s.dropped), (Next::Done, false, Some((1, "dropped".into()))));
+        assert_eq!(settle(vec![1, 2, 3], Reply::Split("x".into())).next, Next::Halves(vec![1], vec![2, 3]));
+        assert_eq!(settle(vec![4], Reply::Split("x".into())).answered, vec![(4, Answer::Rejected("x".into()))]);
+        let s = settle(vec![4, 5], Reply::Systemic("down".into()));
+        assert!(s.failed && s.answered.iter().all(|(_, a)| matches!(a, Answer::Systemic(_))));
+    }
+
+    /// Each built-in profile says whether its backend keeps one copy of a
+    /// record sent twice: a resend's cost is declared, never assumed.
+    #[test]
+    fn every_builtin_profile_declares_whether_its_backend_dedups_by_id() {
+        for (name, text) in profile::BUILTIN {
+            assert!(text.lines().any(|l| l.starts_with("dedup_by_id = ")), "profiles/{name}.toml");
+        }
+        assert!(builtin("elasticsearch_bulk").dedup_by_id && !builtin("splunk_hec").dedup_by_id);
+        assert!(!builtin("victorialogs").confirms && builtin("otlp_http").confirms);
     }
 }

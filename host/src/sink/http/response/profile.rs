@@ -31,6 +31,20 @@ pub struct Profile {
     /// 4xx to it still proves the backend is there.
     #[serde(default)]
     pub strict_probe: bool,
+    /// Whether the backend keeps one copy of a record sent twice, by its
+    /// event id (Elasticsearch `create` with `_id`, a ClickHouse
+    /// `ReplacingMergeTree` ordered by it). Where it does not, every
+    /// resend of a record it took is a duplicate there: `sluice check`
+    /// says which, and the profile's reading never causes one.
+    #[serde(default)]
+    pub dedup_by_id: bool,
+    /// Whether an accepted answer proves the backend stored the records.
+    /// `false` for a backend that answers 2xx and skips what it cannot
+    /// parse, naming nothing (VictoriaLogs): `sluice check` warns that
+    /// its answers cannot prove delivery, and `sluice audit` calls what it
+    /// took "sent, unconfirmed".
+    #[serde(default = "yes")]
+    pub confirms: bool,
     /// Request-level rules, first match wins, after a named `row` (the
     /// most specific evidence there is). With none matching: a 2xx reads
     /// `items`, `counts` or `written` if the profile has them, else
@@ -50,6 +64,10 @@ pub struct Profile {
     /// with timestamp … ignored`): those are rejected, every other record
     /// of the request was taken and is not sent again.
     pub timed: Option<Timed>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How records become a request body. `lines` follows the sink's
@@ -171,12 +189,22 @@ pub struct Counts {
     pub failed_when_absent: Option<u64>,
     /// Error texts that come with failures (`/status/*/error`).
     pub errors: Option<Pointer>,
+    /// The refused records themselves, quoted (Quickwit's
+    /// `/parse_failures/*/document`): each is matched to the one record
+    /// sent with exactly that text, which is rejected; the others were
+    /// taken and are not sent again. When a quote matches no record, or
+    /// fewer are quoted than `failed` counts, the batch is split instead.
+    pub documents: Option<Pointer>,
     /// Error texts that say which kind of failure it is, first match wins.
     #[serde(default)]
     pub rules: Vec<TextRule>,
     /// A failure whose error text matches no rule: `split` (a record's
-    /// fault: find it) or `systemic` (the backend's until a rule says
-    /// otherwise). A failure with no text at all is split.
+    /// fault: find it), `systemic` (the backend's until a rule says
+    /// otherwise) or `accepted` (the backend's contract says the rest was
+    /// taken and a refused record must not be sent again, as OTLP's
+    /// partial success: the batch is accepted, and the refused count
+    /// logged with the error and counted). A failure with no text at all
+    /// is split, unless this is `accepted`.
     #[serde(default = "split")]
     pub otherwise: CountFate,
 }
@@ -188,8 +216,13 @@ fn split() -> CountFate {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CountFate {
+    /// Some record is bad and the answer does not say which: find it.
     Split,
+    /// The backend's fault: the records wait behind the breaker.
     Systemic,
+    /// Taken as a whole: the backend kept what it could and, by its
+    /// contract, must not be sent the rest again.
+    Accepted,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -217,6 +250,13 @@ pub struct Row {
     /// (no such table, no memory, read-only).
     #[serde(default)]
     pub systemic_codes: Vec<u32>,
+    /// The backend took the rows before the named one (Splunk HEC indexes
+    /// the events before an invalid one): they are accepted and never sent
+    /// again, and only those after it are. Otherwise nothing was taken (an
+    /// all-or-nothing insert): the named row is rejected and the others
+    /// sent again.
+    #[serde(default)]
+    pub taken_before: bool,
 }
 
 fn one() -> usize {
