@@ -167,6 +167,94 @@ fn the_main_job_installs_only_what_the_embedded_default_needs() {
     assert_eq!(usage.ok().and_then(|o| o.status.code()), Some(2), "an unknown mode is refused");
 }
 
+/// This tree's own build outputs in the suite's target folder, kept aside
+/// while a clone builds there and put back after.
+///
+/// Cargo names a workspace member's outputs by its path inside the
+/// workspace, so the clone's `sluice-abi` is written over this tree's under
+/// the same name; a crate built against the one it replaced then no longer
+/// finds its dependency (`cargo test`'s doctests, which link after every
+/// suite ran, failed so). The dependencies' outputs are shared as they are:
+/// that is what keeps the clone's build to its own crates.
+struct KeptArtifacts {
+    /// (where it lives in the target folder, where it was kept, its length
+    /// and time then).
+    files: Vec<(std::path::PathBuf, std::path::PathBuf, u64, std::time::SystemTime)>,
+}
+
+impl KeptArtifacts {
+    /// Rustc and the linker replace an output (write aside, rename; or
+    /// unlink first) rather than write into it, so a hard link keeps the old
+    /// contents without copying gigabytes; small files (cargo's
+    /// fingerprints, dep-info, which are rewritten in place) are copied.
+    fn save(target: &std::path::Path, keep: &std::path::Path) -> Self {
+        let mut files = Vec::new();
+        for profile in ["debug", "wasm32-wasip2/wasm"] {
+            for dir in ["", "deps", ".fingerprint", "build"] {
+                let from = target.join(profile).join(dir);
+                let Ok(entries) = std::fs::read_dir(&from) else { continue };
+                for entry in entries.flatten() {
+                    if entry.file_name().to_string_lossy().contains("sluice") {
+                        collect_files(&entry.path(), &mut |path| files.push(path));
+                    }
+                }
+            }
+        }
+        let files = files
+            .into_iter()
+            .filter_map(|path| {
+                let meta = std::fs::metadata(&path).ok()?;
+                let kept = keep.join(path.strip_prefix(target).ok()?);
+                std::fs::create_dir_all(kept.parent()?).ok()?;
+                if meta.len() > 1 << 20 {
+                    std::fs::hard_link(&path, &kept).ok()?;
+                } else {
+                    std::fs::copy(&path, &kept).ok()?;
+                }
+                Some((path, kept, meta.len(), meta.modified().ok()?))
+            })
+            .collect();
+        KeptArtifacts { files }
+    }
+}
+
+impl Drop for KeptArtifacts {
+    fn drop(&mut self) {
+        let mut changed = Vec::new();
+        for (path, kept, len, time) in &self.files {
+            let now = std::fs::metadata(path).ok().map(|m| (m.len(), m.modified().ok()));
+            if now == Some((*len, Some(*time))) {
+                continue;
+            }
+            let _ = std::fs::remove_file(path);
+            if *len > 1 << 20 {
+                let _ = std::fs::hard_link(kept, path);
+            } else if std::fs::copy(kept, path).is_ok() {
+                // Cargo reads a fingerprint's age from its file's time.
+                let _ = std::fs::File::options().write(true).open(path).and_then(|f| f.set_modified(*time));
+            }
+            // A kept link written through would have lost the old contents.
+            let back = std::fs::metadata(path).ok().map(|m| (m.len(), m.modified().ok()));
+            if back != Some((*len, Some(*time))) {
+                changed.push(path.display().to_string());
+            }
+        }
+        if !changed.is_empty() && !std::thread::panicking() {
+            panic!("the clone's build wrote into this tree's outputs in place: {changed:?}");
+        }
+    }
+}
+
+fn collect_files(path: &std::path::Path, push: &mut dyn FnMut(std::path::PathBuf)) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            collect_files(&entry.path(), push);
+        }
+    } else if path.is_file() {
+        push(path.to_path_buf());
+    }
+}
+
 /// What a clone holds: the files git tracks, and the new ones it does not
 /// ignore (so a change under test counts before it is committed).
 fn cloned_files(root: &std::path::Path) -> Vec<String> {
@@ -219,6 +307,9 @@ fn a_clone_with_nothing_beside_it_runs_the_main_job() {
         std::fs::copy(root.join(&file), &to).unwrap_or_else(|e| panic!("{file}: {e}"));
     }
     assert_eq!(std::fs::read_dir(tmp.path()).map(|d| d.count()).unwrap_or(0), 1, "nothing beside the clone");
+    // Put back what the clone's build writes over when the test ends, even
+    // by a panic: later suites and the doctests link this tree's crates.
+    let _kept = KeptArtifacts::save(&sluice_e2e::target_dir(), &tmp.path().join("kept"));
     let out = Command::new("bash")
         .arg(clone.join("scripts/quickstart"))
         .current_dir(&clone)
