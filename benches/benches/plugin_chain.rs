@@ -95,7 +95,7 @@ fn main() {
             _ => None,
         })
         .collect();
-    let limits = sluice::plugin::OutputLimits::default();
+    let limits = sluice_guest::output_rules::OutputLimits::default();
     let checks = 200usize;
     let t = Instant::now();
     for _ in 0..checks {

@@ -31,6 +31,9 @@ static int64_t rd64(const uint8_t *p) {
     return v;
 }
 
+/* Text made UTF-8 for the host's `string` arguments (the helpers, below). */
+static plugin_string_t text_of(const char *s, size_t len, sluice_buf *tmp);
+
 /* ---- buffers ---- */
 
 void sluice_buf_push(sluice_buf *b, const void *bytes, size_t len) {
@@ -88,6 +91,10 @@ static void end_record(sluice_out *o) {
 
 void sluice_emit(sluice_out *o, const sluice_event *e) {
     if (o->kind == DROP || o->kind == REJECT) return;
+    if (!e || (!e->keep && !e->body && e->body_len) || (!e->id && e->id_len)) {
+        sluice_reject(o, "sluice_emit: %s is NULL", !e ? "the event" : !e->id && e->id_len ? "the id" : "the body");
+        return;
+    }
     o->kind = EMIT;
     uint32_t flags = 0, io = 0, il = 0;
     if (e->id) {
@@ -143,7 +150,10 @@ static void reason(sluice_out *o, int kind, const char *text, size_t len) {
     sluice_buf_push(&o->data, text, len);
 }
 
-void sluice_drop(sluice_out *o, const char *why) { reason(o, DROP, why, strlen(why)); }
+void sluice_drop(sluice_out *o, const char *why) {
+    if (!why) why = "(sluice_drop of a NULL reason)";
+    reason(o, DROP, why, strlen(why));
+}
 
 static char *vformat(const char *format, va_list ap, size_t *len) {
     va_list copy;
@@ -159,6 +169,11 @@ static char *vformat(const char *format, va_list ap, size_t *len) {
 }
 
 void sluice_reject(sluice_out *o, const char *format, ...) {
+    if (!format) {
+        const char *none = "(sluice_reject of a NULL reason)";
+        reason(o, REJECT, none, strlen(none));
+        return;
+    }
     va_list ap;
     va_start(ap, format);
     size_t len;
@@ -173,13 +188,18 @@ void sluice_reject(sluice_out *o, const char *format, ...) {
 int64_t sluice_now(void) { return sluice_plugin_clock_now(); }
 
 void sluice_log(sluice_level level, const char *format, ...) {
+    if (!format) return;
+    if ((unsigned)level > SLUICE_ERROR) level = SLUICE_ERROR;
     va_list ap;
     va_start(ap, format);
     size_t len;
     char *s = vformat(format, ap, &len);
     va_end(ap);
-    plugin_string_t msg = {(uint8_t *)s, len};
+    /* A line quoting a payload may not be UTF-8; the host's `string` must. */
+    sluice_buf tmp = {0};
+    plugin_string_t msg = text_of(s, len, &tmp);
     sluice_plugin_log_log((sluice_plugin_log_level_t)level, &msg);
+    sluice_buf_free(&tmp);
     free(s);
 }
 
@@ -360,7 +380,16 @@ void sluice_json_raw(sluice_buf *b, const char *json) {
 }
 
 /* ---- Native helpers: thin wrappers over wit-bindgen's imports, owning
- * nothing past the call (each result the host lowers is freed here). */
+ * nothing past the call (each result the host lowers is freed here).
+ *
+ * Each checks what a C author is likely to get wrong before the host
+ * sees it, because the host cannot be told kindly: a `string` argument
+ * that is not UTF-8 (a record's payload passed as text), a handle never
+ * compiled or already freed, trap the instance; a NULL pointer reads or
+ * writes address 0, which wasm allows, corrupting memory silently. So a
+ * text is made UTF-8 (U+FFFD for each invalid byte), handles are checked
+ * against the live ones, and a NULL returns false with the mistake named
+ * in `error`, which the plugin rejects its record with. */
 
 static plugin_string_t borrowed(const char *s, size_t len) { return (plugin_string_t){(uint8_t *)s, len}; }
 
@@ -369,25 +398,94 @@ static void take_error(plugin_string_t *err, sluice_buf *error) {
     plugin_string_free(err);
 }
 
+static bool mistake(sluice_buf *error, const char *what) {
+    if (error) sluice_buf_push(error, what, strlen(what));
+    return false;
+}
+
+/* The length of the valid UTF-8 sequence at `s` (of `n` bytes), 0 if none. */
+static size_t utf8_char(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (len == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* `s` as the host may take a `string`: itself when it is UTF-8, else a
+ * copy in `tmp` with U+FFFD for each invalid byte. */
+static plugin_string_t text_of(const char *s, size_t len, sluice_buf *tmp) {
+    const uint8_t *u = (const uint8_t *)s;
+    size_t i = 0, k;
+    while (i < len && (k = utf8_char(u + i, len - i))) i += k;
+    if (i == len) return borrowed(s, len);
+    sluice_buf_clear(tmp);
+    sluice_buf_push(tmp, s, i);
+    while (i < len) {
+        if ((k = utf8_char(u + i, len - i))) {
+            sluice_buf_push(tmp, u + i, k);
+            i += k;
+        } else {
+            sluice_buf_push(tmp, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    return borrowed(tmp->ptr, tmp->len);
+}
+
+/* The handles this instance holds, so that one never compiled (zero) or
+ * already freed is refused here rather than trapped on by the host. As
+ * many as the host lets live: past that it refuses the compile itself. */
+enum { MAX_FORMATS = 64, MAX_PATTERN_SETS = 16 };
+static int32_t live_formats[MAX_FORMATS], live_patterns[MAX_PATTERN_SETS];
+
+static bool is_live(const int32_t *live, size_t n, int32_t h) {
+    for (size_t i = 0; h && i < n; i++)
+        if (live[i] == h) return true;
+    return false;
+}
+
+static void set_live(int32_t *live, size_t n, int32_t from, int32_t to) {
+    for (size_t i = 0; i < n; i++)
+        if (live[i] == from) {
+            live[i] = to;
+            return;
+        }
+}
+
 bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sluice_buf *error) {
-    plugin_string_t text = borrowed(spec, strlen(spec)), err;
+    if (!spec || !format) return mistake(error, "sluice_time_format_compile: spec and format must not be NULL");
+    sluice_buf tmp = {0};
+    plugin_string_t text = text_of(spec, strlen(spec), &tmp), err;
     sluice_plugin_helpers_own_time_format_t own;
-    if (!sluice_plugin_helpers_static_time_format_compile(&text, &own, &err)) {
+    bool ok = sluice_plugin_helpers_static_time_format_compile(&text, &own, &err);
+    sluice_buf_free(&tmp);
+    if (!ok) {
         take_error(&err, error);
         return false;
     }
     format->handle_ = own.__handle;
+    set_live(live_formats, MAX_FORMATS, 0, own.__handle);
     return true;
 }
 
 bool sluice_time_parse(sluice_time_format format, const char *text, size_t len, int64_t *nanos, sluice_buf *error) {
-    plugin_string_t input = borrowed(text, len), err;
+    if (!nanos || (!text && len)) return mistake(error, "sluice_time_parse: text and nanos must not be NULL");
+    if (!is_live(live_formats, MAX_FORMATS, format.handle_))
+        return mistake(error, "sluice_time_parse: the format was never compiled, or was freed");
+    sluice_buf tmp = {0};
+    plugin_string_t input = text_of(text, len, &tmp), err;
     sluice_plugin_helpers_borrow_time_format_t self = {format.handle_};
     if (!batch_now_read) {
         batch_now = sluice_now();
         batch_now_read = true;
     }
-    if (!sluice_plugin_helpers_method_time_format_parse(self, &input, batch_now, nanos, &err)) {
+    bool ok = sluice_plugin_helpers_method_time_format_parse(self, &input, batch_now, nanos, &err);
+    sluice_buf_free(&tmp);
+    if (!ok) {
         take_error(&err, error);
         return false;
     }
@@ -395,10 +493,14 @@ bool sluice_time_parse(sluice_time_format format, const char *text, size_t len, 
 }
 
 void sluice_time_format_free(sluice_time_format format) {
+    /* Freeing twice, or a format never compiled, does nothing. */
+    if (!is_live(live_formats, MAX_FORMATS, format.handle_)) return;
+    set_live(live_formats, MAX_FORMATS, format.handle_, 0);
     sluice_plugin_helpers_time_format_drop_own((sluice_plugin_helpers_own_time_format_t){format.handle_});
 }
 
 void sluice_format_rfc3339(int64_t nanos, sluice_buf *out) {
+    if (!out) return;
     plugin_string_t text;
     sluice_plugin_helpers_format_rfc3339(nanos, &text);
     sluice_buf_push(out, text.ptr, text.len);
@@ -406,13 +508,14 @@ void sluice_format_rfc3339(int64_t nanos, sluice_buf *out) {
 }
 
 size_t sluice_logfmt(sluice_bytes line, sluice_pair_fn each, void *ctx) {
+    if (!line.ptr) line.len = 0;
     plugin_list_u8_t bytes = {(uint8_t *)line.ptr, line.len};
     plugin_list_tuple2_string_option_string_t pairs;
     sluice_plugin_helpers_logfmt(&bytes, &pairs);
     for (size_t i = 0; i < pairs.len; i++) {
         plugin_tuple2_string_option_string_t *p = &pairs.ptr[i];
         sluice_bytes name = {p->f0.ptr, p->f0.len}, value = {p->f1.val.ptr, p->f1.val.len};
-        each(ctx, name, p->f1.is_some ? &value : NULL);
+        if (each) each(ctx, name, p->f1.is_some ? &value : NULL);
     }
     size_t n = pairs.len;
     plugin_list_tuple2_string_option_string_free(&pairs);
@@ -420,6 +523,7 @@ size_t sluice_logfmt(sluice_bytes line, sluice_pair_fn each, void *ctx) {
 }
 
 bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error) {
+    if (!payload.ptr) payload.len = 0;
     plugin_list_u8_t bytes = {(uint8_t *)payload.ptr, payload.len};
     plugin_string_t why;
     if (!sluice_plugin_helpers_json_object_check(&bytes, &why)) return true;
@@ -428,11 +532,16 @@ bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error) {
 }
 
 bool sluice_json_get(sluice_bytes payload, const char *path, sluice_buf *value, bool *found, sluice_buf *error) {
+    if (!path || !value || !found) return mistake(error, "sluice_json_get: path, value and found must not be NULL");
+    if (!payload.ptr) payload.len = 0;
     plugin_list_u8_t bytes = {(uint8_t *)payload.ptr, payload.len};
-    plugin_string_t one = borrowed(path, strlen(path)), err;
+    sluice_buf tmp = {0};
+    plugin_string_t one = text_of(path, strlen(path), &tmp), err;
     plugin_list_string_t paths = {&one, 1};
     plugin_list_option_string_t got;
-    if (!sluice_plugin_helpers_json_get(&bytes, &paths, &got, &err)) {
+    bool ok = sluice_plugin_helpers_json_get(&bytes, &paths, &got, &err);
+    sluice_buf_free(&tmp);
+    if (!ok) {
         take_error(&err, error);
         return false;
     }
@@ -443,35 +552,50 @@ bool sluice_json_get(sluice_bytes payload, const char *path, sluice_buf *value, 
 }
 
 bool sluice_patterns_compile(const char *const *patterns, size_t count, sluice_patterns *set, sluice_buf *error) {
+    if (!set || (!patterns && count)) return mistake(error, "sluice_patterns_compile: patterns and set must not be NULL");
+    for (size_t i = 0; i < count; i++)
+        if (!patterns[i]) return mistake(error, "sluice_patterns_compile: a pattern is NULL");
     plugin_string_t *items = calloc(count ? count : 1, sizeof *items);
-    if (!items) abort();
-    for (size_t i = 0; i < count; i++) items[i] = borrowed(patterns[i], strlen(patterns[i]));
+    sluice_buf *tmp = calloc(count ? count : 1, sizeof *tmp);
+    if (!items || !tmp) abort();
+    for (size_t i = 0; i < count; i++) items[i] = text_of(patterns[i], strlen(patterns[i]), &tmp[i]);
     plugin_list_string_t list = {items, count};
     sluice_plugin_helpers_own_patterns_t own;
     plugin_string_t err;
     bool ok = sluice_plugin_helpers_static_patterns_compile(&list, &own, &err);
     free(items);
+    for (size_t i = 0; i < count; i++) sluice_buf_free(&tmp[i]);
+    free(tmp);
     if (!ok) {
         take_error(&err, error);
         return false;
     }
     set->handle_ = own.__handle;
+    set_live(live_patterns, MAX_PATTERN_SETS, 0, own.__handle);
     return true;
 }
 
 void sluice_patterns_free(sluice_patterns set) {
+    if (!is_live(live_patterns, MAX_PATTERN_SETS, set.handle_)) return;
+    set_live(live_patterns, MAX_PATTERN_SETS, set.handle_, 0);
     sluice_plugin_helpers_patterns_drop_own((sluice_plugin_helpers_own_patterns_t){set.handle_});
 }
 
 int sluice_patterns_match(sluice_patterns set, const char *line, size_t len, sluice_pair_fn each, void *ctx) {
-    plugin_string_t text = borrowed(line, len);
+    /* A set never compiled, or freed, matches nothing (the header says
+     * -1 is "none matched"; sluice_patterns_compile's false said why). */
+    if (!is_live(live_patterns, MAX_PATTERN_SETS, set.handle_) || (!line && len)) return -1;
+    sluice_buf tmp = {0};
+    plugin_string_t text = text_of(line, len, &tmp);
     sluice_plugin_helpers_borrow_patterns_t self = {set.handle_};
     sluice_plugin_helpers_pattern_match_t m;
-    if (!sluice_plugin_helpers_method_patterns_first_match(self, &text, &m)) return -1;
+    bool matched = sluice_plugin_helpers_method_patterns_first_match(self, &text, &m);
+    sluice_buf_free(&tmp);
+    if (!matched) return -1;
     for (size_t i = 0; i < m.captures.len; i++) {
         plugin_tuple2_string_string_t *c = &m.captures.ptr[i];
         sluice_bytes name = {c->f0.ptr, c->f0.len}, value = {c->f1.ptr, c->f1.len};
-        each(ctx, name, &value);
+        if (each) each(ctx, name, &value);
     }
     int index = (int)m.pattern;
     sluice_plugin_helpers_pattern_match_free(&m);

@@ -136,7 +136,10 @@ void sluice_json_close(sluice_buf *b);
  * host over the code sluice's own plugins use, so a format, a zone or a
  * pattern means the same in every language. A plugin that calls none does
  * not import them. Where a call can fail it returns false and, when
- * `error` is not NULL, appends the host's message to it. */
+ * `error` is not NULL, appends the host's message to it; a NULL pointer,
+ * or a format or set never compiled or already freed, fails the same way
+ * naming the mistake (never a trap). Text need not be UTF-8: invalid bytes
+ * are read as U+FFFD. */
 
 /* A timestamp format compiled once (in setup): `spec` is a name or
  * pattern ("rfc3339", "%Y-%m-%d %H:%M:%S") or a JSON table with its rule,
@@ -178,7 +181,8 @@ bool sluice_patterns_compile(const char *const *patterns, size_t count, sluice_p
 /* Let the host drop a set (at most 16 live per instance). */
 void sluice_patterns_free(sluice_patterns set);
 /* The index of the first pattern that matches `line`, its named captures
- * handed to `each` (value never NULL); -1 when none matches. */
+ * handed to `each` (value never NULL; `each` may be NULL); -1 when none
+ * matches, or when `set` was never compiled or was freed. */
 int sluice_patterns_match(sluice_patterns set, const char *line, size_t len, sluice_pair_fn each, void *ctx);
 
 /* The plugin. `setup` (may be NULL) gets the config as JSON text and

@@ -119,3 +119,20 @@ export function jsonObjectCheck(payload) {
 export function formatRfc3339(nanos) {
   return call({ call: "format-rfc3339", nanos: String(nanos) });
 }
+
+// --- The host's output rules, for runNatively ---------------------------
+
+/** null when the host takes these events of a record with `payload`, else
+ * the reason it rejects the record with (plugin/output_rules.rs). */
+function judge(payload, events) {
+  const described = events.map((e) => {
+    if (e.id !== null && typeof e.id !== "string") throw new TypeError("id");
+    return { id: e.id, timestamp: e.timestamp, keep: e.keep, body_b64: b64(e.body), sinks: e.sinks };
+  });
+  return call({ call: "judge", payload_b64: b64(payload), events: described }) ?? null;
+}
+
+// Not an import of the WIT world (a component has no such function):
+// the SDK's runNatively finds it here, on the main thread that imported
+// this module.
+globalThis.__sluiceNative = { judge };

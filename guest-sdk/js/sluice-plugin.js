@@ -71,7 +71,8 @@ export function event(body, id, timestamp, sinks) {
   else if (typeof body === "string") bytes = body;
   else bytes = JSON.stringify(body);
   return {
-    id: id ?? undefined,
+    // A number is a natural id: its digits.
+    id: typeof id === "number" || typeof id === "bigint" ? String(id) : id ?? undefined,
     timestamp: timestamp === undefined || timestamp === null ? undefined : BigInt(timestamp),
     body: bytes,
     sinks: sinks ?? undefined,
@@ -108,17 +109,35 @@ export function reject(reason) {
   return { tag: "reject", val: String(reason) };
 }
 
+// A unit test's clock (`pinNow`, `runNatively`'s `now`): in the host, a
+// case's `now` pins the clock the host hands out instead.
+let pinned = null;
+
+/**
+ * Natively, make `nowNanos()` and the clock `TimeFormat.parse` reads (a
+ * yearless format's year) answer `nanos`: a BigInt or integer, or RFC 3339
+ * text (`"2026-12-01T12:00:00Z"`) as a case's `now`; null for the real
+ * clock again.
+ */
+export function pinNow(nanos) {
+  if (nanos === null || nanos === undefined) pinned = null;
+  else if (typeof nanos === "string" && !/^-?[0-9]+$/.test(nanos)) pinned = new TimeFormat("rfc3339").parse(nanos);
+  else pinned = nanosArg(nanos, "pinNow");
+  // The clock a parse read before (the text above, say) is not this one.
+  batchNow = null;
+}
+
 /** The host's clock, nanoseconds since the Unix epoch (a BigInt). */
 export function nowNanos() {
-  return now();
+  return pinned ?? now();
 }
 
 export function info(message) {
-  log("info", String(message));
+  log("info", typeof message === "string" ? message : String(message));
 }
 
 export function warn(message) {
-  log("warn", String(message));
+  log("warn", typeof message === "string" ? message : String(message));
 }
 
 // --- Native helpers (sluice:plugin/helpers) ------------------------------
@@ -139,6 +158,50 @@ let batchNow = null;
 // `JSON.parse` per record.
 let lastPayload = null, lastIndex = 0, batchPairs = null;
 
+// What each helper takes, checked here and not by the bindings: a value
+// the bindings cannot lower would fail inside the host call, where a
+// TypeError rejects the one record and names the plugin's line.
+
+function kind(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  const t = typeof value === "object" ? value.constructor?.name ?? "object" : typeof value;
+  return /^[aeiouAEIOU]/.test(t) ? `an ${t}` : `a ${t}`;
+}
+
+/** A string, or bytes (a record's payload) read as UTF-8; a number as its
+ * digits. */
+function textArg(value, what) {
+  if (typeof value === "string") return value;
+  if (ArrayBuffer.isView(value)) return decoder.decode(value);
+  if (typeof value === "number" || typeof value === "bigint") return String(value);
+  throw new TypeError(`${what} takes a string or a Uint8Array, not ${kind(value)}`);
+}
+
+/** A list of strings; a lone string is one item, not its letters. */
+function textsArg(values, what) {
+  if (typeof values === "string" || ArrayBuffer.isView(values)) values = [values];
+  if (values === null || typeof values !== "object" || typeof values[Symbol.iterator] !== "function") {
+    throw new TypeError(`${what} takes an array of strings, not ${kind(values)}`);
+  }
+  return Array.from(values, (v, i) => {
+    if (typeof v !== "string" && !ArrayBuffer.isView(v)) throw new TypeError(`${what}: item ${i} is ${kind(v)}, not a string`);
+    return textArg(v, what);
+  });
+}
+
+/** Whole nanoseconds in the 64-bit range: a BigInt, an integer, or digits. */
+function nanosArg(value, what) {
+  let n;
+  if (typeof value === "bigint") n = value;
+  else if (typeof value === "number" && Number.isInteger(value)) n = BigInt(value);
+  else if (typeof value === "string" && /^-?[0-9]+$/.test(value.trim())) n = BigInt(value.trim());
+  else if (typeof value === "number" || typeof value === "string") throw new RangeError(`${what} takes whole nanoseconds, not ${JSON.stringify(value)}`);
+  else throw new TypeError(`${what} takes nanoseconds (a BigInt or an integer), not ${kind(value)}`);
+  if (n < MIN_NS || n > MAX_NS) throw new RangeError(`${what}: ${n} is out of the 64-bit range of nanoseconds`);
+  return n;
+}
+
 function hostError(e) {
   return new Error(e && e.payload !== undefined ? String(e.payload) : String(e));
 }
@@ -147,8 +210,9 @@ function hostError(e) {
  * (`instanceof Uint8Array` is false for them), so views are told by
  * `ArrayBuffer.isView`; a view into a larger buffer (a record's payload in
  * the batch) crosses as a copy of its own bytes. */
-function bytesOf(value) {
-  if (!ArrayBuffer.isView(value)) return encoder.encode(String(value));
+function bytesOf(value, what) {
+  if (typeof value === "string") return encoder.encode(value);
+  if (!ArrayBuffer.isView(value)) throw new TypeError(`${what} takes a Uint8Array or a string, not ${kind(value)}`);
   const view = new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
   return value.byteOffset === 0 && value.byteLength === value.buffer.byteLength ? view : view.slice();
 }
@@ -162,18 +226,24 @@ function bytesOf(value) {
  */
 export class TimeFormat {
   constructor(spec) {
-    const text = typeof spec === "string" ? spec : JSON.stringify(spec);
+    let text;
+    if (typeof spec === "string" || ArrayBuffer.isView(spec)) text = textArg(spec, "TimeFormat");
+    else if (spec !== null && typeof spec === "object" && !Array.isArray(spec)) text = JSON.stringify(spec);
+    else throw new TypeError(`TimeFormat takes a format (a string) or an object of it with its rule, not ${kind(spec)}`);
     try {
       this.format = HostTimeFormat.compile(text);
     } catch (e) {
       throw hostError(e);
     }
   }
-  /** `text` as BigInt nanoseconds since the epoch; throws naming why not. */
+  /** `text` (a string, or a Uint8Array such as a record's payload, read
+   * as UTF-8; a number as its digits) as BigInt nanoseconds since the
+   * epoch; throws naming why not. */
   parse(text) {
+    const line = textArg(text, "TimeFormat.parse");
     try {
-      batchNow ??= now();
-      return this.format.parse(String(text), batchNow);
+      batchNow ??= nowNanos();
+      return this.format.parse(line, batchNow);
     } catch (e) {
       throw hostError(e);
     }
@@ -188,16 +258,16 @@ export class TimeFormat {
  */
 export class Patterns {
   constructor(patterns) {
+    const list = textsArg(patterns, "Patterns");
     try {
-      this.set = HostPatterns.compile(Array.from(patterns, String));
+      this.set = HostPatterns.compile(list);
     } catch (e) {
       throw hostError(e);
     }
   }
   /** `line`: a string, or a Uint8Array (a record's payload) read as UTF-8. */
   match(line) {
-    const text = typeof line === "string" ? line : ArrayBuffer.isView(line) ? decoder.decode(line) : String(line);
-    const m = this.set.firstMatch(text);
+    const m = this.set.firstMatch(textArg(line, "Patterns.match"));
     return m === undefined || m === null ? null : { pattern: m.pattern, captures: Object.fromEntries(m.captures) };
   }
 }
@@ -229,7 +299,7 @@ export function logfmt(line) {
       return pairs;
     }
   }
-  return JSON.parse(hostLogfmtObject(bytesOf(line)));
+  return JSON.parse(hostLogfmtObject(bytesOf(line, "logfmt")));
 }
 
 /**
@@ -238,9 +308,12 @@ export function logfmt(line) {
  * is parsed by the host. Throws when it is not one JSON object.
  */
 export function jsonGet(payload, ...paths) {
+  // jsonGet(p, ["a", "b"]): the array is the paths.
+  const list = textsArg(paths.length === 1 && Array.isArray(paths[0]) ? paths[0] : paths, "jsonGet's paths");
+  const data = bytesOf(payload, "jsonGet");
   let found;
   try {
-    found = hostJsonGet(bytesOf(payload), paths.map(String));
+    found = hostJsonGet(data, list);
   } catch (e) {
     throw hostError(e);
   }
@@ -249,12 +322,12 @@ export function jsonGet(payload, ...paths) {
 
 /** null when `payload` is one JSON object in UTF-8; else why not. */
 export function jsonObjectCheck(payload) {
-  return hostJsonObjectCheck(bytesOf(payload)) ?? null;
+  return hostJsonObjectCheck(bytesOf(payload, "jsonObjectCheck")) ?? null;
 }
 
 /** Nanoseconds since the epoch as RFC 3339 in UTC, as sinks write it. */
 export function formatRfc3339(nanos) {
-  return hostFormatRfc3339(BigInt(nanos));
+  return hostFormatRfc3339(nanosArg(nanos, "formatRfc3339"));
 }
 
 export class Plugin {
@@ -559,7 +632,19 @@ function processBatch(b, n, refused) {
   return { outcomes: outOutcomes.take(), events: outEvents.take(), data: outData.take() };
 }
 
-const why = (e) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+/** An exception as a reject reason, with the plugin's line: the first
+ * frame of its stack outside this SDK (a helper given the wrong type
+ * throws in here). Stacks read `at f (file:line:col)` in Node and
+ * `f@file:line:col` inside the component. */
+const why = (e) => {
+  if (!(e instanceof Error)) return String(e);
+  const frames = String(e.stack ?? "")
+    .split("\n")
+    .map((l) => /([^\s(@]*?):(\d+):\d+\)?\s*$/.exec(l))
+    .filter((m) => m !== null && !m[1].endsWith("sluice-plugin.js"));
+  const at = frames.length > 0 ? ` (line ${frames[0][2]}${frames[0][1] ? " of " + frames[0][1].split("/").pop() : ""})` : "";
+  return `${e.name}: ${e.message}${at}`;
+};
 
 /** The plugin instance `init` made; null until then. */
 let instance = null;
@@ -581,17 +666,39 @@ function configured(PluginClass, config) {
 
 /**
  * Each payload (a string or a Uint8Array) through the plugin in plain
- * JavaScript, as the host runs it: config keys checked, then `setup`; an
- * exception in `process` rejects its record, naming it. For a plugin's
- * unit tests, under `node --import ./sluice-native.mjs`, which stands in
- * for the host (its helpers are the host's own code). Each outcome is
+ * JavaScript, judged as the host judges it: config keys checked, then
+ * `setup`; an exception in `process` rejects its record, naming the
+ * plugin's line; what is not an outcome rejects its record; and every
+ * outcome is checked by the host's own output rules (an empty or oversized
+ * id, a body that is not one JSON object, too many events reject the
+ * record with the host's reason). For a plugin's unit tests, under
+ * `node --import ./sluice-native.mjs`, which stands in for the host (its
+ * helpers and the judging are the host's own code). Each outcome is
  * `{ verdict, reason, events }`; an event's `body` is its text and
  * `json()` parses it (a kept event's body is its record's payload).
+ *
+ * `options.now` pins the clock for the run (`pinNow`): a BigInt, or RFC
+ * 3339 text as a case's `now`.
  */
-export function runNatively(PluginClass, config, payloads) {
-  const plugin = configured(PluginClass, config);
+export function runNatively(PluginClass, config, payloads, options = {}) {
+  const judge = globalThis.__sluiceNative?.judge;
+  if (typeof judge !== "function") {
+    throw new Error("runNatively judges with the host's code: run the test under node --import ./sluice-native.mjs");
+  }
+  const before = pinned;
+  if (options.now !== undefined) pinNow(options.now);
+  try {
+    return runJudged(configured(PluginClass, config), payloads, judge);
+  } finally {
+    pinned = before;
+  }
+}
+
+function runJudged(plugin, payloads, judge) {
   return Array.from(payloads, (p, i) => {
-    const payload = typeof p === "string" ? encoder.encode(p) : p;
+    const payload = bytesOf(p, "runNatively's payloads");
+    // Each record is its own batch here: the clock is read afresh.
+    batchNow = null;
     const record = {
       payload,
       key: undefined,
@@ -610,6 +717,22 @@ export function runNatively(PluginClass, config, payloads) {
     const problem = o !== null && typeof o === "object" && ["emit", "drop", "reject"].includes(o.tag) ? null : fault(o);
     if (problem !== null) return { verdict: "reject", reason: problem, events: [] };
     if (o.tag !== "emit") return { verdict: o.tag, reason: o.val, events: [] };
+    let rule;
+    try {
+      rule = judge(payload, o.val.map((e) => ({
+        id: e.id === undefined || e.id === null ? null : e.id,
+        timestamp: e.timestamp === undefined ? null : String(nanosArg(e.timestamp, "timestamp")),
+        keep: e.keep === true,
+        body: e.keep ? EMPTY : typeof e.body === "string" ? encoder.encode(e.body) : e.body,
+        sinks: e.sinks === undefined || e.sinks === null ? null : typeof e.sinks === "string" ? e.sinks : e.sinks.join(","),
+      })));
+    } catch (e) {
+      // An event of the wrong shape; anything else (no sluice to ask) is
+      // the test's to see.
+      if (!(e instanceof TypeError || e instanceof RangeError)) throw e;
+      rule = fault(o);
+    }
+    if (rule !== null && rule !== undefined) return { verdict: "reject", reason: rule, events: [] };
     const events = o.val.map((e) => {
       const body = e.keep ? decoder.decode(payload) : typeof e.body === "string" ? e.body : decoder.decode(e.body);
       return { id: e.id, timestamp: e.timestamp, body, json: () => JSON.parse(body) };

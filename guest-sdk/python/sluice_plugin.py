@@ -177,6 +177,8 @@ def event(
         raise TypeError(
             f"an event body is a dict (a JSON object), or JSON text as str or bytes, not {_a(type(body).__name__)}"
         )
+    if isinstance(id, int) and not isinstance(id, bool):
+        id = str(id)  # a number is a natural id: its digits
     return Event(raw, id, timestamp, sinks)
 
 
@@ -224,14 +226,38 @@ def reject(reason: str) -> Outcome:
     return Outcome(_REJECT, str(reason))
 
 
+# A unit test's clock (`pin_now`), natively only: in the host, a case's
+# `now` pins the clock the host hands out.
+_pinned_now: Optional[int] = None
+
+
+def pin_now(nanos: Optional[Union[int, str]]) -> None:
+    """Natively, make `now_nanos()` and the clock `TimeFormat.parse` reads
+    (a yearless format's year) answer `nanos`: an int, or RFC 3339 text
+    (`"2026-12-01T12:00:00Z"`), as a case's `now`; None for the system
+    clock again. `run_natively(..., now=...)` does the same for one run.
+    Inside the host, a case's `now` pins the clock instead."""
+    global _pinned_now
+    if nanos is None or isinstance(nanos, int) and not isinstance(nanos, bool):
+        _pinned_now = nanos if nanos is None else _nanos(nanos, "pin_now")
+    elif isinstance(nanos, str):
+        _pinned_now = TimeFormat("rfc3339").parse(nanos)
+    else:
+        raise TypeError(f"pin_now takes nanoseconds (int) or RFC 3339 text, not {_a(type(nanos).__name__)}")
+
+
 def now_nanos() -> int:
-    """The host's clock (the plugin has no other); natively, the system's."""
-    return time.time_ns() if NATIVE else clock.now()
+    """The host's clock (the plugin has no other); natively, the system's,
+    or what `pin_now` pinned."""
+    if NATIVE:
+        return time.time_ns() if _pinned_now is None else _pinned_now
+    return clock.now()
 
 
 def info(message: str) -> None:
     """A line in the host's log at level info: shown when the host logs at
     info (`SLUICE_LOG=info`; its default shows warnings only)."""
+    message = message if isinstance(message, str) else str(message)
     if NATIVE:
         print(f"info: {message}", file=sys.stderr)
     else:
@@ -240,6 +266,7 @@ def info(message: str) -> None:
 
 def warn(message: str) -> None:
     """A line in the host's log at level warn: shown by default."""
+    message = message if isinstance(message, str) else str(message)
     if NATIVE:
         print(f"warn: {message}", file=sys.stderr)
     else:
@@ -255,6 +282,66 @@ def warn(message: str) -> None:
 # `json_object_check` run in Python with the same answers, and `TimeFormat`
 # and `Patterns` ask the host's own code: `sluice plugin helpers`, started
 # once per test run from $SLUICE or the PATH.
+
+
+# What each helper takes, checked here and not by the bindings: a value the
+# bindings cannot convert traps the instance, record after record, where a
+# TypeError rejects the one record and names the plugin's line.
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _text(value, what: str) -> str:
+    """A str, or bytes (a record's payload) read as UTF-8; a number as its
+    digits. Anything else is the author's mistake: TypeError."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _BYTES_LIKE):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"{what} takes str or bytes, not {_a(type(value).__name__)}")
+
+
+def _bytes(value, what: str) -> bytes:
+    """bytes as they are, a str as UTF-8. Not an int: bytes(5) would be
+    five zero bytes."""
+    if isinstance(value, _BYTES_LIKE):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{what} takes bytes or str, not {_a(type(value).__name__)}")
+
+
+def _nanos(value, what: str) -> int:
+    """Whole nanoseconds in the 64-bit range: an int, or its digits."""
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError(f"{what} takes whole nanoseconds, not {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} takes an int (nanoseconds since the epoch), not {_a(type(value).__name__)}")
+    if not _I64[0] <= value <= _I64[1]:
+        raise ValueError(f"{what}: {value} is out of the 64-bit range of nanoseconds")
+    return value
+
+
+def _texts(values, what: str) -> List[str]:
+    """A list of str; a lone str is one item, not its letters."""
+    if isinstance(values, (str, *_BYTES_LIKE)):
+        values = [values]
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(f"{what} takes a list of str, not {_a(type(values).__name__)}") from None
+    for i, v in enumerate(items):
+        if not isinstance(v, (str, *_BYTES_LIKE)):
+            raise TypeError(f"{what}: item {i} is {_a(type(v).__name__)}, not a str")
+    return [_text(v, what) for v in items]
 
 
 class _HostJson(dict):
@@ -329,7 +416,12 @@ class TimeFormat:
     the host refuses raises `ValueError` naming what is wrong."""
 
     def __init__(self, spec: Union[str, Dict[str, Any]]):
-        text = spec if isinstance(spec, str) else json.dumps(spec)
+        if isinstance(spec, dict):
+            text = json.dumps(spec)
+        elif isinstance(spec, (str, *_BYTES_LIKE)):
+            text = _text(spec, "TimeFormat")
+        else:
+            raise TypeError(f"TimeFormat takes a format (str) or a dict of it with its rule, not {_a(type(spec).__name__)}")
         if NATIVE:
             _native_call({"call": "time-compile", "spec": text})
             self._spec = text
@@ -339,13 +431,15 @@ class TimeFormat:
         except Err as e:
             raise _host_error(e) from None
 
-    def parse(self, text: str) -> int:
-        """`text` as nanoseconds since the epoch, or `ValueError` naming
-        the input, the format and why (raised from `process`, it rejects
-        the record with that reason)."""
+    def parse(self, text: Union[str, bytes, int]) -> int:
+        """`text` (str, or bytes such as a record's payload, read as UTF-8;
+        an int as its digits, for the epoch formats) as nanoseconds since
+        the epoch, or `ValueError` naming the input, the format and why
+        (raised from `process`, it rejects the record with that reason)."""
+        text = _text(text, "TimeFormat.parse")
         if NATIVE:
-            now = str(time.time_ns())
-            return int(_native_call({"call": "time-parse", "spec": self._spec, "text": str(text), "now": now}))
+            now = str(now_nanos())
+            return int(_native_call({"call": "time-parse", "spec": self._spec, "text": text, "now": now}))
         try:
             return self._format.parse(text, _now_of_batch())
         except Err as e:
@@ -360,23 +454,18 @@ class Patterns:
     UTF-8. A pattern the host refuses raises `ValueError`."""
 
     def __init__(self, patterns: List[str]):
+        patterns = _texts(patterns, "Patterns")
         if NATIVE:
-            self._patterns = [str(p) for p in patterns]
+            self._patterns = patterns
             _native_call({"call": "patterns-compile", "patterns": self._patterns})
             return
         try:
-            self._set = helpers.Patterns.compile(list(patterns))
+            self._set = helpers.Patterns.compile(patterns)
         except Err as e:
             raise _host_error(e) from None
 
     def match(self, line: Union[bytes, str]):
-        # Checked here, not by the bindings: a value they cannot convert
-        # traps the instance, record after record, where a TypeError
-        # rejects the one record and names the plugin's line.
-        if isinstance(line, (bytes, bytearray, memoryview)):
-            line = bytes(line).decode("utf-8", "replace")
-        elif not isinstance(line, str):
-            raise TypeError(f"Patterns.match takes str or bytes (a record's payload), not {type(line).__name__}")
+        line = _text(line, "Patterns.match")
         if NATIVE:
             m = _native_call({"call": "patterns-match", "patterns": self._patterns, "line": line})
             return None if m is None else (m["pattern"], dict(m["captures"]))
@@ -399,8 +488,8 @@ def _native_call(request: Dict[str, Any]) -> Any:
         exe = os.environ.get("SLUICE") or shutil.which("sluice")
         if not exe:
             raise RuntimeError(
-                "TimeFormat and Patterns run the host's own code: put `sluice` on the PATH, "
-                "or set SLUICE to its path, to use them in a unit test"
+                "TimeFormat, Patterns and run_natively's judging run the host's own code: put `sluice` "
+                "on the PATH, or set SLUICE to its path, to use them in a unit test"
             )
         _native_host = subprocess.Popen(
             [exe, "plugin", "helpers"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
@@ -418,6 +507,7 @@ def _native_call(request: Dict[str, Any]) -> Any:
 
 def format_rfc3339(nanos: int) -> str:
     """Nanoseconds since the epoch as RFC 3339 in UTC, as sinks write it."""
+    nanos = _nanos(nanos, "format_rfc3339")
     if NATIVE:
         secs, frac = divmod(nanos, 1_000_000_000)
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
@@ -429,9 +519,10 @@ def logfmt(line: Union[bytes, str]) -> Dict[str, Any]:
     """The `key=value` pairs of a logfmt line as a dict, in order: quoted
     values may hold spaces and `\\"`; a bare key maps to True; a later key
     replaces an earlier one."""
+    # bytes(b) of bytes is b itself: a record's payload keeps its identity.
+    line = _bytes(line, "logfmt")
     if NATIVE:
-        data = line.encode() if isinstance(line, str) else bytes(line)
-        return dict(_logfmt_natively(data.decode("utf-8", "replace")))
+        return dict(_logfmt_natively(bytes(line).decode("utf-8", "replace")))
     # One JSON text and Python's own (C) parser: a list of pairs lifted
     # element by element costs several times as much. The text is kept
     # for `emit`. The payload a record just handed out is answered from
@@ -450,7 +541,7 @@ def logfmt(line: Union[bytes, str]) -> Dict[str, Any]:
         i = last[2]
         text = texts[i] if i < len(texts) else helpers.logfmt_object(line)
     else:
-        text = helpers.logfmt_object(line.encode() if isinstance(line, str) else bytes(line))
+        text = helpers.logfmt_object(line)
     pairs = _HostJson(json.loads(text))
     pairs._text = text
     return pairs
@@ -461,11 +552,14 @@ def json_get(payload: Union[bytes, str], *paths: str) -> List[Any]:
     object `payload`, one per path, None where it holds nothing; the
     payload is parsed by the host, not by Python. `ValueError` when it is
     not one JSON object."""
-    data = payload.encode() if isinstance(payload, str) else bytes(payload)
+    data = _bytes(payload, "json_get")
+    if len(paths) == 1 and isinstance(paths[0], (list, tuple)):
+        paths = paths[0]  # json_get(p, ["a", "b"]): the list is the paths
+    paths = _texts(paths, "json_get's paths")
     if NATIVE:
         return _json_get_natively(data, paths)
     try:
-        found = helpers.json_get(data, list(paths))
+        found = helpers.json_get(data, paths)
     except Err as e:
         raise _host_error(e) from None
     return [None if v is None else json.loads(v) for v in found]
@@ -474,7 +568,7 @@ def json_get(payload: Union[bytes, str], *paths: str) -> List[Any]:
 def json_object_check(payload: Union[bytes, str]) -> Optional[str]:
     """None when `payload` is one JSON object in UTF-8 (the rule every
     event body meets); else why not."""
-    data = payload.encode() if isinstance(payload, str) else bytes(payload)
+    data = _bytes(payload, "json_object_check")
     if NATIVE:
         # The host's rule and words (plugin/output_rules.rs), in Python.
         try:
@@ -747,13 +841,20 @@ def _fault(o) -> str:
     return "process returned an outcome that cannot be packed"
 
 
+def _sdk_frame(filename: str) -> bool:
+    # By the file's name: inside a component the module's `__file__` and
+    # its frames' paths need not be written alike.
+    return filename.replace("\\", "/").rsplit("/", 1)[-1] == "sluice_plugin.py"
+
+
 def _reason(e: Exception) -> str:
-    # The line in the plugin's code, not in this SDK's (an emit(...) of
-    # the wrong type raises in here).
+    # The line in the plugin's code, not in this SDK's (a helper given the
+    # wrong type raises in here): the last frame that is not the SDK's.
     frames = traceback.extract_tb(e.__traceback__)
-    here = globals().get("__file__")
-    mine = [f for f in frames if f.filename != here] or frames
-    return f"{type(e).__name__}: {e} (line {mine[-1].lineno})"
+    mine = [f for f in frames if not _sdk_frame(f.filename)] or frames
+    at = mine[-1]
+    where = at.filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{type(e).__name__}: {e} (line {at.lineno}{'' if where in ('', '<string>') else ' of ' + where})"
 
 
 def _configured(plugin_class, config: Dict[str, Any]):
@@ -771,19 +872,68 @@ def _configured(plugin_class, config: Dict[str, Any]):
     return plugin
 
 
-def run_natively(plugin_class, config: Dict[str, Any], payloads: Iterable[Union[bytes, str]]) -> List[Outcome]:
-    """Each payload through the plugin in plain Python, as the host runs it
-    (config keys checked, then `setup`; an exception in `process` rejects
-    its record, naming it): for a plugin's unit tests."""
-    plugin = _configured(plugin_class, config)
-    out = []
-    for p in payloads:
-        try:
-            o = plugin.process(Record(p.encode() if isinstance(p, str) else p))
-        except Exception as e:
-            o = reject(_reason(e))
-        out.append(o)
-    return out
+def run_natively(
+    plugin_class, config: Dict[str, Any], payloads: Iterable[Union[bytes, str]], now: Optional[Union[int, str]] = None
+) -> List[Outcome]:
+    """Each payload through the plugin in plain Python, judged as the host
+    judges it: config keys checked, then `setup`; an exception in `process`
+    rejects its record, naming the plugin's line; what is not an outcome
+    (`None`, a dict) rejects its record; and every outcome is checked by the
+    host's own output rules (`sluice plugin helpers`, so `sluice` on the
+    PATH or $SLUICE): an empty or oversized id, a body that is not one JSON
+    object, too many events reject the record with the host's reason.
+
+    `now` pins the clock for this run (`pin_now`): nanoseconds, or RFC 3339
+    text as a case's `now`. For a plugin's unit tests."""
+    global _pinned_now
+    pinned = _pinned_now
+    if now is not None:
+        pin_now(now)
+    try:
+        plugin = _configured(plugin_class, config)
+        out = []
+        for p in payloads:
+            payload = _bytes(p, "run_natively's payloads")
+            try:
+                o = plugin.process(Record(payload))
+            except Exception as e:
+                o = reject(_reason(e))
+            out.append(_judged(o, payload))
+        return out
+    finally:
+        _pinned_now = pinned
+
+
+def _judged(o, payload: bytes) -> Outcome:
+    """`o` as the host takes it: a reject when it is not an outcome, or
+    when the host's output rules refuse it (asked of the host's code)."""
+    if not isinstance(o, Outcome):
+        return reject(_fault(o))
+    if o.kind != _EMIT:
+        return o if isinstance(o.value, str) else reject(_fault(o))
+    try:
+        events = [
+            {
+                "id": e.id,
+                "timestamp": None if e.timestamp is None else str(_nanos(e.timestamp, "timestamp")),
+                "keep": e.body is _KEPT,
+                "body_b64": "" if e.body is _KEPT else _b64(e.body),
+                "sinks": e.sinks if e.sinks is None or isinstance(e.sinks, str) else ",".join(e.sinks),
+            }
+            for e in o.value
+        ]
+        if any(e["id"] is not None and not isinstance(e["id"], str) for e in events):
+            raise TypeError("id")
+    except Exception:
+        return reject(_fault(o))
+    rule = _native_call({"call": "judge", "payload_b64": _b64(payload), "events": events})
+    return o if rule is None else reject(rule)
+
+
+def _b64(data) -> str:
+    import base64
+
+    return base64.b64encode(bytes(data)).decode()
 
 
 def export(plugin_class):

@@ -38,9 +38,12 @@ mod bytes;
 pub mod duration;
 pub mod json;
 pub mod logfmt;
+pub mod output_rules;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod shortcuts;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 pub mod time;
 
 mod types;
@@ -343,7 +346,8 @@ impl<'a> Record<'a> {
     }
 }
 
-/// Wall-clock time from the host, in nanoseconds since the Unix epoch.
+/// Wall-clock time from the host, in nanoseconds since the Unix epoch;
+/// natively, the system's, or what [`testing::pin_now`] pinned.
 pub fn now() -> i64 {
     #[cfg(target_arch = "wasm32")]
     {
@@ -351,7 +355,9 @@ pub fn now() -> i64 {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+        testing::pinned_now().unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+        })
     }
 }
 

@@ -394,6 +394,20 @@ impl Format {
         result.map_err(|why| TimeError { input: input.to_string(), format: self.name.clone(), why })
     }
 
+    /// [`Format::parse`] of a record's payload or a field as it comes, as
+    /// bytes: text that is not UTF-8 is an error naming where, not a
+    /// panic (a plugin's panic is a trap).
+    pub fn parse_bytes(&self, input: &[u8], now: i64) -> Result<i64, TimeError> {
+        match std::str::from_utf8(input) {
+            Ok(text) => self.parse(text, now),
+            Err(e) => Err(TimeError {
+                input: String::from_utf8_lossy(input).into_owned(),
+                format: self.name.clone(),
+                why: format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+            }),
+        }
+    }
+
     /// Parse a JSON value: numbers for the epoch formats, strings for all.
     pub fn parse_json(&self, value: &serde_json::Value, now: i64) -> Result<i64, TimeError> {
         match (value, &self.kind) {

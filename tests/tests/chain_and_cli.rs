@@ -594,6 +594,31 @@ fn check_says_which_timestamp_rules_guess_their_year() {
     let (code, out, err) = check_in(dir.path(), &config("{ format = \"syslog\", year = 2005 }"), &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!err.contains("writes no year"), "a rule that names its year says nothing: {err}");
+
+    // Issue 56: a run starts an instance per worker, and each sets up with
+    // the same words: the warning is said once, not once and again as
+    // "… 2 more like this" with its text.
+    let many: Vec<String> = (0..4).map(|i| format!("in{i}.log")).collect();
+    for name in &many {
+        std::fs::write(dir.path().join(name), "Jun 14 15:16:01 x\n").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let list = many.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+    std::fs::write(
+        dir.path().join("sluice.toml"),
+        config("\"syslog\"")
+            .replace("paths = [\"in.log\"]", &format!("paths = [{list}]"))
+            .replace("state_dir = \"state\"", "state_dir = \"state4\"\nworkers = 4"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let run = Command::new(sluice_bin!())
+        .args(["run", "-c", "sluice.toml"])
+        .current_dir(dir.path())
+        .env("SLUICE_PLUGIN_CACHE", std::env::temp_dir().join("sluice-test-plugin-cache"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert_eq!(err.matches("writes no year").count(), 1, "said once by four instances: {err}");
 }
 
 /// Issue 24, item 2, through the built plugin: a rule that reads zone-less

@@ -225,6 +225,15 @@ fn logfmt_pipeline_delivers_every_id(lang: &str, wasm: &Path) {
     );
 }
 
+/// A kit's `<name>_demo.py`, `.js` and `.c` built into `out`, in that order.
+fn build_demo_in_three(kit: &Path, name: &str, out: &Path) -> [PathBuf; 3] {
+    let built = [out.join(format!("{name}-py.wasm")), out.join(format!("{name}-js.wasm")), out.join(format!("{name}-c.wasm"))];
+    build_python(&[kit], &format!("{name}_demo"), &built[0]);
+    build_js(&kit.join(format!("{name}_demo.js")), &built[1]);
+    build_c(&kit.join(format!("{name}_demo.c")), &built[2]);
+    built
+}
+
 /// Issue 24, item 1: the helpers kit in Python, JavaScript and C, each
 /// attack of its last case bounded (within the batch's time limit, none a
 /// fault), and the idiomatic logfmt on the helpers passing the same cases
@@ -233,12 +242,7 @@ fn logfmt_pipeline_delivers_every_id(lang: &str, wasm: &Path) {
 fn the_native_helpers_answer_alike_in_python_javascript_and_c_and_bound_each_attack() {
     let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let kit = root().join("conformance/helpers");
-    let py = out.path().join("helpers-py.wasm");
-    build_python(&[&kit], "helpers_demo", &py);
-    let js = out.path().join("helpers-js.wasm");
-    build_js(&kit.join("helpers_demo.js"), &js);
-    let c = out.path().join("helpers-c.wasm");
-    build_c(&kit.join("helpers_demo.c"), &c);
+    let [py, js, c] = build_demo_in_three(&kit, "helpers", out.path());
     let logfmt = root().join("examples/plugins/logfmt");
     let logfmt_py = out.path().join("logfmt-helpers-py.wasm");
     build_python(&[&logfmt.join("python")], "logfmt_helpers", &logfmt_py);
@@ -340,7 +344,7 @@ fn patterns_match_a_payload_as_it_comes_and_refuse_a_wrong_type_by_its_line() {
          class P(Plugin):\n    config_keys = set()\n\n\
          \x20   def setup(self, config):\n        self.p = Patterns([\"^%{INT:pid} %{GREEDYDATA:msg}$\"])\n\n\
          \x20   def process(self, record):\n        if bytes(record.payload) == b\"int\":\n\
-         \x20           return emit({\"m\": self.p.match(7)})\n\
+         \x20           return emit({\"m\": self.p.match({})})\n\
          \x20       m = self.p.match(record.payload)\n\
          \x20       return emit({\"m\": None if m is None else m[1]})\n\n\n\
          WitWorld = export(P)\n",
@@ -389,7 +393,7 @@ fn patterns_match_a_payload_as_it_comes_and_refuse_a_wrong_type_by_its_line() {
     assert!(
         lines[0].contains(r#""outcome":"reject""#)
             && lines[0].contains("TypeError: Patterns.match takes str or bytes")
-            && lines[0].contains("(line 12)"),
+            && lines[0].contains("(line 12 of bytes_patterns.py)"),
         "{said}"
     );
     assert!(lines[1].contains(r#""pid":"12""#), "the next record is matched by the same instance: {said}");
@@ -471,6 +475,8 @@ fn new_projects_build_and_pass_their_cases_in_three_commands() {
             let out = Command::new(&python)
                 .args(["-m", "unittest", "-v", "test_demo_python"])
                 .current_dir(&project)
+                // The host's own rules judge each outcome.
+                .env("SLUICE", sluice_bin!())
                 .output()
                 .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
             let said = String::from_utf8_lossy(&out.stderr);
@@ -609,5 +615,178 @@ fn new_classifier_projects_build_and_pass_their_answer_cases_in_three_commands()
         println!("{lang}:\n{text}");
         assert!(ok && text.contains("every case as expected"), "{lang}:\n{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), 3, "{lang}");
+    }
+}
+
+/// `sluice plugin run` of `wasm` over `lines`: each line's JSON answer,
+/// and the run's summary.
+fn plugin_run(wasm: &Path, lines: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut child = Command::new(sluice_bin!())
+        .args(["plugin", "run", "--plugin", &wasm.display().to_string()])
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, (lines.join("\n") + "\n").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    // The records' answers on stdout, the summary on stderr.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let answers: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let summary = answers.iter().find(|a| a.get("summary").is_some()).cloned().unwrap_or_default();
+    let records = answers.into_iter().filter(|a| a.get("line").is_some()).collect();
+    (records, summary)
+}
+
+/// Issue 56, item 1: every helper of every SDK, given what an author is
+/// likely to pass by mistake (`conformance/mistakes/`), either takes it
+/// (bytes where text is natural, a number where digits are) or rejects
+/// that one record with the language's own error, named at the author's
+/// line in Python and JavaScript; none traps the instance (no rebuild, no
+/// faulted record), so the next record is served by the same instance.
+/// Before, Python's `TimeFormat.parse(record.payload)` trapped on every
+/// record.
+#[test]
+fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_in_four_languages() {
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kit = root().join("conformance/mistakes");
+    let [py, js, c] = build_demo_in_three(&kit, "mistakes", out.path());
+    let rust = build_wasm(&["sluice-mistakes-demo"]).join("sluice_mistakes_demo.wasm");
+
+    // Each language's mistakes (`ok-…` are natural types, taken), and
+    // what its rejections must say: the error's kind and the author's line
+    // where the language has lines to name.
+    let python = [
+        "time-format-int", "time-parse-none", "time-parse-float", "time-parse-list", "patterns-int",
+        "patterns-item-int", "match-none", "match-dict", "logfmt-int", "logfmt-none", "json-get-int",
+        "json-get-path-int", "json-check-none", "rfc3339-text", "rfc3339-huge", "rfc3339-none", "emit-int-body",
+        "emit-float-timestamp", "ok-time-parse-bytes", "ok-time-parse-payload 2017-05-16", "ok-match-payload",
+        "ok-json-get-list", "ok-rfc3339-digits", "ok-info-int", "ok-now", "ok-emit-int-id",
+    ];
+    let javascript = [
+        "time-format-int", "time-parse-null", "time-parse-object", "time-parse-array", "patterns-int",
+        "patterns-item-int", "match-null", "match-object", "logfmt-int", "logfmt-null", "json-get-int",
+        "json-get-path-int", "json-check-null", "rfc3339-text", "rfc3339-huge", "rfc3339-fraction", "rfc3339-null",
+        "emit-fraction-timestamp", "ok-time-parse-bytes", "ok-time-parse-payload 2017-05-16", "ok-match-payload",
+        "ok-json-get-array", "ok-rfc3339-number", "ok-info-number", "ok-now", "ok-emit-number-id",
+    ];
+    let c_mistakes = [
+        "parse-never-compiled", "parse-freed", "parse-null-text", "parse-null-nanos", "compile-null", "patterns-null",
+        "patterns-item-null", "json-get-null-path", "reject-null", "emit-null", "ok-parse-not-utf8",
+        "ok-compile-not-utf8", "ok-match-not-utf8", "ok-match-never-compiled", "ok-logfmt-null-callback",
+        "ok-logfmt-null-line", "ok-log-not-utf8", "ok-rfc3339-extreme",
+    ];
+    let rust_mistakes = [
+        "parse-not-utf8", "format-nonsense", "year-zero", "zone-nonsense", "duration-negative", "text-not-utf8",
+        "object-not-object", "id-empty", "ok-parse-now-extreme", "ok-rfc3339-extreme", "ok-parse-epoch-huge",
+        "ok-path-odd",
+    ];
+    let runs: [(&str, &Path, &[&str], &dyn Fn(&str) -> bool); 4] = [
+        ("python", &py, &python, &|r| {
+            (r.starts_with("TypeError: ") || r.starts_with("ValueError: ")) && r.contains("of mistakes_demo.py)")
+                || r.contains("timestamp is a float")
+        }),
+        ("javascript", &js, &javascript, &|r| {
+            (r.starts_with("TypeError: ") || r.starts_with("RangeError: ")) && r.contains("(line ")
+        }),
+        ("c", &c, &c_mistakes, &|r| r.contains("must not be NULL") || r.contains("never compiled") || r.contains("NULL")),
+        ("rust", &rust, &rust_mistakes, &|r| !r.contains("trap") && !r.contains("panic")),
+    ];
+    for (lang, wasm, mistakes, says) in runs {
+        let (answers, summary) = plugin_run(wasm, mistakes);
+        println!("{lang}:");
+        for a in &answers {
+            println!("  {}", a["reason"].as_str().map_or_else(|| a["events"][0]["body"].to_string(), String::from));
+        }
+        assert_eq!(answers.len(), mistakes.len(), "{lang}: one answer per record: {answers:?}");
+        let plugin = &summary["summary"]["plugins"][0];
+        assert_eq!(
+            (plugin["rebuilds"].as_u64(), plugin["faulted_records"].as_u64(), plugin["faulted_batches"].as_u64()),
+            (Some(0), Some(0), Some(0)),
+            "{lang}: no trap, no instance rebuilt: {summary}"
+        );
+        for (mistake, answer) in mistakes.iter().zip(&answers) {
+            let outcome = answer["outcome"].as_str().unwrap_or_default();
+            if mistake.starts_with("ok-") {
+                assert_eq!(outcome, "emit", "{lang}: {mistake} is a natural type, taken: {answer}");
+            } else {
+                let reason = answer["reason"].as_str().unwrap_or_default();
+                assert_eq!(outcome, "reject", "{lang}: {mistake}: {answer}");
+                assert!(says(reason), "{lang}: {mistake}: the reason names the mistake: {reason}");
+            }
+        }
+    }
+}
+
+/// Issue 56, items 2 and 3: a plugin's unit test, run natively in Python
+/// and JavaScript, judges its outcomes with the host's own output rules
+/// (`sluice plugin helpers`): an empty id, `None`/`null` instead of an
+/// outcome, an array body and an oversized id reject their records with
+/// the host's words, as `sluice plugin run` of the same plugin does; and
+/// `now` pins the clock a yearless format and `now_nanos` read.
+#[test]
+fn a_native_run_rejects_what_the_host_rejects_and_pins_now_in_python_and_node() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sdk = root().join("guest-sdk");
+    std::fs::write(
+        dir.path().join("careless.py"),
+        "import sys\nsys.path.insert(0, sys.argv[1])\n\
+         from sluice_plugin import Plugin, TimeFormat, emit, now_nanos, run_natively\n\n\
+         class Careless(Plugin):\n\
+         \x20   def setup(self, config):\n        self.syslog = TimeFormat(\"%b %d %H:%M:%S\")\n\n\
+         \x20   def process(self, record):\n        p = bytes(record.payload)\n\
+         \x20       if p == b\"none\":\n            return None\n\
+         \x20       if p == b\"empty-id\":\n            return emit({\"a\": 1}, id=\"\")\n\
+         \x20       if p == b\"long-id\":\n            return emit({\"a\": 1}, id=\"x\" * 300)\n\
+         \x20       if p == b\"array\":\n            return emit(b\"[1]\")\n\
+         \x20       if p == b\"yearless\":\n            return emit({\"t\": self.syslog.parse(\"Dec 31 23:00:00\"), \"now\": now_nanos()})\n\
+         \x20       return emit({\"ok\": True})\n\n\
+         for o in run_natively(Careless, {}, [\"none\", \"empty-id\", \"long-id\", \"array\", \"fine\", \"yearless\"], now=\"2027-01-02T00:00:00Z\"):\n\
+         \x20   print(o.verdict, o.reason if o.reason is not None else o.events[0].json())\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(sdk.join("js/sluice-plugin.js"), dir.path().join("sluice-plugin.js")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("careless.mjs"),
+        "import { Plugin, TimeFormat, emit, nowNanos, runNatively } from \"./sluice-plugin.js\";\n\
+         class Careless extends Plugin {\n\
+         \x20 setup() { this.syslog = new TimeFormat(\"%b %d %H:%M:%S\"); }\n\
+         \x20 process(record) {\n    const p = new TextDecoder().decode(record.payload);\n\
+         \x20   if (p === \"none\") return null;\n\
+         \x20   if (p === \"empty-id\") return emit({ a: 1 }, \"\");\n\
+         \x20   if (p === \"long-id\") return emit({ a: 1 }, \"x\".repeat(300));\n\
+         \x20   if (p === \"array\") return emit(\"[1]\");\n\
+         \x20   if (p === \"yearless\") return emit({ t: String(this.syslog.parse(\"Dec 31 23:00:00\")), now: String(nowNanos()) });\n\
+         \x20   return emit({ ok: true });\n  }\n}\n\
+         for (const o of runNatively(Careless, {}, [\"none\", \"empty-id\", \"long-id\", \"array\", \"fine\", \"yearless\"], { now: \"2027-01-02T00:00:00Z\" })) {\n\
+         \x20 console.log(o.verdict, o.reason ?? o.events[0].body);\n}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let python = componentize_py().with_file_name("python3");
+    let mut py = Command::new(&python);
+    py.arg(dir.path().join("careless.py")).arg(sdk.join("python"));
+    let mut node = Command::new("node");
+    node.arg("--import").arg(sdk.join("js/sluice-native.mjs")).arg(dir.path().join("careless.mjs"));
+    for (lang, mut cmd) in [("python", py), ("node", node)] {
+        let out = cmd.env("SLUICE", sluice_bin!()).output().unwrap_or_else(|e| panic!("{lang}: {e}"));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!("{lang}:\n{said}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{lang}: {}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(lines.len(), 6, "{lang}: {said}");
+        assert!(lines[0].starts_with("reject process returned"), "{lang}: {}", lines[0]);
+        assert!(lines[1].starts_with("reject event 0: the id is empty"), "{lang}: {}", lines[1]);
+        assert!(lines[2].contains("the id is 300 bytes, over the limit of 256 (max_id_bytes)"), "{lang}: {}", lines[2]);
+        assert!(lines[3].starts_with("reject event 0: the body is a JSON array, not an object"), "{lang}: {}", lines[3]);
+        assert!(lines[4].starts_with("emit"), "{lang}: {}", lines[4]);
+        // Pinned at 2027-01-02: "Dec 31 23:00" is the last day of 2026.
+        assert!(
+            lines[5].contains("1798758000000000000") && lines[5].contains("1798848000000000000"),
+            "{lang}: the pinned clock: {}",
+            lines[5]
+        );
     }
 }

@@ -59,6 +59,30 @@ enum Call {
     FormatRfc3339 {
         nanos: String,
     },
+    /// A native run's outcome judged by the host's output rules
+    /// (`plugin/output_rules.rs`, default limits): `null` when the host
+    /// would take it, else the reason it would reject its record with.
+    Judge {
+        payload_b64: String,
+        events: Vec<JudgedEvent>,
+    },
+}
+
+/// One emitted event, as an SDK's native run describes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgedEvent {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
+    /// The record goes on unchanged: its body is the payload.
+    #[serde(default)]
+    keep: bool,
+    #[serde(default)]
+    body_b64: String,
+    #[serde(default)]
+    sinks: Option<String>,
 }
 
 /// The compiled specs of one session. Bounded like an instance's, so that
@@ -121,6 +145,38 @@ fn answer(compiled: &mut Compiled, call: Call) -> Result<Value, String> {
             json!(helpers::json_object_check(&bytes(&payload_b64, "payload_b64")?))
         }
         Call::FormatRfc3339 { nanos: n } => json!(sluice_guest::time::format_rfc3339(nanos(&n, "nanos")?)),
+        Call::Judge { payload_b64, events } => json!(judge(&bytes(&payload_b64, "payload_b64")?, events)?),
+    })
+}
+
+/// The rule the host's output check finds broken, as it would run on this
+/// record's outcome; a lone kept event is checked as the host checks a
+/// `keep` (its payload is the body, checked once).
+fn judge(payload: &[u8], events: Vec<JudgedEvent>) -> Result<Option<String>, String> {
+    use sluice_guest::output_rules::OutputLimits;
+
+    use crate::plugin::output_rules::breach;
+    use crate::record::Outcome;
+    let payload = bytes::Bytes::copy_from_slice(payload);
+    let sinks = |s: Option<String>| s.map(bytes::Bytes::from);
+    let outcome = match <[JudgedEvent; 1]>::try_from(events) {
+        Ok([only]) if only.keep => Outcome::Keep {
+            id: only.id,
+            timestamp: only.timestamp.as_deref().map(|t| nanos(t, "timestamp")).transpose()?,
+            sinks: sinks(only.sinks),
+        },
+        Ok(one) => Outcome::Emit(one.into_iter().map(|e| event(e, &payload)).collect::<Result<_, _>>()?),
+        Err(events) => Outcome::Emit(events.into_iter().map(|e| event(e, &payload)).collect::<Result<_, _>>()?),
+    };
+    Ok(breach(&OutputLimits::default(), &outcome, payload.len(), Some(&payload)))
+}
+
+fn event(e: JudgedEvent, payload: &bytes::Bytes) -> Result<crate::record::Event, String> {
+    Ok(crate::record::Event {
+        id: e.id,
+        timestamp: e.timestamp.as_deref().map(|t| nanos(t, "timestamp")).transpose()?,
+        body: if e.keep { payload.clone() } else { bytes(&e.body_b64, "body_b64")?.into() },
+        sinks: e.sinks.map(bytes::Bytes::from),
     })
 }
 
@@ -181,5 +237,28 @@ mod tests {
         assert_eq!(got[5], json!({"ok": ["1", null]}));
         assert_eq!(got[6], json!({"ok": "2026-12-01T12:00:00.000000001Z"}));
         assert!(got[7]["err"].as_str().is_some_and(|e| e.contains("request 8") && e.contains("text")), "{}", got[7]);
+    }
+
+    /// A native run's outcomes meet the rules the host applies to a
+    /// plugin's: the same function, not a port.
+    #[test]
+    fn judges_an_outcome_as_the_host_judges_a_plugins() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let got = session(&[
+            json!({"call": "judge", "payload_b64": b64("x"), "events": [{"id": "a", "body_b64": b64("{\"a\":1}")}]}),
+            json!({"call": "judge", "payload_b64": b64("x"), "events": [{"id": "", "body_b64": b64("{}")}]}),
+            json!({"call": "judge", "payload_b64": b64("x"), "events": [{"body_b64": b64("[1]")}]}),
+            json!({"call": "judge", "payload_b64": b64("not json"), "events": [{"keep": true}]}),
+            json!({"call": "judge", "payload_b64": b64("{}"), "events": [{"keep": true, "id": "k"}]}),
+            json!({"call": "judge", "payload_b64": b64("x"), "events": [{"id": "y".repeat(300), "body_b64": b64("{}")}]}),
+            json!({"call": "judge", "payload_b64": b64("x"), "events": []}),
+        ]);
+        assert_eq!(got[0], json!({"ok": null}));
+        assert!(got[1]["ok"].as_str().is_some_and(|r| r.starts_with("event 0: the id is empty")), "{}", got[1]);
+        assert!(got[2]["ok"].as_str().is_some_and(|r| r.contains("JSON array")), "{}", got[2]);
+        assert!(got[3]["ok"].as_str().is_some_and(|r| r.contains("not JSON")), "{}", got[3]);
+        assert_eq!(got[4], json!({"ok": null}));
+        assert!(got[5]["ok"].as_str().is_some_and(|r| r.contains("max_id_bytes")), "{}", got[5]);
+        assert_eq!(got[6], json!({"ok": null}));
     }
 }

@@ -250,7 +250,7 @@ fn print_formats() {
 /// `sluice plugin test`: every case of `--cases` against the plugin, one
 /// verdict line per case. `Ok(false)` when a case failed.
 pub fn test(args: &TestArgs) -> Result<bool> {
-    use crate::plugin::conformance::{Expect, compare, load_dir, parse_now};
+    use crate::plugin::conformance::{compare, load_dir, parse_now};
     let cases = load_dir::<crate::plugin::conformance::Case>(&args.cases)?;
     let limits = PluginLimits {
         memory_bytes: (args.memory_mib as usize) << 20,
@@ -259,6 +259,8 @@ pub fn test(args: &TestArgs) -> Result<bool> {
     };
     let runtime = Runtime::new(args.cache_dir.clone().or_else(Runtime::default_cache_dir))?;
     let (mut failed, mut skipped) = (0, 0);
+    // Each older word once, with the first case that uses it.
+    let mut old_words = std::collections::BTreeMap::new();
     for (name, case) in &cases {
         let mut spec = PluginSpec::from_path(&args.path);
         spec.limits = limits.clone();
@@ -284,20 +286,21 @@ pub fn test(args: &TestArgs) -> Result<bool> {
             );
             continue;
         }
-        let verdict = match (&case.expect, loaded) {
-            (Expect::InitError(want), Err(e)) => {
+        for (old, new) in case.old_words() {
+            old_words.entry(old).or_insert((new, name.as_str()));
+        }
+        let verdict = match (case.expect.outcomes(), loaded) {
+            (Err(want), Err(e)) => {
                 let got = format!("{e:#}");
-                if got.contains(want.as_str()) {
+                if got.contains(want) {
                     Ok(())
                 } else {
                     Err(format!("init refused with {got:?}, expected {want:?}"))
                 }
             }
-            (Expect::InitError(want), Ok(_)) => {
-                Err(format!("init accepted the config; expected a refusal containing {want:?}"))
-            }
-            (Expect::Outcomes(_), Err(e)) => Err(format!("cannot load: {e:#}")),
-            (Expect::Outcomes(want), Ok(mut stage)) => {
+            (Err(want), Ok(_)) => Err(format!("init accepted the config; expected a refusal containing {want:?}")),
+            (Ok(_), Err(e)) => Err(format!("cannot load: {e:#}")),
+            (Ok(want), Ok(mut stage)) => {
                 let records: Result<Vec<Record>, String> =
                     case.records.iter().enumerate().map(|(i, r)| r.record(i)).collect();
                 match records {
@@ -326,6 +329,12 @@ pub fn test(args: &TestArgs) -> Result<bool> {
         args.path.display(),
         args.cases.display()
     );
+    for (old, (new, first)) in old_words {
+        println!(
+            "note  {old} is an older word of plugin cases (first in {first}): write {new}, as config cases do \
+             (docs/src/upgrading.md)"
+        );
+    }
     Ok(failed == 0)
 }
 

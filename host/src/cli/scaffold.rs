@@ -17,7 +17,7 @@ use super::{Lang, NewArgs};
 pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 13] = [
+const RUST_SDK: [(&str, &str); 15] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
@@ -29,6 +29,8 @@ const RUST_SDK: [(&str, &str); 13] = [
     ("src/shortcuts.rs", include_str!("../../../guest-sdk/src/shortcuts.rs")),
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/logfmt.rs", include_str!("../../../guest-sdk/src/logfmt.rs")),
+    ("src/output_rules.rs", include_str!("../../../guest-sdk/src/output_rules.rs")),
+    ("src/testing.rs", include_str!("../../../guest-sdk/src/testing.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
     ("src/schema.rs", include_str!("../../../guest-sdk/src/schema.rs")),
 ];
@@ -60,7 +62,7 @@ const CASES: [(&str, &str); 3] = [
         r#"{
  "description": "key=value pairs become a JSON object; quoted values keep their spaces",
  "records": [{"payload": "level=info msg=\"user logged in\" user=42"}],
- "expect": {"outcomes": [{"emit": [{"body": {"level": "info", "msg": "user logged in", "user": "42"}}]}]}
+ "expect": [{"event": {"body": {"level": "info", "msg": "user logged in", "user": "42"}}}]
 }
 "#,
     ),
@@ -69,7 +71,7 @@ const CASES: [(&str, &str); 3] = [
         r#"{
  "description": "a blank line is dropped on purpose, with a reason",
  "records": [{"payload": "   "}],
- "expect": {"outcomes": [{"drop": "blank line"}]}
+ "expect": [{"drop": "blank line"}]
 }
 "#,
     ),
@@ -78,7 +80,7 @@ const CASES: [(&str, &str); 3] = [
         r#"{
  "description": "a line without any key=value pair is rejected into the quarantine",
  "records": [{"payload": "no pairs here"}, {"payload": "a=1"}],
- "expect": {"outcomes": [{"reject_contains": "no key=value pair"}, {"emit": [{"body": {"a": "1"}}]}]}
+ "expect": [{"quarantine": "no key=value pair"}, {"event": {"body": {"a": "1"}}}]
 }
 "#,
     ),
@@ -158,7 +160,9 @@ pub fn new(args: &NewArgs) -> Result<()> {
     write("README.md", &README.replace("{name}", name).replace("{wasm}", &wasm))?;
     let mut then = Vec::new();
     match args.lang {
-        Lang::Python => then.push(format!("python3 -m unittest test_{snake}   # its unit tests, in plain Python")),
+        Lang::Python => then.push(format!(
+            "python3 -m unittest test_{snake}   # its unit tests, in plain Python (sluice on the PATH, or $SLUICE, judges)"
+        )),
         Lang::Rust => then.push("cargo test   # its unit tests, natively".to_string()),
         Lang::Js => then.push("node --import ./sluice-native.mjs test.mjs   # its unit tests, in Node".to_string()),
         Lang::C => {}
@@ -342,6 +346,7 @@ wit-bindgen = { version = "0.61", default-features = false, features = ["macros"
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["raw_value"] }
 serde_path_to_error = "0.1"
+simdutf8 = "0.1.5"
 jiff = { version = "0.2", default-features = false, features = ["std", "tzdb-bundle-always"] }
 sluice-abi = { path = "../sluice-abi" }
 schemars = { version = "1", optional = true }
@@ -490,7 +495,8 @@ class {class}(Plugin):
 WitWorld = export({class})
 "#;
 
-const PY_TEST: &str = r#""""The plugin's unit tests, in plain Python (no build, no host):
+const PY_TEST: &str = r#""""The plugin's unit tests, in plain Python (no build): each outcome is
+judged by the host's own rules, asked of `sluice` (on the PATH, or $SLUICE):
 python3 -m unittest test_{module}"""
 
 import unittest

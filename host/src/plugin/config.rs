@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{OutputLimits, PluginLimits};
+use sluice_guest::output_rules::OutputLimits;
+
+use super::PluginLimits;
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 

@@ -8,11 +8,17 @@
 //! `conformance/cases/`; and every plugin keeps cases of its own behaviour
 //! beside it (`plugins/json/cases/`).
 //!
-//! Outcomes are compared on what a plugin decides: events as
-//! `plugin::expect` says (the shape config cases share: a body as a JSON
-//! value, or a subset of its fields; an id; a time as RFC 3339 or
-//! nanoseconds; what a case leaves out is not checked), reasons exactly or
-//! by a substring the case names.
+//! Outcomes are compared on what a plugin decides, in the words a config's
+//! cases (`sluice test`) use for the same doors: `{"event": …}` or
+//! `{"events": […]}` (the event shape `plugin::expect` gives both: a body
+//! as a JSON value, or a subset of its fields; an id; a time as RFC 3339
+//! or nanoseconds; what a case leaves out is not checked), and
+//! `{"quarantine": …}` or `{"drop": …}` with a part of the reason. One
+//! vocabulary: an author writes both kinds of case alike. The words of
+//! older plugin cases (`{"outcomes": […]}` with `emit`, `reject`,
+//! `reject_contains`, `drop_contains`) are still read, and
+//! [`Case::old_words`] names them so `sluice plugin test` can say what
+//! to write instead.
 
 use std::path::{Path, PathBuf};
 
@@ -127,23 +133,95 @@ pub struct HeaderRepeat {
     pub times: usize,
 }
 
+/// What a case expects: one outcome per record, in order (a list), or
+/// `init`'s refusal.
+#[derive(Debug, Clone)]
+pub enum Expect {
+    Outcomes(Vec<ExpectOutcome>),
+    Written(Written),
+}
+
+/// Read by its shape, so that a misspelt outcome is named by its index
+/// rather than "matched no variant".
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| serde_json::from_value(v).map_err(|e| D::Error::custom(format!("expect[{i}]: {e}"))))
+                .collect::<Result<_, _>>()
+                .map(Expect::Outcomes),
+            other => serde_json::from_value(other).map(Expect::Written).map_err(|e| {
+                D::Error::custom(format!("expect: {e} (a list of outcomes, one per record, or {{\"init_error\": …}})"))
+            }),
+        }
+    }
+}
+
+/// The object forms of `expect`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum Expect {
+pub enum Written {
     /// `init` refuses the config with a message containing this.
     InitError(String),
-    /// One outcome per record, in order.
+    /// The older form of the list.
     Outcomes(Vec<ExpectOutcome>),
 }
 
+/// What one record must become, in a config case's words.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub enum ExpectOutcome {
-    Emit(Vec<ExpectEvent>),
+    /// One event.
+    Event(ExpectEvent),
+    /// These events, in order (`[]`: none).
+    Events(Vec<ExpectEvent>),
+    /// Rejected (to the quarantine), its reason containing this.
+    Quarantine(String),
+    /// Dropped on purpose, its reason containing this.
     Drop(String),
-    DropContains(String),
+    /// Older words: `events`, `quarantine` with the whole reason, and
+    /// `quarantine` and `drop`.
+    Emit(Vec<ExpectEvent>),
     Reject(String),
     RejectContains(String),
+    DropContains(String),
+}
+
+impl Expect {
+    /// `Err(want)`: `init` must refuse with a message containing `want`.
+    pub fn outcomes(&self) -> Result<&[ExpectOutcome], &str> {
+        match self {
+            Expect::Outcomes(o) | Expect::Written(Written::Outcomes(o)) => Ok(o),
+            Expect::Written(Written::InitError(want)) => Err(want),
+        }
+    }
+}
+
+impl Case {
+    /// The older words this case is written in, each with what to write
+    /// instead: empty for a case in the one vocabulary.
+    pub fn old_words(&self) -> Vec<(&'static str, &'static str)> {
+        let mut old = Vec::new();
+        if let Expect::Written(Written::Outcomes(_)) = &self.expect {
+            old.push(("{\"outcomes\": [...]}", "a list, one per record"));
+        }
+        for o in self.expect.outcomes().unwrap_or_default() {
+            let word = match o {
+                ExpectOutcome::Emit(_) => ("emit", "event or events"),
+                ExpectOutcome::Reject(_) => ("reject", "quarantine"),
+                ExpectOutcome::RejectContains(_) => ("reject_contains", "quarantine"),
+                ExpectOutcome::DropContains(_) => ("drop_contains", "drop"),
+                _ => continue,
+            };
+            if !old.contains(&word) {
+                old.push(word);
+            }
+        }
+        old
+    }
 }
 
 /// The event shape config cases use too (`plugin::expect`).
@@ -235,14 +313,18 @@ pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
     for (i, (e, g)) in expected.iter().zip(got).enumerate() {
         let shown = || show(g);
         let bad = match (e, g) {
-            (ExpectOutcome::Drop(want), Outcome::Drop(r)) | (ExpectOutcome::Reject(want), Outcome::Reject(r)) => {
+            (ExpectOutcome::Reject(want), Outcome::Reject(r)) => {
                 (want != r).then(|| format!("reason {r:?}, expected {want:?}"))
             }
-            (ExpectOutcome::DropContains(want), Outcome::Drop(r))
-            | (ExpectOutcome::RejectContains(want), Outcome::Reject(r)) => {
+            (ExpectOutcome::Drop(want) | ExpectOutcome::DropContains(want), Outcome::Drop(r))
+            | (ExpectOutcome::Quarantine(want) | ExpectOutcome::RejectContains(want), Outcome::Reject(r)) => {
                 (!r.contains(want.as_str())).then(|| format!("reason {r:?} does not contain {want:?}"))
             }
-            (ExpectOutcome::Emit(want), Outcome::Emit(events)) => {
+            (ExpectOutcome::Event(want), Outcome::Emit(events)) => match events.as_slice() {
+                [ev] => want.check(ev.id.as_deref(), ev.timestamp, &ev.body).and_then(|()| want.check_route(ev.sinks.as_deref())).err(),
+                _ => Some(format!("{} events, expected 1", events.len())),
+            },
+            (ExpectOutcome::Events(want) | ExpectOutcome::Emit(want), Outcome::Emit(events)) => {
                 if want.len() != events.len() {
                     Some(format!("{} events, expected {}", events.len(), want.len()))
                 } else {
@@ -319,7 +401,7 @@ mod tests {
         assert_eq!(records[1].payload, [0xffu8].as_slice());
         assert_eq!(records[2].payload, b"aaa".as_slice());
         assert_eq!(records[2].position, Position::Kafka { topic: "t".into(), partition: 2, offset: 9 });
-        let Expect::Outcomes(want) = &case.expect else { panic!() };
+        let want = case.expect.outcomes().unwrap_or_else(|e| panic!("{e}"));
         let good = vec![
             Outcome::Emit(vec![Event {
                 id: Some("x".into()),
@@ -337,5 +419,30 @@ mod tests {
         bad[0] = Outcome::Drop("x".into());
         assert_eq!(compare(want, &bad).as_deref(), Some("record 0: got drop (x)"));
         assert!(compare(want, &good[..2]).is_some());
+
+        // The same case in the words of config cases: the same verdicts,
+        // and no older word to name.
+        let same: Case = serde_json::from_str(
+            r#"{"input":["a"],"expect":[{"event":{"id":"x","body":{"a":1,"b":2}}},{"quarantine":"UTF-8"},{"drop":"d"}]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let same_want = same.expect.outcomes().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(compare(same_want, &good), None);
+        assert!(same.old_words().is_empty());
+        assert_eq!(
+            case.old_words(),
+            [("{\"outcomes\": [...]}", "a list, one per record"), ("emit", "event or events"), ("reject_contains", "quarantine")]
+        );
+        // `event` is exactly one; `drop` is a part of the reason.
+        assert!(compare(same_want, &[good[0].clone(), good[1].clone(), Outcome::Drop("a d b".into())]).is_none());
+        let two = Outcome::Emit(vec![Event::new(None, None, b"{}".as_slice().into()); 2]);
+        assert_eq!(compare(&same_want[..1], &[two]).as_deref(), Some("record 0: 2 events, expected 1"));
+        // A misspelt outcome is named by its place.
+        let typo = serde_json::from_str::<Case>(r#"{"expect":[{"event":{}},{"quarantin":"x"}]}"#)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert!(typo.as_ref().is_err_and(|e| e.contains("expect[1]") && e.contains("quarantin")), "{typo:?}");
+        let refused: Case = serde_json::from_str(r#"{"expect":{"init_error":"no"}}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(refused.expect.outcomes().err(), Some("no"));
     }
 }

@@ -159,7 +159,7 @@ pub fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>,
 /// None when `payload` is one JSON object in UTF-8: the host's output
 /// check, the very rule every event body meets.
 pub fn json_object_check(payload: &[u8]) -> Option<String> {
-    crate::plugin::output_rules::body_breach(payload)
+    sluice_guest::output_rules::body_breach(payload)
 }
 
 /// The pairs of a logfmt line (`sluice_guest::logfmt`), owned for the
@@ -405,7 +405,7 @@ mod tests {
         let batch = Owned(payloads);
         let (_, objects) = json_get_batch(Some(&batch), &["id".to_string()], usize::MAX)?;
         for (p, object) in batch.0.iter().zip(objects) {
-            let breach = crate::plugin::output_rules::body_breach(p);
+            let breach = sluice_guest::output_rules::body_breach(p);
             if object && breach.is_some() {
                 return Err(format!("{:?}: an object to json-get-batch, but {breach:?}", String::from_utf8_lossy(p)));
             }

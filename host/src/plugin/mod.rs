@@ -32,6 +32,8 @@ mod sandbox;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sluice_guest::output_rules::OutputLimits;
+
 pub use crate::record::{Event, IntoPayload, Outcome, Position, Record};
 pub use crate::record::{json_or_string, json_or_string_bytes};
 pub use cache::{DISK_BYTES, DISK_ENTRIES, MEMORY_ENTRIES};
@@ -40,7 +42,7 @@ pub use contract::Contract;
 pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
-pub use output_rules::OutputLimits;
+
 
 pub use crate::verdict::PluginId;
 

@@ -1,38 +1,13 @@
-//! The output contract, for 0.1 and 0.2 plugins alike: what an event must
-//! be before the host delivers it or hands it to the next stage. A plugin
-//! that breaks it gets its record rejected into the quarantine with the
-//! rule as the reason; nothing a plugin returns reaches a sink unchecked.
-//!
-//! Why each rule exists:
-//! - the body is one JSON object in UTF-8: sinks write it as a row or a
-//!   document, and a string or an array there is a malformed row;
-//! - an id is not empty: the dedup window would see every such record as a
-//!   duplicate of the first, and distinct records would vanish through the
-//!   duplicate door;
-//! - an id is bounded: it is stored in the dedup window for the whole
-//!   replay interval;
-//! - events and bytes per record are bounded: one record must not become
-//!   an unbounded amount of work and memory downstream.
+//! The output contract applied to the host's outcomes: every plugin's, 0.1
+//! and 0.2 alike. A plugin that breaks it gets its record rejected into the
+//! quarantine with the rule as the reason; nothing a plugin returns reaches
+//! a sink unchecked. The rules themselves (and why each exists) are
+//! `sluice_guest::output_rules`, which a plugin's native run checks with
+//! too.
 
-use serde::de::IgnoredAny;
+use sluice_guest::output_rules::{Checked, OutputLimits, events_breach};
 
-use crate::record::{Event, Outcome};
-
-/// The limits of the output contract; part of a plugin's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputLimits {
-    pub max_id_bytes: usize,
-    pub max_events_per_record: usize,
-    pub max_event_bytes_per_record: usize,
-}
-
-impl Default for OutputLimits {
-    /// 256 bytes holds any UUID, ULID or digest with a prefix; 1,024 events
-    /// and 16 MiB hold any split the first-party plugins make.
-    fn default() -> Self {
-        OutputLimits { max_id_bytes: 256, max_events_per_record: 1024, max_event_bytes_per_record: 16 << 20 }
-    }
-}
+use crate::record::Outcome;
 
 /// The rule `outcome` breaks, if any: `None` when it may go on.
 ///
@@ -46,101 +21,23 @@ pub fn breach(
     payload_len: usize,
     unchecked: Option<&[u8]>,
 ) -> Option<String> {
-    if let Outcome::Keep { id, .. } = outcome {
-        let rule = id_breach(limits, id.as_deref()).or_else(|| unchecked.and_then(body_breach));
-        if let Some(rule) = rule {
-            return Some(format!("event 0: {rule}"));
-        }
-        let bytes = payload_len + id.as_ref().map_or(0, String::len);
-        return (bytes > limits.max_event_bytes_per_record).then(|| over_bytes(bytes, limits));
+    match outcome {
+        Outcome::Keep { id, .. } => events_breach(
+            limits,
+            std::iter::once(Checked { id: id.as_deref(), body: unchecked, body_len: payload_len }),
+        ),
+        Outcome::Emit(events) => events_breach(
+            limits,
+            events.iter().map(|e| Checked { id: e.id.as_deref(), body: Some(&e.body), body_len: e.body.len() }),
+        ),
+        Outcome::Drop(_) | Outcome::Reject(_) => None,
     }
-    let Outcome::Emit(events) = outcome else { return None };
-    if events.len() > limits.max_events_per_record {
-        return Some(format!(
-            "{} events from one record, over the limit of {} (max_events_per_record)",
-            events.len(),
-            limits.max_events_per_record
-        ));
-    }
-    let mut bytes = 0usize;
-    for (k, e) in events.iter().enumerate() {
-        if let Some(rule) = event_breach(limits, e) {
-            return Some(format!("event {k}: {rule}"));
-        }
-        bytes += e.body.len() + e.id.as_ref().map_or(0, String::len);
-    }
-    if bytes > limits.max_event_bytes_per_record {
-        return Some(over_bytes(bytes, limits));
-    }
-    None
-}
-
-fn over_bytes(bytes: usize, limits: &OutputLimits) -> String {
-    format!(
-        "{bytes} bytes of events from one record, over the limit of {} (max_event_bytes_per_record)",
-        limits.max_event_bytes_per_record
-    )
-}
-
-fn event_breach(limits: &OutputLimits, e: &Event) -> Option<String> {
-    id_breach(limits, e.id.as_deref()).or_else(|| body_breach(&e.body))
-}
-
-fn id_breach(limits: &OutputLimits, id: Option<&str>) -> Option<String> {
-    if let Some(id) = id {
-        if id.is_empty() {
-            return Some(
-                "the id is empty (every such record would be a duplicate of the first); set none to let the host derive one"
-                    .into(),
-            );
-        }
-        if id.len() > limits.max_id_bytes {
-            return Some(format!(
-                "the id is {} bytes, over the limit of {} (max_id_bytes)",
-                id.len(),
-                limits.max_id_bytes
-            ));
-        }
-    }
-    None
-}
-
-/// The body must be one JSON object in UTF-8. The first byte decides the
-/// common case at once; a full parse (without building a value) proves the
-/// rest, which catches a body cut short or two objects back to back. (A
-/// hand-written one-pass validator measured slower than serde_json's, which
-/// skips string bytes eight at a time: benches/README.md, plugin_chain.)
-/// The UTF-8 pass is simdutf8's, which chooses its SIMD at run time: the
-/// fastest of the validators measured in `benches/json_check` on a portable
-/// build (sonic-rs and simd-json need SIMD chosen at compile time).
-pub fn body_breach(body: &[u8]) -> Option<String> {
-    let text = match simdutf8::compat::from_utf8(body) {
-        Ok(t) => t,
-        Err(e) => return Some(format!("the body is not UTF-8 (invalid byte at offset {})", e.valid_up_to())),
-    };
-    match text.trim_start().as_bytes().first() {
-        Some(b'{') => {}
-        Some(b'[') => return Some("the body is a JSON array, not an object".into()),
-        None => return Some("the body is empty, not a JSON object".into()),
-        Some(_) if serde_json::from_str::<IgnoredAny>(text).is_ok() => {
-            return Some("the body is a JSON scalar, not an object".into());
-        }
-        Some(_) => return Some(format!("the body is not JSON: {}", preview(text))),
-    }
-    match serde_json::from_str::<IgnoredAny>(text) {
-        Ok(_) => None,
-        Err(e) => Some(format!("the body is not valid JSON ({e}): {}", preview(text))),
-    }
-}
-
-fn preview(text: &str) -> String {
-    let end = text.char_indices().nth(60).map_or(text.len(), |(i, _)| i);
-    format!("{:?}{}", &text[..end], if end < text.len() { "…" } else { "" })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Event;
 
     fn emit(id: Option<&str>, body: &[u8]) -> Outcome {
         Outcome::Emit(vec![Event {

@@ -185,6 +185,13 @@ pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
         return;
     }
     let plugin = &*state.plugin_name;
+    // What a plugin says while it sets up is said again by every instance
+    // of it (a worker's, a case's, a rebuild after a trap) with the same
+    // words: said once per process, and not counted as repeats either, or
+    // the count's line would say it a second time.
+    if state.helpers.initializing && !said_first_at_init(plugin, message) {
+        return;
+    }
     // Lines a person reads (info and up) are said once per message and
     // then counted (`telemetry::repeats`): a plugin that logs each record
     // is not a line per record. Trace and debug, asked for, are said all.
@@ -208,6 +215,19 @@ pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
         }
         Level::Info | Level::Warn | Level::Error => {}
     }
+}
+
+/// Whether this is the first time `plugin` says `message` while it sets
+/// up, in this process. Bounded: past 4,096 distinct lines (a plugin that
+/// puts a counter in its setup message), each is said.
+fn said_first_at_init(plugin: &str, message: &str) -> bool {
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    static SAID: std::sync::Mutex<Option<HashSet<u64>>> = std::sync::Mutex::new(None);
+    let key = BuildHasherDefault::<DefaultHasher>::default().hash_one((plugin, message));
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    let said = said.get_or_insert_with(HashSet::new);
+    said.len() >= 4096 || said.insert(key)
 }
 
 /// The log and clock imports of one version, over its generated traits
