@@ -11,7 +11,7 @@
 //! `cargo bench -p sluice-benches --bench json_check --features validators`
 
 use serde::de::IgnoredAny;
-use sluice::plugin::output_rules::body_breach;
+use sluice_guest::output_rules::body_breach;
 use sluice_benches::thread_cpu_seconds;
 
 type Check = fn(&[u8], &mut Vec<u8>) -> bool;

@@ -146,7 +146,7 @@ fn main() {
         "JSON check (one body)",
         best(3, records_n, || {
             for r in &records {
-                assert!(std::hint::black_box(sluice::plugin::output_rules::body_breach(&r.payload)).is_none());
+                assert!(std::hint::black_box(sluice_guest::output_rules::body_breach(&r.payload)).is_none());
             }
         }),
     ));
