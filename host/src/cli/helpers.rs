@@ -5,6 +5,9 @@
 //! calls here, so a format, a zone or a pattern answers in a unit test
 //! exactly as in the host: the same code, not a port kept in step.
 //!
+//! A native run's outcomes are judged here too (`judge`): the host's own
+//! output rules, so a unit test rejects what the pipeline would.
+//!
 //! One JSON request per line on stdin, one answer per line on stdout,
 //! `{"ok": …}` or `{"err": "why"}`, until stdin ends. Nanoseconds travel
 //! as decimal strings (JavaScript's numbers hold 53 bits) and bytes as
@@ -165,8 +168,8 @@ fn judge(payload: &[u8], events: Vec<JudgedEvent>) -> Result<Option<String>, Str
             timestamp: only.timestamp.as_deref().map(|t| nanos(t, "timestamp")).transpose()?,
             sinks: sinks(only.sinks),
         },
-        Ok(one) => Outcome::Emit(one.into_iter().map(|e| event(e, &payload)).collect::<Result<_, _>>()?),
-        Err(events) => Outcome::Emit(events.into_iter().map(|e| event(e, &payload)).collect::<Result<_, _>>()?),
+        Ok([one]) => Outcome::Emit(vec![event(one, &payload)?]),
+        Err(many) => Outcome::Emit(many.into_iter().map(|e| event(e, &payload)).collect::<Result<_, _>>()?),
     };
     Ok(breach(&OutputLimits::default(), &outcome, payload.len(), Some(&payload)))
 }
