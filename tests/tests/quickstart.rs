@@ -180,6 +180,9 @@ struct KeptArtifacts {
     /// (where it lives in the target folder, where it was kept, its length
     /// and time then).
     files: Vec<(std::path::PathBuf, std::path::PathBuf, u64, std::time::SystemTime)>,
+    /// Inside the target folder, so that a hard link never crosses file
+    /// systems; removed when the outputs are back.
+    keep: std::path::PathBuf,
 }
 
 impl KeptArtifacts {
@@ -187,7 +190,9 @@ impl KeptArtifacts {
     /// unlink first) rather than write into it, so a hard link keeps the old
     /// contents without copying gigabytes; small files (cargo's
     /// fingerprints, dep-info, which are rewritten in place) are copied.
-    fn save(target: &std::path::Path, keep: &std::path::Path) -> Self {
+    fn save(target: &std::path::Path) -> Self {
+        let keep = target.join(format!("kept-by-quickstart-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&keep);
         let mut files = Vec::new();
         for profile in ["debug", "wasm32-wasip2/wasm"] {
             for dir in ["", "deps", ".fingerprint", "build"] {
@@ -200,21 +205,27 @@ impl KeptArtifacts {
                 }
             }
         }
+        // A file that cannot be kept fails the test here, naming it: a
+        // silent gap would break the doctests later, far from the cause.
         let files = files
             .into_iter()
-            .filter_map(|path| {
-                let meta = std::fs::metadata(&path).ok()?;
-                let kept = keep.join(path.strip_prefix(target).ok()?);
-                std::fs::create_dir_all(kept.parent()?).ok()?;
-                if meta.len() > 1 << 20 {
-                    std::fs::hard_link(&path, &kept).ok()?;
-                } else {
-                    std::fs::copy(&path, &kept).ok()?;
-                }
-                Some((path, kept, meta.len(), meta.modified().ok()?))
+            .map(|path| {
+                let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let inside = path.strip_prefix(target).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let kept = keep.join(inside);
+                let kept_it = std::fs::create_dir_all(kept.parent().unwrap_or(&keep)).and_then(|()| {
+                    if meta.len() > 1 << 20 {
+                        std::fs::hard_link(&path, &kept)
+                    } else {
+                        std::fs::copy(&path, &kept).map(|_| ())
+                    }
+                });
+                kept_it.unwrap_or_else(|e| panic!("keep {} aside: {e}", path.display()));
+                let time = meta.modified().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                (path, kept, meta.len(), time)
             })
             .collect();
-        KeptArtifacts { files }
+        KeptArtifacts { files, keep }
     }
 }
 
@@ -239,6 +250,7 @@ impl Drop for KeptArtifacts {
                 changed.push(path.display().to_string());
             }
         }
+        let _ = std::fs::remove_dir_all(&self.keep);
         if !changed.is_empty() && !std::thread::panicking() {
             panic!("the clone's build wrote into this tree's outputs in place: {changed:?}");
         }
@@ -309,7 +321,7 @@ fn a_clone_with_nothing_beside_it_runs_the_main_job() {
     assert_eq!(std::fs::read_dir(tmp.path()).map(|d| d.count()).unwrap_or(0), 1, "nothing beside the clone");
     // Put back what the clone's build writes over when the test ends, even
     // by a panic: later suites and the doctests link this tree's crates.
-    let _kept = KeptArtifacts::save(&sluice_e2e::target_dir(), &tmp.path().join("kept"));
+    let _kept = KeptArtifacts::save(&sluice_e2e::target_dir());
     let out = Command::new("bash")
         .arg(clone.join("scripts/quickstart"))
         .current_dir(&clone)
