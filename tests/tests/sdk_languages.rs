@@ -364,21 +364,7 @@ fn patterns_match_a_payload_as_it_comes_and_refuse_a_wrong_type_by_its_line() {
     build_python(&[dir.path()], "bytes_patterns", &py);
     let js = dir.path().join("js.wasm");
     build_js(&dir.path().join("bytes_patterns.js"), &js);
-    let run = |wasm: &Path, input: &str| -> String {
-        let mut child = Command::new(sluice_bin!())
-            .args(["plugin", "run", "--plugin", &wasm.display().to_string()])
-            .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
-        if let Some(mut stdin) = child.stdin.take() {
-            std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-        }
-        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    };
+    let run = plugin_run_text;
     for (lang, wasm) in [("python", &py), ("js", &js)] {
         let said = run(wasm, "12 hello world\n");
         assert!(
@@ -618,9 +604,9 @@ fn new_classifier_projects_build_and_pass_their_answer_cases_in_three_commands()
     }
 }
 
-/// `sluice plugin run` of `wasm` over `lines`: each line's JSON answer,
-/// and the run's summary.
-fn plugin_run(wasm: &Path, lines: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value) {
+/// What `sluice plugin run` of `wasm` says over `input`: the records'
+/// answers (stdout), then the summary and log (stderr).
+fn plugin_run_text(wasm: &Path, input: &str) -> String {
     let mut child = Command::new(sluice_bin!())
         .args(["plugin", "run", "--plugin", &wasm.display().to_string()])
         .env("XDG_CACHE_HOME", std::env::temp_dir().join("sluice-e2e-cache"))
@@ -630,11 +616,16 @@ fn plugin_run(wasm: &Path, lines: &[&str]) -> (Vec<serde_json::Value>, serde_jso
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
     if let Some(mut stdin) = child.stdin.take() {
-        std::io::Write::write_all(&mut stdin, (lines.join("\n") + "\n").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
     }
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    // The records' answers on stdout, the summary on stderr.
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// [`plugin_run_text`] of `lines`: each line's JSON answer, and the run's
+/// summary.
+fn plugin_run(wasm: &Path, lines: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let text = plugin_run_text(wasm, &(lines.join("\n") + "\n"));
     let answers: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let summary = answers.iter().find(|a| a.get("summary").is_some()).cloned().unwrap_or_default();
     let records = answers.into_iter().filter(|a| a.get("line").is_some()).collect();
