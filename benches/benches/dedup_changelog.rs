@@ -69,7 +69,9 @@ fn main() {
     reset_peak_rss();
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
     for p in 0..PARTITIONS {
-        let restored = changelog.restore(&format!("{topic}/{p}"), p, &|| false).unwrap_or_else(|e| panic!("{e}"));
+        let restored = changelog
+            .restore(&format!("{topic}/{p}"), p, &|| false, None::<&rdkafka::consumer::BaseConsumer>)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(restored, Restored::Done);
     }
     let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());

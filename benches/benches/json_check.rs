@@ -11,8 +11,8 @@
 //! `cargo bench -p sluice-benches --bench json_check --features validators`
 
 use serde::de::IgnoredAny;
-use sluice_guest::output_rules::body_breach;
 use sluice_benches::thread_cpu_seconds;
+use sluice_guest::output_rules::body_breach;
 
 type Check = fn(&[u8], &mut Vec<u8>) -> bool;
 

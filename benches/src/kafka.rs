@@ -79,58 +79,82 @@ pub struct Measured {
 /// watermarks (and its back's, repartitioned), then stop it. The plugins are compiled before the clock
 /// starts (the runtime keeps them), and the peak RSS is reset.
 pub fn run_until_committed(cfg: &Config, runtime: &Runtime, brokers: &str, topic: &str, partitions: i32) -> Measured {
-    pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
-    let sluice::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
-    // With `dedup.repartition` the records are through once the back's
-    // group has committed the internal topic too.
-    let mut waits = vec![(k.group_id.clone(), topic.to_string())];
-    if cfg.dedup.repartition {
-        let internal = sluice::pipeline::kafka::repartition::topic(&k.group_id);
-        waits.push((internal.clone(), internal));
-    }
-    // The source topic was filled before the run: its ends are read once,
-    // before the clock starts. Each group is watched through one client,
-    // kept: a new client per look (every 200 ms, committed offsets and a
-    // watermark request per partition) cost this process more CPU than
-    // sluice itself on a slow broker with hundreds of partitions, and that
-    // CPU counted as sluice's.
-    let source_high: Vec<Option<i64>> = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();
-    let watchers: Vec<(BaseConsumer, &str)> = waits
-        .iter()
-        .map(|(group, topic)| {
-            let c: BaseConsumer = rdkafka::ClientConfig::new()
-                .set("bootstrap.servers", brokers)
-                .set("group.id", group)
-                .set("enable.auto.commit", "false")
-                .create()
-                .unwrap_or_else(|e| panic!("{e}"));
-            (c, topic.as_str())
-        })
-        .collect();
-    let done = || {
-        watchers.iter().all(|(watcher, watched)| {
-            let high = if *watched == topic {
-                source_high.clone()
-            } else {
-                high_watermarks(brokers, watched, partitions).into_iter().map(Some).collect()
-            };
-            committed_by(watcher, watched, partitions) == high
-        })
-    };
-    let stop = Stop::default();
-    reset_peak_rss();
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    let stats = std::thread::scope(|s| {
-        let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
-        while !done() {
-            assert!(!run.is_finished(), "sluice ended early: {:?}", run.join().ok());
-            assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
-            std::thread::sleep(Duration::from_millis(500));
+    Watch::new(cfg, brokers, topic, partitions).run(cfg, runtime)
+}
+
+/// What a measured run watches to know it is done: the group's commits
+/// against the topic's ends, through clients made before the run (so
+/// that their threads and CPU are the bench's, not the run's).
+pub struct Watch<'a> {
+    brokers: &'a str,
+    topic: &'a str,
+    partitions: i32,
+    /// The source topic was filled before the run: its ends are read
+    /// once, before the clock starts.
+    source_high: Vec<Option<i64>>,
+    /// One client per group watched, kept: a new client per look (every
+    /// 200 ms, committed offsets and a watermark request per partition)
+    /// cost this process more CPU than sluice itself on a slow broker with
+    /// hundreds of partitions, and that CPU counted as sluice's.
+    watchers: Vec<(BaseConsumer, String)>,
+}
+
+impl<'a> Watch<'a> {
+    pub fn new(cfg: &Config, brokers: &'a str, topic: &'a str, partitions: i32) -> Watch<'a> {
+        let sluice::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
+        // With `dedup.repartition` the records are through once the back's
+        // group has committed the internal topic too.
+        let mut waits = vec![(k.group_id.clone(), topic.to_string())];
+        if cfg.dedup.repartition {
+            let internal = sluice::pipeline::kafka::repartition::topic(&k.group_id);
+            waits.push((internal.clone(), internal));
         }
-        stop.request();
-        run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
-    });
-    Measured { stats, cpu: cpu_seconds() - cpu0, wall: t0.elapsed().as_secs_f64() }
+        let source_high = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();
+        let watchers = waits
+            .into_iter()
+            .map(|(group, watched)| {
+                let c: BaseConsumer = rdkafka::ClientConfig::new()
+                    .set("bootstrap.servers", brokers)
+                    .set("group.id", &group)
+                    .set("enable.auto.commit", "false")
+                    .create()
+                    .unwrap_or_else(|e| panic!("{e}"));
+                (c, watched)
+            })
+            .collect();
+        Watch { brokers, topic, partitions, source_high, watchers }
+    }
+
+    fn done(&self) -> bool {
+        self.watchers.iter().all(|(watcher, watched)| {
+            let high = if watched == self.topic {
+                self.source_high.clone()
+            } else {
+                high_watermarks(self.brokers, watched, self.partitions).into_iter().map(Some).collect()
+            };
+            committed_by(watcher, watched, self.partitions) == high
+        })
+    }
+
+    /// Run `cfg` until done, then stop it. The plugins are compiled before
+    /// the clock starts (the runtime keeps them), and the peak RSS is reset.
+    pub fn run(&self, cfg: &Config, runtime: &Runtime) -> Measured {
+        pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
+        let stop = Stop::default();
+        reset_peak_rss();
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let stats = std::thread::scope(|s| {
+            let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
+            while !self.done() {
+                assert!(!run.is_finished(), "sluice ended early: {:?}", run.join().ok());
+                assert!(t0.elapsed() < Duration::from_secs(900), "sluice did not finish");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            stop.request();
+            run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
+        });
+        Measured { stats, cpu: cpu_seconds() - cpu0, wall: t0.elapsed().as_secs_f64() }
+    }
 }
 
 /// The offsets `watcher`'s group committed on `topic`'s partitions `0..n`.
@@ -140,12 +164,18 @@ fn committed_by(watcher: &BaseConsumer, topic: &str, n: i32) -> Vec<Option<i64>>
         tpl.add_partition(topic, p);
     }
     let Ok(got) = watcher.committed_offsets(tpl, Duration::from_secs(10)) else { return vec![None; n as usize] };
-    (0..n)
-        .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => Some(o),
-            _ => None,
-        })
-        .collect()
+    // By partition, read once: `find_partition` per partition is a linear
+    // search with a string compare each, a million of them at 1,024
+    // partitions every look, and that CPU counted as sluice's.
+    let mut by_partition = vec![None; n as usize];
+    for e in got.elements() {
+        if let (Offset::Offset(o), Some(slot)) = (e.offset(), by_partition.get_mut(e.partition() as usize))
+            && e.topic() == topic
+        {
+            *slot = Some(o);
+        }
+    }
+    by_partition
 }
 
 /// A measured run as the Kafka benches report it: CPU and wall seconds,

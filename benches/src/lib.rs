@@ -51,6 +51,18 @@ pub fn runtime() -> sluice::plugin::Runtime {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// sluice's log on standard error as `SLUICE_LOG` filters it
+/// (`SLUICE_LOG=info`), for a bench's run that needs explaining; nothing
+/// without it.
+pub fn log_from_env() {
+    if let Ok(filter) = std::env::var("SLUICE_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 /// Lines `0..n`, every id unique.
 pub fn json_lines(n: usize, now_secs: i64) -> Vec<String> {
     (0..n).map(|i| json_line(i, now_secs)).collect()
@@ -107,6 +119,20 @@ pub fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// CPU seconds process `pid` has used (user and system, from
+/// `/proc/<pid>/stat`): a broker's beside sluice's. 0 when unreadable.
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: utime and stime are the 14th and 15th fields of the line.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz.max(1.0)
+}
+
 /// CPU seconds the calling thread has used: a step measured on this
 /// thread alone, without what background threads did meanwhile. The
 /// thread's clock, not `getrusage(RUSAGE_THREAD)`, which counts in
@@ -155,6 +181,14 @@ pub fn peak_rss_mib() -> f64 {
 /// Start measuring the peak RSS afresh (Linux: `clear_refs` 5), so that
 /// each configuration of a benchmark reports its own peak.
 pub fn reset_peak_rss() {
+    // What an earlier step freed (a bench's input, produced) goes back to
+    // the system first: glibc keeps it otherwise, and the peak would count
+    // it as the run's.
+    // SAFETY: malloc_trim only releases free memory of glibc's heap.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 

@@ -10,12 +10,52 @@ use sluice_guest::{duration, json, logfmt, shortcuts, time};
 /// digit runs, every format character, JSON fragments.
 fn awkward() -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = [
-        "", " ", "\0", "\t\r\n", "-", "+", ":", "9", "-9", "%", "%%", "%Y", "{", "}", "{}", "[]", "\"", "\\",
-        "a=", "=b", "a=\"", "a=\"\\", "1e999", "-0", "00", "2026-13-45T25:61:61Z", "2026-02-30T00:00:00Z",
-        "9999-12-31T23:59:59.999999999999Z", "0000-01-01T00:00:00Z", "-2026-01-01T00:00:00Z",
-        "2026-12-01T00:00:00+99:99", "Feb 30 25:00:00", "Dec 31 23:59:60", "18446744073709551616",
-        "-9223372036854775809", "9223372036854775807", "-9223372036854775808", "{\"a\":", "{\"a\":{\"b\":[1,2",
-        "%{INT:", "%{NOPE:x}", "%{INT:x:float}", "(?P<x>", "ü", "日本", "\u{feff}2026-01-01T00:00:00Z",
+        "",
+        " ",
+        "\0",
+        "\t\r\n",
+        "-",
+        "+",
+        ":",
+        "9",
+        "-9",
+        "%",
+        "%%",
+        "%Y",
+        "{",
+        "}",
+        "{}",
+        "[]",
+        "\"",
+        "\\",
+        "a=",
+        "=b",
+        "a=\"",
+        "a=\"\\",
+        "1e999",
+        "-0",
+        "00",
+        "2026-13-45T25:61:61Z",
+        "2026-02-30T00:00:00Z",
+        "9999-12-31T23:59:59.999999999999Z",
+        "0000-01-01T00:00:00Z",
+        "-2026-01-01T00:00:00Z",
+        "2026-12-01T00:00:00+99:99",
+        "Feb 30 25:00:00",
+        "Dec 31 23:59:60",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "{\"a\":",
+        "{\"a\":{\"b\":[1,2",
+        "%{INT:",
+        "%{NOPE:x}",
+        "%{INT:x:float}",
+        "(?P<x>",
+        "ü",
+        "日本",
+        "\u{feff}2026-01-01T00:00:00Z",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
@@ -34,8 +74,21 @@ const EXTREMES: [i64; 7] = [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64:
 fn no_helper_panics_on_a_likely_mistake() {
     let inputs = awkward();
     let specs = [
-        "rfc3339", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "syslog", "hdfs", "apache", "log4j",
-        "%Y-%m-%d %H:%M:%S", "%b %e %H:%M:%S", "%d/%b/%Y:%H:%M:%S %z", "%s", "%y%m%d", "%H:%M:%S%.f",
+        "rfc3339",
+        "epoch_s",
+        "epoch_ms",
+        "epoch_us",
+        "epoch_ns",
+        "syslog",
+        "hdfs",
+        "apache",
+        "log4j",
+        "%Y-%m-%d %H:%M:%S",
+        "%b %e %H:%M:%S",
+        "%d/%b/%Y:%H:%M:%S %z",
+        "%s",
+        "%y%m%d",
+        "%H:%M:%S%.f",
     ];
     for input in &inputs {
         let text = String::from_utf8_lossy(input);
@@ -57,8 +110,7 @@ fn no_helper_panics_on_a_likely_mistake() {
                 let _ = format.parse_json(&serde_json::Value::String(text.to_string()), now);
             }
             for zone in ["UTC", "+14:00", "-12:00", "Europe/Berlin", "Nowhere/Else", &*text] {
-                if let Ok(zoned) = time::Format::new(spec).and_then(|f| f.with_zone(zone, time::Ambiguous::Earliest))
-                {
+                if let Ok(zoned) = time::Format::new(spec).and_then(|f| f.with_zone(zone, time::Ambiguous::Earliest)) {
                     for now in EXTREMES {
                         let _ = zoned.parse(&text, now);
                     }
@@ -73,7 +125,14 @@ fn no_helper_panics_on_a_likely_mistake() {
     }
     for spec in specs {
         let Ok(format) = time::Format::new(spec) else { continue };
-        for value in [serde_json::json!(1e300), serde_json::json!(-1e300), serde_json::json!(u64::MAX), serde_json::json!(i64::MIN), serde_json::json!(null), serde_json::json!([1])] {
+        for value in [
+            serde_json::json!(1e300),
+            serde_json::json!(-1e300),
+            serde_json::json!(u64::MAX),
+            serde_json::json!(i64::MIN),
+            serde_json::json!(null),
+            serde_json::json!([1]),
+        ] {
             let _ = format.parse_json(&value, 0);
         }
     }

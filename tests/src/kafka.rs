@@ -204,6 +204,12 @@ impl Broker {
     }
 
     /// Where clients bootstrap: the advertised address.
+    /// The broker's process id while it runs: a bench reads its CPU
+    /// time beside sluice's, so a broker-bound figure shows as one.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn brokers(&self) -> String {
         format!("127.0.0.1:{}", self.advertised)
     }

@@ -2587,3 +2587,57 @@ fn two_pipelines_in_one_process_keep_independent_offsets_while_one_sink_is_down(
         backend.seen().stored.iter().collect::<BTreeSet<_>>().len()
     );
 }
+
+/// A member's threads do not grow with its partitions (issue 57): one
+/// consumer for all of them, its partitions lanes of the workers, one
+/// supervisor opening them in turn, and no restore reader left once they
+/// are open. The same member, ready on 4 partitions and on 256, runs the
+/// same threads: the run's within 2 × cores + 16, and five more the
+/// process has whatever it runs (main, signals, reloads, the metrics
+/// endpoint, the plugins' epoch ticker).
+#[test]
+fn a_member_of_256_partitions_runs_no_more_threads_than_one_of_4() {
+    let _serial = serial();
+    let broker = Broker::start(Storage::Sqlite);
+    let f = Fixture::new(&broker, "threads");
+    let many = "threads-many-logs";
+    broker.create(many, 256);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut counts = Vec::new();
+    for (topic, name) in [(f.topic.as_str(), "four"), (many, "many")] {
+        let port = free_port();
+        let config = f.config(&broker, name, &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+        let text = std::fs::read_to_string(&config).unwrap_or_default();
+        let text = text
+            .replace(&format!("topics = [\"{}\"]", f.topic), &format!("topics = [\"{topic}\"]"))
+            .replace(&format!("group_id = \"{}\"", f.group), &format!("group_id = \"threads-{name}\""));
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        let mut child = f.spawn(&config, &format!("{name}.log"));
+        let started = Instant::now();
+        while sluice_e2e::get(port, "/ready").split_whitespace().nth(1) != Some("200") {
+            assert!(started.elapsed() < Duration::from_secs(120), "{name}: never ready: {}", f.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The most seen over two seconds of a ready member, by name.
+        let mut most: (usize, BTreeMap<String, usize>) = (0, BTreeMap::new());
+        for _ in 0..20 {
+            let mut names = BTreeMap::new();
+            for task in std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten() {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                *names.entry(comm.trim().trim_end_matches(|c: char| c.is_ascii_digit()).to_string()).or_default() += 1;
+            }
+            let threads = names.values().sum();
+            if threads > most.0 {
+                most = (threads, names);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(terminate(&mut child), 0, "{}", f.logs());
+        counts.push((name, most.0, most.1));
+    }
+    println!("threads of a ready member, by partitions: {counts:?} on {cores} cores");
+    let (four, many) = (counts[0].1, counts[1].1);
+    assert!(four > 0, "no thread seen: {counts:?}");
+    assert!(many <= four + 1, "256 partitions took more threads than 4: {counts:?}");
+    assert!(many <= 2 * cores + 16 + 5, "more than 2 x cores + 16, and the process's five: {counts:?}");
+}

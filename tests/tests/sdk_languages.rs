@@ -227,7 +227,8 @@ fn logfmt_pipeline_delivers_every_id(lang: &str, wasm: &Path) {
 
 /// A kit's `<name>_demo.py`, `.js` and `.c` built into `out`, in that order.
 fn build_demo_in_three(kit: &Path, name: &str, out: &Path) -> [PathBuf; 3] {
-    let built = [out.join(format!("{name}-py.wasm")), out.join(format!("{name}-js.wasm")), out.join(format!("{name}-c.wasm"))];
+    let built =
+        [out.join(format!("{name}-py.wasm")), out.join(format!("{name}-js.wasm")), out.join(format!("{name}-c.wasm"))];
     build_python(&[kit], &format!("{name}_demo"), &built[0]);
     build_js(&kit.join(format!("{name}_demo.js")), &built[1]);
     build_c(&kit.join(format!("{name}_demo.c")), &built[2]);
@@ -651,28 +652,93 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
     // what its rejections must say: the error's kind and the author's line
     // where the language has lines to name.
     let python = [
-        "time-format-int", "time-parse-none", "time-parse-float", "time-parse-list", "patterns-int",
-        "patterns-item-int", "match-none", "match-dict", "logfmt-int", "logfmt-none", "json-get-int",
-        "json-get-path-int", "json-check-none", "rfc3339-text", "rfc3339-huge", "rfc3339-none", "emit-int-body",
-        "emit-float-timestamp", "ok-time-parse-bytes", "ok-time-parse-payload 2017-05-16", "ok-match-payload",
-        "ok-json-get-list", "ok-rfc3339-digits", "ok-info-int", "ok-now", "ok-emit-int-id",
+        "time-format-int",
+        "time-parse-none",
+        "time-parse-float",
+        "time-parse-list",
+        "patterns-int",
+        "patterns-item-int",
+        "match-none",
+        "match-dict",
+        "logfmt-int",
+        "logfmt-none",
+        "json-get-int",
+        "json-get-path-int",
+        "json-check-none",
+        "rfc3339-text",
+        "rfc3339-huge",
+        "rfc3339-none",
+        "emit-int-body",
+        "emit-float-timestamp",
+        "ok-time-parse-bytes",
+        "ok-time-parse-payload 2017-05-16",
+        "ok-match-payload",
+        "ok-json-get-list",
+        "ok-rfc3339-digits",
+        "ok-info-int",
+        "ok-now",
+        "ok-emit-int-id",
     ];
     let javascript = [
-        "time-format-int", "time-parse-null", "time-parse-object", "time-parse-array", "patterns-int",
-        "patterns-item-int", "match-null", "match-object", "logfmt-int", "logfmt-null", "json-get-int",
-        "json-get-path-int", "json-check-null", "rfc3339-text", "rfc3339-huge", "rfc3339-fraction", "rfc3339-null",
-        "emit-fraction-timestamp", "ok-time-parse-bytes", "ok-time-parse-payload 2017-05-16", "ok-match-payload",
-        "ok-json-get-array", "ok-rfc3339-number", "ok-info-number", "ok-now", "ok-emit-number-id",
+        "time-format-int",
+        "time-parse-null",
+        "time-parse-object",
+        "time-parse-array",
+        "patterns-int",
+        "patterns-item-int",
+        "match-null",
+        "match-object",
+        "logfmt-int",
+        "logfmt-null",
+        "json-get-int",
+        "json-get-path-int",
+        "json-check-null",
+        "rfc3339-text",
+        "rfc3339-huge",
+        "rfc3339-fraction",
+        "rfc3339-null",
+        "emit-fraction-timestamp",
+        "ok-time-parse-bytes",
+        "ok-time-parse-payload 2017-05-16",
+        "ok-match-payload",
+        "ok-json-get-array",
+        "ok-rfc3339-number",
+        "ok-info-number",
+        "ok-now",
+        "ok-emit-number-id",
     ];
     let c_mistakes = [
-        "parse-never-compiled", "parse-freed", "parse-null-text", "parse-null-nanos", "compile-null", "patterns-null",
-        "patterns-item-null", "json-get-null-path", "reject-null", "emit-null", "ok-parse-not-utf8",
-        "ok-compile-not-utf8", "ok-match-not-utf8", "ok-match-never-compiled", "ok-logfmt-null-callback",
-        "ok-logfmt-null-line", "ok-log-not-utf8", "ok-rfc3339-extreme",
+        "parse-never-compiled",
+        "parse-freed",
+        "parse-null-text",
+        "parse-null-nanos",
+        "compile-null",
+        "patterns-null",
+        "patterns-item-null",
+        "json-get-null-path",
+        "reject-null",
+        "emit-null",
+        "ok-parse-not-utf8",
+        "ok-compile-not-utf8",
+        "ok-match-not-utf8",
+        "ok-match-never-compiled",
+        "ok-logfmt-null-callback",
+        "ok-logfmt-null-line",
+        "ok-log-not-utf8",
+        "ok-rfc3339-extreme",
     ];
     let rust_mistakes = [
-        "parse-not-utf8", "format-nonsense", "year-zero", "zone-nonsense", "duration-negative", "text-not-utf8",
-        "object-not-object", "id-empty", "ok-parse-now-extreme", "ok-rfc3339-extreme", "ok-parse-epoch-huge",
+        "parse-not-utf8",
+        "format-nonsense",
+        "year-zero",
+        "zone-nonsense",
+        "duration-negative",
+        "text-not-utf8",
+        "object-not-object",
+        "id-empty",
+        "ok-parse-now-extreme",
+        "ok-rfc3339-extreme",
+        "ok-parse-epoch-huge",
         "ok-path-odd",
     ];
     let runs: [(&str, &Path, &[&str], &dyn Fn(&str) -> bool); 4] = [
@@ -683,7 +749,9 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         ("javascript", &js, &javascript, &|r| {
             (r.starts_with("TypeError: ") || r.starts_with("RangeError: ")) && r.contains("(line ")
         }),
-        ("c", &c, &c_mistakes, &|r| r.contains("must not be NULL") || r.contains("never compiled") || r.contains("NULL")),
+        ("c", &c, &c_mistakes, &|r| {
+            r.contains("must not be NULL") || r.contains("never compiled") || r.contains("NULL")
+        }),
         ("rust", &rust, &rust_mistakes, &|r| !r.contains("trap") && !r.contains("panic")),
     ];
     for (lang, wasm, mistakes, says) in runs {
@@ -739,7 +807,8 @@ fn a_native_run_rejects_what_the_host_rejects_and_pins_now_in_python_and_node() 
          \x20   print(o.verdict, o.reason if o.reason is not None else o.events[0].json())\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::copy(sdk.join("js/sluice-plugin.js"), dir.path().join("sluice-plugin.js")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(sdk.join("js/sluice-plugin.js"), dir.path().join("sluice-plugin.js"))
+        .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.path().join("careless.mjs"),
         "import { Plugin, TimeFormat, emit, nowNanos, runNatively } from \"./sluice-plugin.js\";\n\
@@ -771,7 +840,11 @@ fn a_native_run_rejects_what_the_host_rejects_and_pins_now_in_python_and_node() 
         assert!(lines[0].starts_with("reject process returned"), "{lang}: {}", lines[0]);
         assert!(lines[1].starts_with("reject event 0: the id is empty"), "{lang}: {}", lines[1]);
         assert!(lines[2].contains("the id is 300 bytes, over the limit of 256 (max_id_bytes)"), "{lang}: {}", lines[2]);
-        assert!(lines[3].starts_with("reject event 0: the body is a JSON array, not an object"), "{lang}: {}", lines[3]);
+        assert!(
+            lines[3].starts_with("reject event 0: the body is a JSON array, not an object"),
+            "{lang}: {}",
+            lines[3]
+        );
         assert!(lines[4].starts_with("emit"), "{lang}: {}", lines[4]);
         // Pinned at 2027-01-02: "Dec 31 23:00" is the last day of 2026.
         assert!(

@@ -292,11 +292,7 @@ pub fn test(args: &TestArgs) -> Result<bool> {
         let verdict = match (case.expect.outcomes(), loaded) {
             (Err(want), Err(e)) => {
                 let got = format!("{e:#}");
-                if got.contains(want) {
-                    Ok(())
-                } else {
-                    Err(format!("init refused with {got:?}, expected {want:?}"))
-                }
+                if got.contains(want) { Ok(()) } else { Err(format!("init refused with {got:?}, expected {want:?}")) }
             }
             (Err(want), Ok(_)) => Err(format!("init accepted the config; expected a refusal containing {want:?}")),
             (Ok(_), Err(e)) => Err(format!("cannot load: {e:#}")),

@@ -265,8 +265,19 @@ pub fn run(cfg: &Config, runtime: &Runtime, stop: &Stop) -> Result<RunStats, Pip
 pub(crate) fn with_committer<R>(store: &Store, health: Option<&Health>, f: impl FnOnce(&durable::Committer) -> R) -> R {
     let (committer, rx) = durable::Committer::new();
     std::thread::scope(|s| {
-        s.spawn(crate::telemetry::labels::inherit(|| committer.run(store, rx, health)));
-        s.spawn(crate::telemetry::labels::inherit(|| committer.upkeep(store)));
+        // Named, as every long-lived thread of a run is: `top -H` and the
+        // partitions bench say which is which.
+        let named = |name: &str| std::thread::Builder::new().name(name.into());
+        if let Err(e) = named("sluice-committer")
+            .spawn_scoped(s, crate::telemetry::labels::inherit(|| committer.run(store, rx, health)))
+        {
+            tracing::error!("cannot start the committer: {e}");
+        }
+        if let Err(e) =
+            named("sluice-upkeep").spawn_scoped(s, crate::telemetry::labels::inherit(|| committer.upkeep(store)))
+        {
+            tracing::error!("cannot start the store's upkeep: {e}");
+        }
         let result = f(&committer);
         committer.close();
         result

@@ -321,7 +321,10 @@ pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
                 (!r.contains(want.as_str())).then(|| format!("reason {r:?} does not contain {want:?}"))
             }
             (ExpectOutcome::Event(want), Outcome::Emit(events)) => match events.as_slice() {
-                [ev] => want.check(ev.id.as_deref(), ev.timestamp, &ev.body).and_then(|()| want.check_route(ev.sinks.as_deref())).err(),
+                [ev] => want
+                    .check(ev.id.as_deref(), ev.timestamp, &ev.body)
+                    .and_then(|()| want.check_route(ev.sinks.as_deref()))
+                    .err(),
                 _ => Some(format!("{} events, expected 1", events.len())),
             },
             (ExpectOutcome::Events(want) | ExpectOutcome::Emit(want), Outcome::Emit(events)) => {
@@ -431,7 +434,11 @@ mod tests {
         assert!(same.old_words().is_empty());
         assert_eq!(
             case.old_words(),
-            [("{\"outcomes\": [...]}", "a list, one per record"), ("emit", "event or events"), ("reject_contains", "quarantine")]
+            [
+                ("{\"outcomes\": [...]}", "a list, one per record"),
+                ("emit", "event or events"),
+                ("reject_contains", "quarantine")
+            ]
         );
         // `event` is exactly one; `drop` is a part of the reason.
         assert!(compare(same_want, &[good[0].clone(), good[1].clone(), Outcome::Drop("a d b".into())]).is_none());

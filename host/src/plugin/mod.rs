@@ -43,7 +43,6 @@ pub use engine::{CacheStats, LoadedPlugin, Runtime};
 pub use instance::Fault;
 pub use isolate::{Isolated, StageStats};
 
-
 pub use crate::verdict::PluginId;
 
 /// Resource limits of one plugin instance.

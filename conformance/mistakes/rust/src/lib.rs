@@ -40,10 +40,12 @@ impl Plugin for Mistakes {
                 Ok(_) => answered(&name, "taken"),
                 Err(e) => refused(e),
             },
-            "zone-nonsense" => match time::Format::new("%Y").and_then(|f| f.with_zone("Mars/Olympus", Default::default())) {
-                Ok(_) => answered(&name, "taken"),
-                Err(e) => refused(e),
-            },
+            "zone-nonsense" => {
+                match time::Format::new("%Y").and_then(|f| f.with_zone("Mars/Olympus", Default::default())) {
+                    Ok(_) => answered(&name, "taken"),
+                    Err(e) => refused(e),
+                }
+            }
             "duration-negative" => match duration::parse("-5s") {
                 Ok(d) => answered(&name, d),
                 Err(e) => refused(e),

@@ -15,11 +15,12 @@
 //! `watchdog.stall` either: nobody is making progress. A standby in a group
 //! whose other members commit is not stranded, however large the lag.
 //!
-//! `Stranding` is the judgement, plain Rust with the clock passed in; `watch`
-//! is the thread that samples the group (only while the member owns
-//! nothing: one committed-offsets request and one watermark request per
-//! partition, every few seconds) and reports what changed: a warning, the
-//! `sluice_member_stranded` gauges and a `/health` line.
+//! `Stranding` is the judgement, plain Rust with the clock passed in;
+//! `Watch`, stepped by the member's supervisor, samples the group (only
+//! while the member owns nothing: one committed-offsets request and two
+//! watermark requests for all its partitions, every few seconds) and
+//! reports what changed: a warning, the `sluice_member_stranded` gauges and
+//! a `/health` line.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::rebalance::Context;
+use crate::source::kafka::watermarks::watermarks;
 use crate::telemetry::Health;
 use crate::telemetry::{EVENTS, InternalEvent};
 use metrics::gauge;
@@ -107,11 +109,17 @@ fn sample(consumer: &BaseConsumer<Context>, topics: &[String], timeout: Duration
         return None;
     }
     let committed = consumer.committed_offsets(tpl.clone(), timeout).ok()?;
+    let elements = tpl.elements();
+    let parts: Vec<(&str, i32)> = elements.iter().map(|e| (e.topic(), e.partition())).collect();
+    let ends = watermarks(consumer, &parts, timeout).ok()?;
+    // Once into a map: `find_partition` per partition is a linear search each.
+    let answered = committed.elements();
+    let committed: std::collections::HashMap<(&str, i32), Offset> =
+        answered.iter().map(|e| ((e.topic(), e.partition()), e.offset())).collect();
     let (mut lag, mut sum) = (0u64, 0i64);
-    for e in tpl.elements() {
-        let (low, high) = consumer.fetch_watermarks(e.topic(), e.partition(), timeout).ok()?;
-        let at = match committed.find_partition(e.topic(), e.partition()).map(|c| c.offset()) {
-            Some(Offset::Offset(o)) => o.max(low),
+    for ((topic, partition), (low, high)) in parts.iter().zip(ends) {
+        let at = match committed.get(&(*topic, *partition)) {
+            Some(Offset::Offset(o)) => (*o).max(low),
             _ => low,
         };
         lag += high.saturating_sub(at).max(0) as u64;
@@ -120,47 +128,86 @@ fn sample(consumer: &BaseConsumer<Context>, topics: &[String], timeout: Duration
     Some(GroupSample { lag, committed: sum })
 }
 
-/// Watch the member until `done()`: while it owns no partition, sample its
-/// group every quarter of `stall` (1–30 s), and report a stranding once per
-/// episode.
-pub(super) fn watch(
-    consumer: &BaseConsumer<Context>,
-    topics: &[String],
+/// The watch on a member: while it owns no partition, it samples its
+/// group every quarter of `stall` (1–30 s) and reports a stranding once
+/// per episode. Stepped by the member's supervisor, which is idle when the
+/// member owns nothing: a thread of its own would be one more per member.
+pub(super) struct Watch<'a> {
+    consumer: &'a BaseConsumer<Context>,
+    topics: &'a [String],
     stall: Duration,
-    health: &Health,
-    done: &dyn Fn() -> bool,
-) {
-    let every = (stall / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
-    let owns_nothing = || consumer.context().registry.lock().map(|r| r.is_empty()).unwrap_or(false);
-    let mut judge = Stranding::default();
-    let mut sampled_at: Option<Instant> = None;
-    let mut reported: Option<Stranded> = None;
-    while !done() {
-        let now = Instant::now();
-        if owns_nothing() {
-            judge.unassigned(now);
-            if sampled_at.is_none_or(|t| now.duration_since(t) >= every) {
-                if let Some(s) = sample(consumer, topics, Duration::from_secs(5)) {
-                    judge.sampled(now, s);
-                }
-                sampled_at = Some(now);
-            }
-        } else {
-            judge.assigned();
-            sampled_at = None;
-        }
-        let verdict = judge.verdict(Instant::now(), stall);
-        if verdict.is_some() || reported.is_some() {
-            MemberStranded { topics, now: verdict, before: reported, stall }.emit();
-            health.set_line("member", verdict.map(|v| describe(topics, v, stall)));
-        }
-        reported = verdict;
-        let slept = Instant::now();
-        while !done() && slept.elapsed() < Duration::from_millis(500) {
-            std::thread::sleep(Duration::from_millis(50));
+    health: &'a Health,
+    /// The run stopping: its member owns nothing because it is leaving,
+    /// and is not sampled.
+    stop: &'a crate::pipeline::Stop,
+    every: Duration,
+    judge: Stranding,
+    sampled_at: Option<Instant>,
+    reported: Option<Stranded>,
+    stepped: Option<Instant>,
+}
+
+impl<'a> Watch<'a> {
+    pub fn new(
+        consumer: &'a BaseConsumer<Context>,
+        topics: &'a [String],
+        stall: Duration,
+        health: &'a Health,
+        stop: &'a crate::pipeline::Stop,
+    ) -> Self {
+        let every = (stall / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        Watch {
+            consumer,
+            topics,
+            stall,
+            health,
+            stop,
+            every,
+            judge: Stranding::default(),
+            sampled_at: None,
+            reported: None,
+            stepped: None,
         }
     }
-    health.set_line("member", None);
+
+    /// How long the supervisor may wait for a command before the next
+    /// step is due.
+    pub const STEP: Duration = Duration::from_millis(500);
+
+    /// One look, if `STEP` has passed since the last.
+    pub fn step(&mut self) {
+        let now = Instant::now();
+        if self.stop.requested() || self.stepped.is_some_and(|t| now.duration_since(t) < Self::STEP) {
+            return;
+        }
+        self.stepped = Some(now);
+        let owns_nothing = self.consumer.context().registry.lock().map(|r| r.is_empty()).unwrap_or(false);
+        if owns_nothing {
+            self.judge.unassigned(now);
+            if self.sampled_at.is_none_or(|t| now.duration_since(t) >= self.every) {
+                if let Some(s) = sample(self.consumer, self.topics, Duration::from_secs(5)) {
+                    self.judge.sampled(now, s);
+                }
+                self.sampled_at = Some(now);
+            }
+        } else {
+            self.judge.assigned();
+            self.sampled_at = None;
+        }
+        let verdict = self.judge.verdict(Instant::now(), self.stall);
+        if verdict.is_some() || self.reported.is_some() {
+            MemberStranded { topics: self.topics, now: verdict, before: self.reported, stall: self.stall }.emit();
+            self.health.set_line("member", verdict.map(|v| describe(self.topics, v, self.stall)));
+        }
+        self.reported = verdict;
+    }
+}
+
+impl Drop for Watch<'_> {
+    /// The member ends: it is stranded no more.
+    fn drop(&mut self) {
+        self.health.set_line("member", None);
+    }
 }
 
 /// `/health`'s line for a stranded member.

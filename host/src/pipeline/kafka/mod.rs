@@ -1,8 +1,8 @@
 //! The Kafka source's side of `sluice run`: a consumer group member.
 //!
 //! Threads: the consume loop (this module: serves the group's callbacks
-//! and librdkafka's events, commits), a supervisor that starts a short
-//! task per assigned partition (`task`: its restore, then its hand-over),
+//! and librdkafka's events, commits), a supervisor that opens each
+//! assigned partition in turn (`task`: its restore, then its hand-over),
 //! and the member's pool of workers (`driver::Pool`, `pipeline.workers`,
 //! each with its own plugin instances), onto which the partitions are
 //! multiplexed as lanes. A worker takes from each partition's own
@@ -220,27 +220,20 @@ fn member(
         stop.request();
     };
     let make_chain = || task::member_chain(tasks);
-    // Set when the consume loop ends: the stranded member's watch ends too.
-    let consumed_done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let failure = &failure;
         let fail = &fail;
         let parts = driver::PoolParts { make_chain: &make_chain, on_error: fail };
-        scope.spawn(crate::telemetry::labels::inherit(move || supervise(scope, tasks, command_rx, parts, fail)));
-        let consumer = &*consumer;
-        let done = &consumed_done;
-        let stall = cfg.watchdog.stall;
+        let watch = idle_member::Watch::new(&consumer, &source.topics, cfg.watchdog.stall, health, stop);
         std::thread::Builder::new()
-            .name("sluice-stranded".into())
+            .name("sluice-supervisor".into())
             .spawn_scoped(
                 scope,
-                crate::telemetry::labels::inherit(move || {
-                    let done = || done.load(std::sync::atomic::Ordering::SeqCst) || stop.requested();
-                    idle_member::watch(consumer, &source.topics, stall, health, &done)
-                }),
+                crate::telemetry::labels::inherit(move || supervise(scope, tasks, command_rx, parts, fail, watch)),
             )
-            .map_err(|e| tracing::error!("cannot watch for a stranded member: {e}"))
+            .map_err(|e| fail(PipelineError::Panicked(format!("cannot start the member's supervisor: {e}"))))
             .ok();
+        let consumer = &*consumer;
         let consumed = consume(consumer, source, stop, health, ready);
         let commit_on_exit = !matches!(consumed, Err(KafkaSourceError::NotSplit { .. }));
         if let Err(e) = consumed
@@ -248,7 +241,6 @@ fn member(
         {
             f.get_or_insert(e.into());
         }
-        consumed_done.store(true, std::sync::atomic::Ordering::SeqCst);
         // Shutdown: stop every task after its batch, commit, leave the group.
         ready(false);
         let ctx = consumer.context();
@@ -269,80 +261,86 @@ fn member(
     }
 }
 
-/// How many partitions a member opens (restores) at once.
-const OPENERS: usize = 4;
-
-/// A partition to open: what the consume loop handed over for it, and
-/// where its lane is said.
-struct Opening {
-    tp: Tp,
-    handed: task::Handed,
-    opened: std::sync::mpsc::SyncSender<Option<driver::LaneDone>>,
-}
-
 /// Has each assigned partition opened (its restore) and handed to the
-/// member's pool of workers as a lane, by a few openers in turn; on a
-/// revoke, waits for the revoked partitions' lanes to finish. A task or worker that
-/// fails (or panics) records the failure and stops the pipeline (`fail`):
-/// its unfinished records are read again by the next owner or the next
-/// run.
+/// member's pool of workers as a lane, one after the other on this thread;
+/// on a revoke, waits for the revoked partitions' lanes to finish. A task
+/// or worker that fails (or panics) records the failure and stops the
+/// pipeline (`fail`): its unfinished records are read again by the next
+/// owner or the next run.
+///
+/// Opening is serial, with one restore reader (`Changelog::lend_reader`):
+/// a restore is a changelog read of a few round trips, and a member may be
+/// assigned a thousand partitions at once; a thread and a client each
+/// would be a thousand of them (issue 57: a member's threads do not grow
+/// with its partitions). A partition whose transactions are its own
+/// (`source.transactions`) runs on a thread of its own, as it always has:
+/// its producer is its own too.
 fn supervise<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     shared: &'scope Tasks<'env>,
     commands: Receiver<Command>,
     parts: driver::PoolParts<'scope>,
     fail: &'scope (dyn Fn(PipelineError) + Sync),
+    mut watch: idle_member::Watch<'_>,
 ) {
     let pool = driver::Pool::new(scope, &shared.shared, parts);
-    // A few openers take the partitions to open in turn: a restore is a
-    // changelog read and a member may be assigned a thousand partitions
-    // at once; one thread (and one restore reader) each would be a
-    // thousand of them.
-    let (jobs, queue) = std::sync::mpsc::channel::<Opening>();
-    let queue = Mutex::new(queue);
-    std::thread::scope(|opening| {
-        for n in 0..OPENERS {
-            let (queue, pool) = (&queue, &pool);
-            let opener = std::thread::Builder::new().name(format!("sluice-opener-{n}")).spawn_scoped(
-                opening,
-                crate::telemetry::labels::inherit(move || {
-                    loop {
-                        let job = match queue.lock() {
-                            Ok(q) => q.recv(),
-                            Err(_) => break,
-                        };
-                        let Ok(Opening { tp, handed, opened }) = job else { break };
-                        let name = partition_name(&tp.0, tp.1);
-                        let run = || task::run(shared, pool, (&tp.0, tp.1, &name), handed);
-                        let lane = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-                            Ok(Ok(lane)) => lane,
-                            Ok(Err(e)) => {
-                                fail(e);
-                                None
-                            }
-                            Err(_) => {
-                                fail(PipelineError::Panicked(name));
-                                None
-                            }
-                        };
-                        let _ = opened.send(lane);
-                    }
-                }),
-            );
-            if let Err(e) = opener {
-                fail(PipelineError::Panicked(format!("cannot start a partition opener: {e}")));
+    let pool = &pool;
+    // Open `tp` on this thread; `None`: nothing of it runs any more.
+    let open = move |tp: &Tp, handed: task::Handed| -> Option<driver::LaneDone> {
+        let name = partition_name(&tp.0, tp.1);
+        let run = || task::run(shared, pool, (&tp.0, tp.1, &name), handed);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+            Ok(Ok(lane)) => lane,
+            Ok(Err(e)) => {
+                fail(e);
+                None
+            }
+            Err(_) => {
+                fail(PipelineError::Panicked(name));
+                None
             }
         }
-        // Per partition: its lane, once opened.
+    };
+    // A partition with its own transactions runs on a thread of this
+    // scope: the pool outlives it.
+    std::thread::scope(|own_threads| {
+        // Per partition: its lane, once opened (at once; a partition with
+        // its own transactions says so when its thread has ended).
         let mut tasks: HashMap<Tp, Receiver<Option<driver::LaneDone>>> = HashMap::new();
-        // Wait until a partition is opened, then for its lane to end:
-        // nothing of the partition is in flight any more.
+        // Wait until a partition is opened, then for its lane to end: nothing
+        // of the partition is in flight any more.
         let finish = |opened: Receiver<Option<driver::LaneDone>>| {
             if let Ok(Some(lane)) = opened.recv() {
                 lane.wait();
             }
         };
-        while let Ok(cmd) = commands.recv() {
+        // Commands waiting now, taken together: a burst of assignments
+        // asks where their changelog partitions end once.
+        let mut waiting: std::collections::VecDeque<Command> = std::collections::VecDeque::new();
+        loop {
+            watch.step();
+            if waiting.is_empty() {
+                match commands.try_recv() {
+                    Ok(cmd) => waiting.push_back(cmd),
+                    Err(_) => {
+                        // Every partition assigned so far is open: no
+                        // restore reader is needed until the next
+                        // assignment.
+                        if let Some(changelog) = shared.changelog {
+                            changelog.forget_ends();
+                            changelog.release_readers();
+                        }
+                        match commands.recv_timeout(idle_member::Watch::STEP) {
+                            Ok(cmd) => waiting.push_back(cmd),
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
+                }
+                waiting.extend(commands.try_iter());
+                prefetch_ends(shared, &waiting);
+            }
+            let Some(cmd) = waiting.pop_front() else { continue };
             match cmd {
                 Command::Start { tp, queue, stop: task_stop, state, consumer } => {
                     // A lane of an earlier assignment of the partition ends
@@ -352,8 +350,19 @@ fn supervise<'scope, 'env>(
                     }
                     let (opened, lane) = std::sync::mpsc::sync_channel(1);
                     let handed = task::Handed { queue, stop: task_stop, state, consumer };
-                    if jobs.send(Opening { tp: tp.clone(), handed, opened }).is_err() {
-                        fail(PipelineError::Panicked("no partition opener is left".into()));
+                    if shared.transactions && shared.changelog.is_some() {
+                        let at = tp.clone();
+                        let own = std::thread::Builder::new().name(format!("sluice-txn-{}", tp.1)).spawn_scoped(
+                            own_threads,
+                            crate::telemetry::labels::inherit(move || {
+                                let _ = opened.send(open(&at, handed));
+                            }),
+                        );
+                        if let Err(e) = own {
+                            fail(PipelineError::Panicked(format!("cannot start a partition's thread: {e}")));
+                        }
+                    } else {
+                        let _ = opened.send(open(&tp, handed));
                     }
                     tasks.insert(tp, lane);
                 }
@@ -371,10 +380,28 @@ fn supervise<'scope, 'env>(
         for (_, lane) in tasks.drain() {
             finish(lane);
         }
-        drop(jobs);
     });
     // Every lane has ended: the workers end too.
     pool.close();
+}
+
+/// Ask where the changelog partitions of the partitions about to open
+/// end, all at once (`Changelog::prefetch_ends`), unless their
+/// transactions are their own: a partition's restore then starts after its
+/// transactional id has fenced the last owner, and must ask after that.
+fn prefetch_ends(shared: &Tasks<'_>, waiting: &std::collections::VecDeque<Command>) {
+    let Some(changelog) = shared.changelog.filter(|_| !shared.transactions) else { return };
+    let mut member = None;
+    let mut partitions = Vec::new();
+    for cmd in waiting {
+        if let Command::Start { tp, consumer, .. } = cmd {
+            partitions.push(tp.1);
+            member = member.or_else(|| consumer.upgrade());
+        }
+    }
+    if let Some(member) = member {
+        changelog.prefetch_ends(&member, &partitions);
+    }
 }
 
 /// The consume loop: serve callbacks and events, and every

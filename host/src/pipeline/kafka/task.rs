@@ -66,7 +66,7 @@ pub(super) fn run<'scope>(
     // restored is settled.
     let transactions = match tasks.changelog.filter(|_| tasks.transactions) {
         Some(changelog) => {
-            match PartitionTransactions::start(changelog, (topic, number), consumer, &fenced, &stopping)? {
+            match PartitionTransactions::start(changelog, (topic, number), consumer.clone(), &fenced, &stopping)? {
                 Some(t) => Some(t),
                 None => return Ok(None),
             }
@@ -76,7 +76,7 @@ pub(super) fn run<'scope>(
     // The partition's ids, from its last owner's changelog, before its
     // first batch: not ready meanwhile. Records queued by librdkafka wait.
     let unchecked = match tasks.changelog {
-        Some(changelog) => match changelog.restore(name, number, &stopping)? {
+        Some(changelog) => match changelog.restore(name, number, &stopping, consumer.upgrade().as_deref())? {
             Restored::Done => false,
             Restored::Unchecked => true,
             Restored::Stopped => return Ok(None),

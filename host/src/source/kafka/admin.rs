@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::client::{client_config, connection_config};
 use super::config::ResetTo;
+use super::watermarks::watermarks;
 use super::{KafkaSourceError, partition_name};
 use crate::config::KafkaSourceConfig;
 
@@ -221,9 +222,9 @@ pub fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError>
     }
     let committed = c.committed_offsets(tpl, TIMEOUT).map_err(KafkaSourceError::client("fetch committed offsets"))?;
     let mut out = Vec::new();
-    for (t, p) in parts {
-        let (low, high) =
-            c.fetch_watermarks(&t, p, TIMEOUT).map_err(KafkaSourceError::client(format!("watermarks of {t}/{p}")))?;
+    let named: Vec<(&str, i32)> = parts.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+    let ends = watermarks(&c, &named, TIMEOUT).map_err(KafkaSourceError::client("watermarks"))?;
+    for ((t, p), (low, high)) in parts.into_iter().zip(ends) {
         let committed = committed.find_partition(&t, p).and_then(|e| match e.offset() {
             Offset::Offset(o) => Some(o),
             _ => None,
@@ -304,9 +305,9 @@ fn targets(
         None
     };
     let mut out = Vec::new();
-    for (t, p) in parts {
-        let (low, high) =
-            c.fetch_watermarks(t, *p, TIMEOUT).map_err(KafkaSourceError::client(format!("watermarks of {t}/{p}")))?;
+    let named: Vec<(&str, i32)> = parts.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+    let ends = watermarks(c, &named, TIMEOUT).map_err(KafkaSourceError::client("watermarks"))?;
+    for ((t, p), (low, high)) in parts.iter().zip(ends) {
         let target = match to {
             ResetTo::Earliest => low,
             ResetTo::Offset(n) => (*n).clamp(low, high),

@@ -4,6 +4,8 @@
 //!   (the properties the custody rule depends on are sluice's own; secrets
 //!   come from the environment and never reach a log);
 //! - `record`: a Kafka message as a plugin record;
+//! - `watermarks`: where a list of partitions begins and ends, in one
+//!   request per broker;
 //! - `admin`: what sluice asks the brokers outside the consume loop
 //!   (topic retention for the dedup window, `sluice lag`, `sluice replay`).
 //!
@@ -18,6 +20,8 @@ pub mod config;
 pub mod connection;
 #[cfg(feature = "kafka")]
 pub mod record;
+#[cfg(feature = "kafka")]
+pub mod watermarks;
 
 #[cfg(feature = "kafka")]
 use rdkafka::error::KafkaError;

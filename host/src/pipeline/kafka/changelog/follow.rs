@@ -17,11 +17,12 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use rocksdb::WriteBatch;
 
-use super::restore::{IDS_PER_WRITE, Restored, TIMEOUT};
+use super::restore::{Ends, IDS_PER_WRITE, Restored, TIMEOUT};
 use super::{Changelog, ChangelogError};
 use crate::pipeline::PipelineError;
 use crate::pipeline::kafka::events::RestoreFinished;
 use crate::source::kafka::KafkaSourceError;
+use crate::source::kafka::watermarks::watermarks;
 use crate::telemetry::InternalEvent;
 use crate::telemetry::progress::Restoring;
 
@@ -74,10 +75,8 @@ impl Changelog<'_> {
         let mut tpl = TopicPartitionList::new();
         let mut positions = HashMap::new();
         let mut unchecked = false;
-        for cp in 0..self.partitions {
-            let (low, high) = reader
-                .fetch_watermarks(&self.topic, cp, TIMEOUT)
-                .map_err(KafkaSourceError::client(format!("offsets of {}/{cp}", self.topic)))?;
+        let ends = self.ends(&reader)?;
+        for (cp, (low, high)) in (0..self.partitions).zip(ends) {
             let mut at = self.store.changelog_position(&key(cp))?.unwrap_or(0);
             if at > high {
                 let why = format!("its partition {cp} ends at offset {high}, but this store read it to {at}");
@@ -149,21 +148,30 @@ impl Changelog<'_> {
         Ok(())
     }
 
+    /// Where each changelog partition begins and ends, in their order: two
+    /// requests for all of them.
+    fn ends(&self, reader: &rdkafka::consumer::BaseConsumer) -> Result<Vec<(i64, i64)>, KafkaSourceError> {
+        let parts: Vec<(&str, i32)> = (0..self.partitions).map(|cp| (self.topic.as_str(), cp)).collect();
+        watermarks(reader, &parts, TIMEOUT)
+            .map_err(KafkaSourceError::client(format!("offsets of {}'s partitions", self.topic)))
+    }
+
     /// A partition's restore under the topic scope: wait until the
     /// follower has applied every changelog partition up to where it ended
     /// at this moment.
-    pub(super) fn wait_followed(&self, name: &str, stopping: &dyn Fn() -> bool) -> Result<Restored, PipelineError> {
+    pub(super) fn wait_followed(
+        &self,
+        name: &str,
+        stopping: &dyn Fn() -> bool,
+        ends: &Ends<'_>,
+    ) -> Result<Restored, PipelineError> {
         let Some(progress) = &self.follow else { return Ok(Restored::Done) };
         let started = Instant::now();
-        let reader = self.reader()?;
-        let mut targets = HashMap::new();
-        for cp in 0..self.partitions {
-            let (_, high) = match reader.fetch_watermarks(&self.topic, cp, TIMEOUT) {
-                Ok(w) => w,
-                Err(e) => return self.missing(name, format!("cannot read partition {cp}'s offsets ({e})"), None),
-            };
-            targets.insert(cp, high);
-        }
+        let cps: Vec<i32> = (0..self.partitions).collect();
+        let targets: HashMap<i32, i64> = match ends(&self.topic, &cps) {
+            Ok(ends) => cps.iter().copied().zip(ends.into_iter().map(|(_, high)| high)).collect(),
+            Err(e) => return self.missing(name, format!("cannot read {}'s offsets ({e})", self.topic), None),
+        };
         let mut st = progress.state.lock().unwrap_or_else(|p| p.into_inner());
         // Offsets read on every changelog partition, up to where each ends.
         let read = |positions: &HashMap<i32, i64>| -> i64 {

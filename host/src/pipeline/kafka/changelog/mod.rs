@@ -141,6 +141,11 @@ pub struct Changelog<'s> {
     /// thousand partitions creates a client per concurrent restore (a
     /// few), not one per partition (threads and buffers each).
     pub(super) readers: std::sync::Mutex<Vec<rdkafka::consumer::BaseConsumer>>,
+    /// Where changelog partitions end, asked for a burst of assigned
+    /// partitions at once (`restore::prefetch_ends`): their restores, one
+    /// after the other, do not each make a round trip to a broker that a
+    /// thousand new fetches keep busy.
+    pub(super) known_ends: std::sync::Mutex<std::collections::HashMap<i32, (i64, i64)>>,
 }
 
 impl<'s> Changelog<'s> {
@@ -212,8 +217,14 @@ impl<'s> Changelog<'s> {
                 partitions
             }
         };
+        // A batch of a member's partitions sends a message per partition at
+        // once. With no linger each send woke the producer's broker thread,
+        // which then looked at every partition of the changelog: per batch,
+        // partitions × partitions (a thousand partitions made that thread
+        // the member's busiest, `benches/README.md`, issue 57). A
+        // millisecond lets one wake-up take the whole batch's messages.
         let producer = crate::source::kafka::client::producer_config(&source.connection, &Default::default())?
-            .set("linger.ms", "0")
+            .set("linger.ms", "1")
             .create()
             .map_err(KafkaSourceError::client("create the dedup changelog's producer"))?;
         Ok(Some(Changelog {
@@ -228,6 +239,7 @@ impl<'s> Changelog<'s> {
             retry: RetryConfig::default(),
             follow: None,
             readers: Default::default(),
+            known_ends: Default::default(),
         }))
     }
 
