@@ -34,14 +34,15 @@ pub fn watermarks<C: ConsumerContext>(
         let answered = consumer.offsets_for_times(asked, timeout)?;
         // Read once into a map: `find_partition` is a linear search with a
         // string compare, a million of them for a thousand partitions.
+        let elements = answered.elements();
         let mut by_partition = std::collections::HashMap::with_capacity(parts.len());
-        for e in answered.elements() {
+        for e in &elements {
             e.error()?;
-            by_partition.insert((e.topic().to_string(), e.partition()), e.offset());
+            by_partition.insert((e.topic(), e.partition()), e.offset());
         }
         parts
             .iter()
-            .map(|(topic, partition)| match by_partition.get(&(topic.to_string(), *partition)) {
+            .map(|(topic, partition)| match by_partition.get(&(*topic, *partition)) {
                 Some(Offset::Offset(o)) => Ok(*o),
                 // The broker named no offset: as if the query failed.
                 Some(_) => Err(KafkaError::OffsetFetch(RDKafkaErrorCode::OffsetNotAvailable)),

@@ -137,9 +137,10 @@ pub struct Changelog<'s> {
     retry: RetryConfig,
     /// Under the topic scope: the follower's progress.
     pub(crate) follow: Option<follow::Progress>,
-    /// Restore readers, kept between restores: a member assigned a
-    /// thousand partitions creates a client per concurrent restore (a
-    /// few), not one per partition (threads and buffers each).
+    /// The restore reader, kept between the restores of a burst of
+    /// assignments (the supervisor restores one partition at a time) and
+    /// closed once every assigned partition is open: a client is a main
+    /// thread, a thread per broker and buffers.
     pub(super) readers: std::sync::Mutex<Vec<rdkafka::consumer::BaseConsumer>>,
     /// Where changelog partitions end, asked for a burst of assigned
     /// partitions at once (`restore::prefetch_ends`): their restores, one
@@ -220,9 +221,10 @@ impl<'s> Changelog<'s> {
         // A batch of a member's partitions sends a message per partition at
         // once. With no linger each send woke the producer's broker thread,
         // which then looked at every partition of the changelog: per batch,
-        // partitions × partitions (a thousand partitions made that thread
-        // the member's busiest, `benches/README.md`, issue 57). A
-        // millisecond lets one wake-up take the whole batch's messages.
+        // partitions × partitions, on a thread that is the member's busiest
+        // at a thousand partitions (`benches/README.md`, issue 57). A
+        // millisecond lets one wake-up take the batch's messages: 9.7 µs a
+        // record at 1,024 partitions, against 15.8 µs without.
         let producer = crate::source::kafka::client::producer_config(&source.connection, &Default::default())?
             .set("linger.ms", "1")
             .create()
