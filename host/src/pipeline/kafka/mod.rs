@@ -367,6 +367,11 @@ fn supervise<'scope, 'env>(
                     tasks.insert(tp, lane);
                 }
                 Command::Stop { tps, done } => {
+                    // The revoked lanes wrote to the changelog past any
+                    // end asked before they finished.
+                    if let Some(changelog) = shared.changelog {
+                        changelog.forget_ends();
+                    }
                     for tp in tps {
                         if let Some(lane) = tasks.remove(&tp) {
                             finish(lane);
@@ -386,7 +391,8 @@ fn supervise<'scope, 'env>(
 }
 
 /// Ask where the changelog partitions of the partitions about to open
-/// end, all at once (`Changelog::prefetch_ends`), unless their
+/// end, all at once (`Changelog::prefetch_ends`): those assigned before
+/// the first revoke waiting, which forgets what was asked. Not when their
 /// transactions are their own: a partition's restore then starts after its
 /// transactional id has fenced the last owner, and must ask after that.
 fn prefetch_ends(shared: &Tasks<'_>, waiting: &std::collections::VecDeque<Command>) {
@@ -394,10 +400,9 @@ fn prefetch_ends(shared: &Tasks<'_>, waiting: &std::collections::VecDeque<Comman
     let mut member = None;
     let mut partitions = Vec::new();
     for cmd in waiting {
-        if let Command::Start { tp, consumer, .. } = cmd {
-            partitions.push(tp.1);
-            member = member.or_else(|| consumer.upgrade());
-        }
+        let Command::Start { tp, consumer, .. } = cmd else { break };
+        partitions.push(tp.1);
+        member = member.or_else(|| consumer.upgrade());
     }
     if let Some(member) = member {
         changelog.prefetch_ends(&member, &partitions);

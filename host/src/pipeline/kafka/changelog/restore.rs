@@ -64,7 +64,7 @@ impl Changelog<'_> {
             let parts: Vec<(&str, i32)> = cps.iter().map(|cp| (topic, *cp)).collect();
             match member.filter(|_| self.member_reads_committed()) {
                 Some(m) => watermarks(m, &parts, TIMEOUT),
-                None => self.lend_reader().map_err(|_| KafkaError::Canceled).and_then(|r| {
+                None => self.lend_reader().map_err(|e| KafkaError::ClientCreation(e.to_string())).and_then(|r| {
                     let ends = watermarks(&r, &parts, TIMEOUT);
                     self.give_back(r);
                     ends
@@ -111,7 +111,8 @@ impl Changelog<'_> {
             .is_none_or(|level| level.to_string() == "read_committed")
     }
 
-    /// The burst is open: its ends are old news.
+    /// The burst is open, or a revoke ended lanes that wrote past what was
+    /// asked: the ends known are old news.
     pub(crate) fn forget_ends(&self) {
         self.known_ends.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
@@ -136,8 +137,6 @@ impl Changelog<'_> {
         Ok(c.create().map_err(KafkaSourceError::client("create the dedup changelog's reader"))?)
     }
 
-    /// Add a message's ids to `write`; ids accepted longer than the window
-    /// ago are past it and skipped. Returns how many were added.
     /// A restore reader from those kept, or a new one.
     pub(super) fn lend_reader(&self) -> Result<BaseConsumer, PipelineError> {
         let kept = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -157,6 +156,8 @@ impl Changelog<'_> {
         }
     }
 
+    /// Add a message's ids to `write`; ids accepted longer than the window
+    /// ago are past it and skipped. Returns how many were added.
     pub(super) fn apply(&self, write: &mut WriteBatch, value: &[u8], now: u64) -> Result<usize, String> {
         let (secs, ids) = message::decode(value).map_err(|e| e.to_string())?;
         if secs.saturating_add(self.dedup.window().as_secs()) < now {
