@@ -18,6 +18,7 @@ use std::time::Duration;
 use sluice::config::Config;
 use sluice::custody::ids::{IdDigest, PIPELINE_SCOPE, digest};
 use sluice::pipeline::{self, Stop};
+use sluice::plugin::inputs::Inputs;
 use sluice::plugin::{Chain, Isolated, Record, Verdicts};
 use sluice::sink::Delivery;
 use sluice::sink::Sink;
@@ -110,7 +111,7 @@ fn main() {
     rows.push((
         "plugin json (wasm, all in)",
         best(3, records_n, || {
-            json_out = batches.iter().map(|b| ok(json.process_kept(b, false))).collect();
+            json_out = batches.iter().map(|b| ok(json.process_kept(Inputs::sources(b), false))).collect();
         }),
     ));
     // ts-window reads what json made of each record.
@@ -136,7 +137,7 @@ fn main() {
         "plugin ts-window (wasm, all in)",
         best(3, records_n, || {
             for b in &after_refs {
-                std::hint::black_box(ok(window.process_kept(b, true)));
+                std::hint::black_box(ok(window.process_kept(Inputs::sources(b), true)));
             }
         }),
     ));

@@ -16,6 +16,7 @@
 //! components with `cargo build --profile wasm --target wasm32-wasip2 -p
 //! <plugin>`, once from each tree.
 
+use sluice::plugin::inputs::Inputs;
 use sluice::plugin::{Isolated, PluginSpec, Record};
 use sluice_benches::thread_cpu_seconds;
 
@@ -58,7 +59,7 @@ fn main() {
         for (plugin, times) in plugins.iter_mut().zip(times.iter_mut()) {
             let t = thread_cpu_seconds();
             for batch in &batches {
-                std::hint::black_box(ok(plugin.process_kept(batch, false)));
+                std::hint::black_box(ok(plugin.process_kept(Inputs::sources(batch), false)));
             }
             times.push((thread_cpu_seconds() - t) * 1e6 / records.len() as f64);
         }

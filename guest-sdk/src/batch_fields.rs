@@ -145,10 +145,11 @@ pub fn pack_json_fields<'p, S: AsRef<str>>(
         table.extend_from_slice(&offset.to_le_bytes());
         table.extend_from_slice(&len.to_le_bytes());
     };
+    let mut object = crate::json::RawObject::empty();
     for (i, payload) in payloads.enumerate() {
         let body = trim_line_end(payload);
-        match crate::json::RawObject::parse(body) {
-            Ok(object) => {
+        match object.reparse(body) {
+            Ok(()) => {
                 objects.push(true);
                 match payload.len() - body.len() {
                     0 => put(&mut out.table, 0, 0),

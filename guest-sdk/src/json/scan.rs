@@ -72,6 +72,12 @@ pub struct Fields<'a> {
     spill: Vec<Field<'a>>,
 }
 
+impl Default for Fields<'_> {
+    fn default() -> Self {
+        Fields::new()
+    }
+}
+
 impl<'a> Fields<'a> {
     fn new() -> Fields<'a> {
         Fields { inline: [EMPTY; INLINE], len: 0, spill: Vec::new() }
@@ -88,6 +94,12 @@ impl<'a> Fields<'a> {
             self.spill.push(field);
         }
         self.len += 1;
+    }
+
+    /// Empty again, the spill's allocation kept: one list serves a batch.
+    fn clear(&mut self) {
+        self.len = 0;
+        self.spill.clear();
     }
 
     pub fn as_slice(&self) -> &[Field<'a>] {
@@ -117,12 +129,29 @@ const ACCEPTED: usize = usize::MAX;
 #[inline(always)]
 fn object_within(s: &[u8], depth: usize) -> Option<Fields<'_>> {
     let mut fields = Fields::new();
+    object_into(s, depth, &mut fields).then_some(fields)
+}
+
+/// [`object`] into a list the caller keeps: parsing a batch's payloads
+/// one after another moves no list and clears only what was used.
+pub fn object_reusing<'a>(s: &'a [u8], fields: &mut Fields<'a>) -> bool {
+    object_into(s, MAX_DEPTH, fields)
+}
+
+#[inline(always)]
+fn object_into<'a>(s: &'a [u8], depth: usize, fields: &mut Fields<'a>) -> bool {
+    fields.clear();
     let mut i = ws(s, 0);
     if s.get(i) != Some(&b'{') {
-        return None;
+        return false;
     }
-    i = members(s, i + 1, depth, &mut |f| fields.push(f))?;
-    (ws(s, i) == s.len()).then_some(fields)
+    match members(s, i + 1, depth, &mut |f| fields.push(f)) {
+        Some(end) => {
+            i = end;
+            ws(s, i) == s.len()
+        }
+        None => false,
+    }
 }
 
 fn ws(s: &[u8], mut i: usize) -> usize {

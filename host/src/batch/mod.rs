@@ -11,7 +11,9 @@
 //! the bodies: a new body is a slice of the one buffer the plugin returned;
 //! a kept body (contract 0.2's flag, the SDKs' `keep`) is the payload's
 //! own slice, neither copied nor checked again. Between stages the live
-//! records travel in one flat list, and the verdicts come back as one event
+//! events travel in one flat list of lanes (`plugin::inputs`: what a stage
+//! changed, beside the index of the source record that holds the rest),
+//! and the verdicts come back as one event
 //! list per batch (`Verdicts`). The dedup window reads the events' ids as
 //! digests, the sink is handed each body as that same slice
 //! (`sink::Delivery`), and the quarantine copies only the records it keeps.

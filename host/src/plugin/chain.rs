@@ -8,6 +8,7 @@
 //!   original goes to the quarantine and none of its events is delivered, so
 //!   a replay after repair re-creates them all and nothing is half-delivered.
 
+use super::inputs::{Inputs, Lane};
 use super::isolate::Isolated;
 use super::{PluginError, PluginId};
 use crate::record::{Event, Outcome, Record, json_or_string_bytes};
@@ -17,12 +18,12 @@ pub use crate::verdict::{Judged, Judgement, Verdict, Verdicts};
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
     fn id(&self) -> &PluginId;
-    /// Exactly one outcome per record, in order. Records are borrowed: the
-    /// first stage reads the source's records where they are. An outcome
-    /// may be [`Outcome::Keep`] (the record goes on with its payload as
-    /// its body). `inputs_checked`: every payload is an earlier stage's
-    /// event body, checked by the output contract already.
-    fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError>;
+    /// Exactly one outcome per input, in order. The first stage reads the
+    /// source's records where they are; a later one reads lanes beside
+    /// them. An outcome may be [`Outcome::Keep`] (the input goes on with
+    /// its payload as its body). `inputs_checked`: every payload is an
+    /// earlier stage's event body, checked by the output contract already.
+    fn process(&mut self, batch: Inputs<'_>, inputs_checked: bool) -> Result<Vec<Outcome>, PluginError>;
 }
 
 impl Stage for Isolated {
@@ -30,7 +31,7 @@ impl Stage for Isolated {
         Isolated::id(self)
     }
 
-    fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
+    fn process(&mut self, batch: Inputs<'_>, inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
         Isolated::process_kept(self, batch, inputs_checked)
     }
 }
@@ -41,10 +42,14 @@ pub struct Chain<S: Stage = Isolated> {
     /// already (`dedup.repartition`'s back reads what its front wrote), so
     /// they go on as they are instead of being parsed a second time.
     payloads_checked: bool,
+    /// The lanes of the stage being run and of the next, empty between
+    /// batches: kept for their allocations (a batch's worth each).
+    live: Vec<Lane>,
+    next: Vec<Lane>,
 }
 
-/// Where a source record stands between stages. Its live records are not
-/// here but in the chain's one flat list, each tagged with its owner.
+/// Where a source record stands between stages. Its live events are not
+/// here but in the chain's one list of lanes, each naming its owner.
 #[derive(Clone)]
 enum Standing {
     Live,
@@ -52,57 +57,16 @@ enum Standing {
     Rejected { stage: usize, reason: String },
 }
 
-/// The record an outcome is about: a source record the first stage reads
-/// where it lies, or an earlier stage's event the chain owns and can move
-/// on. Moved once per outcome, never stored: boxing the owned record
-/// would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
-enum Input<'r> {
-    Source(&'r Record),
-    Owned(Record),
-}
-
-impl Input<'_> {
-    fn record(&self) -> &Record {
-        match self {
-            Input::Source(r) => r,
-            Input::Owned(r) => r,
-        }
-    }
-
-    /// The record going on with its payload as the body: moved when owned,
-    /// else a new reference to the source's bytes (no copy either way).
-    fn kept(self, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Record {
-        let mut r = match self {
-            Input::Source(r) => r.clone(),
-            Input::Owned(r) => r,
-        };
-        if id.is_some() {
-            r.event_id = id;
-        }
-        r.timestamp = timestamp.or(r.timestamp);
-        if sinks.is_some() {
-            r.sinks = sinks;
-        }
-        r
-    }
-}
-
-/// The live records of a stage, each with the index of the source record
-/// it came from. Records are pushed in source-record order, so a source
-/// record's own are always the last ones when its outcome is applied.
-type Live = Vec<(u32, Record)>;
-
 impl<S: Stage> Chain<S> {
     pub fn new(stages: Vec<S>) -> Chain<S> {
-        Chain { stages, payloads_checked: false }
+        Chain { stages, payloads_checked: false, live: Vec::new(), next: Vec::new() }
     }
 
     /// A chain of no stages whose records' payloads were checked by the
     /// chain that wrote them (the output contract): each is its own event,
     /// its body the payload's bytes, not parsed again.
     pub fn checked_passthrough() -> Chain<S> {
-        Chain { stages: Vec::new(), payloads_checked: true }
+        Chain { payloads_checked: true, ..Chain::new(Vec::new()) }
     }
 
     pub fn stages(&self) -> &[S] {
@@ -121,8 +85,8 @@ impl<S: Stage> Chain<S> {
         Ok(self.judge(batch)?.into_vec())
     }
 
-    /// The verdicts on `batch`, flat: what the driver calls. The records
-    /// of every source record travel in one list between the stages; a
+    /// The verdicts on `batch`, flat: what the driver calls. Between the
+    /// stages a batch is one list of lanes beside the source records; a
     /// body is never copied (a kept one is the payload's bytes, a new one
     /// a slice of the buffer its plugin returned).
     pub fn judge(&mut self, batch: &[&Record]) -> Result<Verdicts, PluginError> {
@@ -142,21 +106,19 @@ impl<S: Stage> Chain<S> {
             return Ok(Verdicts { judged: vec![Judged::Emit(1); batch.len()], events });
         }
         let mut standing = vec![Standing::Live; batch.len()];
-        let mut live: Live = Vec::with_capacity(batch.len());
-        let mut next: Live = Vec::with_capacity(batch.len());
+        let (mut live, mut next) = (std::mem::take(&mut self.live), std::mem::take(&mut self.next));
+        live.clear();
+        next.clear();
         for (stage_idx, stage) in self.stages.iter_mut().enumerate() {
             if stage_idx == 0 {
-                let outcomes = stage.process(batch, false)?;
+                let outcomes = stage.process(Inputs::sources(batch), false)?;
                 for (owner, (record, outcome)) in batch.iter().zip(outcomes).enumerate() {
-                    apply(&mut standing, &mut next, owner as u32, stage_idx, outcome, Input::Source(record));
+                    apply(&mut standing, &mut next, stage_idx, outcome, Lane::of(owner as u32, record));
                 }
             } else {
-                let outcomes = {
-                    let input: Vec<&Record> = live.iter().map(|(_, r)| r).collect();
-                    stage.process(&input, true)?
-                };
-                for ((owner, record), outcome) in live.drain(..).zip(outcomes) {
-                    apply(&mut standing, &mut next, owner, stage_idx, outcome, Input::Owned(record));
+                let outcomes = stage.process(Inputs::lanes(batch, &live), true)?;
+                for (lane, outcome) in live.drain(..).zip(outcomes) {
+                    apply(&mut standing, &mut next, stage_idx, outcome, lane);
                 }
             }
             std::mem::swap(&mut live, &mut next);
@@ -167,12 +129,12 @@ impl<S: Stage> Chain<S> {
                 TAPS.offer(
                     &point,
                     masking.as_deref(),
-                    live.iter().map(|(_, r)| Sample {
+                    Inputs::lanes(batch, &live).iter().map(|input| Sample {
                         partition: "",
-                        position: Some(&r.position),
-                        id: r.event_id.as_deref(),
-                        timestamp: r.timestamp,
-                        body: &r.payload,
+                        position: Some(input.position()),
+                        id: input.event_id(),
+                        timestamp: input.timestamp(),
+                        body: input.payload(),
                         reason: None,
                         masked: false,
                     }),
@@ -182,13 +144,18 @@ impl<S: Stage> Chain<S> {
         let id = |stage: usize| self.stages[stage].id().clone();
         let mut judged = Vec::with_capacity(batch.len());
         let mut events = Vec::with_capacity(live.len());
-        let mut rest = live.into_iter().peekable();
+        let mut rest = live.drain(..).peekable();
         for (owner, s) in standing.into_iter().enumerate() {
             judged.push(match s {
                 Standing::Live => {
                     let before = events.len();
-                    while let Some((_, r)) = rest.next_if(|(o, _)| *o as usize == owner) {
-                        events.push(Event { id: r.event_id, timestamp: r.timestamp, body: r.payload, sinks: r.sinks });
+                    while let Some(lane) = rest.next_if(|lane| lane.owner as usize == owner) {
+                        events.push(Event {
+                            id: lane.event_id,
+                            timestamp: lane.timestamp,
+                            body: lane.payload,
+                            sinks: lane.sinks,
+                        });
                     }
                     Judged::Emit(events.len() - before)
                 }
@@ -196,25 +163,29 @@ impl<S: Stage> Chain<S> {
                 Standing::Rejected { stage, reason } => Judged::Reject { plugin: id(stage), reason },
             });
         }
+        drop(rest);
+        (self.live, self.next) = (live, next);
         Ok(Verdicts { judged, events })
     }
 }
 
-/// One stage's outcome for one of source record `owner`'s live records;
-/// what goes on to the next stage is pushed to `next`.
-fn apply(standing: &mut [Standing], next: &mut Live, owner: u32, stage: usize, outcome: Outcome, from: Input<'_>) {
+/// One stage's outcome for `lane`, one of its source record's live events;
+/// what goes on to the next stage is pushed to `next`. Lanes are pushed in
+/// source-record order, so a source record's own are always the last ones
+/// when its outcome is applied.
+fn apply(standing: &mut [Standing], next: &mut Vec<Lane>, stage: usize, outcome: Outcome, lane: Lane) {
+    let owner = lane.owner;
     let s = &mut standing[owner as usize];
     match outcome {
         // A rejected source record keeps nothing.
         Outcome::Keep { .. } | Outcome::Emit(_) if matches!(s, Standing::Rejected { .. }) => {}
         Outcome::Keep { id, timestamp, sinks } => {
             revive(s);
-            next.push((owner, from.kept(id, timestamp, sinks)));
+            next.push(kept(lane, id, timestamp, sinks));
         }
         Outcome::Emit(events) if !events.is_empty() => {
             revive(s);
-            let from = from.record();
-            next.extend(events.into_iter().map(|e| (owner, follow(from, e))));
+            next.extend(events.into_iter().map(|e| follow(&lane, e)));
         }
         Outcome::Emit(_) => drop_part(s, next, owner, stage, "no events".to_string()),
         Outcome::Drop(reason) => drop_part(s, next, owner, stage, reason),
@@ -222,7 +193,7 @@ fn apply(standing: &mut [Standing], next: &mut Live, owner: u32, stage: usize, o
             if !matches!(s, Standing::Rejected { .. }) {
                 *s = Standing::Rejected { stage, reason };
                 // What its earlier siblings emitted at this stage goes too.
-                while next.last().is_some_and(|(o, _)| *o == owner) {
+                while next.last().is_some_and(|l| l.owner == owner) {
                     next.pop();
                 }
             }
@@ -240,23 +211,33 @@ fn revive(s: &mut Standing) {
 
 /// A dropped event removes itself; the source record counts as dropped only
 /// when nothing of it is left at this stage (a later `Emit` keeps it live).
-fn drop_part(s: &mut Standing, next: &Live, owner: u32, stage: usize, reason: String) {
-    let has_live = next.last().is_some_and(|(o, _)| *o == owner);
+fn drop_part(s: &mut Standing, next: &[Lane], owner: u32, stage: usize, reason: String) {
+    let has_live = next.last().is_some_and(|l| l.owner == owner);
     if matches!(s, Standing::Live) && !has_live {
         *s = Standing::Dropped { stage, reason };
     }
 }
 
-/// The record the next stage sees for an event: the event's body, with the
-/// source context of the record it came from, and the id and timestamp set
-/// by this stage or, failing that, by an earlier one.
-fn follow(from: &Record, event: Event) -> Record {
-    Record {
+/// The lane going on with its payload as the body (moved, no copy), with
+/// what the stage set; what it did not set stays as it was.
+fn kept(mut lane: Lane, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Lane {
+    if id.is_some() {
+        lane.event_id = id;
+    }
+    lane.timestamp = timestamp.or(lane.timestamp);
+    if sinks.is_some() {
+        lane.sinks = sinks;
+    }
+    lane
+}
+
+/// The lane the next stage sees for an event: the event's body, the same
+/// source record (its context), and the id, timestamp and route set by
+/// this stage or, failing that, by an earlier one.
+fn follow(from: &Lane, event: Event) -> Lane {
+    Lane {
+        owner: from.owner,
         payload: event.body,
-        key: from.key.clone(),
-        headers: from.headers.clone(),
-        source_timestamp: from.source_timestamp,
-        position: from.position.clone(),
         event_id: event.id.or_else(|| from.event_id.clone()),
         timestamp: event.timestamp.or(from.timestamp),
         sinks: event.sinks.or_else(|| from.sinks.clone()),
@@ -285,14 +266,14 @@ mod tests {
         u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or([0; 8])) % 6
     }
 
-    fn decide(salt: u64, index: u8, r: &Record) -> Outcome {
+    fn decide(salt: u64, index: u8, payload: &[u8]) -> Outcome {
         let event = |suffix: &[u8], id: Option<String>| Event {
             id,
             timestamp: index.is_multiple_of(2).then_some(i64::from(index)),
-            body: [&r.payload[..], suffix].concat().into(),
+            body: [payload, suffix].concat().into(),
             sinks: None,
         };
-        match choice(salt, index, &r.payload) {
+        match choice(salt, index, payload) {
             0 => Outcome::Emit(vec![event(b"a", None)]),
             1 => Outcome::Emit(vec![event(b"b", Some(format!("s{index}"))), event(b"c", None)]),
             2 => Outcome::Drop(format!("drop at {index}")),
@@ -307,9 +288,9 @@ mod tests {
         fn id(&self) -> &PluginId {
             &self.id
         }
-        fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
+        fn process(&mut self, batch: Inputs<'_>, inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
             assert_eq!(inputs_checked, self.index > 0, "only the first stage reads unchecked payloads");
-            Ok(batch.iter().map(|r| decide(self.salt, self.index, r)).collect())
+            Ok(batch.iter().map(|r| decide(self.salt, self.index, r.payload())).collect())
         }
     }
 
@@ -325,9 +306,9 @@ mod tests {
             for rec in &live {
                 // The obvious meaning of a kept record: the same record,
                 // as an emit of its own payload would make it.
-                match decide(salt, i, rec).resolve(rec) {
+                match decide(salt, i, &rec.payload).resolve(rec) {
                     Outcome::Emit(events) if !events.is_empty() => {
-                        next.extend(events.into_iter().map(|e| follow(rec, e)))
+                        next.extend(events.into_iter().map(|e| model_follow(rec, e)))
                     }
                     Outcome::Emit(_) => {
                         drop_here.get_or_insert((i, "no events".to_string()));
@@ -358,6 +339,18 @@ mod tests {
         )
     }
 
+    /// The model's own meaning of an event becoming the next stage's
+    /// record: the event's fields over its record's.
+    fn model_follow(from: &Record, event: Event) -> Record {
+        Record {
+            payload: event.body,
+            event_id: event.id.or_else(|| from.event_id.clone()),
+            timestamp: event.timestamp.or(from.timestamp),
+            sinks: event.sinks.or_else(|| from.sinks.clone()),
+            ..from.clone()
+        }
+    }
+
     /// Keeps every record, setting the timestamp to the stage's index.
     struct KeepAll(PluginId, i64);
 
@@ -365,7 +358,7 @@ mod tests {
         fn id(&self) -> &PluginId {
             &self.0
         }
-        fn process(&mut self, batch: &[&Record], _: bool) -> Result<Vec<Outcome>, PluginError> {
+        fn process(&mut self, batch: Inputs<'_>, _: bool) -> Result<Vec<Outcome>, PluginError> {
             Ok(batch.iter().map(|_| Outcome::Keep { id: None, timestamp: Some(self.1), sinks: None }).collect())
         }
     }
@@ -414,13 +407,15 @@ mod tests {
     fn a_route_rides_through_later_stages_until_one_names_another() {
         let r = Record::line(b"{}".to_vec(), "f", 0, 0);
         let route = |s: &str| Some(Bytes::copy_from_slice(s.as_bytes()));
-        let first = follow(&r, Event { sinks: route("archive"), ..Event::new(None, None, Bytes::from_static(b"{}")) });
+        let source = Lane::of(0, &r);
+        let first =
+            follow(&source, Event { sinks: route("archive"), ..Event::new(None, None, Bytes::from_static(b"{}")) });
         assert_eq!(first.sinks, route("archive"));
         let unrouted = follow(&first, Event::new(None, None, Bytes::from_static(b"{\"x\":1}")));
         assert_eq!(unrouted.sinks, route("archive"), "a stage that names none keeps it");
         let rerouted = follow(&first, Event { sinks: route("index"), ..Event::new(None, None, Bytes::new()) });
         assert_eq!(rerouted.sinks, route("index"));
-        assert_eq!(Input::Owned(first.clone()).kept(None, None, None).sinks, route("archive"));
-        assert_eq!(Input::Owned(first).kept(None, None, route("index")).sinks, route("index"));
+        assert_eq!(kept(first.clone(), None, None, None).sinks, route("archive"));
+        assert_eq!(kept(first, None, None, route("index")).sinks, route("index"));
     }
 }

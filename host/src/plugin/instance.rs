@@ -10,9 +10,10 @@ use wasmtime::{Store, Trap};
 use super::PluginError;
 use super::contract::{Bound, Returned};
 use super::engine::{EPOCH_TICK, LoadedPlugin};
+use super::inputs::Inputs;
 use super::output_rules;
 use super::sandbox::StoreState;
-use crate::record::{Outcome, Record};
+use crate::record::Outcome;
 
 /// Why a call into a plugin did not return a usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl Instance {
     /// rejects its record with the rule, naming the plugin. A kept body is
     /// checked here only when `inputs_checked` is false (the payload came
     /// from the source, and no rule has seen it yet).
-    pub(super) fn process(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, Fault> {
+    pub(super) fn process(&mut self, batch: Inputs<'_>, inputs_checked: bool) -> Result<Vec<Outcome>, Fault> {
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
         self.store.data_mut().logs.reset();
         let returned = self.bindings.call_process(&mut self.store, batch);
@@ -122,12 +123,13 @@ impl Instance {
                 let parsed = |i: usize| objects.get(i).copied().unwrap_or(false);
                 Ok(outcomes
                     .into_iter()
-                    .zip(batch)
+                    .zip(batch.iter())
                     .enumerate()
                     .map(|(i, (o, record))| {
                         o.and_then(|o| {
-                            let payload = (!inputs_checked && !parsed(i)).then_some(&record.payload[..]);
-                            output_rules::breach(limits, &o, record.payload.len(), payload).map_or(Ok(o), Err)
+                            let payload = record.payload();
+                            let unchecked = (!inputs_checked && !parsed(i)).then_some(&payload[..]);
+                            output_rules::breach(limits, &o, payload.len(), unchecked).map_or(Ok(o), Err)
                         })
                     })
                     .map(|o| match o {

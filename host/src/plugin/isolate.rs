@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::engine::LoadedPlugin;
+use super::inputs::Inputs;
 use super::instance::{Fault, Instance};
 use super::{PluginError, PluginId};
 use crate::record::{Outcome, Record};
@@ -65,7 +66,7 @@ impl Isolated {
 
     /// [`Isolated::process`] over borrowed records.
     pub fn process_refs(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
-        let outcomes = self.process_kept(batch, false)?;
+        let outcomes = self.process_kept(Inputs::sources(batch), false)?;
         Ok(outcomes.into_iter().zip(batch).map(|(o, r)| o.resolve(r)).collect())
     }
 
@@ -74,7 +75,7 @@ impl Isolated {
     /// `inputs_checked`: every payload of `batch` is an earlier stage's
     /// event body, which the output contract has checked already, so a
     /// kept one is not checked again.
-    pub fn process_kept(&mut self, batch: &[&Record], inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
+    pub fn process_kept(&mut self, batch: Inputs<'_>, inputs_checked: bool) -> Result<Vec<Outcome>, PluginError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -94,12 +95,12 @@ impl Isolated {
             return Ok(vec![self.reject(&fault)]);
         }
         let mut outcomes = Vec::with_capacity(batch.len());
-        for record in batch {
-            match self.instance.process(std::slice::from_ref(record), inputs_checked) {
+        for (i, record) in batch.iter().enumerate() {
+            match self.instance.process(batch.one(i), inputs_checked) {
                 Ok(mut one) => outcomes.extend(one.pop()),
                 Err(fault) => {
                     if said_once(&self.plugin.id.name, "fault on a record", &fault.to_string()) {
-                        tracing::warn!(plugin = %self.plugin.id, position = ?record.position, %fault,
+                        tracing::warn!(plugin = %self.plugin.id, position = ?record.position(), %fault,
                             "record rejected: the plugin faults on it");
                     }
                     outcomes.push(self.reject(&fault));

@@ -6,6 +6,7 @@
 //! - `instance`: one store, one call, and what a fault was;
 //! - `isolate`: a batch call that falls back to record by record on a fault;
 //! - `chain`: stages in a row, and the per-source-record verdict;
+//! - `inputs`: what a stage reads (source records, or lanes beside them);
 //! - `classifier`: plugins that read a sink's answers (`wit/classifier.wit`);
 //! - `inspect`: what a component file is, without running it;
 //! - `contract`: the 0.1 and 0.2 versions of the WIT contract, detected
@@ -22,6 +23,7 @@ mod contract;
 mod engine;
 pub mod expect;
 pub mod helpers;
+pub mod inputs;
 pub mod inspect;
 mod instance;
 mod isolate;

@@ -19,7 +19,8 @@ use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
 
 use super::sandbox::StoreState;
-use crate::record::{Outcome, Record};
+use crate::plugin::inputs::Inputs;
+use crate::record::Outcome;
 use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
 
 /// A contract version, as `sluice plugin inspect` shows it.
@@ -143,7 +144,7 @@ impl Bound {
     pub(super) fn call_process(
         &mut self,
         store: &mut Store<StoreState>,
-        batch: &[&Record],
+        batch: Inputs<'_>,
     ) -> wasmtime::Result<Returned> {
         match self {
             Bound::V01(b) => v01::process(b, store, batch),

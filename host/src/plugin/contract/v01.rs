@@ -5,8 +5,9 @@ use wasmtime::Store;
 use wasmtime::component::Linker;
 
 use super::Returned;
+use crate::plugin::inputs::{Input, Inputs};
 use crate::plugin::sandbox::StoreState;
-use crate::record::{Event, Outcome, Position, Record};
+use crate::record::{Event, Outcome, Position};
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -25,8 +26,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
 
 super::host_imports!();
 
-pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: &[&Record]) -> wasmtime::Result<Returned> {
-    let wit_batch: Vec<_> = batch.iter().map(|r| to_wit(r)).collect();
+pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: Inputs<'_>) -> wasmtime::Result<Returned> {
+    let wit_batch: Vec<_> = batch.iter().map(to_wit).collect();
     let outcomes = b.call_process(store, &wit_batch)?;
     if outcomes.len() != batch.len() {
         return Ok(Returned::WrongCount { outcomes: outcomes.len() });
@@ -34,13 +35,13 @@ pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: &[&Rec
     Ok(Returned::Outcomes(outcomes.into_iter().map(|o| Ok(from_wit(o))).collect()))
 }
 
-fn to_wit(r: &Record) -> wit::Record {
+fn to_wit(r: Input<'_>) -> wit::Record {
     wit::Record {
-        payload: r.payload.to_vec(),
-        key: r.key.as_ref().map(|k| k.to_vec()),
-        headers: r.headers.clone(),
-        source_timestamp: r.source_timestamp,
-        position: match &r.position {
+        payload: r.payload().to_vec(),
+        key: r.key().map(|k| k.to_vec()),
+        headers: r.headers().to_vec(),
+        source_timestamp: r.source_timestamp(),
+        position: match r.position() {
             Position::Kafka { topic, partition, offset } => wit::Position::Kafka(wit::KafkaPosition {
                 topic: topic.to_string(),
                 partition: *partition,
@@ -52,8 +53,8 @@ fn to_wit(r: &Record) -> wit::Record {
                 offset: *offset,
             }),
         },
-        event_id: r.event_id.clone(),
-        timestamp: r.timestamp,
+        event_id: r.event_id().map(str::to_string),
+        timestamp: r.timestamp(),
     }
 }
 

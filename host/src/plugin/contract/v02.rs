@@ -11,8 +11,9 @@ use wasmtime::Store;
 use wasmtime::component::Linker;
 
 use super::Returned;
+use crate::plugin::inputs::Inputs;
 use crate::plugin::sandbox::StoreState;
-use crate::record::{Event, Outcome, Position, Record};
+use crate::record::{Event, Outcome, Position};
 
 pub(super) mod generated {
     wasmtime::component::bindgen!({
@@ -44,27 +45,27 @@ pub(in crate::plugin) struct Packer {
 
 impl Packer {
     /// `on_demand`: the payloads are left out (`payloads-on-demand`).
-    fn pack(&mut self, batch: &[&Record], on_demand: bool) -> Result<(), LayoutError> {
+    fn pack(&mut self, batch: Inputs<'_>, on_demand: bool) -> Result<(), LayoutError> {
         self.buf.clear();
         self.partitions.clear();
         let mut last: Option<&Position> = None;
-        for r in batch {
-            if !last.is_some_and(|prev| prev.same_partition(&r.position)) {
-                let p = &r.position;
+        for r in batch.iter() {
+            let p = r.position();
+            if !last.is_some_and(|prev| prev.same_partition(p)) {
                 self.partitions.push(wit::Partition { source: p.source().into(), name: p.partition_name() });
                 last = Some(p);
             }
             let fields = RecordFields {
-                payload: &r.payload,
+                payload: r.payload(),
                 payload_on_demand: on_demand,
-                key: r.key.as_deref(),
-                event_id: r.event_id.as_deref(),
-                source_timestamp: r.source_timestamp,
-                timestamp: r.timestamp,
+                key: r.key().map(|k| &k[..]),
+                event_id: r.event_id(),
+                source_timestamp: r.source_timestamp(),
+                timestamp: r.timestamp(),
                 partition: (self.partitions.len() - 1) as u32,
-                offset: r.position.offset_i64(),
+                offset: p.offset_i64(),
             };
-            self.buf.push(&fields, r.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())))?;
+            self.buf.push(&fields, r.headers().iter().map(|(n, v)| (n.as_bytes(), v.as_slice())))?;
         }
         Ok(())
     }
@@ -74,7 +75,7 @@ pub(super) fn process(
     b: &Bindings,
     packer: &mut Packer,
     store: &mut Store<StoreState>,
-    batch: &[&Record],
+    batch: Inputs<'_>,
 ) -> wasmtime::Result<Returned> {
     let on_demand = store.data().helpers.on_demand;
     if let Err(e) = packer.pack(batch, on_demand) {
@@ -91,7 +92,7 @@ pub(super) fn process(
     // A plugin with payloads on demand reads them where the host holds
     // them: a handle per record, no copy.
     let held: Arc<dyn crate::plugin::helpers::BatchPayloads> = if on_demand {
-        Arc::new(crate::plugin::helpers::HeldPayloads(batch.iter().map(|r| r.payload.clone()).collect()))
+        Arc::new(crate::plugin::helpers::HeldPayloads(batch.iter().map(|r| r.payload().clone()).collect()))
     } else {
         arg.clone()
     };
@@ -115,7 +116,7 @@ pub(super) fn process(
         Err(LayoutError::Count { outcomes, .. }) => return Ok(Returned::WrongCount { outcomes }),
         Err(e) => return Ok(Returned::Malformed(e.to_string())),
     };
-    Ok(Returned::Outcomes(checked.iter().zip(batch).map(|(o, r)| lift(o, r, &data)).collect()))
+    Ok(Returned::Outcomes(checked.iter().zip(batch.iter()).map(|(o, r)| lift(o, r.payload(), &data)).collect()))
 }
 
 /// What `logfmt-batch` reads: the payloads exactly as the guest sees them.
@@ -138,7 +139,7 @@ impl crate::plugin::helpers::BatchPayloads for wit::Batch {
 /// record's payload (the common pass-through) stays `Keep`; a kept event
 /// among several shares the payload. A new body is a slice of `data`, the
 /// buffer the outcomes came back in: no body is copied here.
-fn lift(o: OutcomeView<'_>, record: &Record, data: &Bytes) -> Result<Outcome, String> {
+fn lift(o: OutcomeView<'_>, payload: &Bytes, data: &Bytes) -> Result<Outcome, String> {
     // Checked by `Outcomes::check` (names, bounds): a slice, not a copy.
     let route = |sinks: Option<&[u8]>| sinks.map(|s| data.slice_ref(s));
     let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<String>, String> {
@@ -159,7 +160,7 @@ fn lift(o: OutcomeView<'_>, record: &Record, data: &Bytes) -> Result<Outcome, St
         OutcomeView::Emit(events) => {
             let mut out = Vec::with_capacity(events.len());
             for (k, e) in events.enumerate() {
-                let body = if e.keep { record.payload.clone() } else { data.slice_ref(e.body) };
+                let body = if e.keep { payload.clone() } else { data.slice_ref(e.body) };
                 out.push(Event { id: id_of(k, e.id)?, timestamp: e.timestamp, body, sinks: route(e.sinks) });
             }
             Outcome::Emit(out)

@@ -1,0 +1,191 @@
+//! What a stage of a chain reads: the source's records, or what an earlier
+//! stage made of them.
+//!
+//! A stage after the first does not get a [`Record`] per event: an event
+//! keeps its source record's context (key, headers, position, source
+//! time), so a [`Lane`] holds only what a stage changes (the body, the id,
+//! the time, the route) and the index of its source record, whose context
+//! is read where the source left it. Between stages a batch is one list of
+//! lanes beside the borrowed source records, with no context copied.
+
+use bytes::Bytes;
+
+use crate::record::{Position, Record};
+
+/// One event between two stages: what the stages so far made of source
+/// record `owner`.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    /// The index of its source record in the batch.
+    pub owner: u32,
+    /// The event's body, the next stage's payload.
+    pub payload: Bytes,
+    pub event_id: Option<String>,
+    /// Nanoseconds since the Unix epoch.
+    pub timestamp: Option<i64>,
+    /// The sinks a stage named (names joined by `,`).
+    pub sinks: Option<Bytes>,
+}
+
+impl Lane {
+    /// Source record `owner` as it enters the chain: its payload shared,
+    /// not copied.
+    pub fn of(owner: u32, record: &Record) -> Lane {
+        Lane {
+            owner,
+            payload: record.payload.clone(),
+            event_id: record.event_id.clone(),
+            timestamp: record.timestamp,
+            sinks: record.sinks.clone(),
+        }
+    }
+}
+
+/// A stage's batch: the source records, and for a stage after the first
+/// the lanes that index them.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    sources: &'a [&'a Record],
+    lanes: Option<&'a [Lane]>,
+}
+
+impl<'a> Inputs<'a> {
+    /// The source's records, each its own input.
+    pub fn sources(sources: &'a [&'a Record]) -> Inputs<'a> {
+        Inputs { sources, lanes: None }
+    }
+
+    /// Events of an earlier stage: each lane's owner indexes `sources`.
+    pub fn lanes(sources: &'a [&'a Record], lanes: &'a [Lane]) -> Inputs<'a> {
+        Inputs { sources, lanes: Some(lanes) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lanes.map_or(self.sources.len(), <[Lane]>::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Input `i`; `None` past the end, or for a lane whose owner is not a
+    /// source record (which the chain never builds).
+    pub fn get(&self, i: usize) -> Option<Input<'a>> {
+        match self.lanes {
+            None => self.sources.get(i).map(|source| Input { source, lane: None }),
+            Some(lanes) => {
+                let lane = lanes.get(i)?;
+                self.sources.get(lane.owner as usize).map(|source| Input { source, lane: Some(lane) })
+            }
+        }
+    }
+
+    /// The inputs in order (a lane whose owner is not a source record,
+    /// which the chain never builds, is left out).
+    pub fn iter(&self) -> impl Iterator<Item = Input<'a>> + 'a {
+        let this = *self;
+        (0..this.len()).filter_map(move |i| this.get(i))
+    }
+
+    /// Input `i` alone, as a batch of one (a fault isolated record by
+    /// record); empty past the end.
+    pub fn one(&self, i: usize) -> Inputs<'a> {
+        match self.lanes {
+            None => Inputs { sources: self.sources.get(i..i + 1).unwrap_or_default(), lanes: None },
+            Some(lanes) => Inputs { sources: self.sources, lanes: Some(lanes.get(i..i + 1).unwrap_or_default()) },
+        }
+    }
+}
+
+/// One record as a stage sees it: its own fields from its lane, its
+/// context from its source record.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    source: &'a Record,
+    lane: Option<&'a Lane>,
+}
+
+impl<'a> Input<'a> {
+    pub fn payload(&self) -> &'a Bytes {
+        self.lane.map_or(&self.source.payload, |l| &l.payload)
+    }
+
+    pub fn event_id(&self) -> Option<&'a str> {
+        self.lane.map_or(self.source.event_id.as_deref(), |l| l.event_id.as_deref())
+    }
+
+    pub fn timestamp(&self) -> Option<i64> {
+        self.lane.map_or(self.source.timestamp, |l| l.timestamp)
+    }
+
+    pub fn sinks(&self) -> Option<&'a Bytes> {
+        self.lane.map_or(self.source.sinks.as_ref(), |l| l.sinks.as_ref())
+    }
+
+    pub fn key(&self) -> Option<&'a Bytes> {
+        self.source.key.as_ref()
+    }
+
+    pub fn headers(&self) -> &'a [(String, Vec<u8>)] {
+        &self.source.headers
+    }
+
+    pub fn source_timestamp(&self) -> Option<i64> {
+        self.source.source_timestamp
+    }
+
+    pub fn position(&self) -> &'a Position {
+        &self.source.position
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(payload: &'static str, offset: u64) -> Record {
+        let mut r = Record::line(Bytes::from_static(payload.as_bytes()), "f", 0, offset);
+        r.key = Some(Bytes::from_static(b"k"));
+        r.event_id = Some(format!("source-{offset}"));
+        r
+    }
+
+    #[test]
+    fn a_lane_reads_its_own_fields_and_its_owners_context() {
+        let (a, b) = (record("a", 1), record("b", 2));
+        let sources = [&a, &b];
+        let lanes = [
+            Lane { owner: 1, payload: Bytes::from_static(b"b1"), event_id: None, timestamp: Some(5), sinks: None },
+            Lane {
+                owner: 1,
+                payload: Bytes::from_static(b"b2"),
+                event_id: Some("e".into()),
+                timestamp: None,
+                sinks: None,
+            },
+            Lane::of(0, &a),
+        ];
+        let inputs = Inputs::lanes(&sources, &lanes);
+        assert_eq!(inputs.len(), 3);
+        let seen: Vec<(&[u8], Option<&str>, Option<i64>, i64)> =
+            inputs.iter().map(|i| (&i.payload()[..], i.event_id(), i.timestamp(), i.position().offset_i64())).collect();
+        assert_eq!(
+            seen,
+            [(&b"b1"[..], None, Some(5), 2), (b"b2", Some("e"), None, 2), (b"a", Some("source-1"), None, 1)]
+        );
+        assert!(inputs.iter().all(|i| i.key().is_some_and(|k| &k[..] == b"k")));
+        let one = inputs.one(1);
+        assert_eq!((one.len(), one.get(0).map(|i| &i.payload()[..])), (1, Some(&b"b2"[..])));
+        assert!(inputs.one(3).is_empty());
+    }
+
+    #[test]
+    fn source_inputs_are_the_records_themselves() {
+        let (a, b) = (record("a", 1), record("b", 2));
+        let sources = [&a, &b];
+        let inputs = Inputs::sources(&sources);
+        assert_eq!(inputs.iter().map(|i| i.event_id()).collect::<Vec<_>>(), [Some("source-1"), Some("source-2")]);
+        assert_eq!(inputs.one(1).get(0).map(|i| i.position().offset_i64()), Some(2));
+        assert!(inputs.get(2).is_none());
+    }
+}
