@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use sluice::config::Config;
 use sluice::pipeline::{self, Stop};
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 
 fn dir_bytes(path: &Path) -> u64 {

@@ -13,11 +13,11 @@
 
 use std::time::{Duration, Instant};
 
-use sluice::config::SourceConfig;
 use sluice::pipeline;
 use sluice::pipeline::kafka::changelog::Changelog;
 use sluice::pipeline::kafka::changelog::restore::Restored;
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
+use sluice::source::config::SourceConfig;
 use sluice::store::Store;
 use sluice::store::dedup::DedupWindow;
 use sluice_benches::kafka::Run;

@@ -17,16 +17,19 @@ use std::time::Duration;
 
 use sluice::config::Config;
 use sluice::custody::ids::{IdDigest, PIPELINE_SCOPE, digest};
+use sluice::delivery::Delivery;
 use sluice::pipeline::{self, Stop};
+use sluice::plugin::chain::Chain;
 use sluice::plugin::inputs::Inputs;
-use sluice::plugin::{Chain, Isolated, Record, Verdicts};
-use sluice::sink::Delivery;
+use sluice::plugin::isolate::Isolated;
+use sluice::record::Record;
 use sluice::sink::Sink;
 use sluice::sink::file::FileSink;
 use sluice::source::file::FilePartition;
 use sluice::store::audit::{Context, Trails};
 use sluice::store::dedup::DedupWindow;
 use sluice::store::{Identity, Store, StoreWrite};
+use sluice::verdict::Verdicts;
 use sluice_abi::{BatchBuf, Outcomes, RecordFields};
 use sluice_benches::{cpu_seconds, thread_cpu_seconds};
 
@@ -107,7 +110,7 @@ fn main() {
     let window_spec = sluice_e2e::spec("ts-window", serde_json::json!({"max_age": "2h", "max_future": "1m"}));
     let mut json = ok(Isolated::new(ok(runtime.load(&json_spec))));
     let mut window = ok(Isolated::new(ok(runtime.load(&window_spec))));
-    let mut json_out: Vec<Vec<sluice::plugin::Outcome>> = Vec::new();
+    let mut json_out: Vec<Vec<sluice::record::Outcome>> = Vec::new();
     rows.push((
         "plugin json (wasm, all in)",
         best(3, records_n, || {
@@ -122,7 +125,7 @@ fn main() {
             b.iter()
                 .zip(outs)
                 .filter_map(|(r, o)| match o.clone().resolve(r) {
-                    sluice::plugin::Outcome::Emit(mut e) if e.len() == 1 => {
+                    sluice::record::Outcome::Emit(mut e) if e.len() == 1 => {
                         let e = e.remove(0);
                         Some(Record { payload: e.body, event_id: e.id, timestamp: e.timestamp, ..(*r).clone() })
                     }
@@ -132,7 +135,7 @@ fn main() {
         })
         .collect();
     let after_refs: Vec<Vec<&Record>> = after_json.iter().map(|b| b.iter().collect()).collect();
-    let kept = json_out.iter().flatten().filter(|o| matches!(o, sluice::plugin::Outcome::Keep { .. })).count();
+    let kept = json_out.iter().flatten().filter(|o| matches!(o, sluice::record::Outcome::Keep { .. })).count();
     rows.push((
         "plugin ts-window (wasm, all in)",
         best(3, records_n, || {

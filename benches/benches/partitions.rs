@@ -142,7 +142,7 @@ fn print_rows(source: &str, rows: &[Row]) {
     }
 }
 
-fn files(runtime: &sluice::plugin::Runtime, n: usize, counts: &[usize]) -> Vec<Row> {
+fn files(runtime: &sluice::plugin::engine::Runtime, n: usize, counts: &[usize]) -> Vec<Row> {
     let mut rows = Vec::new();
     for &files in counts {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -189,7 +189,12 @@ struct KafkaRun {
 }
 
 /// `records` fresh records over `partitions`, run until committed.
-fn kafka_run(runtime: &sluice::plugin::Runtime, broker: &Broker, partitions: usize, records: usize) -> KafkaRun {
+fn kafka_run(
+    runtime: &sluice::plugin::engine::Runtime,
+    broker: &Broker,
+    partitions: usize,
+    records: usize,
+) -> KafkaRun {
     let brokers = broker.brokers();
     let p = partitions as i32;
     let name = format!("parts-{partitions}-{records}");
@@ -231,7 +236,7 @@ impl KafkaRow {
     }
 }
 
-fn kafka(runtime: &sluice::plugin::Runtime, broker: &Broker, n: usize, counts: &[usize]) -> Vec<KafkaRow> {
+fn kafka(runtime: &sluice::plugin::engine::Runtime, broker: &Broker, n: usize, counts: &[usize]) -> Vec<KafkaRow> {
     let mut rows = Vec::new();
     for &partitions in counts {
         let small = kafka_run(runtime, broker, partitions, n);
@@ -282,7 +287,7 @@ fn print_kafka(rows: &[KafkaRow]) {
 
 /// The Kafka records of `kafka_run`, as 4 files of JSON lines, run as
 /// Kafka's are (`n` and `4n`): what the same records cost from files.
-fn files_of_kafka_records(runtime: &sluice::plugin::Runtime, n: usize) -> f64 {
+fn files_of_kafka_records(runtime: &sluice::plugin::engine::Runtime, n: usize) -> f64 {
     let mut cpu = Vec::new();
     for records in [n, 4 * n] {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
 use sluice_benches::{cpu_seconds, peak_rss_mib};
 use sluice_e2e::kafka::{Broker, Storage, create_topic, produce};
 

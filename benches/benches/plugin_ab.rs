@@ -17,7 +17,9 @@
 //! <plugin>`, once from each tree.
 
 use sluice::plugin::inputs::Inputs;
-use sluice::plugin::{Isolated, PluginSpec, Record};
+use sluice::plugin::isolate::Isolated;
+use sluice::plugin::spec::PluginSpec;
+use sluice::record::Record;
 use sluice_benches::thread_cpu_seconds;
 
 const BATCH: usize = 1000;

@@ -13,7 +13,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{Record, Verdict, build_chain};
+use sluice::plugin::chain::build_chain;
+use sluice::record::Record;
+use sluice::verdict::Verdict;
 use sluice_guest::{Outcome, Plugin, configure};
 use sluice_plugin_json::Json;
 use sluice_plugin_ts_window::TsWindow;
@@ -60,7 +62,7 @@ fn main() {
         .collect();
     let path: std::sync::Arc<str> = "bench.log".into();
     let runtime = sluice_benches::runtime();
-    let through_host = |specs: &[sluice::plugin::PluginSpec]| {
+    let through_host = |specs: &[sluice::plugin::spec::PluginSpec]| {
         let mut chain = build_chain(&runtime, specs).unwrap_or_else(|e| panic!("{e}"));
         let mut last = Vec::new();
         let timed = best(|| {
@@ -78,9 +80,9 @@ fn main() {
         });
         (timed, last)
     };
-    let v01 = |name: &str, config: serde_json::Value| sluice::plugin::PluginSpec {
+    let v01 = |name: &str, config: serde_json::Value| sluice::plugin::spec::PluginSpec {
         config,
-        ..sluice::plugin::PluginSpec::from_path(sluice_e2e::plugin_v01(name))
+        ..sluice::plugin::spec::PluginSpec::from_path(sluice_e2e::plugin_v01(name))
     };
     let ((wasm, wasm_emitted), last) =
         through_host(&[sluice_e2e::spec("json", json_config()), sluice_e2e::spec("ts-window", window_config())]);
@@ -97,10 +99,10 @@ fn main() {
     let ((wasm01, wasm01_emitted), _) = through_host(&[v01("json", json_config()), v01("ts-window", window_config())]);
 
     // The output contract alone, over the events of the last batch.
-    let events: Vec<sluice::plugin::Outcome> = last
+    let events: Vec<sluice::record::Outcome> = last
         .into_iter()
         .filter_map(|v| match v {
-            Verdict::Emit(e) => Some(sluice::plugin::Outcome::Emit(e)),
+            Verdict::Emit(e) => Some(sluice::record::Outcome::Emit(e)),
             _ => None,
         })
         .collect();
@@ -118,7 +120,7 @@ fn main() {
     let t = Instant::now();
     for _ in 0..checks {
         for o in &events {
-            if let sluice::plugin::Outcome::Emit(e) = o {
+            if let sluice::record::Outcome::Emit(e) = o {
                 for e in e {
                     let v = serde_json::from_slice::<serde::de::IgnoredAny>(&e.body);
                     assert!(std::hint::black_box(v).is_ok() && std::str::from_utf8(&e.body).is_ok());

@@ -14,7 +14,10 @@
 
 use std::time::{Duration, Instant};
 
-use sluice::plugin::{Isolated, Outcome, PluginSpec, Record, Runtime};
+use sluice::plugin::engine::Runtime;
+use sluice::plugin::isolate::Isolated;
+use sluice::plugin::spec::PluginSpec;
+use sluice::record::{Outcome, Record};
 use sluice_benches::cpu_seconds;
 
 /// Best of `rounds` rounds over `records` in batches of `batch`: (wall, CPU).

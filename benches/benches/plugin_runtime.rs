@@ -12,7 +12,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{Chain, Record, Runtime, Verdict, build_chain};
+use sluice::plugin::chain::{Chain, build_chain};
+use sluice::plugin::engine::Runtime;
+use sluice::record::Record;
+use sluice::verdict::Verdict;
 use wasmtime::{Config, OptLevel};
 
 type Tune = fn(&mut Config);

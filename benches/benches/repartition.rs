@@ -16,7 +16,7 @@
 //! (`SLUICE_BENCH_RECORDS`, default 100,000; `SLUICE_BENCH_SCOPE=byid` runs
 //! that scope alone, to profile it; needs tansu, scripts/setup).
 
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
 use sluice_benches::kafka::Run;
 use sluice_benches::median;
 use sluice_e2e::kafka::{Broker, Storage};

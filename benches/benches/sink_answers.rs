@@ -22,7 +22,9 @@ use std::collections::HashMap;
 
 use reqwest::header::HeaderMap;
 use sluice::sink::Answer;
-use sluice::sink::http::response::{Profile, Response, classify};
+use sluice::sink::http::response::Response;
+use sluice::sink::http::response::classify::classify;
+use sluice::sink::http::response::profile::Profile;
 use sluice_benches::thread_cpu_seconds;
 
 const N: usize = 1000;
@@ -167,7 +169,8 @@ fn axiom_body(times: &[i64], failing: bool) -> String {
 }
 
 fn classifier_plugin(ids: &[&str]) {
-    use sluice::sink::http::classifier::{ClassifierConfig, Sent};
+    use sluice::plugin::classified::Asked;
+    use sluice::sink::http::classifier::ClassifierConfig;
     use sluice_classifier::Classifier as _;
     let wasm = sluice_e2e::build_wasm(&["sluice-classifier-axiom"]).join("sluice_classifier_axiom.wasm");
     let reader =
@@ -176,7 +179,7 @@ fn classifier_plugin(ids: &[&str]) {
     let times: Vec<Option<i64>> = (0..N as i64).map(|i| Some(base_ns + i * 1_000_000)).collect();
     let plain: Vec<i64> = times.iter().flatten().copied().collect();
     let spans: Vec<(u32, u32)> = (0..N as u32).map(|i| (i * 300, 299)).collect();
-    let sent = Sent { ids, timestamps: &times, spans: &spans, texts: &[], body_bytes: N as u64 * 300, attempt: 1 };
+    let sent = Asked { ids, timestamps: &times, spans: &spans, texts: &[], body_bytes: N as u64 * 300, attempt: 1 };
     let native_request = sluice_classifier::Request::new(ids, &times, &spans);
     let headers = HeaderMap::new();
     let oo = Profile::builtin("openobserve").unwrap_or_else(|e| panic!("{e}"));

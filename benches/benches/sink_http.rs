@@ -18,8 +18,8 @@
 
 use std::time::Instant;
 
+use sluice::delivery::Delivery;
 use sluice::delivery::FinalAnswer;
-use sluice::sink::Delivery;
 use sluice::sink::clickhouse::ClickhouseSinkConfig;
 use sluice::sink::http::body::Framing;
 use sluice::sink::http::client::HttpSink;

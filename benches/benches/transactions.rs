@@ -11,8 +11,8 @@
 //! `cargo bench -p sluice-benches --bench transactions`
 //! (`SLUICE_BENCH_RECORDS`, default 100,000; needs nisshi, scripts/setup).
 
-use sluice::config::SourceConfig;
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
+use sluice::source::config::SourceConfig;
 use sluice_benches::kafka::Run;
 use sluice_benches::median;
 use sluice_e2e::kafka::{Broker, Storage};

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice::config::Config;
-use sluice::pipeline::{self, RunStats, Stop};
-use sluice::plugin::Runtime;
+use sluice::pipeline::{self, Stop};
+use sluice::plugin::engine::Runtime;
+use sluice::telemetry::stats::RunStats;
 use sluice_e2e::kafka::high_watermarks;
 
 use crate::{cpu_seconds, reset_peak_rss};
@@ -101,12 +102,12 @@ pub struct Watch<'a> {
 
 impl<'a> Watch<'a> {
     pub fn new(cfg: &Config, brokers: &'a str, topic: &'a str, partitions: i32) -> Watch<'a> {
-        let sluice::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
+        let sluice::source::config::SourceConfig::Kafka(k) = &cfg.source else { panic!("a kafka pipeline") };
         // With `dedup.repartition` the records are through once the back's
         // group has committed the internal topic too.
         let mut waits = vec![(k.group_id.clone(), topic.to_string())];
         if cfg.dedup.repartition {
-            let internal = sluice::pipeline::kafka::repartition::topic(&k.group_id);
+            let internal = sluice::source::kafka::config::repartition_topic(&k.group_id);
             waits.push((internal.clone(), internal));
         }
         let source_high = high_watermarks(brokers, topic, partitions).into_iter().map(Some).collect();

@@ -37,13 +37,13 @@ pub fn json_line(i: usize, now_secs: i64) -> String {
 /// the target directory, as `sluice run` keeps one, so that a run's figures
 /// are the records' cost and not Cranelift compiling the plugins again
 /// (issue 21, item 7; the first run after a plugin changes still pays it).
-pub fn runtime() -> sluice::plugin::Runtime {
+pub fn runtime() -> sluice::plugin::engine::Runtime {
     let cache = sluice_e2e::target_dir().join("bench-plugin-cache");
     // `SLUICE_BENCH_PERFMAP=1` names the plugins' compiled functions for
     // `perf report` (/tmp/perf-<pid>.map); without it a profile shows them
     // as one `[JIT]` lump.
     let perfmap = std::env::var_os("SLUICE_BENCH_PERFMAP").is_some();
-    sluice::plugin::Runtime::tuned(Some(cache), |c| {
+    sluice::plugin::engine::Runtime::tuned(Some(cache), |c| {
         if perfmap {
             c.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }

@@ -26,7 +26,7 @@ impl Delivery {
     /// plugin broke the contract) is carried as a JSON string rather than
     /// corrupting NDJSON. For bodies nothing has checked yet (tests, cases).
     pub fn new(id: String, timestamp: Option<i64>, body: &[u8]) -> Delivery {
-        Delivery { id, timestamp, body: crate::plugin::json_or_string(body).into(), sinks: None }
+        Delivery { id, timestamp, body: crate::record::json_or_string(body).into(), sinks: None }
     }
 
     /// A delivery for a body the chain has checked (`Verdict::Emit`): moved

@@ -4,8 +4,10 @@
 //! `expect` outside tests.
 //!
 //! It reads `src/` as text: each `use` and each `crate::`/`super::`/
-//! `self::` path is resolved to the file that defines what it names
-//! (through `pub use` re-exports), giving one edge per file pair. Test
+//! `self::` path (and a module's `use child::…`) is resolved to the file
+//! that defines what it names, or to the file that re-exports it: an import
+//! through a `pub use` depends on the re-exporting module, so a circle
+//! behind a re-export is one. One edge per file pair. Test
 //! code (`#[cfg(test)]` items, `*_tests.rs` files) is left out: a test may
 //! reach anywhere.
 
@@ -58,7 +60,6 @@ struct Source {
     files: BTreeMap<String, String>,
     modules: BTreeMap<Vec<String>, String>,
     defs: BTreeMap<String, BTreeSet<String>>,
-    reexports: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 fn src() -> PathBuf {
@@ -280,15 +281,17 @@ impl Source {
         let root = src();
         let mut paths = Vec::new();
         walk(&root, &mut paths);
-        let mut s = Source {
-            files: BTreeMap::new(),
-            modules: BTreeMap::new(),
-            defs: BTreeMap::new(),
-            reexports: BTreeMap::new(),
-        };
-        for p in paths {
-            let rel = p.strip_prefix(&root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        Source::of(paths.iter().map(|p| {
+            let rel = p.strip_prefix(&root).unwrap_or(p).to_string_lossy().replace('\\', "/");
+            let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (rel, text)
+        }))
+    }
+
+    /// The crate made of these files (path under `src/`, text).
+    fn of(files: impl IntoIterator<Item = (String, String)>) -> Source {
+        let mut s = Source { files: BTreeMap::new(), modules: BTreeMap::new(), defs: BTreeMap::new() };
+        for (rel, text) in files {
             s.modules.insert(module_path(&rel), rel.clone());
             if !rel.ends_with("_tests.rs") {
                 s.files.insert(rel, without_tests(&code_only(&text)));
@@ -307,23 +310,6 @@ impl Source {
                 }
             }
             s.defs.insert(rel.clone(), defs);
-            let me = module_path(rel);
-            let mut re = BTreeMap::new();
-            for tree in uses(text) {
-                let public = text.contains(&format!("pub use {tree};"))
-                    || text.contains(&format!("pub(crate) use {tree};"))
-                    || text.contains(&format!("pub(super) use {tree};"));
-                if !public {
-                    continue;
-                }
-                for path in expand(&[], &tree) {
-                    let abs = absolute(&me, &path).unwrap_or_else(|| me.iter().cloned().chain(path.clone()).collect());
-                    if let Some(last) = path.last() {
-                        re.insert(last.clone(), abs);
-                    }
-                }
-            }
-            s.reexports.insert(rel.clone(), re);
         }
         s
     }
@@ -345,10 +331,10 @@ impl Source {
             if self.defs.get(file).is_some_and(|d| d.contains(name)) {
                 return Some(file.clone());
             }
-            if let Some(target) = self.reexports.get(file).and_then(|r| r.get(name)) {
-                let next: Vec<String> = target.iter().cloned().chain(rest[1..].iter().cloned()).collect();
-                return self.resolve(&next, depth + 1);
-            }
+            // A name this file re-exports (`pub use`) resolves to this
+            // file, not to where it is defined: the importer depends on the
+            // re-exporting module, which depends on the definition, so a
+            // circle hidden behind a re-export is a circle here.
             return Some(file.clone());
         }
         None
@@ -373,7 +359,14 @@ impl Source {
                 if p.last().is_some_and(|l| l == "*" || l == "self") {
                     p.pop();
                 }
-                let Some(abs) = absolute(&me, &p) else { continue };
+                // `use child::X` in a module names its own child (2018
+                // paths); any other bare path is an outside crate.
+                let child = || {
+                    let mut sub = me.clone();
+                    sub.push(p.first()?.clone());
+                    self.modules.contains_key(&sub).then(|| me.iter().cloned().chain(p.iter().cloned()).collect())
+                };
+                let Some(abs) = absolute(&me, &p).or_else(child) else { continue };
                 if let Some(f) = self.resolve(&abs, 0)
                     && f != *rel
                     && self.files.contains_key(&f)
@@ -552,4 +545,22 @@ fn the_checks_find_a_circle_and_an_inverted_layer() {
     );
     assert_eq!(code_only("let s = \"crate::x\"; // crate::y\nuse crate::z;"), "let s = \"\"; \nuse crate::z;");
     assert_eq!(absolute(&["a".into(), "b".into()], &["super".into(), "c".into()]), Some(vec!["a".into(), "c".into()]));
+}
+
+/// A circle hidden behind a re-export: `t` imports `P` through `p`, which
+/// re-exports it from `r` and also re-exports its child `ch`, which
+/// imports `t`. Following the re-export to `r` would see no circle.
+#[test]
+fn an_import_through_a_re_export_is_an_edge_to_the_re_exporter() {
+    let files = [
+        ("lib.rs", "mod p; mod r; mod t;"),
+        ("p/mod.rs", "mod ch;\npub use crate::r::P;\npub use ch::C;\n"),
+        ("p/ch.rs", "use crate::t::T;\npub struct C(T);\n"),
+        ("t.rs", "use crate::p::P;\npub struct T(P);\n"),
+        ("r.rs", "pub struct P;\n"),
+    ];
+    let s = Source::of(files.iter().map(|(r, t)| (r.to_string(), t.to_string())));
+    let edges = s.edges();
+    assert!(edges["t.rs"].contains("p/mod.rs"), "{edges:?}");
+    assert_eq!(circles(&edges), vec![vec!["p/ch.rs".to_string(), "p/mod.rs".into(), "t.rs".into()]]);
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use sluice::plugin::{PluginLimits, PluginSpec};
+use sluice::plugin::spec::{PluginLimits, PluginSpec};
 
 /// The plugin crates the suites use, by package name.
 pub mod backend;

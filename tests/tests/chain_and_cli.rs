@@ -5,7 +5,10 @@
 use std::process::Command;
 
 use serde_json::json;
-use sluice::plugin::{Record, Runtime, Verdict, build_chain};
+use sluice::plugin::chain::build_chain;
+use sluice::plugin::engine::Runtime;
+use sluice::record::Record;
+use sluice::verdict::Verdict;
 use sluice_e2e::{now_rfc3339, plugin, plugin_v01, sluice_bin, spec, workspace_root};
 
 #[test]
@@ -65,7 +68,7 @@ fn json_then_ts_window_carries_ids_and_times_and_rejects_with_the_bound() {
 /// and 0.2 has two digests, and is otherwise the same plugin) and the
 /// clock reading cut from ts-window's reasons (each run reads the clock).
 fn blank_digests(v: Vec<Verdict>) -> Vec<Verdict> {
-    let blank = |mut p: sluice::plugin::PluginId| {
+    let blank = |mut p: sluice::verdict::PluginId| {
         p.digest = blake3::Hash::from_bytes([0; 32]);
         p
     };
@@ -84,9 +87,9 @@ fn plugins_of_0_1_and_0_2_run_side_by_side_in_one_chain_with_the_same_verdicts()
     let runtime = Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
     let json_cfg = json!({ "id_field": "event_id", "timestamp_field": "ts" });
     let window_cfg = json!({ "max_age": "1h", "max_future": "1m" });
-    let v01 = |name: &str, config: &serde_json::Value| sluice::plugin::PluginSpec {
+    let v01 = |name: &str, config: &serde_json::Value| sluice::plugin::spec::PluginSpec {
         config: config.clone(),
-        ..sluice::plugin::PluginSpec::from_path(plugin_v01(name))
+        ..sluice::plugin::spec::PluginSpec::from_path(plugin_v01(name))
     };
     let mut records = Vec::new();
     for i in 0..300u64 {

@@ -6,7 +6,12 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sluice::plugin::{PluginError, PluginLimits, PluginSpec, Record, Runtime, Verdict, build_chain};
+use sluice::plugin::chain::build_chain;
+use sluice::plugin::engine::Runtime;
+use sluice::plugin::error::PluginError;
+use sluice::plugin::spec::{PluginLimits, PluginSpec};
+use sluice::record::Record;
+use sluice::verdict::Verdict;
 use sluice_e2e::{plugin_v01, spec_with_limits};
 
 fn limits() -> PluginLimits {
@@ -22,7 +27,7 @@ fn batch() -> Vec<Record> {
 }
 
 fn clean_verdict(line: &str) -> Verdict {
-    Verdict::Emit(vec![sluice::plugin::Event::new(
+    Verdict::Emit(vec![sluice::record::Event::new(
         None,
         None,
         serde_json::to_vec(&json!({ "line": line })).unwrap_or_default().into(),

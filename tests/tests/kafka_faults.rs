@@ -17,7 +17,7 @@ use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use sluice::config::Config;
 use sluice::pipeline::Stop;
-use sluice::plugin::Runtime;
+use sluice::plugin::engine::Runtime;
 use sluice_e2e::kafka::{committed, produce};
 
 const TOPIC: &str = "faults";

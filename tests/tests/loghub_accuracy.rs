@@ -4,7 +4,10 @@
 //! the truth on at least 99% of lines, per file. Lines that the plugin
 //! rejects count as wrong on every field.
 
-use sluice::plugin::{Record, Runtime, Verdict, build_chain};
+use sluice::plugin::chain::build_chain;
+use sluice::plugin::engine::Runtime;
+use sluice::record::Record;
+use sluice::verdict::Verdict;
 use sluice_e2e::{example_config, spec, test_data};
 
 const SAMPLES: &[(&str, &str)] = &[

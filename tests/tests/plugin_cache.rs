@@ -4,7 +4,7 @@
 //! first.
 
 use serde_json::json;
-use sluice::plugin::{CacheStats, Runtime};
+use sluice::plugin::engine::{CacheStats, Runtime};
 use sluice_e2e::spec;
 
 fn cwasm_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -60,7 +60,7 @@ fn the_disk_cache_keeps_the_most_recently_used_within_its_bound() {
     // Artifacts of plugins long gone, each older than the last: more than
     // the bound together.
     let now = std::time::SystemTime::now();
-    let stale = sluice::plugin::DISK_ENTRIES + 6;
+    let stale = sluice::plugin::cache::DISK_ENTRIES + 6;
     for i in 0..stale {
         let p = cache.join(format!("{i:064x}-0000000000000000.cwasm"));
         std::fs::write(&p, b"old").unwrap_or_else(|e| panic!("{e}"));
@@ -73,11 +73,11 @@ fn the_disk_cache_keeps_the_most_recently_used_within_its_bound() {
     second.load(&spec("ts-window", json!({ "max_age": "1h", "max_future": "1m" }))).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(second.cache_stats().compiled, 1);
     let left = cwasm_files(&cache);
-    assert_eq!(left.len(), sluice::plugin::DISK_ENTRIES, "{} files left", left.len());
+    assert_eq!(left.len(), sluice::plugin::cache::DISK_ENTRIES, "{} files left", left.len());
     assert!(left.contains(&json_file), "the recently used json artifact stays");
     // Kept: ts-window (just written), json (used last) and the 62 newest
     // stale ones; the 8 oldest go.
-    let kept = sluice::plugin::DISK_ENTRIES - 2;
+    let kept = sluice::plugin::cache::DISK_ENTRIES - 2;
     for i in 0..stale {
         let file = cache.join(format!("{i:064x}-0000000000000000.cwasm"));
         assert_eq!(left.contains(&file), i < kept, "stale artifact {i} of {stale}: the oldest go first");

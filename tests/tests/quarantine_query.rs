@@ -93,7 +93,7 @@ fn ten_thousand_entries_query_and_export_one_by_one_with_secrets_masked_everywhe
     for (got, want) in exported.iter().zip(&entries) {
         assert_eq!(*got, serde_json::to_value(want).unwrap_or_default(), "entry {}", want.id);
         // Each entry is its line, masked.
-        let sluice::plugin::Position::File { offset, .. } = &want.position else { panic!("{:?}", want.position) };
+        let sluice::record::Position::File { offset, .. } = &want.position else { panic!("{:?}", want.position) };
         let i = line_at[offset];
         let payload = String::from_utf8_lossy(&want.payload.to_vec()).into_owned();
         match i % 3 {

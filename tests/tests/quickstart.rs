@@ -50,7 +50,7 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
 
     // Every line of the five files, by the id its position gives it.
     let loghub = std::path::absolute(test_data().join("loghub")).unwrap_or_else(|e| panic!("{e}"));
-    let loghub = sluice::config::normalize(&loghub);
+    let loghub = sluice::units::normalize(&loghub);
     let mut all = BTreeSet::new();
     for name in ["Apache", "HDFS", "Linux", "OpenSSH", "Zookeeper"] {
         let path = loghub.join(format!("{name}_2k.log"));

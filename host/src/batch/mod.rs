@@ -11,10 +11,9 @@
 //! the bodies: a new body is a slice of the one buffer the plugin returned;
 //! a kept body (contract 0.2's flag, the SDKs' `keep`) is the payload's
 //! own slice, neither copied nor checked again. Between stages the live
-//! events travel in one flat list of lanes (`plugin::inputs`: what a stage
+//! events travel in one flat list (`plugin::inputs::Derived`: what a stage
 //! changed, beside the index of the source record that holds the rest),
-//! and the verdicts come back as one event
-//! list per batch (`Verdicts`). The dedup window reads the events' ids as
+//! and the verdicts come back as one event list per batch (`Verdicts`). The dedup window reads the events' ids as
 //! digests, the sink is handed each body as that same slice
 //! (`sink::Delivery`), and the quarantine copies only the records it keeps.
 //! What is per record is one struct in the batch's `Vec` ([`Pulled`], a
@@ -31,7 +30,7 @@
 use std::time::Instant;
 
 use crate::custody::ids::Scope;
-use crate::plugin::Record;
+use crate::record::Record;
 
 /// A record as a source hands it over.
 pub struct Pulled {

@@ -12,12 +12,14 @@ use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use super::AuditArgs;
-use crate::config::{Config, DedupScope, SourceConfig};
+use crate::config::Config;
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope, topic_scope};
 use crate::pipeline::now_nanos;
+use crate::source::config::SourceConfig;
 use crate::store::Store;
 use crate::store::audit::{ABSORBED, Context, Origin, Trail};
 use crate::store::dedup::DedupWindow;
+use crate::store::dedup::config::DedupScope;
 use crate::store::quarantine::Entry;
 
 /// One id's answer.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use crate::config::Config;
 use crate::pipeline::cases::{self, Case};
-use crate::plugin::Runtime;
+use crate::plugin::engine::Runtime;
 
 /// `Ok(true)`: every case passed. `Err`: the config, its plugins or the
 /// cases cannot be read (exit 2).

@@ -8,8 +8,14 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
-use crate::plugin::{self, Chain, Isolated, PluginLimits, PluginSpec, Record, Runtime, Verdict, inspect};
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
+use crate::plugin::isolate::Isolated;
+use crate::plugin::spec::{PluginLimits, PluginSpec};
+use crate::plugin::{self, inspect};
+use crate::record::Record;
 use crate::source::framing::LineReader;
+use crate::verdict::Verdict;
 
 /// A plugin's config table from a file (`plugin::config::read_table`), for
 /// `plugin run --config` and `shadow --plugin-config`.
@@ -111,8 +117,8 @@ pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
 
 fn offset_of(r: &Record) -> u64 {
     match &r.position {
-        plugin::Position::File { offset, .. } => *offset,
-        plugin::Position::Kafka { offset, .. } => u64::try_from(*offset).unwrap_or(0),
+        crate::record::Position::File { offset, .. } => *offset,
+        crate::record::Position::Kafka { offset, .. } => u64::try_from(*offset).unwrap_or(0),
     }
 }
 

@@ -27,9 +27,11 @@ use std::time::Duration;
 
 use super::PipelineArgs as RunArgs;
 use super::validate::{BadInput, validate};
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::pipeline::{self, Stop};
-use crate::plugin::{Chain, Runtime};
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
+use crate::source::config::SourceConfig;
 
 /// What the threads of one pipeline of a run share.
 #[derive(Default)]

@@ -6,8 +6,9 @@ use anyhow::{Context, Result};
 
 use super::ConfigArgs;
 use super::validate::{BadInput, load};
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::pipeline;
+use crate::source::config::SourceConfig;
 use crate::store::Store;
 
 /// Why `check` failed: the exit code tells a script which (docs/src/exit-codes.md).
@@ -49,7 +50,7 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
     // The topics' retention, when Kafka's is the window, replaces these.
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
-    let mut window = cfg.dedup.window.unwrap_or(crate::config::DEFAULT_WINDOW);
+    let mut window = cfg.dedup.window.unwrap_or(crate::store::dedup::config::DEFAULT_WINDOW);
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut window_note = if cfg.dedup.window.is_some() { "configured" } else { "default" }.to_string();
     match &cfg.source {
@@ -146,9 +147,9 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
 
 /// How a sink's backend answers are read: its classifier plugin or its
 /// response profile.
-fn describe_answers(sink: &crate::config::SinkConfig) {
+fn describe_answers(sink: &crate::sink::config::SinkConfig) {
     if let Some(c) = sink.classifier() {
-        let shown = c.name.clone().unwrap_or_else(|| crate::plugin::PluginSpec::from_path(&c.path).name);
+        let shown = c.name.clone().unwrap_or_else(|| crate::plugin::spec::PluginSpec::from_path(&c.path).name);
         println!("  answers: classifier plugin {shown} ({}), then the host's fixed rules:", c.path.display());
         for rule in crate::sink::http::response::fixed::DESCRIBED {
             println!("    fixed: {rule}");
@@ -226,9 +227,13 @@ fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Pa
 /// What `check` says of the scope and the changelog: how dedup behaves
 /// once the group has more than one member.
 #[cfg(feature = "kafka")]
-fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSourceConfig, window: std::time::Duration) {
-    use crate::config::DedupScope;
+fn check_dedup_scaling(
+    cfg: &crate::config::Config,
+    k: &crate::source::kafka::config::KafkaSourceConfig,
+    window: std::time::Duration,
+) {
     use crate::pipeline::kafka::changelog::{TopicState, retention_warning, topic_state};
+    use crate::store::dedup::config::DedupScope;
     match cfg.dedup.scope {
         DedupScope::Partition => println!(
             "  dedup:  scope partition (the default): an id is a duplicate on the partition that delivered it; a \
@@ -271,8 +276,8 @@ fn check_dedup_scaling(cfg: &crate::config::Config, k: &crate::config::KafkaSour
         );
     }
     let on_missing = match cfg.dedup.on_missing_state {
-        crate::config::OnMissingState::Fail => "a partition whose changelog is lost refuses to start",
-        crate::config::OnMissingState::AcceptDuplicates => {
+        crate::store::dedup::config::OnMissingState::Fail => "a partition whose changelog is lost refuses to start",
+        crate::store::dedup::config::OnMissingState::AcceptDuplicates => {
             "a partition whose changelog is lost runs, and counts its records as unchecked"
         }
     };
@@ -306,10 +311,10 @@ pub fn run(args: &super::PipelineArgs) -> ExitCode {
 /// Every pipeline `run` was given, each validated as `check` does, and
 /// checked against the others: one process holds them all, so they must
 /// not share what each must own.
-fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crate::plugin::Runtime), BadInput> {
+fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crate::plugin::engine::Runtime), BadInput> {
     let paths = super::several::expand(given).map_err(BadInput)?;
-    let runtime =
-        crate::plugin::Runtime::new(crate::plugin::Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
+    let runtime = crate::plugin::engine::Runtime::new(crate::plugin::engine::Runtime::default_cache_dir())
+        .map_err(|e| BadInput(e.into()))?;
     let mut loaded = Vec::with_capacity(paths.len());
     for path in paths {
         let (cfg, chain) = super::validate::validate(&super::ConfigArgs::of(path.clone()), &runtime, true)?;
@@ -341,7 +346,7 @@ pub fn replay(_args: &super::ReplayArgs) -> Result<()> {
 }
 
 #[cfg(feature = "kafka")]
-fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::config::KafkaSourceConfig> {
+fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::source::kafka::config::KafkaSourceConfig> {
     match &cfg.source {
         SourceConfig::Kafka(k) => Ok((**k).clone()),
         SourceConfig::File(_) => anyhow::bail!("config {}: source.type is not kafka", file.display()),

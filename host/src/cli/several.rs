@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
+use crate::source::config::SourceConfig;
 
 /// The configs `-c` named, a list file (`pipelines = ["a.toml", …]`, its
 /// only key) replaced by the files it lists, relative to it. A file named

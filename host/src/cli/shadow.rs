@@ -13,10 +13,12 @@ use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
 use super::ShadowArgs;
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::pipeline::build_chain;
 use crate::pipeline::shadow::{Differing, Shadow};
-use crate::plugin::{Record, Runtime};
+use crate::plugin::engine::Runtime;
+use crate::record::Record;
+use crate::source::config::SourceConfig;
 use crate::source::file::{FilePartition, discover};
 use crate::source::kafka::config::ResetTo;
 use crate::store::Store;
@@ -118,7 +120,7 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
     let (candidate_cfg, changed) = candidate(&cfg, args)?;
     let current = build_chain(&runtime, &cfg)?;
     let candidate = build_chain(&runtime, &candidate_cfg).context("the candidate chain")?;
-    let versions = |c: &crate::plugin::Chain| -> String {
+    let versions = |c: &crate::plugin::chain::Chain| -> String {
         c.stages().iter().map(|s| s.id().to_string()).collect::<Vec<_>>().join(" → ")
     };
     eprintln!("shadow: current   {}", versions(&current));

@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::sink::http::classifier::{ClassifierConfig, Reader};
 use crate::sink::http::corpus::{self, Case};
-use crate::sink::http::response::Profile;
+use crate::sink::http::response::profile::Profile;
 
 #[derive(Args, Debug)]
 pub struct ClassifyArgs {

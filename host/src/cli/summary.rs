@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::pipeline::RunStats;
 use crate::pipeline::replay::ReplaySummary;
 use crate::telemetry::repeats::thousands;
+use crate::telemetry::stats::RunStats;
 
 /// How a run's end is printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -5,15 +5,16 @@
 use anyhow::Result;
 
 use super::ConfigArgs;
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::pipeline;
-use crate::plugin::Runtime;
+use crate::plugin::engine::Runtime;
+use crate::source::config::SourceConfig;
 use crate::store::Store;
 
 /// Bad input (config, plugins, paths): exit 2 before anything is read.
 pub struct BadInput(pub anyhow::Error);
 
-pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::Chain), BadInput> {
+pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::chain::Chain), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     let (cfg, chain) = validate(args, &runtime, true)?;
     super::mask_output_as(&cfg);
@@ -28,7 +29,7 @@ pub(super) fn validate(
     args: &ConfigArgs,
     runtime: &Runtime,
     open_store: bool,
-) -> Result<(Config, crate::plugin::Chain), BadInput> {
+) -> Result<(Config, crate::plugin::chain::Chain), BadInput> {
     let cfg = Config::load(&args.config).map_err(|e| BadInput(e.into()))?;
     let mut problems: Vec<String> = Vec::new();
     let mut say = |e: &dyn std::fmt::Display| problems.push(e.to_string());
@@ -85,7 +86,7 @@ pub(super) fn validate(
     }
     let file = args.config.display();
     match problems.as_slice() {
-        [] => Ok((cfg, crate::plugin::Chain::new(stages))),
+        [] => Ok((cfg, crate::plugin::chain::Chain::new(stages))),
         [one] => Err(BadInput(anyhow::anyhow!("config {file}: {one}"))),
         many => Err(BadInput(anyhow::anyhow!(
             "config {file} has {} problems:{}",
@@ -100,7 +101,7 @@ pub(super) fn validate(
 /// when the file does not write it (an environment override).
 fn refusal_place(config: &std::path::Path, i: usize, e: &pipeline::PipelineError) -> String {
     let pipeline::PipelineError::PluginAt { error, .. } = e else { return String::new() };
-    let crate::plugin::PluginError::Config { message, .. } = error.as_ref() else { return String::new() };
+    let crate::plugin::error::PluginError::Config { message, .. } = error.as_ref() else { return String::new() };
     let Ok(text) = std::fs::read_to_string(config) else { return String::new() };
     match crate::config::locate_plugin_problem(&text, i, message) {
         Some((line, column)) => format!(" (line {line}, column {column})"),

@@ -23,17 +23,17 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use self::pipeline::{PipelineConfig, ShutdownConfig};
-pub use crate::plugin::config::PluginConfig;
-pub use crate::problem::{ConfigError, Problem, Problems};
-pub use crate::route::config::RouteConfig;
-pub use crate::sink::config::NamedSinkConfig;
-pub use crate::sink::config::SinkConfig;
-pub use crate::source::config::{FileSourceConfig, KafkaSourceConfig, SourceConfig};
-pub use crate::store::dedup::config::{DEFAULT_WINDOW, DedupConfig, DedupScope, OnMissingState};
-pub use crate::store::quarantine::config::QuarantineConfig;
-pub use crate::telemetry::config::{ApiConfig, MetricsConfig};
-pub use crate::units::normalize;
-pub use crate::watchdog::config::WatchdogConfig;
+use crate::plugin::config::PluginConfig;
+use crate::problem::{ConfigError, Problem, Problems};
+use crate::route::config::RouteConfig;
+use crate::sink::config::NamedSinkConfig;
+use crate::sink::config::SinkConfig;
+use crate::source::config::SourceConfig;
+use crate::store::dedup::config::{DedupConfig, DedupScope};
+use crate::store::quarantine::config::QuarantineConfig;
+use crate::telemetry::config::{ApiConfig, MetricsConfig};
+use crate::units::normalize;
+use crate::watchdog::config::WatchdogConfig;
 impl ConfigError {
     /// The same error with each problem's place in the file the operator
     /// wrote, `(line 12, column 1)`, where `text` (the file) writes its key.
@@ -460,6 +460,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::store::dedup::config::OnMissingState;
     use crate::units::parse_size;
 
     #[test]

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::plugin::Position;
+use crate::record::Position;
 
 /// The key an id is stored under: its scope, then its digest.
 pub type IdDigest = [u8; 24];

@@ -21,8 +21,5 @@ pub mod offsets;
 pub mod plan;
 pub mod standing;
 
-pub use offsets::{Door, OffsetError, OffsetTracker};
-pub use plan::{Fate, Plan, Settled};
-
 #[cfg(test)]
 mod model_tests;

@@ -36,10 +36,13 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::ids::{IdDigest, PIPELINE_SCOPE};
-use super::{Fate, OffsetTracker, Plan};
+use super::offsets::OffsetTracker;
+use super::plan::{Fate, Plan};
 use crate::delivery::FinalAnswer;
-use crate::plugin::{Event, PluginId, Verdict};
-use crate::route::{Fanout, RouteConfig};
+use crate::record::Event;
+use crate::route::Fanout;
+use crate::route::config::RouteConfig;
+use crate::verdict::{PluginId, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

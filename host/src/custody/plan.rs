@@ -29,7 +29,8 @@ use super::offsets::Door;
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
 use crate::record::Event;
-use crate::route::{Fanout, SinkMask};
+use crate::route::Fanout;
+use crate::route::config::SinkMask;
 use crate::verdict::{PluginId, Verdict};
 
 /// What became of one source record.
@@ -479,7 +480,7 @@ mod tests {
     /// sends it to B again and only to B.
     #[test]
     fn with_two_sinks_each_sink_has_its_own_ids_and_a_record_waits_for_both() {
-        let routes = [crate::route::RouteConfig {
+        let routes = [crate::route::config::RouteConfig {
             field: Some("/level".into()),
             equals: Some("debug".into()),
             matches: None,
@@ -572,7 +573,7 @@ mod tests {
     /// sink of a one-sink pipeline does not have.
     #[test]
     fn a_plugin_route_names_the_sinks_and_an_unknown_sink_quarantines_the_record() {
-        let routes = [crate::route::RouteConfig {
+        let routes = [crate::route::config::RouteConfig {
             field: None,
             equals: None,
             matches: None,
@@ -605,8 +606,9 @@ mod tests {
             settled.fates[3]
         );
 
-        let one =
-            Arc::new(Fanout::new(&[crate::route::DEFAULT_SINK.to_string()], &[]).unwrap_or_else(|e| panic!("{e}")));
+        let one = Arc::new(
+            Fanout::new(&[crate::route::config::DEFAULT_SINK.to_string()], &[]).unwrap_or_else(|e| panic!("{e}")),
+        );
         let mut plan = Plan::routed(2, Some(&one));
         plan.emit(0, [routed("e", Some("default"))], &PIPELINE_SCOPE, String::new);
         plan.emit(1, [routed("f", Some("archive"))], &PIPELINE_SCOPE, String::new);

@@ -6,10 +6,11 @@
 //! systemic answer spends none). A record still waiting when the answers
 //! run out is reported as waiting: late, not lost.
 
+use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
+use crate::plugin::classified::Asked;
 use crate::sink::Answer;
-use crate::sink::Delivery;
-use crate::sink::http::classifier::{Reader, Sent};
+use crate::sink::http::classifier::Reader;
 use crate::sink::http::corpus::Recorded;
 use crate::sink::http::response::{Next, settle};
 
@@ -75,7 +76,7 @@ impl<'a> CaseSink<'a> {
             let Some(recorded) = self.answers.next() else { return Ok(()) };
             let ids: Vec<&str> = items.iter().map(|i| batch[*i].id.as_str()).collect();
             let times: Vec<Option<i64>> = items.iter().map(|i| batch[*i].timestamp).collect();
-            let sent = Sent { ids: &ids, timestamps: &times, spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
+            let sent = Asked { ids: &ids, timestamps: &times, spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
             let reply = recorded.read_with(&self.reader, &sent).map_err(|e| format!("sink answer: {e}"))?;
             let settled = settle(items, reply);
             for (i, a) in settled.answered {
@@ -97,7 +98,7 @@ impl<'a> CaseSink<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::http::response::Profile;
+    use crate::sink::http::response::profile::Profile;
 
     fn answer(status: u16, json: serde_json::Value) -> Recorded {
         serde_json::from_value(serde_json::json!({"status": status, "json": json})).unwrap_or_else(|e| panic!("{e}"))

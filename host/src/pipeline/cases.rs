@@ -21,14 +21,17 @@ use serde::Deserialize;
 
 use super::case_sink::{CaseSink, Waiting};
 use super::{PipelineError, build_stage};
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::custody::ids::{IdDigest, scope_of};
-use crate::custody::{Fate, Plan};
+use crate::custody::plan::{Fate, Plan};
+use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
 use crate::plugin::expect::show_time;
-use crate::plugin::{Chain, Position, Record, Runtime};
-use crate::sink::Delivery;
+use crate::record::{Position, Record};
 use crate::sink::http::classifier::Reader;
+use crate::source::config::SourceConfig;
 
 /// One case file.
 #[derive(Debug, Clone, Deserialize)]
@@ -97,7 +100,7 @@ pub enum Expect {
 }
 
 /// An event: the shape plugin cases use too (`plugin::expect`).
-pub use crate::plugin::expect::ExpectEvent;
+use crate::plugin::expect::ExpectEvent;
 
 /// What became of one input record.
 #[derive(Debug)]
@@ -121,7 +124,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
     let mut chain = Chain::new(stages);
     let records = records(cfg, name, &case.input)?;
-    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic;
+    let topic_wide = cfg.dedup.scope == crate::store::dedup::config::DedupScope::Topic;
     let max_line = match &cfg.source {
         SourceConfig::File(f) => Some(f.max_line_bytes),
         SourceConfig::Kafka(_) => None,
@@ -262,7 +265,8 @@ fn run_batch(
         }
     }
     let several = fanout.filter(|f| !f.is_single());
-    let name = |s: &usize| several.map_or_else(|| crate::route::DEFAULT_SINK.to_string(), |f| f.name(*s).to_string());
+    let name =
+        |s: &usize| several.map_or_else(|| crate::route::config::DEFAULT_SINK.to_string(), |f| f.name(*s).to_string());
     settled
         .fates
         .into_iter()
@@ -373,7 +377,7 @@ pub fn show(got: &Got) -> String {
     let fate = show_fate(got);
     match &got.sinks[..] {
         [] => fate,
-        [one] if one == crate::route::DEFAULT_SINK => fate,
+        [one] if one == crate::route::config::DEFAULT_SINK => fate,
         sinks => format!("{fate} (at {})", sinks.join(", ")),
     }
 }

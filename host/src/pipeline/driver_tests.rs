@@ -14,7 +14,7 @@ use super::driver::{self, Commit, IdLog, Keeper, Partition, Reader, SentIds, Sha
 use crate::batch::{Pull, Pulled};
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
 use crate::custody::standing::PartitionState;
-use crate::plugin::Record;
+use crate::record::Record;
 
 const RECORDS: u64 = 100;
 const BATCH: u64 = 10;
@@ -148,7 +148,7 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
         let part = Partition {
             name: "records",
             start: Some(0),
-            chain: crate::plugin::Chain::new(Vec::new()),
+            chain: crate::plugin::chain::Chain::new(Vec::new()),
             stopping: &stopping,
             state: state.clone(),
         };
@@ -217,7 +217,7 @@ impl Keeper for Positions {
         &mut self,
         _position: u64,
         records: &[Pulled],
-        _fates: &[Option<crate::custody::Fate>],
+        _fates: &[Option<crate::custody::plan::Fate>],
         _write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         self.1.lock().unwrap_or_else(|p| p.into_inner()).push((records.as_ptr() as usize, records.len()));
@@ -236,7 +236,7 @@ fn partitions_sharing_one_worker_share_batches_and_each_commits_its_own_prefix()
     let positions: Vec<Arc<Mutex<Vec<u64>>>> = (0..PARTS).map(|_| Arc::default()).collect();
     let segments: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
     with_shared(dir.path(), "workers = 1\nbatch_size = 16", "poll_interval = \"10ms\"", None, |shared| {
-        let make_chain = || Ok(crate::plugin::Chain::new(Vec::new()));
+        let make_chain = || Ok(crate::plugin::chain::Chain::new(Vec::new()));
         let failed = Mutex::new(None);
         let on_error = |e: PipelineError| {
             failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());

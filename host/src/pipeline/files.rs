@@ -11,11 +11,13 @@ use rocksdb::WriteBatch;
 use super::driver::{Keeper, Lane, Pool, PoolParts, Reader, Shared};
 use super::{PipelineError, RunStats, Stop, build_chain, open_sinks, setup};
 use crate::batch::{Pull, Pulled};
-use crate::config::{Config, FileSourceConfig};
-use crate::custody::Fate;
+use crate::config::Config;
 use crate::custody::ids::PIPELINE_SCOPE;
+use crate::custody::plan::Fate;
 use crate::custody::standing::PartitionState;
-use crate::plugin::{Chain, Runtime};
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
+use crate::source::config::FileSourceConfig;
 use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
 

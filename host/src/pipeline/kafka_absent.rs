@@ -10,7 +10,7 @@ pub mod repartition {
 
     use crate::config::Config;
     use crate::pipeline::PipelineError;
-    use crate::plugin::{Position, Record};
+    use crate::record::{Position, Record};
     use crate::sink::named::Sinks;
 
     /// A repartitioned pipeline's two halves: never, without Kafka.
@@ -43,10 +43,11 @@ pub mod changelog {
 
     use rocksdb::WriteBatch;
 
-    use crate::config::{Config, KafkaSourceConfig};
+    use crate::config::Config;
     use crate::custody::ids::IdDigest;
     use crate::pipeline::driver::{IdLog, SentIds};
     use crate::pipeline::{PipelineError, Stop};
+    use crate::source::kafka::config::KafkaSourceConfig;
     use crate::store::Store;
     use crate::store::dedup::DedupWindow;
 

@@ -33,23 +33,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use crate::telemetry::stats::RunStats;
+use crate::telemetry::stats::RunStats;
 
-use crate::config::{Config, SourceConfig};
-use crate::plugin::{Chain, Runtime};
+use crate::config::Config;
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
 use crate::sink::named::Sinks;
+use crate::source::config::SourceConfig;
 use crate::store::{Identity, Store};
 use crate::telemetry::Health;
 
-pub use crate::custody::Fate;
+use crate::custody::plan::Fate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error(transparent)]
-    Plugin(#[from] crate::plugin::PluginError),
+    Plugin(#[from] crate::plugin::error::PluginError),
     /// A plugin of the config that cannot start, named by its key.
     #[error("{key} ({name}): {error}{hint}")]
-    PluginAt { key: String, name: String, hint: String, error: Box<crate::plugin::PluginError> },
+    PluginAt { key: String, name: String, hint: String, error: Box<crate::plugin::error::PluginError> },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
@@ -57,7 +59,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
     #[error("offset tracking: {0}")]
-    Offsets(#[from] crate::custody::OffsetError),
+    Offsets(#[from] crate::custody::offsets::OffsetError),
     #[error("metrics endpoint: {0}")]
     Metrics(String),
     #[error("{0}")]
@@ -184,8 +186,9 @@ pub fn build_stage(
     cfg: &Config,
     i: usize,
     fixed_now: Option<i64>,
-) -> Result<crate::plugin::Isolated, PipelineError> {
-    use crate::plugin::{Fault, Isolated, PluginError};
+) -> Result<crate::plugin::isolate::Isolated, PipelineError> {
+    use crate::plugin::error::{Fault, PluginError};
+    use crate::plugin::isolate::Isolated;
     let Some(p) = cfg.plugins.get(i) else {
         return Err(PipelineError::Config(format!("plugins[{i}]: no such plugin")));
     };

@@ -29,11 +29,13 @@ use super::driver::{self, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
 use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sinks};
 use crate::batch::{Pull, Pulled};
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::custody::ids::{IdDigest, Scope, scope_of};
 use crate::custody::standing::PartitionState;
-use crate::plugin::Runtime;
-use crate::plugin::{Chain, Position};
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
+use crate::record::Position;
+use crate::source::config::SourceConfig;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
@@ -104,7 +106,7 @@ pub fn replay(
     // under `dedup.scope = "topic"`) together. A repartitioned pipeline's
     // sides decide each partition's ids apart. Entries a sink of several
     // refused go to that sink alone: they run apart, by sink.
-    let topic_wide = cfg.dedup.scope == crate::config::DedupScope::Topic && sides.is_none();
+    let topic_wide = cfg.dedup.scope == crate::store::dedup::config::DedupScope::Topic && sides.is_none();
     entries.sort_by(|a, b| {
         (scope_of(&a.position, topic_wide), &a.sink).cmp(&(scope_of(&b.position, topic_wide), &b.sink))
     });

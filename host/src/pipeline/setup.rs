@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 
 use super::driver::{Settings, Shared};
 use super::{PipelineError, RunStats, with_committer};
-use crate::config::{Config, DEFAULT_WINDOW, KafkaSourceConfig, SourceConfig};
+use crate::config::Config;
 use crate::sink::named::Sinks;
+use crate::source::config::SourceConfig;
 #[cfg(feature = "kafka")]
 use crate::source::kafka::admin;
+use crate::source::kafka::config::KafkaSourceConfig;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
+use crate::store::dedup::config::DEFAULT_WINDOW;
 use crate::telemetry::Health;
 use crate::units;
 use crate::watchdog::with_watchdog;

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::PipelineError;
-use crate::plugin::{Chain, Event, Record, Verdict};
+use crate::plugin::chain::Chain;
+use crate::record::{Event, Record};
 use crate::route::Fanout;
+use crate::verdict::Verdict;
 
 /// One way two verdicts on a record differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -152,7 +154,7 @@ pub struct Differing<'r> {
 /// event between sinks.
 pub fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<Difference> {
     let (Verdict::Emit(a), Verdict::Emit(b)) = (current, candidate) else { return Vec::new() };
-    let names = |mask: crate::route::SinkMask| {
+    let names = |mask: crate::route::config::SinkMask| {
         let n: Vec<&str> = (0..f.len()).filter(|s| mask & (1 << s) != 0).map(|s| f.name(s)).collect();
         n.join(", ")
     };
@@ -162,8 +164,9 @@ pub fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<
         .enumerate()
         .filter_map(|(k, (x, y))| {
             // A route naming a sink there is not quarantines the record.
-            let shown =
-                |r: Result<crate::route::SinkMask, String>| r.map_or_else(|e| format!("quarantine: {e}"), names);
+            let shown = |r: Result<crate::route::config::SinkMask, String>| {
+                r.map_or_else(|e| format!("quarantine: {e}"), names)
+            };
             let (now, then) = (shown(f.sinks_of(x)), shown(f.sinks_of(y)));
             (now != then).then(|| Difference {
                 kind: "sinks",
@@ -220,7 +223,7 @@ impl Shadow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::PluginId;
+    use crate::verdict::PluginId;
 
     fn event(id: Option<&str>, ts: Option<i64>, body: &str) -> Event {
         Event::new(id.map(String::from), ts, bytes::Bytes::copy_from_slice(body.as_bytes()))
@@ -280,7 +283,7 @@ mod tests {
 
     #[test]
     fn with_several_sinks_an_event_the_routes_send_elsewhere_is_named() {
-        let level = crate::route::RouteConfig {
+        let level = crate::route::config::RouteConfig {
             field: Some("/level".into()),
             equals: Some("debug".into()),
             matches: None,

@@ -8,18 +8,21 @@
 //!   original goes to the quarantine and none of its events is delivered, so
 //!   a replay after repair re-creates them all and nothing is half-delivered.
 
-use super::inputs::{Inputs, Lane};
+use super::engine::Runtime;
+use super::error::PluginError;
+use super::inputs::{Derived, Inputs};
 use super::isolate::Isolated;
-use super::{PluginError, PluginId};
+use super::spec::PluginSpec;
 use crate::record::{Event, Outcome, Record, json_or_string_bytes};
 use crate::telemetry::tap::{Point, Sample, TAPS};
-pub use crate::verdict::{Judged, Judgement, Verdict, Verdicts};
+use crate::verdict::PluginId;
+use crate::verdict::{Judged, Verdict, Verdicts};
 
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
     fn id(&self) -> &PluginId;
     /// Exactly one outcome per input, in order. The first stage reads the
-    /// source's records where they are; a later one reads lanes beside
+    /// source's records where they are; a later one reads derived events beside
     /// them. An outcome may be [`Outcome::Keep`] (the input goes on with
     /// its payload as its body). `inputs_checked`: every payload is an
     /// earlier stage's event body, checked by the output contract already.
@@ -42,14 +45,14 @@ pub struct Chain<S: Stage = Isolated> {
     /// already (`dedup.repartition`'s back reads what its front wrote), so
     /// they go on as they are instead of being parsed a second time.
     payloads_checked: bool,
-    /// The lanes of the stage being run and of the next, empty between
+    /// The derived events of the stage being run and of the next, empty between
     /// batches: kept for their allocations (a batch's worth each).
-    live: Vec<Lane>,
-    next: Vec<Lane>,
+    live: Vec<Derived>,
+    next: Vec<Derived>,
 }
 
 /// Where a source record stands between stages. Its live events are not
-/// here but in the chain's one list of lanes, each naming its owner.
+/// here but in the chain's one list of derived events, each naming its owner.
 #[derive(Clone)]
 enum Standing {
     Live,
@@ -86,7 +89,7 @@ impl<S: Stage> Chain<S> {
     }
 
     /// The verdicts on `batch`, flat: what the driver calls. Between the
-    /// stages a batch is one list of lanes beside the source records; a
+    /// stages a batch is one list of derived events beside the source records; a
     /// body is never copied (a kept one is the payload's bytes, a new one
     /// a slice of the buffer its plugin returned).
     pub fn judge(&mut self, batch: &[&Record]) -> Result<Verdicts, PluginError> {
@@ -113,12 +116,12 @@ impl<S: Stage> Chain<S> {
             if stage_idx == 0 {
                 let outcomes = stage.process(Inputs::sources(batch), false)?;
                 for (owner, (record, outcome)) in batch.iter().zip(outcomes).enumerate() {
-                    apply(&mut standing, &mut next, stage_idx, outcome, Lane::of(owner as u32, record));
+                    apply(&mut standing, &mut next, stage_idx, outcome, Derived::of(owner as u32, record));
                 }
             } else {
-                let outcomes = stage.process(Inputs::lanes(batch, &live), true)?;
-                for (lane, outcome) in live.drain(..).zip(outcomes) {
-                    apply(&mut standing, &mut next, stage_idx, outcome, lane);
+                let outcomes = stage.process(Inputs::derived(batch, &live), true)?;
+                for (derived, outcome) in live.drain(..).zip(outcomes) {
+                    apply(&mut standing, &mut next, stage_idx, outcome, derived);
                 }
             }
             std::mem::swap(&mut live, &mut next);
@@ -129,7 +132,7 @@ impl<S: Stage> Chain<S> {
                 TAPS.offer(
                     &point,
                     masking.as_deref(),
-                    Inputs::lanes(batch, &live).iter().map(|input| Sample {
+                    Inputs::derived(batch, &live).iter().map(|input| Sample {
                         partition: "",
                         position: Some(input.position()),
                         id: input.event_id(),
@@ -149,12 +152,12 @@ impl<S: Stage> Chain<S> {
             judged.push(match s {
                 Standing::Live => {
                     let before = events.len();
-                    while let Some(lane) = rest.next_if(|lane| lane.owner as usize == owner) {
+                    while let Some(derived) = rest.next_if(|derived| derived.owner as usize == owner) {
                         events.push(Event {
-                            id: lane.event_id,
-                            timestamp: lane.timestamp,
-                            body: lane.payload,
-                            sinks: lane.sinks,
+                            id: derived.event_id,
+                            timestamp: derived.timestamp,
+                            body: derived.payload,
+                            sinks: derived.sinks,
                         });
                     }
                     Judged::Emit(events.len() - before)
@@ -169,23 +172,23 @@ impl<S: Stage> Chain<S> {
     }
 }
 
-/// One stage's outcome for `lane`, one of its source record's live events;
+/// One stage's outcome for `derived`, one of its source record's live events;
 /// what goes on to the next stage is pushed to `next`. Lanes are pushed in
 /// source-record order, so a source record's own are always the last ones
 /// when its outcome is applied.
-fn apply(standing: &mut [Standing], next: &mut Vec<Lane>, stage: usize, outcome: Outcome, lane: Lane) {
-    let owner = lane.owner;
+fn apply(standing: &mut [Standing], next: &mut Vec<Derived>, stage: usize, outcome: Outcome, derived: Derived) {
+    let owner = derived.owner;
     let s = &mut standing[owner as usize];
     match outcome {
         // A rejected source record keeps nothing.
         Outcome::Keep { .. } | Outcome::Emit(_) if matches!(s, Standing::Rejected { .. }) => {}
         Outcome::Keep { id, timestamp, sinks } => {
             revive(s);
-            next.push(kept(lane, id, timestamp, sinks));
+            next.push(kept(derived, id, timestamp, sinks));
         }
         Outcome::Emit(events) if !events.is_empty() => {
             revive(s);
-            next.extend(events.into_iter().map(|e| follow(&lane, e)));
+            next.extend(events.into_iter().map(|e| follow(&derived, e)));
         }
         Outcome::Emit(_) => drop_part(s, next, owner, stage, "no events".to_string()),
         Outcome::Drop(reason) => drop_part(s, next, owner, stage, reason),
@@ -211,37 +214,43 @@ fn revive(s: &mut Standing) {
 
 /// A dropped event removes itself; the source record counts as dropped only
 /// when nothing of it is left at this stage (a later `Emit` keeps it live).
-fn drop_part(s: &mut Standing, next: &[Lane], owner: u32, stage: usize, reason: String) {
+fn drop_part(s: &mut Standing, next: &[Derived], owner: u32, stage: usize, reason: String) {
     let has_live = next.last().is_some_and(|l| l.owner == owner);
     if matches!(s, Standing::Live) && !has_live {
         *s = Standing::Dropped { stage, reason };
     }
 }
 
-/// The lane going on with its payload as the body (moved, no copy), with
+/// The event going on with its payload as the body (moved, no copy), with
 /// what the stage set; what it did not set stays as it was.
-fn kept(mut lane: Lane, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Lane {
+fn kept(mut derived: Derived, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Derived {
     if id.is_some() {
-        lane.event_id = id;
+        derived.event_id = id;
     }
-    lane.timestamp = timestamp.or(lane.timestamp);
+    derived.timestamp = timestamp.or(derived.timestamp);
     if sinks.is_some() {
-        lane.sinks = sinks;
+        derived.sinks = sinks;
     }
-    lane
+    derived
 }
 
-/// The lane the next stage sees for an event: the event's body, the same
+/// What the next stage sees for an event: the event's body, the same
 /// source record (its context), and the id, timestamp and route set by
 /// this stage or, failing that, by an earlier one.
-fn follow(from: &Lane, event: Event) -> Lane {
-    Lane {
+fn follow(from: &Derived, event: Event) -> Derived {
+    Derived {
         owner: from.owner,
         payload: event.body,
         event_id: event.id.or_else(|| from.event_id.clone()),
         timestamp: event.timestamp.or(from.timestamp),
         sinks: event.sinks.or_else(|| from.sinks.clone()),
     }
+}
+
+/// Load and initialise a chain of plugins, in order.
+pub fn build_chain(runtime: &Runtime, specs: &[PluginSpec]) -> Result<Chain, PluginError> {
+    let stages = specs.iter().map(|spec| Isolated::new(runtime.load(spec)?)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Chain::new(stages))
 }
 
 #[cfg(test)]
@@ -407,7 +416,7 @@ mod tests {
     fn a_route_rides_through_later_stages_until_one_names_another() {
         let r = Record::line(b"{}".to_vec(), "f", 0, 0);
         let route = |s: &str| Some(Bytes::copy_from_slice(s.as_bytes()));
-        let source = Lane::of(0, &r);
+        let source = Derived::of(0, &r);
         let first =
             follow(&source, Event { sinks: route("archive"), ..Event::new(None, None, Bytes::from_static(b"{}")) });
         assert_eq!(first.sinks, route("archive"));

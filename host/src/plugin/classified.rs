@@ -5,7 +5,8 @@
 /// Bytes per record in the packed request (`wit/classifier.wit`).
 pub const RECORD_BYTES: usize = 32;
 
-/// The request a response answers.
+/// The request a response answers: what a classifier plugin is asked
+/// about, and what a profile that matches by time reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Asked<'a> {
     pub ids: &'a [&'a str],

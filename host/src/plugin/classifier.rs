@@ -9,11 +9,12 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::classified::{Answered, Asked, Said};
+use super::contract::Contract;
 use super::engine::LoadedPlugin;
-use super::instance::{Fault, Instance};
-use super::{Contract, PluginError, PluginId};
-
-pub use super::classified::{Answered, Asked, Fate, RECORD_BYTES, Said};
+use super::error::{Fault, PluginError};
+use super::instance::Instance;
+use crate::verdict::PluginId;
 
 /// A loaded classifier and its idle instances.
 pub struct Classifier {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use sluice_guest::output_rules::OutputLimits;
 
-use super::PluginLimits;
+use super::spec::{PluginLimits, PluginSpec};
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 
@@ -157,6 +157,28 @@ impl PluginConfig {
             && let Err(e) = d.parse::<crate::plugin::pin::Pin>()
         {
             p.add(&format!("plugins[{i}].digest"), e);
+        }
+    }
+}
+
+/// What the runtime needs of a `[[plugins]]` entry.
+impl PluginConfig {
+    pub fn spec(&self) -> PluginSpec {
+        PluginSpec {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            config: self.config.clone(),
+            limits: PluginLimits {
+                memory_bytes: usize::try_from(self.memory).unwrap_or(usize::MAX),
+                time_per_batch: self.time_limit,
+                output: OutputLimits {
+                    max_id_bytes: self.max_id_bytes,
+                    max_events_per_record: self.max_events_per_record,
+                    max_event_bytes_per_record: usize::try_from(self.max_event_bytes_per_record).unwrap_or(usize::MAX),
+                },
+                max_log_lines_per_batch: self.max_log_lines_per_batch,
+                fixed_now: None,
+            },
         }
     }
 }

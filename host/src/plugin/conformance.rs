@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde::Deserialize;
 
-use super::{Outcome, Position, Record};
+use crate::record::{Outcome, Position, Record};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaseError {
@@ -225,7 +225,7 @@ impl Case {
 }
 
 /// The event shape config cases use too (`plugin::expect`).
-pub use super::expect::ExpectEvent;
+use super::expect::ExpectEvent;
 
 /// Every `*.json` of `dir`, sorted by name, as `T` (a conformance case
 /// here; a config case for `sluice test`).
@@ -360,7 +360,7 @@ fn show(o: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::Event;
+    use crate::record::Event;
 
     /// One way to write records for plugin and config cases: a line as
     /// text, or a message with its key and headers, under `records` or

@@ -15,8 +15,10 @@ use wasmtime::{Config, Engine};
 
 use super::cache::{self, Recent};
 use super::contract::{self, Contract, Pre};
+use super::error::PluginError;
 use super::sandbox::StoreState;
-use super::{PluginError, PluginId, PluginLimits, PluginSpec};
+use super::spec::{PluginLimits, PluginSpec};
+use crate::verdict::PluginId;
 
 /// How often the epoch advances; time limits are rounded up to it.
 pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -131,7 +133,7 @@ impl Runtime {
     }
 
     /// Read, compile (or fetch from cache) and link a plugin. Does not run
-    /// it: see [`super::Isolated::new`], which instantiates and calls `init`.
+    /// it: see [`crate::plugin::isolate::Isolated::new`], which instantiates and calls `init`.
     pub fn load(&self, spec: &PluginSpec) -> Result<Arc<LoadedPlugin>, PluginError> {
         let bytes = std::fs::read(&spec.path).map_err(|e| PluginError::Read { path: spec.path.clone(), source: e })?;
         let digest = blake3::hash(&bytes);

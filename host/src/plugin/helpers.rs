@@ -22,8 +22,6 @@ pub const MAX_PATTERN_SETS: usize = 16;
 pub const MAX_PATTERNS: usize = 256;
 /// The compiled size of one pattern (the regex crate's own limit).
 pub const MAX_PATTERN_BYTES: usize = 1 << 20;
-/// Paths in one `json-get`, and segments in one path.
-pub use sluice_guest::batch_fields::{MAX_PATHS, MAX_SEGMENTS};
 
 /// What an instance holds of the helpers, counted against the caps.
 #[derive(Default)]

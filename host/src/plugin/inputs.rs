@@ -3,10 +3,10 @@
 //!
 //! A stage after the first does not get a [`Record`] per event: an event
 //! keeps its source record's context (key, headers, position, source
-//! time), so a [`Lane`] holds only what a stage changes (the body, the id,
+//! time), so a [`Derived`] event holds only what a stage changes (the body, the id,
 //! the time, the route) and the index of its source record, whose context
 //! is read where the source left it. Between stages a batch is one list of
-//! lanes beside the borrowed source records, with no context copied.
+//! derived events beside the borrowed source records, with no context copied.
 
 use bytes::Bytes;
 
@@ -15,7 +15,7 @@ use crate::record::{Position, Record};
 /// One event between two stages: what the stages so far made of source
 /// record `owner`.
 #[derive(Debug, Clone)]
-pub struct Lane {
+pub struct Derived {
     /// The index of its source record in the batch.
     pub owner: u32,
     /// The event's body, the next stage's payload.
@@ -27,11 +27,11 @@ pub struct Lane {
     pub sinks: Option<Bytes>,
 }
 
-impl Lane {
+impl Derived {
     /// Source record `owner` as it enters the chain: its payload shared,
     /// not copied.
-    pub fn of(owner: u32, record: &Record) -> Lane {
-        Lane {
+    pub fn of(owner: u32, record: &Record) -> Derived {
+        Derived {
             owner,
             payload: record.payload.clone(),
             event_id: record.event_id.clone(),
@@ -42,45 +42,45 @@ impl Lane {
 }
 
 /// A stage's batch: the source records, and for a stage after the first
-/// the lanes that index them.
+/// the derived events that index them.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
     sources: &'a [&'a Record],
-    lanes: Option<&'a [Lane]>,
+    derived: Option<&'a [Derived]>,
 }
 
 impl<'a> Inputs<'a> {
     /// The source's records, each its own input.
     pub fn sources(sources: &'a [&'a Record]) -> Inputs<'a> {
-        Inputs { sources, lanes: None }
+        Inputs { sources, derived: None }
     }
 
-    /// Events of an earlier stage: each lane's owner indexes `sources`.
-    pub fn lanes(sources: &'a [&'a Record], lanes: &'a [Lane]) -> Inputs<'a> {
-        Inputs { sources, lanes: Some(lanes) }
+    /// Events of an earlier stage: each one's owner indexes `sources`.
+    pub fn derived(sources: &'a [&'a Record], derived: &'a [Derived]) -> Inputs<'a> {
+        Inputs { sources, derived: Some(derived) }
     }
 
     pub fn len(&self) -> usize {
-        self.lanes.map_or(self.sources.len(), <[Lane]>::len)
+        self.derived.map_or(self.sources.len(), <[Derived]>::len)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Input `i`; `None` past the end, or for a lane whose owner is not a
+    /// Input `i`; `None` past the end, or for an event whose owner is not a
     /// source record (which the chain never builds).
     pub fn get(&self, i: usize) -> Option<Input<'a>> {
-        match self.lanes {
-            None => self.sources.get(i).map(|source| Input { source, lane: None }),
-            Some(lanes) => {
-                let lane = lanes.get(i)?;
-                self.sources.get(lane.owner as usize).map(|source| Input { source, lane: Some(lane) })
+        match self.derived {
+            None => self.sources.get(i).map(|source| Input { source, derived: None }),
+            Some(derived) => {
+                let derived = derived.get(i)?;
+                self.sources.get(derived.owner as usize).map(|source| Input { source, derived: Some(derived) })
             }
         }
     }
 
-    /// The inputs in order (a lane whose owner is not a source record,
+    /// The inputs in order (an event whose owner is not a source record,
     /// which the chain never builds, is left out).
     pub fn iter(&self) -> impl Iterator<Item = Input<'a>> + 'a {
         let this = *self;
@@ -90,36 +90,36 @@ impl<'a> Inputs<'a> {
     /// Input `i` alone, as a batch of one (a fault isolated record by
     /// record); empty past the end.
     pub fn one(&self, i: usize) -> Inputs<'a> {
-        match self.lanes {
-            None => Inputs { sources: self.sources.get(i..i + 1).unwrap_or_default(), lanes: None },
-            Some(lanes) => Inputs { sources: self.sources, lanes: Some(lanes.get(i..i + 1).unwrap_or_default()) },
+        match self.derived {
+            None => Inputs { sources: self.sources.get(i..i + 1).unwrap_or_default(), derived: None },
+            Some(derived) => Inputs { sources: self.sources, derived: Some(derived.get(i..i + 1).unwrap_or_default()) },
         }
     }
 }
 
-/// One record as a stage sees it: its own fields from its lane, its
+/// One record as a stage sees it: its own fields from its derived event, its
 /// context from its source record.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     source: &'a Record,
-    lane: Option<&'a Lane>,
+    derived: Option<&'a Derived>,
 }
 
 impl<'a> Input<'a> {
     pub fn payload(&self) -> &'a Bytes {
-        self.lane.map_or(&self.source.payload, |l| &l.payload)
+        self.derived.map_or(&self.source.payload, |d| &d.payload)
     }
 
     pub fn event_id(&self) -> Option<&'a str> {
-        self.lane.map_or(self.source.event_id.as_deref(), |l| l.event_id.as_deref())
+        self.derived.map_or(self.source.event_id.as_deref(), |d| d.event_id.as_deref())
     }
 
     pub fn timestamp(&self) -> Option<i64> {
-        self.lane.map_or(self.source.timestamp, |l| l.timestamp)
+        self.derived.map_or(self.source.timestamp, |d| d.timestamp)
     }
 
     pub fn sinks(&self) -> Option<&'a Bytes> {
-        self.lane.map_or(self.source.sinks.as_ref(), |l| l.sinks.as_ref())
+        self.derived.map_or(self.source.sinks.as_ref(), |d| d.sinks.as_ref())
     }
 
     pub fn key(&self) -> Option<&'a Bytes> {
@@ -151,23 +151,24 @@ mod tests {
     }
 
     #[test]
-    fn a_lane_reads_its_own_fields_and_its_owners_context() {
+    fn a_derived_reads_its_own_fields_and_its_owners_context() {
         let (a, b) = (record("a", 1), record("b", 2));
         let sources = [&a, &b];
-        let lanes = [
-            Lane { owner: 1, payload: Bytes::from_static(b"b1"), event_id: None, timestamp: Some(5), sinks: None },
-            Lane {
+        let derived = [
+            Derived { owner: 1, payload: Bytes::from_static(b"b1"), event_id: None, timestamp: Some(5), sinks: None },
+            Derived {
                 owner: 1,
                 payload: Bytes::from_static(b"b2"),
                 event_id: Some("e".into()),
                 timestamp: None,
                 sinks: None,
             },
-            Lane::of(0, &a),
+            Derived::of(0, &a),
         ];
-        let inputs = Inputs::lanes(&sources, &lanes);
+        let inputs = Inputs::derived(&sources, &derived);
         assert_eq!(inputs.len(), 3);
-        let seen: Vec<(&[u8], Option<&str>, Option<i64>, i64)> =
+        type Seen<'a> = (&'a [u8], Option<&'a str>, Option<i64>, i64);
+        let seen: Vec<Seen<'_>> =
             inputs.iter().map(|i| (&i.payload()[..], i.event_id(), i.timestamp(), i.position().offset_i64())).collect();
         assert_eq!(
             seen,

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{PluginError, Runtime};
+use super::engine::Runtime;
+use super::error::PluginError;
 
 /// The WIT package every first-party SDK targets.
 pub const WIT_PACKAGE: &str = "sluice:plugin";

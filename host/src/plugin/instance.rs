@@ -2,53 +2,17 @@
 //! context), initialised with its config. A fault leaves the instance in an
 //! unknown state, so the caller throws it away and builds another.
 
-use std::fmt;
 use std::sync::Arc;
 
 use wasmtime::{Store, Trap};
 
-use super::PluginError;
 use super::contract::{Bound, Returned};
 use super::engine::{EPOCH_TICK, LoadedPlugin};
+use super::error::{Fault, PluginError};
 use super::inputs::Inputs;
 use super::output_rules;
 use super::sandbox::StoreState;
 use crate::record::Outcome;
-
-/// Why a call into a plugin did not return a usable answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// Ran past the per-batch time limit.
-    Timeout { limit_ms: u128 },
-    /// Tried to grow its memory past the limit.
-    OutOfMemory { wanted: usize, limit: usize },
-    /// Any other trap (a panic, an out-of-bounds access, stack exhaustion);
-    /// with what the guest wrote to stderr just before, when anything.
-    Trap { trap: String, stderr: String },
-    /// Returned a number of outcomes different from the number of records.
-    WrongCount { records: usize, outcomes: usize },
-    /// Returned 0.2 outcome buffers that break the layout rules
-    /// (`wit/plugin.wit`): a slice outside its buffer, overlapping slices,
-    /// events out of order, an unknown kind or flag.
-    Malformed { rule: String },
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::Timeout { limit_ms } => write!(f, "timeout: ran past the time limit of {limit_ms} ms"),
-            Fault::OutOfMemory { wanted, limit } => {
-                write!(f, "out of memory: tried to grow memory to {wanted} bytes, limit {limit} bytes")
-            }
-            Fault::Trap { trap, stderr } if stderr.is_empty() => write!(f, "trap: {trap}"),
-            Fault::Trap { trap, stderr } => write!(f, "trap: {trap}; plugin stderr: {stderr}"),
-            Fault::WrongCount { records, outcomes } => {
-                write!(f, "wrong number of outcomes: {outcomes} for {records} records")
-            }
-            Fault::Malformed { rule } => write!(f, "malformed outcomes: {rule}"),
-        }
-    }
-}
 
 pub(super) struct Instance {
     store: Store<StoreState>,
@@ -81,7 +45,7 @@ impl Instance {
             Ok(Ok(())) => {}
             Ok(Err(message)) => return Err(PluginError::Config { plugin: plugin.id.to_string(), message }),
             Err(e) => {
-                let fault = classify(&mut store, &plugin, e);
+                let fault = fault_of(&mut store, &plugin, e);
                 return Err(PluginError::Init { plugin: plugin.id.to_string(), fault });
             }
         }
@@ -142,7 +106,7 @@ impl Instance {
             }
             Ok(Returned::WrongCount { outcomes }) => Err(Fault::WrongCount { records: batch.len(), outcomes }),
             Ok(Returned::Malformed(rule)) => Err(Fault::Malformed { rule }),
-            Err(e) => Err(classify(&mut self.store, &self.plugin, e)),
+            Err(e) => Err(fault_of(&mut self.store, &self.plugin, e)),
         }
     }
 }
@@ -163,7 +127,7 @@ impl Instance {
             tracing::warn!(plugin = %self.plugin.id, suppressed, limit = self.plugin.limits.max_log_lines_per_batch,
                 "classifier logged more lines for one response than max_log_lines_per_batch; the rest were suppressed");
         }
-        said.map_err(|e| classify(&mut self.store, &self.plugin, e))
+        said.map_err(|e| fault_of(&mut self.store, &self.plugin, e))
     }
 }
 
@@ -173,7 +137,9 @@ fn deadline_ticks(plugin: &LoadedPlugin) -> u64 {
     u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
 }
 
-fn classify(store: &mut Store<StoreState>, plugin: &LoadedPlugin, error: wasmtime::Error) -> Fault {
+/// What a failed call was: memory refused, time run out, or a trap with
+/// what the guest wrote to stderr.
+fn fault_of(store: &mut Store<StoreState>, plugin: &LoadedPlugin, error: wasmtime::Error) -> Fault {
     if let Some(wanted) = store.data_mut().limiter.refused.take() {
         return Fault::OutOfMemory { wanted, limit: plugin.limits.memory_bytes };
     }

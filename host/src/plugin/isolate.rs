@@ -8,10 +8,12 @@
 use std::sync::Arc;
 
 use super::engine::LoadedPlugin;
+use super::error::Fault;
+use super::error::PluginError;
 use super::inputs::Inputs;
-use super::instance::{Fault, Instance};
-use super::{PluginError, PluginId};
+use super::instance::Instance;
 use crate::record::{Outcome, Record};
+use crate::verdict::PluginId;
 
 /// Counters a stage keeps about its own health.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +35,7 @@ impl Isolated {
     /// Instantiate and initialise; a config refusal comes back as
     /// [`PluginError::Config`] with the plugin's own message.
     pub fn new(plugin: Arc<LoadedPlugin>) -> Result<Isolated, PluginError> {
-        if plugin.contract() == super::Contract::Classifier {
+        if plugin.contract() == crate::plugin::contract::Contract::Classifier {
             return Err(PluginError::Link {
                 plugin: plugin.id.to_string(),
                 message: "it is a classifier (it reads a sink's answers, not records): name it in [sink.classifier], not [[plugins]]".into(),
@@ -48,7 +50,7 @@ impl Isolated {
     }
 
     /// The contract version the plugin speaks.
-    pub fn contract(&self) -> super::Contract {
+    pub fn contract(&self) -> crate::plugin::contract::Contract {
         self.plugin.contract()
     }
 

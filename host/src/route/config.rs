@@ -2,6 +2,8 @@
 
 use serde::Deserialize;
 
+use super::test::Test;
+
 /// Sinks as bits of a mask, by their index in the pipeline's list: at most
 /// [`MAX_SINKS`].
 pub type SinkMask = u64;
@@ -37,8 +39,7 @@ pub struct RouteConfig {
 
 impl RouteConfig {
     /// The rule's test; the error names the key at fault.
-    pub(super) fn test(&self) -> Result<super::Test, String> {
-        use super::Test;
+    pub(super) fn test(&self) -> Result<Test, String> {
         let conditions = [self.equals.is_some(), self.matches.is_some(), self.exists.is_some()];
         match (self.field.as_deref(), conditions.iter().filter(|c| **c).count()) {
             (None, 0) => Ok(Test::Always),

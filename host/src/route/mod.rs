@@ -11,19 +11,12 @@
 //! (`custody::plan`), and with one sink and no routes it is never called.
 
 pub mod config;
+mod test;
 
 use std::sync::Arc;
 
-pub use config::{DEFAULT_SINK, MAX_SINKS, RouteConfig, SinkMask};
-
-/// What a rule tests of the field it reads.
-#[derive(Debug, Clone)]
-enum Test {
-    Always,
-    Exists(bool),
-    Equals(String),
-    Matches(regex::Regex),
-}
+use config::{DEFAULT_SINK, MAX_SINKS, RouteConfig, SinkMask};
+use test::Test;
 
 #[derive(Debug, Clone)]
 struct Rule {

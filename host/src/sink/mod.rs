@@ -25,7 +25,7 @@ pub mod postgres;
 pub mod retry;
 pub mod retrying;
 
-pub use crate::delivery::{Delivery, FinalAnswer, write_json_string};
+use crate::delivery::Delivery;
 
 /// A sink's answer about one event: its fate (DESIGN.md, "Sinks"). Who
 /// may say which is fixed by the host, not by a backend's profile: see

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::SinkError;
 use super::config::NamedSinkConfig;
 use super::retrying::RetryingSink;
-use crate::route::{Fanout, RouteConfig};
+use crate::route::Fanout;
+use crate::route::config::RouteConfig;
 
 /// A run's sinks, in the config's order, each driven through its retries
 /// and breaker, with the routes over them.
@@ -35,7 +36,7 @@ impl Sinks {
 
     /// One sink, named `default` (tests, a repartitioning front's topic).
     pub fn one(sink: RetryingSink) -> Sinks {
-        Sinks { list: vec![(crate::route::DEFAULT_SINK.to_string(), Arc::new(sink))], fanout: None }
+        Sinks { list: vec![(crate::route::config::DEFAULT_SINK.to_string(), Arc::new(sink))], fanout: None }
     }
 
     /// The same sinks, with every event routed to the one named `name`

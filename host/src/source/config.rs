@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use super::kafka::config::KafkaSourceConfig;
+use super::kafka::config::KafkaSourceConfig;
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 

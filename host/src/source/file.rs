@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::framing::LineReader;
-use crate::plugin::Record;
+use crate::record::Record;
 use crate::store::Checkpoint;
 
 const OFFSET_BITS: u32 = 40;

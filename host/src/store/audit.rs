@@ -25,7 +25,7 @@ use rocksdb::{IteratorMode, WriteOptions};
 use serde::{Deserialize, Serialize};
 
 use super::{CF_META, Store, StoreError};
-use crate::plugin::Position;
+use crate::record::Position;
 
 /// The byte after an id's key that marks its absorbed duplicate's trail.
 pub const ABSORBED: u8 = b'd';

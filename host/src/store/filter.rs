@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::dedup::IdDigest;
+use crate::custody::ids::IdDigest;
 
 /// Bits of filter per id a segment is sized for: about 2 bytes per id, and
 /// a false positive rate near 0.1% at that fill.

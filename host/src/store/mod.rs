@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub type Db = DBWithThreadMode<MultiThreaded>;
 /// One atomic write of the store (ids, quarantine entries, a checkpoint).
-pub use rocksdb::WriteBatch as StoreWrite;
+pub type StoreWrite = rocksdb::WriteBatch;
 
 /// One family's tables (`Store::shape`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

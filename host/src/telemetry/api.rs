@@ -12,7 +12,7 @@
 //! The token comes from the environment (never the file, never a log),
 //! is compared in constant time, and a refusal says nothing but 401.
 
-pub use super::config::{ApiConfig, MIN_TOKEN_BYTES};
+use super::config::ApiConfig;
 
 /// What the listener enforces, built from the config in force.
 #[derive(Clone, Default)]

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::custody::Door;
+use crate::custody::offsets::Door;
 
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Counts {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::plugin::Position;
+use crate::record::Position;
 
 /// Where a tap samples.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,7 @@ pub mod config;
 pub mod events;
 mod status;
 
-pub use self::config::WatchdogConfig;
+use self::config::WatchdogConfig;
 pub use self::status::{Load, Status, assess};
 use crate::custody::standing::PartitionState;
 use crate::sink::named::Sinks;
@@ -339,7 +339,7 @@ mod tests {
         let dedup =
             crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
         let sinks = crate::pipeline::open_sinks(&cfg).unwrap_or_else(|e| panic!("{e}"));
-        let stats = Mutex::new(crate::pipeline::RunStats::default());
+        let stats = Mutex::new(crate::telemetry::stats::RunStats::default());
         let stop = AtomicBool::new(false);
         let seen = with_watchdog(&cfg.watchdog, &sinks, None, |dog| {
             crate::pipeline::with_committer(&store, None, |committer| {
@@ -362,7 +362,7 @@ mod tests {
                         let part = Partition {
                             name: "blocked",
                             start: Some(0),
-                            chain: crate::plugin::Chain::new(Vec::new()),
+                            chain: crate::plugin::chain::Chain::new(Vec::new()),
                             stopping: &stopping,
                             state: Arc::default(),
                         };

@@ -20,15 +20,18 @@ use super::inbox::{Finished, Inbox};
 use super::lane::{Lane, Reader, lock};
 use super::shared::Shared;
 use crate::batch::{Pull, Pulled};
-use crate::custody::Plan;
 use crate::custody::ids::Scope;
+use crate::custody::plan::Plan;
 use crate::custody::standing::PartitionState;
+use crate::masking::Masking;
 use crate::pipeline::events::Backpressure;
 use crate::pipeline::{PipelineError, RaiseOnDrop};
-use crate::plugin::{Chain, Judged, Record, Verdicts};
-use crate::store::quarantine::{Masking, PluginVersion, Quarantine};
+use crate::plugin::chain::Chain;
+use crate::record::Record;
+use crate::store::quarantine::{PluginVersion, Quarantine};
 use crate::telemetry::InternalEvent;
 use crate::telemetry::stats::Counts;
+use crate::verdict::{Judged, Verdicts};
 
 /// Run a worker on this thread until its inbox is closed and its lanes
 /// have ended, or it fails. Its back runs on a thread of its own.

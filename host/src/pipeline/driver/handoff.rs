@@ -10,8 +10,8 @@ use std::time::Instant;
 use super::inbox::Finished;
 use super::lane::Keeper;
 use crate::batch::Pulled;
-use crate::custody::Plan;
 use crate::custody::claims::Claimed;
+use crate::custody::plan::Plan;
 use crate::custody::standing::PartitionState;
 use crate::telemetry::stats::Counts;
 

@@ -117,5 +117,5 @@ pub(super) type Credit = Option<Box<Spent>>;
 /// A finished batch's memory.
 pub(super) struct Spent {
     pub _records: Vec<Pulled>,
-    pub _deliveries: Vec<crate::sink::Delivery>,
+    pub _deliveries: Vec<crate::delivery::Delivery>,
 }

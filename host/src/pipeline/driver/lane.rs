@@ -8,7 +8,7 @@ use std::time::Duration;
 use rocksdb::WriteBatch;
 
 use crate::batch::{Pull, Pulled};
-use crate::custody::Fate;
+use crate::custody::plan::Fate;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::PipelineError;
 

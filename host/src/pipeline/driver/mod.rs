@@ -60,7 +60,7 @@ pub use self::pool::{Pool, PoolParts};
 pub use self::shared::{Commit, IdLog, QuarantineLog, SentIds, Settings, Shared};
 use super::PipelineError;
 use crate::custody::standing::PartitionState;
-use crate::plugin::Chain;
+use crate::plugin::chain::Chain;
 
 /// One partition on a worker of its own, run on the caller's thread: a
 /// replay, a partition whose Kafka transactions are its own, tests.

@@ -15,7 +15,7 @@ use super::inbox::{Inbox, LaneDone};
 use super::lane::Lane;
 use super::shared::Shared;
 use crate::pipeline::PipelineError;
-use crate::plugin::Chain;
+use crate::plugin::chain::Chain;
 
 /// How a pool makes each worker's plugin chain, and whom it tells when a
 /// worker fails.

@@ -51,12 +51,14 @@ use rdkafka::error::KafkaError;
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
 use super::{PipelineError, RunStats, Stop, open_sinks};
-use crate::config::{Config, DedupScope, KafkaSourceConfig};
-use crate::plugin::Runtime;
+use crate::config::Config;
+use crate::plugin::engine::Runtime;
 use crate::sink::named::Sinks;
+use crate::source::kafka::config::KafkaSourceConfig;
 use crate::source::kafka::{KafkaSourceError, client, partition_name};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
+use crate::store::dedup::config::DedupScope;
 use crate::telemetry::Health;
 
 /// What every partition task of a Kafka run shares.

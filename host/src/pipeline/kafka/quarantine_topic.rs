@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use crate::config::KafkaSourceConfig;
 use crate::pipeline::kafka::events::QuarantineTopicAnswered;
-use crate::plugin::Position;
+use crate::record::Position;
 use crate::sink::Answer;
 use crate::sink::retry::RetryConfig;
 use crate::source::kafka::KafkaSourceError;
+use crate::source::kafka::config::KafkaSourceConfig;
 use crate::store::quarantine::Entry;
 use crate::telemetry::InternalEvent;
 

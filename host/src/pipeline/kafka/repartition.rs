@@ -44,21 +44,24 @@ use std::time::Duration;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::{Common, Serving, serve};
-use crate::config::{Config, DedupScope, KafkaSourceConfig};
+use crate::config::Config;
+use crate::delivery::Delivery;
 use crate::pipeline::{PipelineError, open_sinks};
-use crate::plugin::Record;
+use crate::record::Record;
 use crate::sink::breaker::BreakerConfig;
 use crate::sink::kafka::{answer_for, probe_topic, reported};
 use crate::sink::named::Sinks;
 use crate::sink::retry::RetryConfig;
 use crate::sink::retrying::RetryingSink;
-use crate::sink::{Attempt, Delivery, Sink, SinkError};
+use crate::sink::{Attempt, Sink, SinkError};
+use crate::source::kafka::config::KafkaSourceConfig;
 use crate::source::kafka::connection::PropertyValue;
 use crate::source::kafka::{KafkaSourceError, admin, client};
 use crate::store::dedup::config::ChangelogConfig;
+use crate::store::dedup::config::DedupScope;
 
 /// The internal topic of the group `group`, and the back's group.
-pub use crate::source::kafka::config::repartition_topic as topic;
+use crate::source::kafka::config::repartition_topic;
 
 /// The first byte of every value the front writes: the format's version.
 const VERSION: u8 = 1;
@@ -197,7 +200,7 @@ fn front(cfg: &Config, source: &KafkaSourceConfig) -> (Config, KafkaSourceConfig
     cfg.dedup.repartition = false;
     cfg.dedup.changelog = ChangelogConfig { enabled: false, ..cfg.dedup.changelog };
     let source = KafkaSourceConfig { transactions: false, ..source.clone() };
-    cfg.source = crate::config::SourceConfig::Kafka(Box::new(source.clone()));
+    cfg.source = crate::source::config::SourceConfig::Kafka(Box::new(source.clone()));
     (cfg, source)
 }
 
@@ -213,7 +216,7 @@ fn back(cfg: &Config, source: &KafkaSourceConfig, topic: &str) -> (Config, Kafka
     // that writes one.
     back.dedup.changelog.topic = cfg.changelog_topic();
     let source = KafkaSourceConfig { topics: vec![topic.to_string()], group_id: topic.to_string(), ..source.clone() };
-    back.source = crate::config::SourceConfig::Kafka(Box::new(source.clone()));
+    back.source = crate::source::config::SourceConfig::Kafka(Box::new(source.clone()));
     (back, source)
 }
 
@@ -237,7 +240,9 @@ impl Sides {
     /// `None` unless `cfg` is repartitioned.
     pub fn of(cfg: &Config) -> Result<Option<Sides>, PipelineError> {
         match &cfg.source {
-            crate::config::SourceConfig::Kafka(source) if cfg.dedup.repartition => Sides::new(cfg, source).map(Some),
+            crate::source::config::SourceConfig::Kafka(source) if cfg.dedup.repartition => {
+                Sides::new(cfg, source).map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -245,7 +250,7 @@ impl Sides {
     /// The two sides of `cfg`, whose source is `source`; the front's sink
     /// connected.
     fn new(cfg: &Config, source: &KafkaSourceConfig) -> Result<Sides, PipelineError> {
-        let topic = topic(&source.group_id);
+        let topic = repartition_topic(&source.group_id);
         let (front, front_source) = front(cfg, source);
         let (back, back_source) = back(cfg, source, &topic);
         let front_sink = Sinks::one(RetryingSink::new(
@@ -257,8 +262,8 @@ impl Sides {
     }
 
     /// Whether the back quarantined the record at `position`.
-    pub fn is_back(&self, position: &crate::plugin::Position) -> bool {
-        matches!(position, crate::plugin::Position::Kafka { topic, .. } if **topic == *self.topic)
+    pub fn is_back(&self, position: &crate::record::Position) -> bool {
+        matches!(position, crate::record::Position::Kafka { topic, .. } if **topic == *self.topic)
     }
 }
 
@@ -306,7 +311,7 @@ fn ensure_topic(
 /// Run the front and the back of `cfg` until `stop`; either one's end
 /// stops the other. Ready when both are.
 pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig) -> Result<(), PipelineError> {
-    ensure_topic(common, source, &topic(&source.group_id), cfg.dedup.changelog.retention_factor)?;
+    ensure_topic(common, source, &repartition_topic(&source.group_id), cfg.dedup.changelog.retention_factor)?;
     let sides = Sides::new(cfg, source)?;
     let back_sink = open_sinks(cfg)?;
     let ready = [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
@@ -359,7 +364,7 @@ pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::Position;
+    use crate::record::Position;
     use bytes::Bytes;
 
     fn read_back(key: Option<&[u8]>, value: Vec<u8>) -> (Record, Result<(), String>) {
@@ -425,14 +430,14 @@ mod tests {
         let path = dir.path().join("k.toml");
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
         let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let crate::config::SourceConfig::Kafka(source) = &cfg.source else { panic!("kafka") };
+        let crate::source::config::SourceConfig::Kafka(source) = &cfg.source else { panic!("kafka") };
         let (f, fs) = front(&cfg, source);
         assert_eq!(
             (f.dedup.scope, f.dedup.repartition, f.dedup.changelog.enabled),
             (DedupScope::Partition, false, false)
         );
         assert!(!fs.transactions && fs.topics == ["logs"] && fs.group_id == "g");
-        let (b, bs) = back(&cfg, source, &topic("g"));
+        let (b, bs) = back(&cfg, source, &repartition_topic("g"));
         assert_eq!((b.dedup.scope, b.dedup.repartition), (DedupScope::Partition, false));
         assert!(b.plugins.is_empty());
         assert_eq!(b.dedup.changelog_topic(cfg.source.kafka_group()).as_deref(), Some("g-dedup-changelog"));

@@ -25,14 +25,14 @@ use super::changelog::restore::Restored;
 use super::changelog::transaction::PartitionTransactions;
 use super::rebalance::Context;
 use crate::batch::{Pull, Pulled};
-use crate::config::DedupScope;
 use crate::custody::ids::{Scope, scope, topic_scope};
 use crate::custody::standing::PartitionState;
 use crate::pipeline::driver::{self, Doorbell, IdLog, Keeper, Lane, LaneDone, Partition, Pool, Reader, Shared};
 use crate::pipeline::kafka::events::UncheckedRecords;
 use crate::pipeline::{PipelineError, build_chain};
-use crate::plugin::Chain;
+use crate::plugin::chain::Chain;
 use crate::source::kafka::record::MessageBatch;
+use crate::store::dedup::config::DedupScope;
 use crate::telemetry::InternalEvent;
 
 /// What the consume loop hands a partition's task.

@@ -5,7 +5,7 @@
 
 use wasmtime::Store;
 
-use crate::plugin::classifier::{Answered, Asked, Fate, RECORD_BYTES, Said};
+use crate::plugin::classified::{Answered, Asked, Fate, RECORD_BYTES, Said};
 use crate::plugin::sandbox::StoreState;
 
 mod generated {

@@ -21,7 +21,7 @@ use wasmtime::component::{InstancePre, Linker};
 use super::sandbox::StoreState;
 use crate::plugin::inputs::Inputs;
 use crate::record::Outcome;
-use crate::telemetry::repeats::{Level as Said, REPEATS, Reasons, say};
+use crate::telemetry::repeats::{self, REPEATS, Reasons, say};
 
 /// A contract version, as `sluice plugin inspect` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,13 +205,13 @@ pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
     match level {
         Level::Trace => tracing::trace!(plugin, "{message}"),
         Level::Debug => tracing::debug!(plugin, "{message}"),
-        Level::Info if tracing::enabled!(tracing::Level::INFO) && repeated(Said::Info) => {
+        Level::Info if tracing::enabled!(tracing::Level::INFO) && repeated(repeats::Level::Info) => {
             tracing::info!(plugin, "{message}")
         }
-        Level::Warn if tracing::enabled!(tracing::Level::WARN) && repeated(Said::Warn) => {
+        Level::Warn if tracing::enabled!(tracing::Level::WARN) && repeated(repeats::Level::Warn) => {
             tracing::warn!(plugin, "{message}")
         }
-        Level::Error if tracing::enabled!(tracing::Level::ERROR) && repeated(Said::Error) => {
+        Level::Error if tracing::enabled!(tracing::Level::ERROR) && repeated(repeats::Level::Error) => {
             tracing::error!(plugin, "{message}")
         }
         Level::Info | Level::Warn | Level::Error => {}

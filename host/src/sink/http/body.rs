@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::config::{Compression, LabelsConfig, Payload};
 use super::response::profile::Render;
-use crate::sink::Delivery;
+use crate::delivery::Delivery;
 
 pub struct Framing<'a> {
     /// `Render::Lines` writes NDJSON; the sink resolves it from its
@@ -157,9 +157,9 @@ impl Framing<'_> {
                     out.push(b',');
                 }
                 first = false;
-                crate::sink::write_json_string(name, out);
+                crate::delivery::write_json_string(name, out);
                 out.push(b':');
-                crate::sink::write_json_string(value, out);
+                crate::delivery::write_json_string(value, out);
             }
             out.extend_from_slice(b"},\"values\":[");
             for (j, i) in members.iter().enumerate() {
@@ -171,7 +171,7 @@ impl Framing<'_> {
                 out.extend_from_slice(format!("[\"{}\",", d.timestamp.unwrap_or(now)).as_bytes());
                 line.clear();
                 self.event(d, &mut line);
-                crate::sink::write_json_string(&String::from_utf8_lossy(&line), out);
+                crate::delivery::write_json_string(&String::from_utf8_lossy(&line), out);
                 out.push(b']');
                 spans[*i] = (start as u32, (out.len() - start) as u32);
             }
@@ -211,9 +211,9 @@ fn row(event: &[u8], extra: &[(&str, &str)], out: &mut Vec<u8>) {
             if i > 0 {
                 out.push(b',');
             }
-            crate::sink::write_json_string(k, out);
+            crate::delivery::write_json_string(k, out);
             out.push(b':');
-            crate::sink::write_json_string(v, out);
+            crate::delivery::write_json_string(v, out);
         }
         if !missing.is_empty() && !rest.trim_ascii_start().starts_with(b"}") {
             out.push(b',');

@@ -15,10 +15,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::response::fixed::{self, Evidence};
-use super::response::{self, Profile, Reply, Response};
-use crate::plugin::classifier::{Answered, Classifier, Fate, Said};
+use super::response::profile::Profile;
+use super::response::{self, Reply, Response};
+use crate::plugin::classified::{Answered, Asked, Fate, Said};
+use crate::plugin::classifier::Classifier;
+use crate::plugin::engine::Runtime;
 use crate::plugin::pin::Pin;
-use crate::plugin::{PluginLimits, PluginSpec, Runtime};
+use crate::plugin::spec::{PluginLimits, PluginSpec};
 use crate::sink::Answer;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -165,10 +168,6 @@ pub struct PluginReader {
     _runtime: Runtime,
 }
 
-/// What was sent, as a reader may need it: what a classifier plugin is
-/// asked about, and what a profile that matches by time reads.
-pub use crate::plugin::classifier::Asked as Sent;
-
 /// Who reads a sink's answers: a profile's rules or a plugin.
 pub enum Reader {
     Profile(Box<Profile>),
@@ -181,11 +180,11 @@ impl Reader {
     }
 
     /// The reply to `sent`, held to the fixed rules.
-    pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
+    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Reply {
         match self {
             Reader::Profile(p) => {
-                let request = response::Request { ids: sent.ids, times: sent.timestamps, texts: sent.texts };
-                response::classify_request(p, &request, r)
+                let request = response::classify::Request { ids: sent.ids, times: sent.timestamps, texts: sent.texts };
+                response::classify::classify_request(p, &request, r)
             }
             Reader::Plugin(p) => p.read(sent, r),
         }
@@ -197,7 +196,7 @@ impl PluginReader {
         self.classifier.id().to_string()
     }
 
-    pub fn read(&self, sent: &Sent<'_>, r: &Response<'_>) -> Reply {
+    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Reply {
         let n = sent.ids.len();
         let headers: Vec<(String, String)> = self
             .headers

@@ -9,11 +9,14 @@ use std::sync::Arc;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::body::{self, Framing};
-use super::classifier::{Reader, Sent};
+use super::classifier::Reader;
 use super::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
+use super::response::profile::Profile;
 use super::response::profile::Render;
-use super::response::{self, Next, Profile, Reply, Response};
-use crate::sink::{Answer, Attempt, Delivery, Sink, SinkError};
+use super::response::{self, Next, Reply, Response};
+use crate::delivery::Delivery;
+use crate::plugin::classified::Asked;
+use crate::sink::{Answer, Attempt, Sink, SinkError};
 
 pub struct HttpSink {
     client: reqwest::Client,
@@ -287,7 +290,7 @@ impl HttpSink {
                         if answered.status == 413 {
                             self.learn_limit(answered.body_bytes);
                         }
-                        let sent = Sent {
+                        let sent = Asked {
                             ids: &ids,
                             timestamps: &timestamps,
                             spans: &answered.spans,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::response::Profile;
+use super::response::profile::Profile;
 use super::response::profile::Render;
 use crate::sink::breaker::BreakerConfig;
 use crate::sink::retry::RetryConfig;

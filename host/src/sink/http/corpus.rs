@@ -33,8 +33,10 @@ use std::path::Path;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
-use super::classifier::{Reader, Sent};
-use super::response::{Profile, Reply, Response};
+use super::classifier::Reader;
+use super::response::profile::Profile;
+use super::response::{Reply, Response};
+use crate::plugin::classified::Asked;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,12 +77,12 @@ pub struct Recorded {
 impl Recorded {
     /// This answer to a request of the records `ids`, read by `profile`.
     pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
-        let sent = Sent { ids, timestamps: &[], spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
+        let sent = Asked { ids, timestamps: &[], spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
         self.read_with(&Reader::profile(profile.clone()), &sent)
     }
 
     /// This answer to `sent`, read by `reader`.
-    pub fn read_with(&self, reader: &Reader, sent: &Sent<'_>) -> Result<Reply, String> {
+    pub fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Reply, String> {
         let mut headers = HeaderMap::new();
         for (k, v) in &self.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
@@ -170,7 +172,7 @@ impl Case {
         let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
         let timestamps = self.nanos()?;
         let texts: Vec<&[u8]> = self.texts.iter().map(|t| t.as_bytes()).collect();
-        let sent = Sent {
+        let sent = Asked {
             ids: &ids,
             timestamps: &timestamps,
             spans: &self.spans,

@@ -4,7 +4,7 @@
 //! (an indexed field, an attribute, an additional field), so an operator
 //! can find a record by the id sluice audits it under.
 
-use crate::sink::{Delivery, write_json_string};
+use crate::delivery::{Delivery, write_json_string};
 
 /// This machine's name, GELF's `host`: read once.
 pub fn host_name() -> &'static str {

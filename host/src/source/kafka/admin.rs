@@ -15,7 +15,7 @@ use super::client::{client_config, connection_config};
 use super::config::ResetTo;
 use super::watermarks::watermarks;
 use super::{KafkaSourceError, partition_name};
-use crate::config::KafkaSourceConfig;
+use crate::source::kafka::config::KafkaSourceConfig;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -329,7 +329,7 @@ pub fn read_from(
     k: &KafkaSourceConfig,
     from: &ResetTo,
     limit: usize,
-) -> Result<Vec<crate::plugin::Record>, KafkaSourceError> {
+) -> Result<Vec<crate::record::Record>, KafkaSourceError> {
     use rdkafka::message::Message;
     let c = consumer(k)?;
     let parts = partitions(&c, k)?;

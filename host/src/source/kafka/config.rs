@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use super::connection::{KafkaConnection, PropertyValue, SaslConfig, TlsConfig, is_secret_property};
+use super::connection::KafkaConnection;
 use crate::problem::Problems;
 use crate::units::duration;
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Headers};
 
-use crate::plugin::{Position, Record};
+use crate::record::{Position, Record};
 
 /// A message copied out of librdkafka's buffers, so that its buffer is
 /// released at once, not when the batch finishes.

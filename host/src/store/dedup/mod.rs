@@ -42,7 +42,7 @@ const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 /// them (inside the store's folder, so that ingesting moves, not copies).
 const CONVERT_DIR: &str = "ids-convert";
 
-pub use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope};
+use crate::custody::ids::IdDigest;
 
 pub struct DedupWindow<'s> {
     store: &'s Store,
@@ -596,6 +596,7 @@ impl<'s> DedupWindow<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::custody::ids::{PIPELINE_SCOPE, digest, scope};
     use crate::store::Identity;
     use crate::store::clock::WindowClock;
 

@@ -20,10 +20,11 @@ use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};
 
 use super::{CF_QUARANTINE, CF_QUARANTINE_POSITIONS, Store, StoreError};
-use crate::plugin::{PluginId, Position, Record};
+use crate::record::{Position, Record};
+use crate::verdict::PluginId;
 
 use crate::masking::MASK;
-pub use crate::masking::Masking;
+use crate::masking::Masking;
 
 /// Entry keys are (time, counter); the counter is process-wide so that two
 /// partitions quarantining in the same nanosecond never share a key.
@@ -273,8 +274,8 @@ impl Filter {
 impl Entry {
     /// The record again, as its source handed it over (a replay, a shadow
     /// run): what the plugins set on it is not kept.
-    pub fn record(&self) -> crate::plugin::Record {
-        crate::plugin::Record {
+    pub fn record(&self) -> crate::record::Record {
+        crate::record::Record {
             payload: self.payload.to_vec().into(),
             key: self.key.as_ref().map(|k| k.to_vec().into()),
             headers: self.headers.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect(),
@@ -481,7 +482,7 @@ mod tests {
         let store = Store::open(dir.path(), &crate::store::Identity { pipeline: "p".into(), sources: vec![] })
             .unwrap_or_else(|e| panic!("{e}"));
         let q = Quarantine::new(&store, "p", Vec::new(), masking(&["password", "Authorization"], &[r"token=(\S+)"]));
-        let record = crate::plugin::Record {
+        let record = crate::record::Record {
             payload: b"not json".to_vec().into(),
             key: Some(br#"{"user":"u","password":"K3Y-S3CRET"}"#.to_vec().into()),
             headers: vec![
@@ -490,7 +491,7 @@ mod tests {
                 ("plain".into(), b"kept".to_vec()),
             ],
             source_timestamp: None,
-            position: crate::plugin::Position::Kafka { topic: "t".into(), partition: 0, offset: 1 },
+            position: crate::record::Position::Kafka { topic: "t".into(), partition: 0, offset: 1 },
             event_id: None,
             timestamp: None,
             sinks: None,
@@ -514,10 +515,10 @@ mod tests {
         let store = Store::open(dir.path(), &crate::store::Identity { pipeline: "p".into(), sources: vec![] })
             .unwrap_or_else(|e| panic!("{e}"));
         let q = Quarantine::new(&store, "p", Vec::new(), Masking::default());
-        let at = |offset: i64| crate::plugin::Position::Kafka { topic: "t".into(), partition: 3, offset };
+        let at = |offset: i64| crate::record::Position::Kafka { topic: "t".into(), partition: 3, offset };
         let quarantine = |offset: i64, reason: &str, now: i64| {
             let record =
-                crate::plugin::Record { position: at(offset), ..crate::plugin::Record::line("bad", "x", 0, 0) };
+                crate::record::Record { position: at(offset), ..crate::record::Record::line("bad", "x", 0, 0) };
             let mut batch = WriteBatch::default();
             let r = Rejection {
                 record: &record,

@@ -44,15 +44,17 @@ use rdkafka::producer::future_producer::DeliveryFuture;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rocksdb::WriteBatch;
 
-use crate::config::{Config, DedupScope, KafkaSourceConfig, OnMissingState};
+use crate::config::Config;
 use crate::custody::ids::IdDigest;
 use crate::pipeline::PipelineError;
 use crate::pipeline::driver::{IdLog, SentIds};
 use crate::pipeline::kafka::events::{ChangelogPublished, ChangelogRefused};
 use crate::sink::retry::RetryConfig;
+use crate::source::kafka::config::KafkaSourceConfig;
 use crate::source::kafka::{KafkaSourceError, admin};
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
+use crate::store::dedup::config::{DedupScope, OnMissingState};
 use crate::telemetry::InternalEvent;
 
 /// At most this many ids per message (480 KB), under the brokers'

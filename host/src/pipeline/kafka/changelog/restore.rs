@@ -10,12 +10,12 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use rocksdb::WriteBatch;
 
 use super::{Changelog, ChangelogError, message};
-use crate::config::{DedupScope, OnMissingState};
 use crate::pipeline::PipelineError;
 use crate::pipeline::kafka::events::RestoreFinished;
 use crate::pipeline::kafka::rebalance::Context;
 use crate::source::kafka::KafkaSourceError;
 use crate::source::kafka::watermarks::watermarks;
+use crate::store::dedup::config::{DedupScope, OnMissingState};
 use crate::telemetry::InternalEvent;
 use crate::telemetry::progress::Restoring;
 

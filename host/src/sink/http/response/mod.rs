@@ -8,16 +8,13 @@
 //! in `conformance/responses/` (recorded answers and the fates they must
 //! come to, `../corpus.rs`) runs through here for every built-in profile.
 
-mod classify;
+pub mod classify;
 pub mod fixed;
 pub mod json;
 pub mod pointer;
 pub mod profile;
 
 use std::time::Duration;
-
-pub use classify::{Request, classify, classify_request};
-pub use profile::Profile;
 
 use crate::sink::Answer;
 
@@ -136,6 +133,8 @@ pub fn retry_after(headers: &http::header::HeaderMap, now: std::time::SystemTime
 
 #[cfg(test)]
 mod tests {
+    use super::classify::classify;
+    use super::profile::Profile;
     use super::*;
     use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
     use std::time::SystemTime;
