@@ -1069,6 +1069,33 @@ fn a_faulty_classifier_is_systemic_and_quarantines_nothing() {
     }
 }
 
+/// A classifier pinned by digest is loaded through the same check as a
+/// chain's plugin: the pinned file starts, a swapped file is refused
+/// before it is compiled (its `init` never runs), naming both digests.
+#[test]
+fn a_pinned_classifier_starts_only_from_the_pinned_bytes() {
+    use sluice::sink::http::classifier::ClassifierConfig;
+    let wasm = classifier("sluice-classifier-hostile");
+    let bytes = std::fs::read(&wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+    let pinned = format!("blake3:{}", blake3::hash(&bytes).to_hex());
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("classifier.wasm");
+    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let config = ClassifierConfig {
+        path: path.clone(),
+        digest: Some(pinned.clone()),
+        config: serde_json::json!({ "mode": "reject-all", "fault_on_status": 404 }),
+        ..ClassifierConfig::default()
+    };
+    assert!(config.build().is_ok(), "the pinned bytes start");
+    // Another build of the same plugin in its place.
+    let other = classifier("sluice-classifier-axiom");
+    std::fs::copy(&other, &path).unwrap_or_else(|e| panic!("{e}"));
+    let refused = config.build().err().unwrap_or_else(|| panic!("a swapped classifier was loaded"));
+    let found = format!("blake3:{}", blake3::hash(&std::fs::read(&other).unwrap_or_default()).to_hex());
+    assert!(refused.contains(&pinned) && refused.contains(&found), "both digests named: {refused}");
+}
+
 /// Go's `time.Time.String()` of `ns`, as Loki writes a refused entry's time.
 fn go_time(ns: i64) -> String {
     let rfc = sluice_guest::time::format_rfc3339(ns);

@@ -189,51 +189,45 @@ pub fn build_stage(
 ) -> Result<crate::plugin::isolate::Isolated, PipelineError> {
     use crate::plugin::error::{Fault, PluginError};
     use crate::plugin::isolate::Isolated;
+    use crate::plugin::pin::{self, Pin, Refused};
     let Some(p) = cfg.plugins.get(i) else {
         return Err(PipelineError::Config(format!("plugins[{i}]: no such plugin")));
     };
-    // A pinned plugin is checked before it is compiled: bytes that are
-    // not the pinned ones never run.
     let pin = p
         .digest
         .as_deref()
-        .map(str::parse::<crate::plugin::pin::Pin>)
+        .map(str::parse::<Pin>)
         .transpose()
         .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
-    let mismatch = |found: crate::plugin::pin::Pin, pinned: &crate::plugin::pin::Pin| PipelineError::DigestMismatch {
-        key: format!("plugins[{i}]"),
-        name: p.name.clone(),
-        path: p.path.display().to_string(),
-        pinned: pinned.to_string(),
-        found: found.to_string(),
-    };
-    if let Some(pin) = &pin
-        && let Ok(bytes) = std::fs::read(&p.path)
-    {
-        pin.check(&bytes).map_err(|found| mismatch(found, pin))?;
-    }
     let mut spec = p.spec();
     spec.limits.fixed_now = fixed_now;
-    let stage = runtime.load(&spec).and_then(Isolated::new).map_err(|source| {
-        let hint = match &source {
-            PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
-            PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
-                "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
-                 pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
-                p.memory >> 20
-            ),
-            _ => String::new(),
-        };
-        PipelineError::PluginAt { key: format!("plugins[{i}]"), name: p.name.clone(), hint, error: Box::new(source) }
-    })?;
-    // And the bytes compiled are the bytes checked (the file may have
-    // been replaced in between).
-    if let Some(pin @ crate::plugin::pin::Pin::Blake3(want)) = &pin
-        && stage.id().digest.as_bytes() != want
-    {
-        return Err(mismatch(crate::plugin::pin::Pin::Blake3(*stage.id().digest.as_bytes()), pin));
-    }
-    Ok(stage)
+    let load = || runtime.load(&spec).and_then(Isolated::new);
+    pin::verify(pin.as_ref(), &p.path, load, |stage| stage.id().digest).map_err(|refused| match refused {
+        Refused::Mismatch { pinned, found } => PipelineError::DigestMismatch {
+            key: format!("plugins[{i}]"),
+            name: p.name.clone(),
+            path: p.path.display().to_string(),
+            pinned: pinned.to_string(),
+            found: found.to_string(),
+        },
+        Refused::Load(source) => {
+            let hint = match &source {
+                PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
+                PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
+                    "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
+                     pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
+                    p.memory >> 20
+                ),
+                _ => String::new(),
+            };
+            PipelineError::PluginAt {
+                key: format!("plugins[{i}]"),
+                name: p.name.clone(),
+                hint,
+                error: Box::new(source),
+            }
+        }
+    })
 }
 
 /// The configured sinks, each driven through its retries and breaker, and

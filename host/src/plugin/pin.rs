@@ -68,6 +68,43 @@ impl Pin {
     }
 }
 
+/// Why a pinned load did not give a plugin.
+#[derive(Debug)]
+pub enum Refused<E> {
+    /// The bytes are not the pinned ones.
+    Mismatch { pinned: Pin, found: Pin },
+    /// The load itself failed.
+    Load(E),
+}
+
+/// Load a plugin that may be pinned, the one way every pinned plugin
+/// (a chain's stage, a sink's classifier) is loaded. The file is checked
+/// before it is compiled, so bytes that are not the pinned ones never run
+/// (not even `init`); a blake3 pin is checked again against the digest of
+/// what was compiled (`digest`), as the file may have been replaced in
+/// between. A file that cannot be read is left to `load` to report.
+pub fn verify<T, E>(
+    pin: Option<&Pin>,
+    path: &std::path::Path,
+    load: impl FnOnce() -> Result<T, E>,
+    digest: impl FnOnce(&T) -> blake3::Hash,
+) -> Result<T, Refused<E>> {
+    let mismatch = |pinned: &Pin, found: Pin| Refused::Mismatch { pinned: pinned.clone(), found };
+    if let Some(pin) = pin
+        && let Ok(bytes) = std::fs::read(path)
+    {
+        pin.check(&bytes).map_err(|found| mismatch(pin, found))?;
+    }
+    let loaded = load().map_err(Refused::Load)?;
+    if let Some(pin @ Pin::Blake3(want)) = pin {
+        let compiled = digest(&loaded);
+        if compiled.as_bytes() != want {
+            return Err(mismatch(pin, Pin::Blake3(*compiled.as_bytes())));
+        }
+    }
+    Ok(loaded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +127,37 @@ mod tests {
         assert!("md5:00".parse::<Pin>().is_err_and(|e| e.contains("blake3 or sha256") || e.contains("64 hex")));
         assert!("blake3:xyz".parse::<Pin>().is_err_and(|e| e.contains("64 hex digits")));
         assert!("deadbeef".parse::<Pin>().is_err_and(|e| e.contains("not a digest")));
+    }
+
+    #[test]
+    fn a_pinned_load_checks_the_file_before_and_the_compiled_digest_after() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("p.wasm");
+        std::fs::write(&path, b"wasm").unwrap_or_else(|e| panic!("{e}"));
+        let pin: Pin = format!("blake3:{}", blake3::hash(b"wasm").to_hex()).parse().unwrap_or_else(|e| panic!("{e}"));
+        let digest = |bytes: &&[u8]| blake3::hash(bytes);
+        let load = |bytes: &'static [u8]| move || Ok::<_, String>(bytes);
+        assert!(verify(Some(&pin), &path, load(b"wasm"), digest).is_ok());
+        // What was compiled is not what was checked: the file changed in between.
+        assert!(matches!(
+            verify(Some(&pin), &path, load(b"other"), digest),
+            Err(Refused::Mismatch { found: Pin::Blake3(f), .. }) if f == *blake3::hash(b"other").as_bytes()
+        ));
+        // Bytes that are not the pinned ones are never loaded.
+        std::fs::write(&path, b"swapped").unwrap_or_else(|e| panic!("{e}"));
+        let mut loaded = false;
+        let refused = verify(
+            Some(&pin),
+            &path,
+            || {
+                loaded = true;
+                Ok::<_, String>(&b"swapped"[..])
+            },
+            digest,
+        );
+        assert!(matches!(refused, Err(Refused::Mismatch { .. })) && !loaded);
+        // Unpinned: whatever loads.
+        assert!(verify(None, &path, load(b"anything"), digest).is_ok());
+        assert!(matches!(verify(None, &path, || Err::<&[u8], _>("gone".to_string()), digest), Err(Refused::Load(_))));
     }
 }

@@ -20,7 +20,7 @@ use super::response::{self, Reply, Response};
 use crate::plugin::classified::{Answered, Asked, Fate, Said};
 use crate::plugin::classifier::Classifier;
 use crate::plugin::engine::Runtime;
-use crate::plugin::pin::Pin;
+use crate::plugin::pin::{self, Pin, Refused};
 use crate::plugin::spec::{PluginLimits, PluginSpec};
 use crate::sink::Answer;
 
@@ -131,23 +131,17 @@ impl ClassifierConfig {
     /// Load, compile (or take from the plugin cache) and initialise.
     pub fn build(&self) -> Result<PluginReader, String> {
         let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| e.to_string())?;
-        let loaded = runtime.load(&self.spec()).map_err(|e| e.to_string())?;
-        if let Some(pin) = self.digest.as_deref().map(str::parse::<Pin>).transpose()? {
-            // blake3 is the loaded file's own id; sha256 reads it again.
-            let found = match pin {
-                Pin::Blake3(_) => Pin::Blake3(*loaded.id().digest.as_bytes()),
-                Pin::Sha256(_) => {
-                    let bytes = std::fs::read(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
-                    pin.of(&bytes)
-                }
-            };
-            if found != pin {
-                return Err(format!(
-                    "{} has digest {found}, not the {pin} that digest pins: the file changed since it was pinned",
+        let pin = self.digest.as_deref().map(str::parse::<Pin>).transpose()?;
+        let load = || runtime.load(&self.spec());
+        let loaded = pin::verify(pin.as_ref(), &self.path, load, |loaded| loaded.id().digest).map_err(|refused| {
+            match refused {
+                Refused::Mismatch { pinned, found } => format!(
+                    "{} has digest {found}, not the {pinned} that digest pins: the file changed since it was pinned",
                     self.path.display()
-                ));
+                ),
+                Refused::Load(e) => e.to_string(),
             }
-        }
+        })?;
         let classifier = Classifier::new(loaded).map_err(|e| e.to_string())?;
         Ok(PluginReader {
             classifier,
