@@ -173,8 +173,9 @@ fn classifier_plugin(ids: &[&str]) {
     use sluice::sink::http::classifier::ClassifierConfig;
     use sluice_classifier::Classifier as _;
     let wasm = sluice_e2e::build_wasm(&["sluice-classifier-axiom"]).join("sluice_classifier_axiom.wasm");
-    let reader =
-        ClassifierConfig { path: wasm, ..ClassifierConfig::default() }.build().unwrap_or_else(|e| panic!("{e}"));
+    let reader = ClassifierConfig { path: wasm, ..ClassifierConfig::default() }
+        .build(&sluice_benches::runtime())
+        .unwrap_or_else(|e| panic!("{e}"));
     let base_ns = 1_733_300_000_000_000_000i64;
     let times: Vec<Option<i64>> = (0..N as i64).map(|i| Some(base_ns + i * 1_000_000)).collect();
     let plain: Vec<i64> = times.iter().flatten().copied().collect();

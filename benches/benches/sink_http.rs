@@ -21,6 +21,7 @@ use std::time::Instant;
 use sluice::delivery::Delivery;
 use sluice::delivery::FinalAnswer;
 use sluice::sink::clickhouse::ClickhouseSinkConfig;
+use sluice::sink::context::SinkContext;
 use sluice::sink::http::body::Framing;
 use sluice::sink::http::client::HttpSink;
 use sluice::sink::http::config::{HttpSinkConfig, Payload};
@@ -182,11 +183,12 @@ fn main() {
         line.trim().parse::<u16>().unwrap_or_else(|e| panic!("server port {line:?}: {e}"))
     };
     let url = format!("http://127.0.0.1:{port}/ingest");
+    let plugins = sluice_benches::runtime();
     let cfg: HttpSinkConfig = toml_cfg(&format!(
         "url = \"{url}\"\n[batch]\nmax_records = {BATCH}\nmax_bytes = \"16MiB\"\n[request]\nconcurrency = 1\n"
     ));
     let sink = RetryingSink::new(
-        Box::new(HttpSink::new(&cfg, None).unwrap_or_else(|e| panic!("{e}"))),
+        Box::new(HttpSink::new(&cfg, None, SinkContext { plugins: &plugins }).unwrap_or_else(|e| panic!("{e}"))),
         cfg.retry.clone(),
         cfg.breaker.clone(),
     );
@@ -218,7 +220,10 @@ fn main() {
     };
     let ours_cfg = ch_cfg("ours");
     let ch_sink = RetryingSink::new(
-        Box::new(HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name())).unwrap_or_else(|e| panic!("{e}"))),
+        Box::new(
+            HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name()), SinkContext { plugins: &plugins })
+                .unwrap_or_else(|e| panic!("{e}")),
+        ),
         ours_cfg.retry.clone(),
         ours_cfg.breaker.clone(),
     );

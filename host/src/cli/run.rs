@@ -46,7 +46,7 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     let state_open = crate::config::Config::load(&args.config)
         .ok()
         .and_then(|c| crate::store::open_to_others(&c.pipeline.state_dir));
-    let (cfg, _runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
+    let (cfg, runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
     println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
     // The topics' retention, when Kafka's is the window, replaces these.
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
@@ -109,7 +109,8 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
     }
-    let sinks = pipeline::open_sinks(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
+    let sinks = pipeline::open_sinks(&cfg, &runtime)
+        .map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
     if sinks.len() == 1 && cfg.routes.is_empty() {
         println!("  sink:   {}", sinks.describe(0));
     } else {

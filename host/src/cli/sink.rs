@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 
+use crate::plugin::engine::Runtime;
 use crate::sink::http::classifier::{ClassifierConfig, Reader};
 use crate::sink::http::corpus::{self, Case};
 use crate::sink::http::response::profile::Profile;
@@ -105,6 +106,8 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
 }
 
 fn plugin_reader(c: &ClassifierConfig) -> anyhow::Result<(String, Reader)> {
-    let r = c.build().map_err(anyhow::Error::msg).with_context(|| format!("classifier {}", c.path.display()))?;
+    let runtime = Runtime::new(Runtime::default_cache_dir())?;
+    let r =
+        c.build(&runtime).map_err(anyhow::Error::msg).with_context(|| format!("classifier {}", c.path.display()))?;
     Ok((format!("classifier {}", r.name()), Reader::Plugin(Box::new(r))))
 }

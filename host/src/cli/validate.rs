@@ -71,7 +71,7 @@ pub(super) fn validate(
             }
         }
     }
-    if let Err(e) = pipeline::open_sinks(&cfg) {
+    if let Err(e) = pipeline::open_sinks(&cfg, runtime) {
         say(&format_args!("sink: {e}"));
     }
     // The state store opens for this pipeline (not another's, not a

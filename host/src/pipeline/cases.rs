@@ -138,7 +138,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         }
         (answers, Some(response)) => {
             let reader = match cfg.first_sink().classifier() {
-                Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| format!("sink.classifier: {e}"))?)),
+                Some(c) => Reader::Plugin(Box::new(c.build(runtime).map_err(|e| format!("sink.classifier: {e}"))?)),
                 None => Reader::profile(response.profile()?),
             };
             Some(CaseSink::new(reader, answers, cfg.first_sink().guard().0.max_attempts))

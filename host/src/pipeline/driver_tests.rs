@@ -113,7 +113,8 @@ fn with_shared<R>(
         crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
     let dedup =
         crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let guarded = super::open_sinks(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    let plugins = crate::plugin::engine::Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let guarded = super::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
     let stats = Mutex::new(super::RunStats::default());
     crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
         super::with_committer(&store, None, |committer| {

@@ -40,7 +40,7 @@ pub(super) fn run(
         return Err(PipelineError::NoFiles(source.paths.clone()));
     }
     let dedup = setup::open_window(cfg, &store)?;
-    let sinks = open_sinks(cfg)?;
+    let sinks = open_sinks(cfg, runtime)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let settings = super::driver_settings(cfg);

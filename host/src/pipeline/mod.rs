@@ -38,6 +38,7 @@ use crate::telemetry::stats::RunStats;
 use crate::config::Config;
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
+use crate::sink::context::SinkContext;
 use crate::sink::named::Sinks;
 use crate::source::config::SourceConfig;
 use crate::store::{Identity, Store};
@@ -232,8 +233,8 @@ pub fn build_stage(
 
 /// The configured sinks, each driven through its retries and breaker, and
 /// the routes over them.
-pub fn open_sinks(cfg: &Config) -> Result<Sinks, PipelineError> {
-    Ok(Sinks::build(&cfg.sinks, &cfg.routes)?)
+pub fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, PipelineError> {
+    Ok(Sinks::build(&cfg.sinks, &cfg.routes, SinkContext { plugins: runtime })?)
 }
 
 /// The sinks' names and the routes over them, as `check` draws them.

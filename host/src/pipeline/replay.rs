@@ -85,7 +85,7 @@ pub fn replay(
         SourceConfig::File(_) => None,
     };
     let replayed_ids = changelog.as_ref().map(ReplayedIds);
-    let sinks = open_sinks(cfg)?;
+    let sinks = open_sinks(cfg, runtime)?;
     let chain = build_chain(runtime, cfg)?;
     let mut summary = ReplaySummary::default();
 

@@ -6,7 +6,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,7 +65,6 @@ pub struct Runtime {
     memory_cache: Mutex<Recent<blake3::Hash, Component>>,
     disk_cache: Option<PathBuf>,
     counters: CacheCounters,
-    ticker_stop: Arc<AtomicBool>,
 }
 
 impl Runtime {
@@ -96,12 +95,15 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
         contract::add_to_linker(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let (weak, stop) = (engine.weak(), ticker_stop.clone());
+        // The clock ticks while anything holds the engine: the runtime, or
+        // a plugin loaded from it (`LoadedPlugin` keeps a clone), so a
+        // plugin that outlives the runtime that loaded it (a sink's
+        // classifier, `sluice sink test`) still has its time limit.
+        let weak = engine.weak();
         std::thread::Builder::new()
             .name("sluice-epoch".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                loop {
                     std::thread::sleep(EPOCH_TICK);
                     match weak.upgrade() {
                         Some(engine) => engine.increment_epoch(),
@@ -117,7 +119,6 @@ impl Runtime {
             memory_cache: Mutex::new(Recent::new(cache::MEMORY_ENTRIES)),
             disk_cache,
             counters: CacheCounters::default(),
-            ticker_stop,
         })
     }
 
@@ -228,12 +229,6 @@ impl Runtime {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
+use super::context::SinkContext;
 use super::file::{FileSink, StdoutSink};
 #[cfg(feature = "http")]
 use super::http::client::HttpSink;
@@ -52,20 +53,23 @@ pub enum SinkConfig {
 
 impl SinkConfig {
     /// The sink, driven through retries and its breaker.
-    pub fn build(&self) -> Result<RetryingSink, SinkError> {
-        self.build_named(None)
+    pub fn build(&self, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
+        self.build_named(None, ctx)
     }
 
     /// [`SinkConfig::build`], labelled with its name when it is one of
     /// several (`[[sinks]]`).
-    pub fn build_named(&self, name: Option<&str>) -> Result<RetryingSink, SinkError> {
+    pub fn build_named(&self, name: Option<&str>, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
+        // Only the HTTP sinks load a plugin (a classifier).
+        #[cfg(not(feature = "http"))]
+        let _ = ctx;
         let sink: Box<dyn Sink> = match self {
             SinkConfig::File { path, .. } => Box::new(FileSink::open(path)?),
             SinkConfig::Stdout => Box::new(StdoutSink),
             #[cfg(feature = "http")]
-            SinkConfig::Http(h) => Box::new(HttpSink::new(h, None)?),
+            SinkConfig::Http(h) => Box::new(HttpSink::new(h, None, ctx)?),
             #[cfg(feature = "http")]
-            SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&c.http(), Some(c.name()))?),
+            SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&c.http(), Some(c.name()), ctx)?),
             #[cfg(feature = "kafka")]
             SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
             #[cfg(feature = "postgres")]

@@ -16,6 +16,7 @@
 pub mod breaker;
 pub mod clickhouse;
 pub mod config;
+pub mod context;
 pub mod events;
 pub mod file;
 pub mod http;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::SinkError;
 use super::config::NamedSinkConfig;
+use super::context::SinkContext;
 use super::retrying::RetryingSink;
 use crate::route::Fanout;
 use crate::route::config::RouteConfig;
@@ -22,14 +23,18 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    pub fn build(configs: &[NamedSinkConfig], routes: &[RouteConfig]) -> Result<Sinks, SinkError> {
+    pub fn build(
+        configs: &[NamedSinkConfig],
+        routes: &[RouteConfig],
+        ctx: SinkContext<'_>,
+    ) -> Result<Sinks, SinkError> {
         let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
         let fanout =
             Fanout::new(&names, routes).map_err(|message| SinkError::Setup { target: "routes".into(), message })?;
         let several = configs.len() > 1;
         let list = configs
             .iter()
-            .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build_named(several.then_some(c.name.as_str()))?))))
+            .map(|c| Ok((c.name.clone(), Arc::new(c.sink.build_named(several.then_some(c.name.as_str()), ctx)?))))
             .collect::<Result<_, SinkError>>()?;
         Ok(Sinks { list, fanout: Some(Arc::new(fanout)) })
     }

@@ -338,7 +338,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let dedup =
             crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-        let sinks = crate::pipeline::open_sinks(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        let plugins = crate::plugin::engine::Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
+        let sinks = crate::pipeline::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
         let stats = Mutex::new(crate::telemetry::stats::RunStats::default());
         let stop = AtomicBool::new(false);
         let seen = with_watchdog(&cfg.watchdog, &sinks, None, |dog| {

@@ -106,7 +106,7 @@ pub(super) fn run(
     if cfg.dedup.repartition {
         repartition::run(&common, cfg, source)?;
     } else {
-        let sinks = open_sinks(cfg)?;
+        let sinks = open_sinks(cfg, runtime)?;
         let ready = |ready| health.set_ready(ready);
         let serving =
             Serving { cfg, source, sinks: &sinks, ready: &ready, watched: Some(&health), reads_events: false };

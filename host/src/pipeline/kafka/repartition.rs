@@ -313,7 +313,7 @@ fn ensure_topic(
 pub(super) fn run(common: &Common<'_>, cfg: &Config, source: &KafkaSourceConfig) -> Result<(), PipelineError> {
     ensure_topic(common, source, &repartition_topic(&source.group_id), cfg.dedup.changelog.retention_factor)?;
     let sides = Sides::new(cfg, source)?;
-    let back_sink = open_sinks(cfg)?;
+    let back_sink = open_sinks(cfg, common.runtime)?;
     let ready = [std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false)];
     let set = |i: usize, r: bool| {
         use std::sync::atomic::Ordering::SeqCst;

@@ -128,9 +128,9 @@ impl ClassifierConfig {
         spec
     }
 
-    /// Load, compile (or take from the plugin cache) and initialise.
-    pub fn build(&self) -> Result<PluginReader, String> {
-        let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| e.to_string())?;
+    /// Load into the run's plugin runtime (its cache, its clock), compile
+    /// or take from the cache, and initialise.
+    pub fn build(&self, runtime: &Runtime) -> Result<PluginReader, String> {
         let pin = self.digest.as_deref().map(str::parse::<Pin>).transpose()?;
         let load = || runtime.load(&self.spec());
         let loaded = pin::verify(pin.as_ref(), &self.path, load, |loaded| loaded.id().digest).map_err(|refused| {
@@ -147,7 +147,6 @@ impl ClassifierConfig {
             classifier,
             headers: self.headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
             max_body: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
-            _runtime: runtime,
         })
     }
 }
@@ -157,9 +156,6 @@ pub struct PluginReader {
     classifier: Classifier,
     headers: Vec<String>,
     max_body: usize,
-    /// Keeps the engine's clock (time limits) running while the plugin
-    /// lives.
-    _runtime: Runtime,
 }
 
 /// Who reads a sink's answers: a profile's rules or a plugin.

@@ -16,6 +16,7 @@ use super::response::profile::Render;
 use super::response::{self, Next, Reply, Response};
 use crate::delivery::Delivery;
 use crate::plugin::classified::Asked;
+use crate::sink::context::SinkContext;
 use crate::sink::{Answer, Attempt, Sink, SinkError};
 
 pub struct HttpSink {
@@ -86,7 +87,7 @@ struct Answered {
 impl HttpSink {
     /// `name` labels metrics and logs (`http <url without query>`, or the
     /// preset's own).
-    pub fn new(cfg: &HttpSinkConfig, name: Option<String>) -> Result<HttpSink, SinkError> {
+    pub fn new(cfg: &HttpSinkConfig, name: Option<String>, ctx: SinkContext<'_>) -> Result<HttpSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: cfg.url.clone(), message };
         let url = url::Url::parse(&cfg.url).map_err(|e| setup(e.to_string()))?;
         let mut headers = HeaderMap::new();
@@ -116,7 +117,7 @@ impl HttpSink {
         }
         let profile = cfg.response.profile().map_err(setup)?;
         let reader = match &cfg.classifier {
-            Some(c) => Reader::Plugin(Box::new(c.build().map_err(|e| setup(format!("classifier: {e}")))?)),
+            Some(c) => Reader::Plugin(Box::new(c.build(ctx.plugins).map_err(|e| setup(format!("classifier: {e}")))?)),
             None => Reader::profile(profile.clone()),
         };
         let render = match (profile.render, cfg.encoding) {
