@@ -3,18 +3,20 @@
 
 mod audit;
 mod cases;
+pub mod check;
 mod helpers;
+mod offsets;
 pub mod plugin;
 mod progress;
 mod quarantine;
 mod reference;
-mod reload;
 pub mod run;
 mod scaffold;
 mod scaffold_classifier;
 mod several;
 mod shadow;
 mod sink;
+mod store;
 pub mod summary;
 mod tap;
 mod top;
@@ -52,12 +54,12 @@ pub fn main() -> ExitCode {
     }
     let result = match &parsed.command {
         Command::Run(args) => return run::run(args),
-        Command::Check(args) => match run::check(args) {
+        Command::Check(args) => match check::check(args) {
             Ok(()) => Ok(()),
-            Err(run::CheckFailed::BadInput(e)) => Err(e),
-            Err(run::CheckFailed::Unreachable(why)) => {
+            Err(check::CheckFailed::BadInput(e)) => Err(e),
+            Err(check::CheckFailed::Unreachable(why)) => {
                 crate::telemetry::redact::error(&why);
-                return ExitCode::from(run::EXIT_UNREACHABLE);
+                return ExitCode::from(check::EXIT_UNREACHABLE);
             }
         },
         Command::Test(args) => match cases::test(args) {
@@ -68,7 +70,7 @@ pub fn main() -> ExitCode {
         Command::Quarantine(cmd) => quarantine::run(cmd),
         Command::Audit(args) => audit::run(args),
         Command::Shadow(args) => shadow::run(args),
-        Command::Lag(args) => run::lag(args),
+        Command::Lag(args) => offsets::lag(args),
         Command::Config(ConfigCommand::Schema) => {
             println!("{}", serde_json::to_string_pretty(&crate::config::schema::schema()).unwrap_or_default());
             Ok(())
@@ -83,8 +85,8 @@ pub fn main() -> ExitCode {
         }
         Command::Top(args) => top::top(args),
         Command::Tap(args) => tap::tap(args),
-        Command::Replay(args) => run::replay(args),
-        Command::Store(StoreCommand::Repair(args)) => run::repair_store(args),
+        Command::Replay(args) => offsets::replay(args),
+        Command::Store(StoreCommand::Repair(args)) => store::repair_store(args),
         Command::Plugin(PluginCommand::Run(args)) => {
             let run = matches.subcommand_matches("plugin").and_then(|m| m.subcommand_matches("run"));
             let indices = |id: &str| -> Vec<usize> {

@@ -1,307 +1,172 @@
-//! `sluice run`, `sluice check`, `sluice lag`, `sluice replay`.
+//! `sluice run`: every pipeline it was given, loaded and validated as
+//! `check` does, then run, and reloaded. SIGHUP, or a change of the file under
+//! `--watch-config`, re-reads the config and every plugin and validates all
+//! of it as `check` does, while the pipeline runs on. Only a config that
+//! passes replaces the running one, and then the way a shutdown does: the
+//! pipeline stops reading, what is in flight is delivered, made durable and
+//! committed, and the same process starts the new pipeline (a Kafka member
+//! leaves the group and joins again). No record is in two pipelines, and
+//! none is dropped between them: custody is the shutdown's and the start's,
+//! both of which the suites test.
+//!
+//! A config that fails leaves the running one in force, with one log line
+//! naming the file and key and `sluice_config_reloads_total{result}`. Keys
+//! that cannot change live (the pipeline's name, its state folder, the
+//! source's type, a Kafka group) are refused the same way.
+//!
+//! With several pipelines in one process (`cli/several.rs`) each has its
+//! own [`Control`] and its own thread, labelled with its name
+//! (`telemetry::labels`): a SIGHUP reloads each from its own file, a
+//! signal to stop drains them all, and one that fails stops the others.
 
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
-
-use super::ConfigArgs;
-use super::validate::{BadInput, load};
+use super::PipelineArgs as RunArgs;
+use super::validate::{BadInput, validate};
 use crate::config::Config;
-use crate::pipeline;
+use crate::pipeline::{self, Stop};
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
 use crate::source::config::SourceConfig;
-use crate::store::Store;
 
-/// Why `check` failed: the exit code tells a script which (docs/src/exit-codes.md).
-pub enum CheckFailed {
-    /// The config, a plugin, a path: exit 2.
-    BadInput(anyhow::Error),
-    /// Valid, but `--connect` could not reach a broker or the sink: exit 3.
-    Unreachable(String),
+/// What the threads of one pipeline of a run share.
+#[derive(Default)]
+struct Control {
+    /// Its config file, read again on a reload.
+    path: std::path::PathBuf,
+    /// Its name as its threads' metrics label, when the process runs
+    /// several pipelines (`telemetry::labels`); `None` with one.
+    label: Option<Arc<str>>,
+    /// The running pipeline's stop.
+    current: Mutex<Stop>,
+    /// SIGTERM or SIGINT came: no pipeline follows this one.
+    shutting_down: AtomicBool,
+    /// A validated config waiting for the running pipeline to drain.
+    pending: Mutex<Option<(Config, String)>>,
+    /// The config in force and its digest.
+    in_force: Mutex<Option<(Config, String)>>,
 }
 
-pub const EXIT_UNREACHABLE: u8 = 3;
+impl Control {
+    fn stop_current(&self) {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).request();
+    }
 
-/// `check` of one config, or of each pipeline a list file names (`sluice
-/// run -c all.toml`) and then of what they may not share.
-pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
-    let paths = super::several::expand(std::slice::from_ref(&check.config.config)).map_err(CheckFailed::BadInput)?;
-    if paths.len() == 1 && paths[0] == check.config.config {
-        return check_one(check);
+    /// No pipeline of this one follows: it drains, commits and ends.
+    fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.stop_current();
     }
-    let mut configs = Vec::with_capacity(paths.len());
-    for path in &paths {
-        let one = super::CheckArgs { config: super::ConfigArgs::of(path.clone()), connect: check.connect };
-        check_one(&one)?;
-        configs.push(Config::load(path).map_err(|e| CheckFailed::BadInput(e.into()))?);
+
+    fn config(&self) -> Option<Config> {
+        self.in_force.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(c, _)| c.clone())
     }
-    let named: Vec<(&std::path::Path, &Config)> = paths.iter().map(|p| p.as_path()).zip(&configs).collect();
-    super::several::apart(&named).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!(e)))?;
-    println!("{} pipelines in one process: each with its own name, store and group", paths.len());
-    Ok(())
 }
 
-fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
-    let args = &check.config;
-    // Read before the load opens the store, which narrows the folder.
-    let state_open = crate::config::Config::load(&args.config)
-        .ok()
-        .and_then(|c| crate::store::open_to_others(&c.pipeline.state_dir));
-    let (cfg, runtime, chain) = load(args).map_err(|BadInput(e)| CheckFailed::BadInput(e))?;
-    println!("pipeline {:?}: config {} is valid", cfg.pipeline.name, args.config.display());
-    // The topics' retention, when Kafka's is the window, replaces these.
-    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
-    let mut window = cfg.dedup.window.unwrap_or(crate::store::dedup::config::DEFAULT_WINDOW);
-    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
-    let mut window_note = if cfg.dedup.window.is_some() { "configured" } else { "default" }.to_string();
-    match &cfg.source {
-        SourceConfig::File(f) => {
-            let files = crate::source::file::discover(&f.paths).map_err(|e| CheckFailed::BadInput(e.into()))?;
-            println!("  source: files {:?} ({} found now), follow = {}", f.paths, files.len(), f.follow);
-        }
-        // Refused when loaded (`crate::features`).
-        #[cfg(not(feature = "kafka"))]
-        SourceConfig::Kafka(_) => {}
-        #[cfg(feature = "kafka")]
-        SourceConfig::Kafka(k) => {
-            println!("  source: kafka topics {:?}, group {:?}, brokers {}", k.topics, k.group_id, k.connection.brokers);
-            for (key, value) in crate::source::kafka::client::describe(k) {
-                println!("    {key} = {value}");
-            }
-            match crate::source::kafka::admin::retention(k) {
-                Ok(Some(retention)) => {
-                    let shown = crate::units::display(retention);
-                    match cfg.dedup.window {
-                        Some(w) if w < retention => {
-                            println!(
-                                "  warning: dedup.window {} is shorter than the topics' retention {shown}: a replay of \
-                                 records older than the window delivers them again",
-                                crate::units::display(w)
-                            );
-                        }
-                        Some(_) => {}
-                        None => {
-                            window = retention;
-                            window_note = "the topics' retention".into();
-                        }
-                    }
-                }
-                Ok(None) => println!(
-                    "  note: the topics keep records forever (or do not say); dedup.window bounds replay safety"
-                ),
-                Err(e) => println!("  warning: cannot reach the brokers now ({e}); the consumer waits for them"),
-            }
-        }
-    }
+/// The digest of a config in force: its file, every plugin's bytes and
+/// every plugin's table (a `config_file`'s included).
+fn digest(path: &Path, cfg: &Config, chain: &Chain) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&std::fs::read(path).unwrap_or_default());
     for s in chain.stages() {
-        println!("  plugin: {} (blake3:{})", s.id(), s.id().digest.to_hex());
+        h.update(s.id().digest.as_bytes());
     }
-    println!(
-        "  dedup:  window {} ({window_note}), state {}{}",
-        crate::units::display(window),
-        cfg.pipeline.state_dir.display(),
-        if cfg.dedup.audit { "" } else { ", no audit trails (dedup.audit = false)" }
-    );
-    println!(
-        "  watch:  a partition with records waiting and no batch finished for {} is reported stalled",
-        crate::units::display(cfg.watchdog.stall)
-    );
-    #[cfg(feature = "kafka")]
-    if let SourceConfig::Kafka(k) = &cfg.source {
-        check_dedup_scaling(&cfg, k, window);
+    for p in &cfg.plugins {
+        h.update(p.config.to_string().as_bytes());
     }
-    let sinks = pipeline::open_sinks(&cfg, &runtime)
-        .map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
-    if sinks.len() == 1 && cfg.routes.is_empty() {
-        println!("  sink:   {}", sinks.describe(0));
-    } else {
-        // The topology: each sink, each route, where the rest go.
-        let fanout = pipeline::fanout(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!("routes: {e}")))?;
-        let kinds: Vec<String> = sinks.iter().map(|(_, s)| s.describe().to_string()).collect();
-        for line in fanout.describe(&kinds) {
-            println!("  graph:  {line}");
-        }
-    }
-    if let Some(warning) = state_open {
-        println!("  state:  WARNING {warning}; sluice narrowed it to 0700");
-    }
-    match (&cfg.metrics.listen, cfg.api.enabled, &cfg.api.token_env) {
-        (Some(addr), true, Some(var)) => {
-            println!("  api:    /tap, /status.json and the status page on {addr}, bearer token from ${var}")
-        }
-        (Some(addr), true, None) => {
-            println!("  api:    /tap, /status.json and the status page on {addr} (loopback), no token")
-        }
-        (Some(addr), false, _) => println!("  api:    off; {addr} serves /metrics, /health, /ready only"),
-        (None, ..) => {}
-    }
-    for named in &cfg.sinks {
-        if cfg.sinks.len() > 1 {
-            println!("  answers of sink {}:", named.name);
-        }
-        describe_answers(&named.sink);
-    }
-    if check.connect {
-        connect(&cfg, &sinks, &args.config)?;
-    }
-    Ok(())
+    h.finalize().to_hex()[..16].to_string()
 }
 
-/// How a sink's backend answers are read: its classifier plugin or its
-/// response profile.
-fn describe_answers(sink: &crate::sink::config::SinkConfig) {
-    if let Some(c) = sink.classifier() {
-        let shown = c.name.clone().unwrap_or_else(|| crate::plugin::spec::PluginSpec::from_path(&c.path).name);
-        println!("  answers: classifier plugin {shown} ({}), then the host's fixed rules:", c.path.display());
-        for rule in crate::sink::http::response::fixed::DESCRIBED {
-            println!("    fixed: {rule}");
+/// Why `new` cannot replace `old` without a restart, if it cannot.
+fn immutable_change(old: &Config, new: &Config) -> Option<String> {
+    let source = |c: &Config| match &c.source {
+        SourceConfig::File(_) => ("file", String::new()),
+        SourceConfig::Kafka(k) => ("kafka", k.group_id.clone()),
+    };
+    let changed = |key: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+        Some(format!(
+            "{key} cannot change while sluice runs (it is {a:?}, the new config says {b:?}); restart sluice for that"
+        ))
+    };
+    if old.pipeline.name != new.pipeline.name {
+        return changed("pipeline.name", &old.pipeline.name, &new.pipeline.name);
+    }
+    if old.pipeline.state_dir != new.pipeline.state_dir {
+        return changed("pipeline.state_dir", &old.pipeline.state_dir, &new.pipeline.state_dir);
+    }
+    let (a, b) = (source(old), source(new));
+    if a.0 != b.0 {
+        return changed("source.type", &a.0, &b.0);
+    }
+    if a.1 != b.1 {
+        return changed("source.group_id", &a.1, &b.1);
+    }
+    None
+}
+
+fn counted(control: &Control, result: &'static str) {
+    crate::telemetry::labels::within(control.label.clone(), || {
+        metrics::counter!("sluice_config_reloads_total", "result" => result).increment(1)
+    });
+}
+
+fn in_force(control: &Control, digest: &str, old: Option<&str>) {
+    crate::telemetry::labels::within(control.label.clone(), || {
+        if let Some(old) = old {
+            metrics::gauge!("sluice_config_info", "digest" => old.to_string()).set(0.0);
         }
-        let headers = if c.headers.is_empty() { "none".to_string() } else { c.headers.join(", ") };
-        println!(
-            "    it sees: status, headers {headers}, body up to {} bytes; time limit {}",
-            c.max_body_bytes,
-            crate::units::display(c.time_limit)
-        );
-        if let Some(response) = sink.response() {
-            println!("    request body shaped by profile {}", response.name());
+        metrics::gauge!("sluice_config_info", "digest" => digest.to_string()).set(1.0);
+    });
+    crate::telemetry::history::HISTORY.set_config_digest(control.label.as_deref(), digest.to_string());
+}
+
+/// One reload request: validate, and either stage the new config (and stop
+/// the running pipeline) or say why not.
+fn reload(runtime: &Runtime, control: &Control) {
+    let args = super::ConfigArgs::of(control.path.clone());
+    let file = args.config.display();
+    match validate(&args, runtime, false) {
+        Err(BadInput(e)) => {
+            counted(control, "invalid");
+            tracing::error!("config reload refused, the running config stays: {e:#}");
         }
-    } else if let Some(response) = sink.response()
-        && let Ok(profile) = response.profile()
-    {
-        println!("  answers: profile {}: {}", response.name(), profile.description);
-        for rule in profile.describe() {
-            println!("    {rule}");
-        }
-        println!(
-            "  resends: {}",
-            if profile.dedup_by_id {
-                "the backend keeps one copy of an event sent twice (by its id)"
+        Ok((new, chain)) => {
+            let new_digest = digest(&args.config, &new, &chain);
+            let guard = control.in_force.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((old, old_digest)) = guard.as_ref() else { return };
+            if let Some(why) = immutable_change(old, &new) {
+                counted(control, "refused");
+                tracing::error!("config reload refused, the running config stays: config {file}: {why}");
+            } else if *old_digest == new_digest {
+                counted(control, "unchanged");
+                tracing::info!(digest = new_digest, "config reload: nothing changed in {file} or its plugins");
             } else {
-                "the backend stores every copy: an event delivered, then sent again after a crash or a lost \
-                 answer, is there twice (sluice never resends what the backend said it took)"
+                drop(guard);
+                tracing::warn!(digest = new_digest, "config reload: {file} is valid; draining the running pipeline");
+                *control.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((new, new_digest));
+                control.stop_current();
             }
-        );
-        if !profile.confirms {
-            println!(
-                "  warning: profile {} answers 2xx for a request whose records the backend may skip without \
-                 naming them: its answers cannot prove delivery (sluice audit says \"sent, unconfirmed\"). \
-                 Check the backend's own count of what it stored",
-                response.name()
-            );
         }
     }
 }
 
-/// `--connect`: reach every dependency once and say which answered; all
-/// are tried, so one report names every failure.
-#[cfg_attr(not(feature = "kafka"), allow(unused_variables))]
-fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Path) -> Result<(), CheckFailed> {
-    let mut probes: Vec<(String, Result<String, String>)> = Vec::new();
-    #[cfg(feature = "kafka")]
-    if let SourceConfig::Kafka(k) = &cfg.source {
-        let result = crate::source::kafka::admin::probe(k).map_err(|e| e.to_string());
-        probes.push((format!("source brokers {}", k.connection.brokers), result));
-    }
-    for (i, (_, sink)) in sinks.iter().enumerate() {
-        probes.push((format!("sink {}", sinks.describe(i)), sink.probe()));
-    }
-    let mut failed = Vec::new();
-    for (what, result) in &probes {
-        match result {
-            Ok(said) => println!("  connect: {what}: ok ({said})"),
-            Err(why) => {
-                println!("  connect: {what}: FAILED ({why})");
-                failed.push(format!("{what}: {why}"));
-            }
-        }
-    }
-    if failed.is_empty() {
-        return Ok(());
-    }
-    Err(CheckFailed::Unreachable(format!(
-        "config {} is valid, but {} of its dependencies cannot be reached: {}",
-        file.display(),
-        failed.len(),
-        failed.join("; ")
-    )))
+/// What the file looks like now, for `--watch-config`.
+fn fingerprint(path: &Path) -> Option<blake3::Hash> {
+    std::fs::read(path).ok().map(|b| blake3::hash(&b))
 }
 
-/// What `check` says of the scope and the changelog: how dedup behaves
-/// once the group has more than one member.
-#[cfg(feature = "kafka")]
-fn check_dedup_scaling(
-    cfg: &crate::config::Config,
-    k: &crate::source::kafka::config::KafkaSourceConfig,
-    window: std::time::Duration,
-) {
-    use crate::pipeline::kafka::changelog::{TopicState, retention_warning, topic_state};
-    use crate::store::dedup::config::DedupScope;
-    match cfg.dedup.scope {
-        DedupScope::Partition => println!(
-            "  dedup:  scope partition (the default): an id is a duplicate on the partition that delivered it; a \
-             producer that re-sends an event as a new unkeyed message can land it on another partition, where it \
-             passes again (dedup.scope = \"topic\" catches it, at the cost of every instance keeping the whole \
-             topic's ids)"
-        ),
-        DedupScope::Topic if cfg.dedup.repartition => println!(
-            "  dedup:  scope topic, repartitioned: each event is produced, keyed by its id, to {:?}, whose \
-             partition-scoped back decides every copy of an id in one place, across instances too (a produce and a \
-             consume more per event; the back reads it as the group {:?})",
-            crate::source::kafka::config::repartition_topic(&k.group_id),
-            crate::source::kafka::config::repartition_topic(&k.group_id)
-        ),
-        DedupScope::Topic => println!(
-            "  dedup:  scope topic: an id delivered on any partition of a topic is a duplicate on all of them; \
-             every instance follows the whole changelog (its memory and restore time grow with the topic); across \
-             instances a copy read within the follower's lag of its original passes (dedup.repartition = true \
-             makes it exact)"
-        ),
-    }
-    let Some(topic) = cfg.changelog_topic() else {
-        println!(
-            "  warning: dedup.changelog.enabled = false: a partition's ids stay on the instance that delivered them; \
-             its next owner delivers again what was not committed"
-        );
-        return;
-    };
-    if k.transactions {
-        println!(
-            "  fence:  source.transactions: each batch's offsets commit in a Kafka transaction of its partition's \
-             own (transactional id {}); a member that lost a partition is fenced by its next owner, commits nothing \
-             more and stops after the batch it was in (which a sink that is not Kafka still gets)",
-            crate::pipeline::kafka::changelog::transaction::transactional_id(&k.group_id, "<topic>", "<partition>")
-        );
-    } else {
-        println!(
-            "  fence:  none (source.transactions = false): a member whose session expired while it ran on can \
-             deliver and commit once more before it learns its partitions moved"
-        );
-    }
-    let on_missing = match cfg.dedup.on_missing_state {
-        crate::store::dedup::config::OnMissingState::Fail => "a partition whose changelog is lost refuses to start",
-        crate::store::dedup::config::OnMissingState::AcceptDuplicates => {
-            "a partition whose changelog is lost runs, and counts its records as unchecked"
-        }
-    };
-    match topic_state(k, &topic, window, cfg.dedup.changelog.retention_factor) {
-        Ok(TopicState::Exists { partitions, retention }) => {
-            let kept = retention.map(crate::units::display).unwrap_or_else(|| "unknown".into());
-            println!("  dedup:  changelog {topic:?} ({partitions} partitions, retention {kept}); {on_missing}");
-            if let Some(w) = retention_warning(retention, window) {
-                println!("  warning: dedup changelog {topic:?}: {w}");
-            }
-        }
-        Ok(TopicState::WillCreate { partitions, retention }) => println!(
-            "  dedup:  changelog {topic:?} does not exist: `sluice run` creates it ({partitions} partitions, \
-             retention {}, cleanup.policy delete); {on_missing}",
-            crate::units::display(retention)
-        ),
-        Err(e) => println!("  warning: cannot look up the dedup changelog {topic:?} now ({e})"),
-    }
-}
+/// The pipelines of a run: each config file, its config, and the chain
+/// `validate` loaded it with.
+pub(super) type Loaded = Vec<(std::path::PathBuf, Config, Chain)>;
 
 pub fn run(args: &super::PipelineArgs) -> ExitCode {
     match load_all(&args.configs) {
-        Ok((loaded, runtime)) => super::reload::run(args, loaded, &runtime),
+        Ok((loaded, runtime)) => run_loaded(args, loaded, &runtime),
         Err(BadInput(e)) => {
             crate::telemetry::redact::error(&format_args!("{e:#}"));
             ExitCode::from(2)
@@ -312,7 +177,7 @@ pub fn run(args: &super::PipelineArgs) -> ExitCode {
 /// Every pipeline `run` was given, each validated as `check` does, and
 /// checked against the others: one process holds them all, so they must
 /// not share what each must own.
-fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crate::plugin::engine::Runtime), BadInput> {
+fn load_all(given: &[std::path::PathBuf]) -> Result<(Loaded, crate::plugin::engine::Runtime), BadInput> {
     let paths = super::several::expand(given).map_err(BadInput)?;
     let runtime = crate::plugin::engine::Runtime::new(crate::plugin::engine::Runtime::default_cache_dir())
         .map_err(|e| BadInput(e.into()))?;
@@ -327,96 +192,225 @@ fn load_all(given: &[std::path::PathBuf]) -> Result<(super::reload::Loaded, crat
     Ok((loaded, runtime))
 }
 
-/// `sluice lag` and `sluice replay` in a build without Kafka.
-#[cfg(not(feature = "kafka"))]
-fn without_kafka(command: &str) -> Result<()> {
-    match crate::features::Feature::Kafka.missing(command) {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
+/// Run the pipelines of `loaded` (each a config file, the config and the
+/// chain `load` validated it with: its digests are the config's in force),
+/// each on its own thread with its own reloads, until every one has ended.
+/// A pipeline that fails stops the others (they drain and commit) and the
+/// process exits 1, so that a supervisor restarts the whole of it.
+fn run_loaded(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
+    let several = loaded.len() > 1;
+    // The recorder the listener will serve, before the first metric: each
+    // pipeline's `sluice_config_info` is said below, before any starts.
+    crate::telemetry::install();
+    let grace = loaded.iter().map(|(_, c, _)| c.shutdown.grace).max().unwrap_or_default();
+    let mut controls = Vec::with_capacity(loaded.len());
+    for (path, cfg, chain) in loaded {
+        let label = several.then(|| Arc::from(cfg.pipeline.name.as_str()));
+        let control = Arc::new(Control { path, label, ..Control::default() });
+        let first = digest(&control.path, &cfg, &chain);
+        // Here, in the order `run` was given them, not as their threads
+        // happen to start: the status page lists them in this order.
+        about(&cfg, first.clone());
+        in_force(&control, &first, None);
+        *control.in_force.lock().unwrap_or_else(|p| p.into_inner()) = Some((cfg, first));
+        controls.push(control);
     }
-}
-
-#[cfg(not(feature = "kafka"))]
-pub fn lag(_args: &super::LagArgs) -> Result<()> {
-    without_kafka("sluice lag")
-}
-
-#[cfg(not(feature = "kafka"))]
-pub fn replay(_args: &super::ReplayArgs) -> Result<()> {
-    without_kafka("sluice replay")
-}
-
-#[cfg(feature = "kafka")]
-fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::source::kafka::config::KafkaSourceConfig> {
-    match &cfg.source {
-        SourceConfig::Kafka(k) => Ok((**k).clone()),
-        SourceConfig::File(_) => anyhow::bail!("config {}: source.type is not kafka", file.display()),
-    }
-}
-
-/// `sluice lag`: per partition, the group's committed offset, the high
-/// watermark, and the difference.
-#[cfg(feature = "kafka")]
-pub fn lag(args: &super::LagArgs) -> Result<()> {
-    let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
-    let k = kafka_source(&cfg, &args.config.config)?;
-    let rows = crate::source::kafka::admin::lag(&k).with_context(|| format!("group {:?}", k.group_id))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    println!("{:<32} {:>12} {:>12} {:>12}", "PARTITION", "COMMITTED", "HIGH", "LAG");
-    for r in &rows {
-        let committed = r.committed.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<32} {committed:>12} {:>12} {:>12}", format!("{}/{}", r.topic, r.partition), r.high, r.lag);
-    }
-    println!("total lag: {}", rows.iter().map(|r| r.lag).sum::<i64>());
-    Ok(())
-}
-
-/// `sluice replay`: reset the group's offsets; the next run re-reads.
-#[cfg(feature = "kafka")]
-pub fn replay(args: &super::ReplayArgs) -> Result<()> {
-    let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
-    let k = kafka_source(&cfg, &args.config.config)?;
-    let resets = crate::source::kafka::admin::reset(&k, &args.from, &args.partitions, args.force)?;
-    for r in &resets {
-        let from = r.from.map(|f| f.to_string()).unwrap_or_else(|| "-".into());
-        println!("{}: {from} -> {}", r.partition, r.to);
-    }
-    println!(
-        "group {:?} reset; the next `sluice run` re-reads from there (inside dedup.window nothing is delivered twice)",
-        k.group_id
-    );
-    Ok(())
-}
-
-/// `sluice store repair`: rebuild a damaged store, then say what it holds,
-/// so the operator sees where each file will be read from next.
-pub fn repair_store(args: &ConfigArgs) -> Result<()> {
-    let cfg = Config::load(&args.config).with_context(|| format!("config {}", args.config.display()))?;
-    super::mask_output_as(&cfg);
-    let path = &cfg.pipeline.state_dir;
-    let (store, how) = Store::repair(path, &pipeline::identity(&cfg))?;
-    let checkpoints = store.checkpoints()?;
-    let how = match how {
-        crate::store::Repaired::LogReplayed => "its write-ahead log replayed up to its first damaged record, if any",
-        crate::store::Repaired::Rebuilt => "rebuilt by RocksDB's repairer from every file it could read",
-    };
-    println!("state store {} repaired ({how}): it opens, for pipeline {:?}", path.display(), cfg.pipeline.name);
-    if matches!(cfg.source, SourceConfig::File(_)) {
-        if checkpoints.is_empty() {
-            println!(
-                "no file checkpoint survived: every file is read from its start (the dedup ids kept absorb what they can)"
-            );
+    // `None`: every pipeline (SIGHUP); `Some(i)`: pipeline i's file changed.
+    let (reloads, requests) = mpsc::channel::<Option<usize>>();
+    watch_signals(controls.clone(), reloads.clone(), grace);
+    let finished = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (controls, finished) = (&controls, &finished);
+        scope.spawn(move || {
+            while !finished.load(Ordering::SeqCst) {
+                match requests.recv_timeout(Duration::from_millis(200)) {
+                    Ok(which) => {
+                        for (i, control) in controls.iter().enumerate() {
+                            if which.is_none_or(|w| w == i) {
+                                reload(runtime, control);
+                            }
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        });
+        if args.watch_config {
+            scope.spawn(move || {
+                let mut seen: Vec<_> = controls.iter().map(|c| fingerprint(&c.path)).collect();
+                while !finished.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_secs(1));
+                    for (i, control) in controls.iter().enumerate() {
+                        let now = fingerprint(&control.path);
+                        if now.is_some() && now != seen[i] {
+                            seen[i] = now;
+                            let _ = reloads.send(Some(i));
+                        }
+                    }
+                }
+            });
         }
-        for (file, cp) in &checkpoints {
-            println!("  {file}: read from byte {}", cp.offset);
+        let drivers: Vec<_> = controls
+            .iter()
+            .map(|control| {
+                scope.spawn(move || {
+                    crate::telemetry::labels::within(control.label.clone(), || {
+                        drive(control, controls, runtime, args.summary)
+                    })
+                })
+            })
+            .collect();
+        let mut code = 0u8;
+        for driver in drivers {
+            code = code.max(driver.join().unwrap_or(1));
         }
-    } else {
-        println!("Kafka offsets live in Kafka; the dedup ids kept absorb what was delivered and is read again");
+        finished.store(true, Ordering::SeqCst);
+        ExitCode::from(code)
+    })
+}
+
+/// The log's masking: with several pipelines, what any of them masks.
+fn mask_output_as(controls: &[Arc<Control>]) {
+    let configs: Vec<Config> = controls.iter().filter_map(|c| c.config()).collect();
+    super::mask_output_as_all(&configs.iter().collect::<Vec<_>>());
+}
+
+/// The status page's description of a pipeline now in force (a start, a
+/// reload): it replaces the one of the same name.
+fn about(cfg: &Config, digest: String) {
+    let several = cfg.sinks.len() > 1;
+    crate::telemetry::history::HISTORY.set_about(crate::telemetry::history::About {
+        pipeline: cfg.pipeline.name.clone(),
+        plugins: cfg.plugins.iter().map(|p| p.name.clone()).collect(),
+        sinks: if several { cfg.sinks.iter().map(|s| s.name.clone()).collect() } else { Vec::new() },
+        routes: routes_of(cfg),
+        config_digest: Some(digest),
+    });
+}
+
+/// Run one pipeline's configs, one after the other, until one ends without
+/// a reload waiting; 0 when it ended well, 1 when it failed (and then the
+/// other pipelines of the process are stopped).
+fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: super::SummaryForm) -> u8 {
+    let mut routes = Vec::new();
+    loop {
+        let stop = Stop::default();
+        *control.current.lock().unwrap_or_else(|p| p.into_inner()) = stop.clone();
+        let Some((cfg, digest)) = control.in_force.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return 1;
+        };
+        // A signal, or another valid reload, that came while the
+        // pipelines changed hands: its stop went to the old one.
+        if control.shutting_down.load(Ordering::SeqCst)
+            || control.pending.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        {
+            stop.request();
+        }
+        // What `sluice tap --after` may name from now on.
+        crate::telemetry::tap::TAPS.set_stages(cfg.plugins.iter().map(|p| p.name.clone()).collect());
+        about(&cfg, digest);
+        routes_in_force(&mut routes, &cfg);
+        let result = pipeline::run(&cfg, runtime, &stop);
+        match result {
+            Err(e) => {
+                let e = anyhow::Error::new(e).context(format!("pipeline {}", cfg.pipeline.name));
+                crate::telemetry::redact::error(&format_args!("{e:#}"));
+                if all.len() > 1 {
+                    tracing::error!("stopping the other pipelines of this process: one failed");
+                    for other in all {
+                        other.shut_down();
+                    }
+                }
+                return 1;
+            }
+            Ok(stats) => {
+                let next = control.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match next.filter(|_| !control.shutting_down.load(Ordering::SeqCst)) {
+                    Some((new, digest)) => {
+                        let mut force = control.in_force.lock().unwrap_or_else(|p| p.into_inner());
+                        let old = force.as_ref().map(|(_, d)| d.clone());
+                        in_force(control, &digest, old.as_deref());
+                        counted(control, "ok");
+                        tracing::warn!(
+                            digest,
+                            delivered = stats.total.delivered,
+                            "config reloaded: the old pipeline drained and committed; the new one starts"
+                        );
+                        *force = Some((new, digest));
+                        drop(force);
+                        mask_output_as(all);
+                    }
+                    None => {
+                        super::summary::print_run(&stats, &cfg.pipeline.name, summary);
+                        return 0;
+                    }
+                }
+            }
+        }
     }
-    Ok(())
+}
+
+/// With several sinks, the routes as `sluice check` draws them.
+fn routes_of(cfg: &Config) -> Vec<String> {
+    match pipeline::fanout(cfg) {
+        Ok(f) if cfg.sinks.len() > 1 => f.describe(&[]).into_iter().filter(|l| !l.starts_with("sink ")).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `sluice_route_info{at, route}` 1 for each route of `cfg` (with several
+/// sinks), as `check` draws them, in order, and 0 for those of the config
+/// before it: what `top` shows, and a dashboard can.
+fn routes_in_force(shown: &mut Vec<String>, cfg: &Config) {
+    // The recorder the listener serves, before the pipeline starts it.
+    crate::telemetry::install();
+    let now = routes_of(cfg);
+    for (at, old) in shown.iter().enumerate() {
+        if now.get(at) != Some(old) {
+            metrics::gauge!("sluice_route_info", "at" => at.to_string(), "route" => old.clone()).set(0.0);
+        }
+    }
+    for (at, route) in now.iter().enumerate() {
+        metrics::gauge!("sluice_route_info", "at" => at.to_string(), "route" => route.clone()).set(1.0);
+    }
+    *shown = now;
+}
+
+/// First SIGTERM/SIGINT: stop reading, let in-flight batches finish and
+/// checkpoint, within `grace`. A second signal, or the grace running out,
+/// exits at once: whatever was unfinished is read again next time. SIGHUP:
+/// a reload request.
+fn watch_signals(controls: Vec<Arc<Control>>, reloads: mpsc::Sender<Option<usize>>, grace: Duration) {
+    let spawned = std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+            else {
+                return;
+            };
+            loop {
+                tokio::select! {
+                    _ = term.recv() => break,
+                    _ = int.recv() => break,
+                    _ = hup.recv() => { let _ = reloads.send(None); }
+                }
+            }
+            tracing::warn!("stopping: finishing in-flight batches (a second signal exits at once)");
+            for control in &controls {
+                control.shut_down();
+            }
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+                _ = tokio::time::sleep(grace) => tracing::error!("grace period over; exiting"),
+            }
+            std::process::exit(130);
+        });
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot watch signals: {e}");
+    }
 }
