@@ -18,7 +18,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use sluice::config::Config;
-use sluice::pipeline::{self, Stop};
+use sluice::pipeline;
+use sluice::pipeline::stop::Stop;
 use sluice::plugin::engine::Runtime;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 

@@ -61,9 +61,9 @@ fn main() {
     let changelog_topic = on_cfg.changelog_topic().unwrap_or_default();
     let messages: i64 = high_watermarks(&brokers, &changelog_topic, PARTITIONS).iter().sum();
     let store_dir = dir.path().join("restored");
-    let store = Store::open(&store_dir, &pipeline::identity(&on_cfg)).unwrap_or_else(|e| panic!("{e}"));
+    let store = Store::open(&store_dir, &pipeline::setup::identity(&on_cfg)).unwrap_or_else(|e| panic!("{e}"));
     let window = DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
-    let changelog = Changelog::open(&on_cfg, k, &store, &window, &pipeline::Stop::default())
+    let changelog = Changelog::open(&on_cfg, k, &store, &window, &pipeline::stop::Stop::default())
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("the changelog is on"));
     reset_peak_rss();

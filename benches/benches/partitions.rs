@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice::config::Config;
-use sluice::pipeline::{self, Stop};
+use sluice::pipeline;
+use sluice::pipeline::stop::Stop;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 use sluice_e2e::kafka::{Broker, Storage, create_topic, produce};
 
@@ -151,7 +152,7 @@ fn files(runtime: &sluice::plugin::engine::Runtime, n: usize, counts: &[usize]) 
         std::fs::write(&path, sluice_benches::file_pipeline_config(&format!("parts-{files}"), "input-*.log", ""))
             .unwrap_or_else(|e| panic!("{e}"));
         let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        pipeline::build_chain(runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
+        pipeline::setup::build_chain(runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
         reset_peak_rss();
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
         let (stats, threads) =
@@ -311,7 +312,7 @@ fn files_of_kafka_records(runtime: &sluice::plugin::engine::Runtime, n: usize) -
             .replace("max_age = \"2h\"", "max_age = \"1d\"");
         std::fs::write(&path, toml).unwrap_or_else(|e| panic!("{e}"));
         let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        pipeline::build_chain(runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
+        pipeline::setup::build_chain(runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
         let cpu0 = cpu_seconds();
         let stats = pipeline::run(&cfg, runtime, &Stop::default()).unwrap_or_else(|e| panic!("{e}"));
         cpu.push(cpu_seconds() - cpu0);

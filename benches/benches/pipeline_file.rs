@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sluice::config::Config;
-use sluice::pipeline::{self, Stop};
+use sluice::pipeline;
+use sluice::pipeline::stop::Stop;
 use sluice_benches::{cpu_seconds, peak_rss_mib, reset_peak_rss};
 
 /// `n` unique ids (and their repeats) in `files` files of about equal size.

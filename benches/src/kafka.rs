@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice::config::Config;
-use sluice::pipeline::{self, Stop};
+use sluice::pipeline;
+use sluice::pipeline::stop::Stop;
 use sluice::plugin::engine::Runtime;
 use sluice::telemetry::stats::RunStats;
 use sluice_e2e::kafka::high_watermarks;
@@ -140,7 +141,7 @@ impl<'a> Watch<'a> {
     /// Run `cfg` until done, then stop it. The plugins are compiled before
     /// the clock starts (the runtime keeps them), and the peak RSS is reset.
     pub fn run(&self, cfg: &Config, runtime: &Runtime) -> Measured {
-        pipeline::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
+        pipeline::setup::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
         let stop = Stop::default();
         reset_peak_rss();
         let (cpu0, t0) = (cpu_seconds(), Instant::now());

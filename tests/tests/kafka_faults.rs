@@ -16,7 +16,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use sluice::config::Config;
-use sluice::pipeline::Stop;
+use sluice::pipeline::stop::Stop;
 use sluice::plugin::engine::Runtime;
 use sluice_e2e::kafka::{committed, produce};
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::AuditArgs;
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope, topic_scope};
-use crate::pipeline::now_nanos;
+use crate::pipeline::clock::now_nanos;
 use crate::source::config::SourceConfig;
 use crate::store::Store;
 use crate::store::audit::{ABSORBED, Context, Origin, Trail};

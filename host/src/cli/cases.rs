@@ -18,7 +18,7 @@ pub fn test(args: &super::ConfigTestArgs) -> Result<bool> {
     let cases = crate::plugin::conformance::load_dir::<Case>(&args.cases)?;
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     // A plugin that refuses its config is the config's fault, not a case's.
-    crate::pipeline::build_chain(&runtime, &cfg).with_context(|| format!("config {}", file.display()))?;
+    crate::pipeline::setup::build_chain(&runtime, &cfg).with_context(|| format!("config {}", file.display()))?;
     let mut failed = 0;
     for (name, case) in &cases {
         let started = Instant::now();

@@ -106,13 +106,14 @@ fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     if let SourceConfig::Kafka(k) = &cfg.source {
         check_dedup_scaling(&cfg, k, window);
     }
-    let sinks = pipeline::open_sinks(&cfg, &runtime)
+    let sinks = pipeline::setup::open_sinks(&cfg, &runtime)
         .map_err(|e| CheckFailed::BadInput(anyhow::Error::new(e).context("sink")))?;
     if sinks.len() == 1 && cfg.routes.is_empty() {
         println!("  sink:   {}", sinks.describe(0));
     } else {
         // The topology: each sink, each route, where the rest go.
-        let fanout = pipeline::fanout(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!("routes: {e}")))?;
+        let fanout =
+            pipeline::setup::fanout(&cfg).map_err(|e| CheckFailed::BadInput(anyhow::anyhow!("routes: {e}")))?;
         let kinds: Vec<String> = sinks.iter().map(|(_, s)| s.describe().to_string()).collect();
         for line in fanout.describe(&kinds) {
             println!("  graph:  {line}");

@@ -144,7 +144,7 @@ fn print_stats(s: &Stats) {
 /// `--since 1h` is an hour ago; `--since 2026-12-01T10:00:00Z` that
 /// instant (Unix nanoseconds). `flag` names the option in the error.
 pub(super) fn when(s: &str, flag: &str) -> Result<i64> {
-    let now = pipeline::now_nanos();
+    let now = pipeline::clock::now_nanos();
     if let Ok(t) = sluice_guest::time::Format::rfc3339().parse(s, now) {
         return Ok(t);
     }

@@ -29,7 +29,8 @@ use std::time::Duration;
 use super::PipelineArgs as RunArgs;
 use super::validate::{BadInput, validate};
 use crate::config::Config;
-use crate::pipeline::{self, Stop};
+use crate::pipeline;
+use crate::pipeline::stop::Stop;
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
 use crate::source::config::SourceConfig;
@@ -353,7 +354,7 @@ fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: su
 
 /// With several sinks, the routes as `sluice check` draws them.
 fn routes_of(cfg: &Config) -> Vec<String> {
-    match pipeline::fanout(cfg) {
+    match pipeline::setup::fanout(cfg) {
         Ok(f) if cfg.sinks.len() > 1 => f.describe(&[]).into_iter().filter(|l| !l.starts_with("sink ")).collect(),
         _ => Vec::new(),
     }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::ShadowArgs;
 use crate::config::Config;
-use crate::pipeline::build_chain;
+use crate::pipeline::setup::build_chain;
 use crate::pipeline::shadow::{Differing, Shadow};
 use crate::plugin::engine::Runtime;
 use crate::record::Record;
@@ -130,7 +130,7 @@ pub fn run(args: &ShadowArgs) -> Result<()> {
     if args.limit.is_none() && records.len() == limit {
         eprintln!("shadow: stopped at {limit} records (the default --limit; pass --limit N to compare more)");
     }
-    let fanout = (cfg.sinks.len() > 1).then(|| crate::pipeline::fanout(&cfg)).transpose()?;
+    let fanout = (cfg.sinks.len() > 1).then(|| crate::pipeline::setup::fanout(&cfg)).transpose()?;
     let mut shadow = Shadow { current, candidate, totals: Default::default(), fanout };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut accepted: Vec<String> = Vec::new();

@@ -14,7 +14,7 @@ pub fn repair_store(args: &ConfigArgs) -> Result<()> {
     let cfg = Config::load(&args.config).with_context(|| format!("config {}", args.config.display()))?;
     super::mask_output_as(&cfg);
     let path = &cfg.pipeline.state_dir;
-    let (store, how) = Store::repair(path, &pipeline::identity(&cfg))?;
+    let (store, how) = Store::repair(path, &pipeline::setup::identity(&cfg))?;
     let checkpoints = store.checkpoints()?;
     let how = match how {
         crate::store::Repaired::LogReplayed => "its write-ahead log replayed up to its first damaged record, if any",

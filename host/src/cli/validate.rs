@@ -36,7 +36,7 @@ pub(super) fn validate(
     // Every plugin loads and accepts its config, or nothing starts.
     let mut stages = Vec::with_capacity(cfg.plugins.len());
     for i in 0..cfg.plugins.len() {
-        match pipeline::build_stage(runtime, &cfg, i, None) {
+        match pipeline::setup::build_stage(runtime, &cfg, i, None) {
             Ok(stage) => stages.push(stage),
             Err(e) => {
                 let place = refusal_place(&args.config, i, &e);
@@ -71,7 +71,7 @@ pub(super) fn validate(
             }
         }
     }
-    if let Err(e) = pipeline::open_sinks(&cfg, runtime) {
+    if let Err(e) = pipeline::setup::open_sinks(&cfg, runtime) {
         say(&format_args!("sink: {e}"));
     }
     // The state store opens for this pipeline (not another's, not a
@@ -79,7 +79,7 @@ pub(super) fn validate(
     // process holds is not bad input but a passing condition: the run
     // itself stops on it with exit 1, which a supervisor retries.
     if open_store
-        && let Err(e) = Store::open(&cfg.pipeline.state_dir, &pipeline::identity(&cfg))
+        && let Err(e) = Store::open(&cfg.pipeline.state_dir, &pipeline::setup::identity(&cfg))
         && !matches!(e, crate::store::StoreError::NoSpace { .. } | crate::store::StoreError::InUse { .. })
     {
         say(&e);
@@ -99,8 +99,8 @@ pub(super) fn validate(
 /// ` (line L, column C)` of the key a plugin's refusal of its config
 /// names, in the file the operator wrote; empty for another failure, or
 /// when the file does not write it (an environment override).
-fn refusal_place(config: &std::path::Path, i: usize, e: &pipeline::PipelineError) -> String {
-    let pipeline::PipelineError::PluginAt { error, .. } = e else { return String::new() };
+fn refusal_place(config: &std::path::Path, i: usize, e: &pipeline::error::PipelineError) -> String {
+    let pipeline::error::PipelineError::PluginAt { error, .. } = e else { return String::new() };
     let crate::plugin::error::PluginError::Config { message, .. } = error.as_ref() else { return String::new() };
     let Ok(text) = std::fs::read_to_string(config) else { return String::new() };
     match crate::config::locate_plugin_problem(&text, i, message) {

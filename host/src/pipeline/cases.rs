@@ -20,12 +20,13 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::case_sink::{CaseSink, Waiting};
-use super::{PipelineError, build_stage};
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, scope_of};
 use crate::custody::plan::{Fate, Plan};
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::setup::build_stage;
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
 use crate::plugin::expect::show_time;
@@ -130,7 +131,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         SourceConfig::Kafka(_) => None,
     };
     let mut window: HashSet<IdDigest> = HashSet::new();
-    let fanout = Some(super::fanout(cfg).map(Arc::new).map_err(|e| format!("routes: {e}"))?);
+    let fanout = Some(crate::pipeline::setup::fanout(cfg).map(Arc::new).map_err(|e| format!("routes: {e}"))?);
     let mut sink = match (&case.sink[..], cfg.first_sink().response()) {
         ([], _) => None,
         (_, _) if fanout.as_ref().is_some_and(|f| !f.is_single()) => {

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use rocksdb::WriteBatch;
 
-use super::PipelineError;
 use super::driver::{self, Commit, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use crate::batch::{Pull, Pulled};
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
 use crate::custody::standing::PartitionState;
+use crate::pipeline::error::PipelineError;
 use crate::record::Record;
 
 const RECORDS: u64 = 100;
@@ -109,16 +109,16 @@ fn with_shared<R>(
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let cfg = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let store =
-        crate::store::Store::open(&cfg.pipeline.state_dir, &super::identity(&cfg)).unwrap_or_else(|e| panic!("{e}"));
+    let store = crate::store::Store::open(&cfg.pipeline.state_dir, &crate::pipeline::setup::identity(&cfg))
+        .unwrap_or_else(|e| panic!("{e}"));
     let dedup =
         crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
     let plugins = crate::plugin::engine::Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-    let guarded = super::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
-    let stats = Mutex::new(super::RunStats::default());
+    let guarded = crate::pipeline::setup::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
+    let stats = Mutex::new(crate::telemetry::stats::RunStats::default());
     crate::watchdog::with_watchdog(&cfg.watchdog, &guarded, None, |dog| {
-        super::with_committer(&store, None, |committer| {
-            let settings = super::driver_settings(&cfg);
+        crate::pipeline::setup::with_committer(&store, None, |committer| {
+            let settings = crate::pipeline::setup::driver_settings(&cfg);
             f(&Shared {
                 settings: &settings,
                 store: &store,

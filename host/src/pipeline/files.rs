@@ -9,17 +9,21 @@ use std::time::Instant;
 use rocksdb::WriteBatch;
 
 use super::driver::{Keeper, Lane, Pool, PoolParts, Reader, Shared};
-use super::{PipelineError, RunStats, Stop, build_chain, open_sinks, setup};
 use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::ids::PIPELINE_SCOPE;
 use crate::custody::plan::Fate;
 use crate::custody::standing::PartitionState;
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::setup;
+use crate::pipeline::setup::{build_chain, open_sinks};
+use crate::pipeline::stop::Stop;
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
 use crate::source::config::FileSourceConfig;
 use crate::source::file::{FilePartition, discover};
 use crate::store::Store;
+use crate::telemetry::stats::RunStats;
 
 /// Run the pipeline until every file is read (or, with `follow`, until
 /// `stop`). The sink, the store and its committer are shared.
@@ -33,7 +37,7 @@ pub(super) fn run(
     // heartbeat: a partition waiting on an open breaker is late, not sick,
     // and must not be restarted for it.
     let health = setup::serve_endpoint(cfg)?;
-    let store = super::open_store(cfg)?;
+    let store = crate::pipeline::setup::open_store(cfg)?;
     health.set_ready(true);
     let files = discover(&source.paths)?;
     if files.is_empty() {
@@ -43,7 +47,7 @@ pub(super) fn run(
     let sinks = open_sinks(cfg, runtime)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    let settings = super::driver_settings(cfg);
+    let settings = crate::pipeline::setup::driver_settings(cfg);
     let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
     setup::with_services(cfg, parts, Some(&health), Some(&health), |shared| {
         // The files share one dedup scope: two of them read at once may

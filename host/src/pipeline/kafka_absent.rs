@@ -9,7 +9,7 @@ pub mod repartition {
     use std::convert::Infallible;
 
     use crate::config::Config;
-    use crate::pipeline::PipelineError;
+    use crate::pipeline::error::PipelineError;
     use crate::record::{Position, Record};
     use crate::sink::named::Sinks;
 
@@ -46,7 +46,8 @@ pub mod changelog {
     use crate::config::Config;
     use crate::custody::ids::IdDigest;
     use crate::pipeline::driver::{IdLog, SentIds};
-    use crate::pipeline::{PipelineError, Stop};
+    use crate::pipeline::error::PipelineError;
+    use crate::pipeline::stop::Stop;
     use crate::source::kafka::config::KafkaSourceConfig;
     use crate::store::Store;
     use crate::store::dedup::DedupWindow;

@@ -27,11 +27,14 @@ use serde::Serialize;
 
 use super::driver::{self, IdLog, Keeper, Partition, Reader, SentIds, Shared};
 use super::kafka::changelog::Changelog;
-use super::{Fate, PipelineError, RunStats, build_chain, now_nanos, open_sinks};
 use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, Scope, scope_of};
+use crate::custody::plan::Fate;
 use crate::custody::standing::PartitionState;
+use crate::pipeline::clock::now_nanos;
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::setup::{build_chain, open_sinks};
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
 use crate::record::Position;
@@ -39,6 +42,7 @@ use crate::source::config::SourceConfig;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::quarantine::Entry;
+use crate::telemetry::stats::RunStats;
 
 /// How long a replay on Kafka waits for the brokers to open the dedup
 /// changelog.
@@ -63,7 +67,7 @@ pub fn replay(
     ids: &[String],
     include_masked: bool,
 ) -> Result<ReplaySummary, PipelineError> {
-    let store = super::open_store(cfg)?;
+    let store = crate::pipeline::setup::open_store(cfg)?;
     // Not expired first: a replay looks up what the run left.
     let dedup = DedupWindow::new(&store, super::setup::window_of(cfg))?;
     // Repartitioned: each entry replays through the side that quarantined
@@ -74,7 +78,7 @@ pub fn replay(
         SourceConfig::Kafka(k) => {
             // An interactive command waits a while for brokers that are
             // down, then says so (`run` waits for as long as it takes).
-            let give_up = super::Stop::default();
+            let give_up = crate::pipeline::stop::Stop::default();
             let timer = give_up.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(BROKER_WAIT);
@@ -119,9 +123,9 @@ pub fn replay(
     let stats = Mutex::new(RunStats::default());
     let summary = Mutex::new(summary);
     let mut chain = Some(chain);
-    let settings = super::driver_settings(cfg);
-    let front_settings = sides.as_ref().map(|s| super::driver_settings(&s.front));
-    let back_settings = sides.as_ref().map(|s| super::driver_settings(&s.back));
+    let settings = crate::pipeline::setup::driver_settings(cfg);
+    let front_settings = sides.as_ref().map(|s| crate::pipeline::setup::driver_settings(&s.front));
+    let back_settings = sides.as_ref().map(|s| crate::pipeline::setup::driver_settings(&s.back));
     let parts = super::setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
     super::setup::with_services(cfg, parts, None, None, |shared| {
         let shared = Shared { changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog), ..shared };

@@ -10,18 +10,24 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::driver::{Settings, Shared};
-use super::{PipelineError, RunStats, with_committer};
+use super::driver::{self, Settings, Shared};
+use super::durable;
+use super::error::PipelineError;
 use crate::config::Config;
+use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
+use crate::sink::context::SinkContext;
 use crate::sink::named::Sinks;
 use crate::source::config::SourceConfig;
 #[cfg(feature = "kafka")]
 use crate::source::kafka::admin;
 use crate::source::kafka::config::KafkaSourceConfig;
+use crate::store::Identity;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::dedup::config::DEFAULT_WINDOW;
 use crate::telemetry::Health;
+use crate::telemetry::stats::RunStats;
 use crate::units;
 use crate::watchdog::with_watchdog;
 
@@ -134,4 +140,144 @@ pub(crate) fn finish(stats: Mutex<RunStats>, started: Instant) -> RunStats {
     let mut stats = stats.into_inner().unwrap_or_else(|p| p.into_inner());
     stats.seconds = started.elapsed().as_secs_f64();
     stats
+}
+
+/// How long an idle worker waits for its Kafka partitions before it asks
+/// them again: the bound on noticing a revoke while idle (records that
+/// come wake it at once, `kafka::task::KafkaReader::wake_with`).
+const KAFKA_IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// The identity a state store is created for.
+pub fn identity(cfg: &Config) -> Identity {
+    let sources = match &cfg.source {
+        SourceConfig::File(f) => f.paths.clone(),
+        SourceConfig::Kafka(k) => k.topics.iter().map(|t| format!("kafka:{}/{t}", k.group_id)).collect(),
+    };
+    Identity { pipeline: cfg.pipeline.name.clone(), sources }
+}
+
+/// What the driver reads of `cfg` (`driver::Settings`).
+pub fn driver_settings(cfg: &Config) -> driver::Settings {
+    driver::Settings {
+        pipeline: cfg.pipeline.name.clone(),
+        batch_size: cfg.pipeline.batch_size,
+        in_flight: cfg.pipeline.in_flight,
+        workers: cfg.pipeline.workers(),
+        idle_poll: match &cfg.source {
+            SourceConfig::File(f) => f.poll_interval,
+            SourceConfig::Kafka(_) => KAFKA_IDLE_POLL,
+        },
+        linger: match &cfg.source {
+            SourceConfig::File(_) => Duration::ZERO,
+            SourceConfig::Kafka(k) => k.linger,
+        },
+        mask_fields: cfg.quarantine.mask_fields.clone(),
+        mask_patterns: cfg.quarantine.mask_patterns.clone(),
+        audit: cfg.dedup.audit,
+        source_kind: if cfg.source.is_kafka() { "kafka" } else { "file" },
+    }
+}
+
+/// The run's state store, keeping `pipeline.state_reserve` free.
+pub(crate) fn open_store(cfg: &Config) -> Result<Store, PipelineError> {
+    let store = Store::open(&cfg.pipeline.state_dir, &identity(cfg))?;
+    store.keep_free(cfg.pipeline.state_reserve);
+    Ok(store)
+}
+
+/// Load every plugin and instantiate one chain; used by `check` and `run`.
+/// A plugin that cannot start is named by its key in the config, with what
+/// to change when the cause is one the operator controls.
+pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineError> {
+    let stages = (0..cfg.plugins.len()).map(|i| build_stage(runtime, cfg, i, None)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Chain::new(stages))
+}
+
+/// `plugins[i]`, loaded, pinned and initialised; on its own so `check` can
+/// name every plugin that fails, not the first. `fixed_now` pins the
+/// plugin's clock (`sluice test`); a pipeline passes `None`.
+pub fn build_stage(
+    runtime: &Runtime,
+    cfg: &Config,
+    i: usize,
+    fixed_now: Option<i64>,
+) -> Result<crate::plugin::isolate::Isolated, PipelineError> {
+    use crate::plugin::error::{Fault, PluginError};
+    use crate::plugin::isolate::Isolated;
+    use crate::plugin::pin::{self, Pin, Refused};
+    let Some(p) = cfg.plugins.get(i) else {
+        return Err(PipelineError::Config(format!("plugins[{i}]: no such plugin")));
+    };
+    let pin = p
+        .digest
+        .as_deref()
+        .map(str::parse::<Pin>)
+        .transpose()
+        .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
+    let mut spec = p.spec();
+    spec.limits.fixed_now = fixed_now;
+    let load = || runtime.load(&spec).and_then(Isolated::new);
+    pin::verify(pin.as_ref(), &p.path, load, |stage| stage.id().digest).map_err(|refused| match refused {
+        Refused::Mismatch { pinned, found } => PipelineError::DigestMismatch {
+            key: format!("plugins[{i}]"),
+            name: p.name.clone(),
+            path: p.path.display().to_string(),
+            pinned: pinned.to_string(),
+            found: found.to_string(),
+        },
+        Refused::Load(source) => {
+            let hint = match &source {
+                PluginError::Config { .. } => format!("; its config is the plugins[{i}].config table"),
+                PluginError::Init { fault: Fault::OutOfMemory { .. }, .. } => format!(
+                    "; it ran out of memory while setting up: raise plugins[{i}].memory (now {} MiB; a compiled \
+                     pattern takes about 0.3 MiB, so hundreds of patterns need more than the default)",
+                    p.memory >> 20
+                ),
+                _ => String::new(),
+            };
+            PipelineError::PluginAt {
+                key: format!("plugins[{i}]"),
+                name: p.name.clone(),
+                hint,
+                error: Box::new(source),
+            }
+        }
+    })
+}
+
+/// The configured sinks, each driven through its retries and breaker, and
+/// the routes over them.
+pub fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, PipelineError> {
+    Ok(Sinks::build(&cfg.sinks, &cfg.routes, SinkContext { plugins: runtime })?)
+}
+
+/// The sinks' names and the routes over them, as `check` draws them.
+pub fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
+    let names: Vec<String> = cfg.sinks.iter().map(|s| s.name.clone()).collect();
+    crate::route::Fanout::new(&names, &cfg.routes).map_err(PipelineError::Config)
+}
+
+/// Run `f` with a group committer for `store` (a thread of its own, ended
+/// when `f` returns and every write handed over is answered), and the
+/// store's upkeep beside it.
+pub(crate) fn with_committer<R>(store: &Store, health: Option<&Health>, f: impl FnOnce(&durable::Committer) -> R) -> R {
+    let (committer, rx) = durable::Committer::new();
+    std::thread::scope(|s| {
+        // Named, as every long-lived thread of a run is: `top -H` and the
+        // partitions bench say which is which.
+        let named = |name: &str| std::thread::Builder::new().name(name.into());
+        if let Err(e) = named("sluice-committer")
+            .spawn_scoped(s, crate::telemetry::labels::inherit(|| committer.run(store, rx, health)))
+        {
+            tracing::error!("cannot start the committer: {e}");
+        }
+        if let Err(e) =
+            named("sluice-upkeep").spawn_scoped(s, crate::telemetry::labels::inherit(|| committer.upkeep(store)))
+        {
+            tracing::error!("cannot start the store's upkeep: {e}");
+        }
+        let result = f(&committer);
+        committer.close();
+        result
+    })
 }

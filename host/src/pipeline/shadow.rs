@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::PipelineError;
+use crate::pipeline::error::PipelineError;
 use crate::plugin::chain::Chain;
 use crate::record::{Event, Record};
 use crate::route::Fanout;

@@ -311,7 +311,7 @@ mod tests {
             stop: &'a AtomicBool,
         }
         impl Reader for Blocking<'_> {
-            fn pull(&mut self, _max: usize) -> Result<Option<Pull>, crate::pipeline::PipelineError> {
+            fn pull(&mut self, _max: usize) -> Result<Option<Pull>, crate::pipeline::error::PipelineError> {
                 if !std::mem::replace(&mut self.told, true) {
                     let received = Instant::now();
                     return Ok(Some(Pull { records: Vec::new(), scope: PIPELINE_SCOPE, received, behind: Some(4096) }));
@@ -334,17 +334,17 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let cfg = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let store = crate::store::Store::open(&cfg.pipeline.state_dir, &crate::pipeline::identity(&cfg))
+        let store = crate::store::Store::open(&cfg.pipeline.state_dir, &crate::pipeline::setup::identity(&cfg))
             .unwrap_or_else(|e| panic!("{e}"));
         let dedup =
             crate::store::dedup::DedupWindow::new(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));
         let plugins = crate::plugin::engine::Runtime::new(None).unwrap_or_else(|e| panic!("{e}"));
-        let sinks = crate::pipeline::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
+        let sinks = crate::pipeline::setup::open_sinks(&cfg, &plugins).unwrap_or_else(|e| panic!("{e}"));
         let stats = Mutex::new(crate::telemetry::stats::RunStats::default());
         let stop = AtomicBool::new(false);
         let seen = with_watchdog(&cfg.watchdog, &sinks, None, |dog| {
-            crate::pipeline::with_committer(&store, None, |committer| {
-                let settings = crate::pipeline::driver_settings(&cfg);
+            crate::pipeline::setup::with_committer(&store, None, |committer| {
+                let settings = crate::pipeline::setup::driver_settings(&cfg);
                 let shared = Shared {
                     settings: &settings,
                     store: &store,

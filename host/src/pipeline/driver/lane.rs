@@ -10,7 +10,7 @@ use rocksdb::WriteBatch;
 use crate::batch::{Pull, Pulled};
 use crate::custody::plan::Fate;
 use crate::custody::standing::PartitionState;
-use crate::pipeline::PipelineError;
+use crate::pipeline::error::PipelineError;
 
 /// Where a partition's records come from. Runs on its worker's front
 /// thread, beside the other lanes of that worker.

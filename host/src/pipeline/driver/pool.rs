@@ -14,7 +14,7 @@ use super::front;
 use super::inbox::{Inbox, LaneDone};
 use super::lane::Lane;
 use super::shared::Shared;
-use crate::pipeline::PipelineError;
+use crate::pipeline::error::PipelineError;
 use crate::plugin::chain::Chain;
 
 /// How a pool makes each worker's plugin chain, and whom it tells when a

@@ -10,8 +10,8 @@ use rocksdb::WriteBatch;
 
 use crate::custody::claims::Claims;
 use crate::custody::ids::IdDigest;
-use crate::pipeline::PipelineError;
 use crate::pipeline::durable::Committer;
+use crate::pipeline::error::PipelineError;
 use crate::sink::named::Sinks;
 use crate::store::Store;
 use crate::store::dedup::DedupWindow;
@@ -74,7 +74,7 @@ pub trait SentIds: Send {
 }
 
 /// What the driver reads of the config, and only that: it is handed its
-/// settings (`pipeline::driver_settings` picks them out), never the whole
+/// settings (`pipeline::setup::driver_settings` picks them out), never the whole
 /// config, so a new key reaches it only by being named here.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -139,7 +139,7 @@ pub(super) struct Watch<'a> {
     health: &'a Health,
     /// The run stopping: its member owns nothing because it is leaving,
     /// and is not sampled.
-    stop: &'a crate::pipeline::Stop,
+    stop: &'a crate::pipeline::stop::Stop,
     every: Duration,
     judge: Stranding,
     sampled_at: Option<Instant>,
@@ -153,7 +153,7 @@ impl<'a> Watch<'a> {
         topics: &'a [String],
         stall: Duration,
         health: &'a Health,
-        stop: &'a crate::pipeline::Stop,
+        stop: &'a crate::pipeline::stop::Stop,
     ) -> Self {
         let every = (stall / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
         Watch {

@@ -50,7 +50,9 @@ use rdkafka::error::KafkaError;
 
 use self::rebalance::{Command, Context, Tp};
 use super::driver::{self, Shared};
-use super::{PipelineError, RunStats, Stop, open_sinks};
+use super::error::PipelineError;
+use super::setup::{driver_settings, open_sinks};
+use super::stop::Stop;
 use crate::config::Config;
 use crate::plugin::engine::Runtime;
 use crate::sink::named::Sinks;
@@ -60,6 +62,7 @@ use crate::store::Store;
 use crate::store::dedup::DedupWindow;
 use crate::store::dedup::config::DedupScope;
 use crate::telemetry::Health;
+use crate::telemetry::stats::RunStats;
 
 /// What every partition task of a Kafka run shares.
 pub(crate) struct Tasks<'a> {
@@ -98,7 +101,7 @@ pub(super) fn run(
     stop: &Stop,
 ) -> Result<RunStats, PipelineError> {
     let health = super::setup::serve_endpoint(cfg)?;
-    let store = crate::pipeline::open_store(cfg)?;
+    let store = crate::pipeline::setup::open_store(cfg)?;
     let dedup = super::setup::open_window(cfg, &store)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
@@ -157,7 +160,7 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
                 result
             }))
         });
-        let settings = super::driver_settings(cfg);
+        let settings = driver_settings(cfg);
         let parts = super::setup::Parts { settings: &settings, store, dedup, sinks, stats };
         let result = super::setup::with_services(cfg, parts, watched, Some(health), |shared| {
             let tasks = Tasks {

@@ -19,7 +19,7 @@ use rocksdb::WriteBatch;
 
 use super::restore::{Ends, IDS_PER_WRITE, Restored, TIMEOUT};
 use super::{Changelog, ChangelogError};
-use crate::pipeline::PipelineError;
+use crate::pipeline::error::PipelineError;
 use crate::pipeline::kafka::events::RestoreFinished;
 use crate::source::kafka::KafkaSourceError;
 use crate::source::kafka::watermarks::watermarks;

@@ -46,8 +46,8 @@ use rocksdb::WriteBatch;
 
 use crate::config::Config;
 use crate::custody::ids::IdDigest;
-use crate::pipeline::PipelineError;
 use crate::pipeline::driver::{IdLog, SentIds};
+use crate::pipeline::error::PipelineError;
 use crate::pipeline::kafka::events::{ChangelogPublished, ChangelogRefused};
 use crate::sink::retry::RetryConfig;
 use crate::source::kafka::config::KafkaSourceConfig;
@@ -159,7 +159,7 @@ impl<'s> Changelog<'s> {
         source: &KafkaSourceConfig,
         store: &'s Store,
         dedup: &'s DedupWindow<'s>,
-        stop: &crate::pipeline::Stop,
+        stop: &crate::pipeline::stop::Stop,
     ) -> Result<Option<Changelog<'s>>, PipelineError> {
         let Some(topic) = cfg.changelog_topic() else { return Ok(None) };
         let kafka = |e: KafkaSourceError| ChangelogError::Kafka { topic: topic.clone(), what: e.to_string() };

@@ -10,7 +10,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use rocksdb::WriteBatch;
 
 use super::{Changelog, ChangelogError, message};
-use crate::pipeline::PipelineError;
+use crate::pipeline::error::PipelineError;
 use crate::pipeline::kafka::events::RestoreFinished;
 use crate::pipeline::kafka::rebalance::Context;
 use crate::source::kafka::KafkaSourceError;

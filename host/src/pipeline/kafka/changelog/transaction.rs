@@ -37,8 +37,8 @@ use rocksdb::WriteBatch;
 
 use super::{Changelog, ChangelogError};
 use crate::custody::ids::IdDigest;
-use crate::pipeline::PipelineError;
 use crate::pipeline::driver::{Commit, IdLog, SentIds};
+use crate::pipeline::error::PipelineError;
 use crate::pipeline::kafka::events::{OffsetsCommitted, PartitionFenced};
 use crate::pipeline::kafka::rebalance::Context;
 use crate::source::kafka::KafkaSourceError;
