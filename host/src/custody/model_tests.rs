@@ -37,7 +37,7 @@ use proptest::prelude::*;
 
 use super::ids::{IdDigest, PIPELINE_SCOPE};
 use super::offsets::OffsetTracker;
-use super::plan::{Fate, Plan};
+use super::plan::{Disposition, Plan};
 use crate::delivery::FinalAnswer;
 use crate::record::Event;
 use crate::route::Fanout;
@@ -220,7 +220,7 @@ impl World {
                 .fates
                 .iter()
                 .zip(&batch)
-                .filter(|(f, _)| matches!(f, Some(Fate::Quarantine { .. })))
+                .filter(|(f, _)| matches!(f, Some(Disposition::Quarantine { .. })))
                 .map(|(_, &(p, i))| (p, i as u64))
                 .collect();
             let mut in_batch: Vec<usize> = batch.iter().map(|(p, _)| *p).collect();

@@ -33,9 +33,12 @@ use crate::route::Fanout;
 use crate::route::config::SinkMask;
 use crate::verdict::{PluginId, Verdict};
 
-/// What became of one source record.
+/// What became of one source record: the door it left by (delivered,
+/// duplicate, dropped, quarantined; `offsets::Door` is the same door
+/// without the details) and why. Not `Fate`, which is a classifier's word
+/// for a sink's answer about one row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
+pub enum Disposition {
     Delivered,
     Duplicate,
     Dropped {
@@ -50,13 +53,13 @@ pub enum Fate {
     },
 }
 
-impl Fate {
+impl Disposition {
     pub fn door(&self) -> Door {
         match self {
-            Fate::Delivered => Door::Delivered,
-            Fate::Duplicate => Door::Duplicate,
-            Fate::Dropped { .. } => Door::Dropped,
-            Fate::Quarantine { .. } => Door::Quarantined,
+            Disposition::Delivered => Door::Delivered,
+            Disposition::Duplicate => Door::Duplicate,
+            Disposition::Dropped { .. } => Door::Dropped,
+            Disposition::Quarantine { .. } => Door::Quarantined,
         }
     }
 }
@@ -81,7 +84,7 @@ struct PlannedEvent {
 /// One batch's records on their way through the doors.
 #[derive(Debug)]
 pub struct Plan {
-    fates: Vec<Option<Fate>>,
+    fates: Vec<Option<Disposition>>,
     events: Vec<PlannedEvent>,
     /// Per record: how many events it has (0: its fate is already known).
     event_count: Vec<u32>,
@@ -119,7 +122,7 @@ impl Plan {
 
     /// A record refused before any plugin saw it (an oversize line).
     pub fn refuse(&mut self, record: usize, stage: &'static str, reason: String) {
-        self.fates[record] = Some(Fate::Quarantine { stage, plugin: None, sink: None, reason });
+        self.fates[record] = Some(Disposition::Quarantine { stage, plugin: None, sink: None, reason });
     }
 
     /// The chain's verdict on `record`, as one value (tests, models).
@@ -168,7 +171,7 @@ impl Plan {
                     Err(reason) => {
                         self.events.truncate(first);
                         self.fates[record] =
-                            Some(Fate::Quarantine { stage: "route", plugin: None, sink: None, reason });
+                            Some(Disposition::Quarantine { stage: "route", plugin: None, sink: None, reason });
                         self.event_count[record] = 0;
                         return;
                     }
@@ -189,12 +192,13 @@ impl Plan {
 
     /// A plugin dropped `record` on purpose.
     pub fn dropped(&mut self, record: usize, reason: String) {
-        self.fates[record] = Some(Fate::Dropped { reason });
+        self.fates[record] = Some(Disposition::Dropped { reason });
     }
 
     /// A plugin rejected `record`: it goes to the quarantine.
     pub fn rejected(&mut self, record: usize, plugin: PluginId, reason: String) {
-        self.fates[record] = Some(Fate::Quarantine { stage: "plugin", plugin: Some(plugin), sink: None, reason });
+        self.fates[record] =
+            Some(Disposition::Quarantine { stage: "plugin", plugin: Some(plugin), sink: None, reason });
     }
 
     /// Every event's digest, in order: what the dedup window is asked.
@@ -266,8 +270,8 @@ impl Plan {
         let Plan { mut fates, events, event_count, sent, sinks, .. } = self;
         let fanout = several(&sinks);
         // Per event: its fate, `None` while undecided.
-        let mut event_fate: Vec<Option<Fate>> =
-            events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Fate::Duplicate)).collect();
+        let mut event_fate: Vec<Option<Disposition>> =
+            events.iter().map(|e| matches!(e.state, State::Duplicate).then_some(Disposition::Duplicate)).collect();
         let mut accepted = Vec::with_capacity(sent.len());
         let mut accepted_records = Vec::with_capacity(sent.len());
         let mut accepted_sinks = Vec::with_capacity(sent.len());
@@ -277,7 +281,7 @@ impl Plan {
                     accepted.push(events[j].digest);
                     accepted_records.push(events[j].record);
                     accepted_sinks.push(events[j].sink);
-                    Fate::Delivered
+                    Disposition::Delivered
                 }
                 // Rejected, or out of attempts: the sink's answer is the
                 // reason, naming the sink when there are several.
@@ -287,7 +291,7 @@ impl Plan {
                         Some(name) => format!("sink {name}: {reason}"),
                         None => reason,
                     };
-                    Fate::Quarantine { stage: "sink", plugin: None, sink, reason }
+                    Disposition::Quarantine { stage: "sink", plugin: None, sink, reason }
                 }
             });
         }
@@ -315,10 +319,10 @@ impl Plan {
             let evs = evs.iter().flatten();
             fates[i] = Some(
                 evs.clone()
-                    .find(|f| matches!(f, Fate::Quarantine { .. }))
-                    .or_else(|| evs.clone().find(|f| **f == Fate::Delivered))
+                    .find(|f| matches!(f, Disposition::Quarantine { .. }))
+                    .or_else(|| evs.clone().find(|f| **f == Disposition::Delivered))
                     .cloned()
-                    .unwrap_or(Fate::Duplicate),
+                    .unwrap_or(Disposition::Duplicate),
             );
         }
         // Duplicates of records that passed a door: what the audit says
@@ -342,7 +346,7 @@ fn several(sinks: &Option<Arc<Fanout>>) -> Option<&Arc<Fanout>> {
 #[derive(Debug)]
 pub struct Settled {
     /// Per record; `None`: owed, read again.
-    pub fates: Vec<Option<Fate>>,
+    pub fates: Vec<Option<Disposition>>,
     /// Ids of the events the sinks accepted, to record in the window, in
     /// record order.
     pub accepted: Vec<IdDigest>,
@@ -428,15 +432,15 @@ mod tests {
             Some(FinalAnswer::Accepted),
             Some(FinalAnswer::Rejected("bad row".into())),
         ]);
-        assert_eq!(settled.fates[0], Some(Fate::Delivered));
-        assert_eq!(settled.fates[1], Some(Fate::Duplicate));
+        assert_eq!(settled.fates[0], Some(Disposition::Delivered));
+        assert_eq!(settled.fates[1], Some(Disposition::Duplicate));
         assert!(
-            matches!(&settled.fates[2], Some(Fate::Quarantine { stage: "sink", reason, .. }) if reason == "bad row"),
+            matches!(&settled.fates[2], Some(Disposition::Quarantine { stage: "sink", reason, .. }) if reason == "bad row"),
             "one rejected event quarantines its whole record: {:?}",
             settled.fates[2]
         );
-        assert_eq!(settled.fates[3], Some(Fate::Dropped { reason: "noise".into() }));
-        assert!(matches!(&settled.fates[4], Some(Fate::Quarantine { stage: "source", .. })));
+        assert_eq!(settled.fates[3], Some(Disposition::Dropped { reason: "noise".into() }));
+        assert!(matches!(&settled.fates[4], Some(Disposition::Quarantine { stage: "source", .. })));
         // Only what the sink accepted is recorded; the rejected split's
         // accepted sibling too (a replay's delivery of it is a duplicate).
         assert_eq!(settled.accepted.len(), 2);
@@ -452,7 +456,7 @@ mod tests {
         plan.seen(&[false, true]);
         assert_eq!(plan.take_fresh().len(), 1);
         let settled = plan.settle(vec![None]);
-        assert_eq!(settled.fates, vec![None, Some(Fate::Duplicate)]);
+        assert_eq!(settled.fates, vec![None, Some(Disposition::Duplicate)]);
         assert!(settled.accepted.is_empty());
     }
 
@@ -467,7 +471,7 @@ mod tests {
         let fresh = plan.take_fresh();
         assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["b"]);
         let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);
-        assert_eq!(settled.fates, vec![Some(Fate::Duplicate), Some(Fate::Delivered)]);
+        assert_eq!(settled.fates, vec![Some(Disposition::Duplicate), Some(Disposition::Delivered)]);
     }
 
     fn body_event(id: &str, body: &str) -> Event {
@@ -519,7 +523,11 @@ mod tests {
             Some(FinalAnswer::Accepted),
             Some(FinalAnswer::Accepted),
         ]);
-        assert_eq!(settled.fates, vec![Some(Fate::Delivered), Some(Fate::Delivered), None], "c waits for the index");
+        assert_eq!(
+            settled.fates,
+            vec![Some(Disposition::Delivered), Some(Disposition::Delivered), None],
+            "c waits for the index"
+        );
         // In record order (a, a, b, c), whatever the sinks' order.
         assert_eq!(settled.accepted_records, [0, 0, 1, 2], "the driver splits ids by partition in record order");
         assert_eq!(settled.accepted_sinks, [0, 1, 1, 1]);
@@ -535,7 +543,7 @@ mod tests {
         assert_eq!(again.by_sink(), [(0, 0..1)]);
         let settled = again.settle(vec![Some(FinalAnswer::Rejected("too big".into()))]);
         assert!(
-            matches!(&settled.fates[0], Some(Fate::Quarantine { stage: "sink", reason, .. }) if reason == "sink index: too big"),
+            matches!(&settled.fates[0], Some(Disposition::Quarantine { stage: "sink", reason, .. }) if reason == "sink index: too big"),
             "the entry names the sink that refused it: {:?}",
             settled.fates[0]
         );
@@ -598,9 +606,12 @@ mod tests {
         assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["a", "c", "b", "c"]);
         assert_eq!(plan.by_sink(), [(0, 0..2), (1, 2..4)], "a by the config's rule, b and c where their plugin said");
         let settled = plan.settle(vec![Some(FinalAnswer::Accepted); 4]);
-        assert_eq!(settled.fates[..3], [Some(Fate::Delivered), Some(Fate::Delivered), Some(Fate::Delivered)]);
+        assert_eq!(
+            settled.fates[..3],
+            [Some(Disposition::Delivered), Some(Disposition::Delivered), Some(Disposition::Delivered)]
+        );
         assert!(
-            matches!(&settled.fates[3], Some(Fate::Quarantine { stage: "route", reason, .. })
+            matches!(&settled.fates[3], Some(Disposition::Quarantine { stage: "route", reason, .. })
                 if reason == "a plugin routed the event to sink \"nowhere\"; the sinks are index, archive"),
             "{:?}",
             settled.fates[3]
@@ -615,7 +626,11 @@ mod tests {
         plan.seen(&[false; 1]);
         assert_eq!(plan.take_fresh().iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["e"]);
         let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);
-        assert_eq!(settled.fates[0], Some(Fate::Delivered));
-        assert!(matches!(&settled.fates[1], Some(Fate::Quarantine { stage: "route", .. })), "{:?}", settled.fates[1]);
+        assert_eq!(settled.fates[0], Some(Disposition::Delivered));
+        assert!(
+            matches!(&settled.fates[1], Some(Disposition::Quarantine { stage: "route", .. })),
+            "{:?}",
+            settled.fates[1]
+        );
     }
 }

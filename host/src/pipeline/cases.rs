@@ -22,7 +22,7 @@ use serde::Deserialize;
 use super::case_sink::{CaseSink, Waiting};
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, scope_of};
-use crate::custody::plan::{Fate, Plan};
+use crate::custody::plan::{Disposition, Plan};
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
 use crate::pipeline::error::PipelineError;
@@ -107,7 +107,7 @@ use crate::plugin::expect::ExpectEvent;
 #[derive(Debug)]
 pub struct Got {
     /// `Err`: it has no door yet; it waits in the source.
-    pub fate: Result<Fate, Waiting>,
+    pub fate: Result<Disposition, Waiting>,
     /// The events delivered for it (none for a duplicate), each once
     /// however many sinks it went to.
     pub events: Vec<Delivery>,
@@ -318,11 +318,13 @@ pub fn judge(case: &Case, got: &[Got]) -> Result<(), String> {
 
 fn judge_one(want: &Expect, got: &Got) -> Result<(), String> {
     match (want, &got.fate) {
-        (Expect::Event(e), Ok(Fate::Delivered)) => judge_events(std::slice::from_ref(e), &got.events),
-        (Expect::Events(es), Ok(Fate::Delivered)) => judge_events(es, &got.events),
-        (Expect::Duplicate, Ok(Fate::Duplicate)) => Ok(()),
-        (Expect::Quarantine(part), Ok(Fate::Quarantine { reason, .. })) if reason.contains(part.as_str()) => Ok(()),
-        (Expect::Drop(part), Ok(Fate::Dropped { reason })) if reason.contains(part.as_str()) => Ok(()),
+        (Expect::Event(e), Ok(Disposition::Delivered)) => judge_events(std::slice::from_ref(e), &got.events),
+        (Expect::Events(es), Ok(Disposition::Delivered)) => judge_events(es, &got.events),
+        (Expect::Duplicate, Ok(Disposition::Duplicate)) => Ok(()),
+        (Expect::Quarantine(part), Ok(Disposition::Quarantine { reason, .. })) if reason.contains(part.as_str()) => {
+            Ok(())
+        }
+        (Expect::Drop(part), Ok(Disposition::Dropped { reason })) if reason.contains(part.as_str()) => Ok(()),
         (Expect::Systemic(part), Err(Waiting::Systemic(reason))) if reason.contains(part.as_str()) => Ok(()),
         (Expect::Retry(part), Err(Waiting::Retry(reason))) if reason.contains(part.as_str()) => Ok(()),
         (want, _) => Err(format!("expected {}, got {}", show_expect(want), show(got))),
@@ -387,10 +389,10 @@ fn show_fate(got: &Got) -> String {
     match &got.fate {
         Err(Waiting::Systemic(reason)) => format!("waiting (systemic: {reason})"),
         Err(Waiting::Retry(reason)) => format!("waiting (retry: {reason})"),
-        Ok(Fate::Delivered) => format!("delivered {}", show_events(&got.events)),
-        Ok(Fate::Duplicate) => "a duplicate".into(),
-        Ok(Fate::Dropped { reason }) => format!("dropped: {reason}"),
-        Ok(Fate::Quarantine { stage, plugin, reason, .. }) => match plugin {
+        Ok(Disposition::Delivered) => format!("delivered {}", show_events(&got.events)),
+        Ok(Disposition::Duplicate) => "a duplicate".into(),
+        Ok(Disposition::Dropped { reason }) => format!("dropped: {reason}"),
+        Ok(Disposition::Quarantine { stage, plugin, reason, .. }) => match plugin {
             Some(p) => format!("quarantined by plugin {}: {reason}", p.name),
             None => format!("quarantined at the {stage}: {reason}"),
         },
@@ -401,7 +403,7 @@ fn show_fate(got: &Got) -> String {
 mod tests {
     use super::*;
 
-    fn got(fate: Fate, events: &[(&str, Option<&str>, &str)]) -> Got {
+    fn got(fate: Disposition, events: &[(&str, Option<&str>, &str)]) -> Got {
         let events = events
             .iter()
             .map(|(id, ts, body)| {
@@ -430,25 +432,30 @@ mod tests {
         );
         let right = || {
             vec![
-                got(Fate::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
-                got(Fate::Duplicate, &[]),
+                got(Disposition::Delivered, &[("a1", Some("2026-01-01T00:00:00Z"), r#"{"level":"INFO","msg":"x"}"#)]),
+                got(Disposition::Duplicate, &[]),
                 got(
-                    Fate::Quarantine { stage: "plugin", plugin: None, sink: None, reason: "ts 2001 is too old".into() },
+                    Disposition::Quarantine {
+                        stage: "plugin",
+                        plugin: None,
+                        sink: None,
+                        reason: "ts 2001 is too old".into(),
+                    },
                     &[],
                 ),
-                got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
+                got(Disposition::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":2}"#)]),
             ]
         };
         let good = right();
         assert_eq!(judge(&c, &good), Ok(()));
         let mut bad = good;
-        bad[3] = got(Fate::Delivered, &[("d1", Some("2026-01-01T00:00:00Z"), "{}"), ("d2", None, r#"{"n":3}"#)]);
+        bad[3] = got(Disposition::Delivered, &[("d1", Some("2026-01-01T00:00:00Z"), "{}"), ("d2", None, r#"{"n":3}"#)]);
         let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(e, "input 3: event 0: timestamp \"2026-01-01T00:00:00Z\", expected none");
-        bad[3] = got(Fate::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":3}"#)]);
+        bad[3] = got(Disposition::Delivered, &[("d1", None, "{}"), ("d2", None, r#"{"n":3}"#)]);
         let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(e, "input 3: event 1: field \"n\" is 3, expected 2");
-        bad[1] = got(Fate::Dropped { reason: "debug".into() }, &[]);
+        bad[1] = got(Disposition::Dropped { reason: "debug".into() }, &[]);
         let e = judge(&c, &bad).err().unwrap_or_default();
         assert_eq!(
             e,

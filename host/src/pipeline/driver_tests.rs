@@ -218,7 +218,7 @@ impl Keeper for Positions {
         &mut self,
         _position: u64,
         records: &[Pulled],
-        _fates: &[Option<crate::custody::plan::Fate>],
+        _fates: &[Option<crate::custody::plan::Disposition>],
         _write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         self.1.lock().unwrap_or_else(|p| p.into_inner()).push((records.as_ptr() as usize, records.len()));

@@ -12,7 +12,7 @@ use super::driver::{Keeper, Lane, Pool, PoolParts, Reader, Shared};
 use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::ids::PIPELINE_SCOPE;
-use crate::custody::plan::Fate;
+use crate::custody::plan::Disposition;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::setup;
@@ -157,7 +157,7 @@ impl Keeper for FileKeeper<'_> {
         &mut self,
         position: u64,
         _records: &[Pulled],
-        _fates: &[Option<Fate>],
+        _fates: &[Option<Disposition>],
         write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         let mut part = self.part.lock().unwrap_or_else(|p| p.into_inner());

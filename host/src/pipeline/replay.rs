@@ -30,7 +30,7 @@ use super::kafka::changelog::Changelog;
 use crate::batch::{Pull, Pulled};
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, Scope, scope_of};
-use crate::custody::plan::Fate;
+use crate::custody::plan::Disposition;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::clock::now_nanos;
 use crate::pipeline::error::PipelineError;
@@ -254,7 +254,7 @@ impl Keeper for ReplayKeeper<'_> {
         &mut self,
         _position: u64,
         records: &[Pulled],
-        fates: &[Option<Fate>],
+        fates: &[Option<Disposition>],
         write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         let when = sluice_guest::time::format_rfc3339(now_nanos());
@@ -264,14 +264,14 @@ impl Keeper for ReplayKeeper<'_> {
             summary.entries += 1;
             let Some(fate) = fate else { continue };
             match fate {
-                Fate::Quarantine { reason, .. } => {
+                Disposition::Quarantine { reason, .. } => {
                     summary.still_quarantined += 1;
                     self.store.update_quarantined(write, entry, reason)?;
                 }
                 other => {
                     match other {
-                        Fate::Delivered => summary.delivered += 1,
-                        Fate::Duplicate => summary.duplicate += 1,
+                        Disposition::Delivered => summary.delivered += 1,
+                        Disposition::Duplicate => summary.duplicate += 1,
                         _ => summary.dropped += 1,
                     }
                     self.store.mark_replayed(write, entry, &when)?;

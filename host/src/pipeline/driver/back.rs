@@ -23,7 +23,7 @@ use super::shared::{Commit, SentIds, Shared};
 use crate::batch::Pulled;
 use crate::custody::ids::{DigestSet, IdDigest};
 use crate::custody::offsets::OffsetTracker;
-use crate::custody::plan::Fate;
+use crate::custody::plan::Disposition;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::clock::now_nanos;
 use crate::pipeline::durable::{Answer, Durable};
@@ -320,7 +320,7 @@ impl<'w, 's> Back<'w, 's> {
         // an entry, a replay's update or a log line.
         if !self.quarantine.masking().is_empty() {
             for (r, fate) in records.iter().zip(fates.iter_mut()) {
-                if let Some(Fate::Quarantine { reason, .. }) = fate {
+                if let Some(Disposition::Quarantine { reason, .. }) = fate {
                     *reason = self.quarantine.reason_for(&r.record, reason);
                 }
             }
@@ -353,7 +353,7 @@ impl<'w, 's> Back<'w, 's> {
                 let Some(fate) = fate else { continue };
                 tracker.finish(r.start, fate.door())?;
                 c.count(fate.door());
-                if let Fate::Quarantine { stage, reason, .. } = fate {
+                if let Disposition::Quarantine { stage, reason, .. } = fate {
                     quarantined.push((r.record.position.to_string(), *stage, reason.clone()));
                 }
             }
@@ -423,7 +423,7 @@ impl<'w, 's> Back<'w, 's> {
         &mut self,
         segs: &[Seg],
         records: &[Pulled],
-        fates: &mut [Option<Fate>],
+        fates: &mut [Option<Disposition>],
         write: &mut WriteBatch,
         stopping: &dyn Fn() -> bool,
     ) -> Result<(), PipelineError> {
@@ -501,11 +501,15 @@ impl<'w, 's> Back<'w, 's> {
 
     /// The quarantine entry of each record whose fate is quarantine, by
     /// the record's index in the batch; nothing is written yet.
-    fn entries(&self, records: &[Pulled], fates: &[Option<Fate>]) -> Vec<(usize, crate::store::quarantine::Entry)> {
+    fn entries(
+        &self,
+        records: &[Pulled],
+        fates: &[Option<Disposition>],
+    ) -> Vec<(usize, crate::store::quarantine::Entry)> {
         let now = now_nanos();
         let mut out = Vec::new();
         for (i, (r, fate)) in records.iter().zip(fates).enumerate() {
-            if let Some(Fate::Quarantine { stage, plugin, sink, reason }) = fate {
+            if let Some(Disposition::Quarantine { stage, plugin, sink, reason }) = fate {
                 let rejection = crate::store::quarantine::Rejection {
                     record: &r.record,
                     stage,

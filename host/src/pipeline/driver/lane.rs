@@ -8,7 +8,7 @@ use std::time::Duration;
 use rocksdb::WriteBatch;
 
 use crate::batch::{Pull, Pulled};
-use crate::custody::plan::Fate;
+use crate::custody::plan::Disposition;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::error::PipelineError;
 
@@ -60,7 +60,7 @@ pub trait Keeper: Send {
         &mut self,
         _position: u64,
         _records: &[Pulled],
-        _fates: &[Option<Fate>],
+        _fates: &[Option<Disposition>],
         _write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         Ok(())
@@ -80,7 +80,7 @@ impl<K: Keeper + ?Sized> Keeper for &mut K {
         &mut self,
         position: u64,
         records: &[Pulled],
-        fates: &[Option<Fate>],
+        fates: &[Option<Disposition>],
         write: &mut WriteBatch,
     ) -> Result<(), PipelineError> {
         (**self).with_doors(position, records, fates, write)
