@@ -29,12 +29,12 @@ pub(crate) struct Durable {
     pub write: WriteBatch,
     /// The partition's sequence number of this batch.
     pub seq: u64,
-    pub answer: std::sync::Arc<dyn Answer>,
+    pub tell: std::sync::Arc<dyn OnDurable>,
 }
 
 /// Who is told a write is durable (or failed): the partition's back
 /// thread, behind a trait so the committer knows nothing of the driver.
-pub(crate) trait Answer: Send + Sync {
+pub(crate) trait OnDurable: Send + Sync {
     fn durable(&self, seq: u64, result: Result<(), String>);
 }
 
@@ -64,11 +64,11 @@ impl Committer {
             Some(tx) => {
                 if let Err(e) = tx.send(job) {
                     let job = e.0;
-                    job.answer.durable(job.seq, Err("the committer has stopped".into()));
+                    job.tell.durable(job.seq, Err("the committer has stopped".into()));
                 }
             }
             None => {
-                job.answer.durable(job.seq, Err("the committer has stopped".into()));
+                job.tell.durable(job.seq, Err("the committer has stopped".into()));
             }
         }
     }
@@ -116,7 +116,7 @@ impl Committer {
             }
             crate::pipeline::events::GroupCommitted { writes: group.len(), ok: result.is_ok() }.emit();
             for job in group {
-                job.answer.durable(job.seq, result.clone());
+                job.tell.durable(job.seq, result.clone());
             }
         }
     }

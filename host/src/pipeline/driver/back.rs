@@ -26,7 +26,7 @@ use crate::custody::offsets::OffsetTracker;
 use crate::custody::plan::Disposition;
 use crate::custody::standing::PartitionState;
 use crate::pipeline::clock::now_nanos;
-use crate::pipeline::durable::{Answer, Durable};
+use crate::pipeline::durable::{Durable, OnDurable};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::events::{BatchFinished, CommitBlocked, RecordsQuarantined};
 use crate::sink::named::Sinks;
@@ -89,7 +89,7 @@ pub(super) struct Back<'w, 's> {
     inbox: &'w Inbox<'s>,
     handover: &'w Handover<'s>,
     /// Given to the committer, which answers on it.
-    to_self: Arc<dyn Answer>,
+    to_self: Arc<dyn OnDurable>,
     writes_durable: &'w AtomicU64,
     lanes: HashMap<LaneId, BackLane<'s>>,
     /// Batches whose writes are with the committer, oldest first.
@@ -107,7 +107,7 @@ impl<'w, 's> Back<'w, 's> {
         plugins: Vec<String>,
         inbox: &'w Inbox<'s>,
         handover: &'w Handover<'s>,
-        to_self: Arc<dyn Answer>,
+        to_self: Arc<dyn OnDurable>,
         writes_durable: &'w AtomicU64,
     ) -> Self {
         Back {
@@ -379,7 +379,7 @@ impl<'w, 's> Back<'w, 's> {
         if !settled.accepted.is_empty() {
             recent.push_back((seq, settled.accepted.into_iter().collect()));
         }
-        self.shared.committer.submit(Durable { write, seq, answer: self.to_self.clone() });
+        self.shared.committer.submit(Durable { write, seq, tell: self.to_self.clone() });
         self.idle(&segs);
         let spent = Box::new(Spent { _records: records, _deliveries: fresh });
         Ok(Writing { seq, parts, spent, _claimed: claimed })

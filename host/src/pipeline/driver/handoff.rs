@@ -54,7 +54,7 @@ pub(super) enum ToBack {
 }
 
 /// The committer's word reaches the back thread as one more message.
-impl crate::pipeline::durable::Answer for Sender<ToBack> {
+impl crate::pipeline::durable::OnDurable for Sender<ToBack> {
     fn durable(&self, seq: u64, result: Result<(), String>) {
         let _ = self.send(ToBack::Durable(seq, result));
     }
