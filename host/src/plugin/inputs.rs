@@ -3,10 +3,11 @@
 //!
 //! A stage after the first does not get a [`Record`] per event: an event
 //! keeps its source record's context (key, headers, position, source
-//! time), so a [`Derived`] event holds only what a stage changes (the body, the id,
-//! the time, the route) and the index of its source record, whose context
-//! is read where the source left it. Between stages a batch is one list of
-//! derived events beside the borrowed source records, with no context copied.
+//! time), so a [`Derived`] event holds only what a stage changes (the
+//! body, the id, the time, the route) and the index of its source record,
+//! whose context is read where the source left it. Between stages a batch
+//! is one list of derived events beside the borrowed source records, with
+//! no context copied.
 
 use bytes::Bytes;
 
