@@ -37,7 +37,7 @@ pub(super) fn run(
     // heartbeat: a partition waiting on an open breaker is late, not sick,
     // and must not be restarted for it.
     let health = setup::serve_endpoint(cfg)?;
-    let store = crate::pipeline::setup::open_store(cfg)?;
+    let store = setup::open_store(cfg)?;
     health.set_ready(true);
     let files = discover(&source.paths)?;
     if files.is_empty() {
@@ -47,7 +47,7 @@ pub(super) fn run(
     let sinks = open_sinks(cfg, runtime)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
-    let settings = crate::pipeline::setup::driver_settings(cfg);
+    let settings = setup::driver_settings(cfg);
     let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
     setup::with_services(cfg, parts, Some(&health), Some(&health), |shared| {
         // The files share one dedup scope: two of them read at once may

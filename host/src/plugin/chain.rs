@@ -116,12 +116,13 @@ impl<S: Stage> Chain<S> {
             if stage_idx == 0 {
                 let outcomes = stage.process(Inputs::sources(batch), false)?;
                 for (owner, (record, outcome)) in batch.iter().zip(outcomes).enumerate() {
-                    apply(&mut standing, &mut next, stage_idx, outcome, Derived::of(owner as u32, record));
+                    let owner = owner as u32;
+                    apply(&mut standing, &mut next, stage_idx, outcome, owner, || Derived::of(owner, record));
                 }
             } else {
                 let outcomes = stage.process(Inputs::derived(batch, &live), true)?;
                 for (derived, outcome) in live.drain(..).zip(outcomes) {
-                    apply(&mut standing, &mut next, stage_idx, outcome, derived);
+                    apply(&mut standing, &mut next, stage_idx, outcome, derived.owner, || derived);
                 }
             }
             std::mem::swap(&mut live, &mut next);
@@ -172,23 +173,32 @@ impl<S: Stage> Chain<S> {
     }
 }
 
-/// One stage's outcome for `derived`, one of its source record's live events;
-/// what goes on to the next stage is pushed to `next`. Lanes are pushed in
+/// One stage's outcome for one of source record `owner`'s live events,
+/// made by `input` only when something of it goes on (a first stage's
+/// dropped or rejected record is never copied into a `Derived`); what goes
+/// on to the next stage is pushed to `next`. Events are pushed in
 /// source-record order, so a source record's own are always the last ones
 /// when its outcome is applied.
-fn apply(standing: &mut [Standing], next: &mut Vec<Derived>, stage: usize, outcome: Outcome, derived: Derived) {
-    let owner = derived.owner;
+fn apply(
+    standing: &mut [Standing],
+    next: &mut Vec<Derived>,
+    stage: usize,
+    outcome: Outcome,
+    owner: u32,
+    input: impl FnOnce() -> Derived,
+) {
     let s = &mut standing[owner as usize];
     match outcome {
         // A rejected source record keeps nothing.
         Outcome::Keep { .. } | Outcome::Emit(_) if matches!(s, Standing::Rejected { .. }) => {}
         Outcome::Keep { id, timestamp, sinks } => {
             revive(s);
-            next.push(kept(derived, id, timestamp, sinks));
+            next.push(kept(input(), id, timestamp, sinks));
         }
         Outcome::Emit(events) if !events.is_empty() => {
             revive(s);
-            next.extend(events.into_iter().map(|e| follow(&derived, e)));
+            let from = input();
+            next.extend(events.into_iter().map(|e| follow(&from, e)));
         }
         Outcome::Emit(_) => drop_part(s, next, owner, stage, "no events".to_string()),
         Outcome::Drop(reason) => drop_part(s, next, owner, stage, reason),
