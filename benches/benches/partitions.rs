@@ -9,7 +9,8 @@
 //!
 //! `cargo bench -p sluice-benches --bench partitions`
 //! (`SLUICE_BENCH_RECORDS`: records per file run, default 400,000;
-//! `SLUICE_BENCH_FILES`: file counts, default `1,4,16,64,256,1024`;
+//! `SLUICE_BENCH_FILES`: file counts, default `1,4,16,64,256,1024`, `0`
+//! for none;
 //! `SLUICE_BENCH_KAFKA_RECORDS`: records per Kafka run, default 50,000;
 //! `SLUICE_BENCH_PARTITIONS`: Kafka partition counts, default
 //! `4,64,256,1024`, `0` for none; any pipeline key from the environment,
@@ -323,7 +324,8 @@ fn files_of_kafka_records(runtime: &sluice::plugin::engine::Runtime, n: usize) -
 
 fn main() {
     let n = sluice_benches::env_count("SLUICE_BENCH_RECORDS", 400_000);
-    let file_counts = sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16,64,256,1024");
+    let file_counts: Vec<usize> =
+        sluice_benches::env_counts("SLUICE_BENCH_FILES", "1,4,16,64,256,1024").into_iter().filter(|c| *c > 0).collect();
     let kafka_n = sluice_benches::env_count("SLUICE_BENCH_KAFKA_RECORDS", 25_000);
     let kafka_counts: Vec<usize> =
         sluice_benches::env_counts("SLUICE_BENCH_PARTITIONS", "4,64,256,1024").into_iter().filter(|c| *c > 0).collect();

@@ -107,7 +107,7 @@ fn main() {
         let body = bulk(failing);
         let r = Response { status: 200, headers: &headers, body: body.as_bytes() };
         // Both readers must agree before either is timed.
-        let sluice::sink::http::response::Reply::Answers(a) = classify(&es, &ids, &r) else { panic!("answers") };
+        let sluice::sink::http::response::Ruling::Answers(a) = classify(&es, &ids, &r) else { panic!("answers") };
         assert_eq!(
             a.iter().map(Answer::fate).collect::<Vec<_>>(),
             baseline(body.as_bytes()).iter().map(Answer::fate).collect::<Vec<_>>()
@@ -190,7 +190,7 @@ fn classifier_plugin(ids: &[&str]) {
         let reply = reader.read(&sent, &r);
         let want = if failing { N / 10 } else { 0 };
         match &reply {
-            sluice::sink::http::response::Reply::Answers(a) => {
+            sluice::sink::http::response::Ruling::Answers(a) => {
                 assert_eq!(a.iter().filter(|x| x.fate() == "reject").count(), want, "the plugin matched every failure")
             }
             other => panic!("answers expected, got {other:?}"),

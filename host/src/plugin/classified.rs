@@ -43,7 +43,7 @@ pub enum Fate {
 
 /// The plugin's reply, before the host's fixed rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Said {
+pub enum Reply {
     Each(Vec<Fate>),
     All(Fate),
     Split(String),

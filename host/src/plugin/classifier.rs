@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::classified::{Answered, Asked, Said};
+use super::classified::{Answered, Asked, Reply};
 use super::contract::Contract;
 use super::engine::LoadedPlugin;
 use super::error::{Fault, PluginError};
@@ -45,7 +45,7 @@ impl Classifier {
 
     /// What the plugin makes of one response. A faulted instance is
     /// dropped; the next call builds another.
-    pub fn classify(&self, asked: &Asked<'_>, answered: &Answered<'_>) -> Result<Said, Fault> {
+    pub fn classify(&self, asked: &Asked<'_>, answered: &Answered<'_>) -> Result<Reply, Fault> {
         let taken = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut instance = match taken {
             Some(i) => i,

@@ -118,7 +118,7 @@ impl Instance {
         &mut self,
         asked: &super::classified::Asked<'_>,
         answered: &super::classified::Answered<'_>,
-    ) -> Result<super::classified::Said, Fault> {
+    ) -> Result<super::classified::Reply, Fault> {
         self.store.set_epoch_deadline(deadline_ticks(&self.plugin));
         self.store.data_mut().logs.reset();
         let said = self.bindings.call_classify(&mut self.store, asked, answered);

@@ -5,7 +5,7 @@
 
 use wasmtime::Store;
 
-use crate::plugin::classified::{Answered, Asked, Fate, RECORD_BYTES, Said};
+use crate::plugin::classified::{Answered, Asked, Fate, RECORD_BYTES, Reply};
 use crate::plugin::sandbox::StoreState;
 
 mod generated {
@@ -30,7 +30,7 @@ pub(super) fn classify(
     store: &mut Store<StoreState>,
     asked: &Asked<'_>,
     answered: &Answered<'_>,
-) -> wasmtime::Result<Said> {
+) -> wasmtime::Result<Reply> {
     let n = asked.ids.len();
     let mut records = Vec::with_capacity(n * RECORD_BYTES);
     let mut ids = Vec::with_capacity(asked.ids.iter().map(|i| i.len()).sum());
@@ -56,10 +56,10 @@ pub(super) fn classify(
     };
     let reply = b.call_classify(store, &request, &response)?;
     Ok(match reply {
-        wit::Reply::Each(fates) => Said::Each(fates.into_iter().map(lift).collect()),
-        wit::Reply::All(fate) => Said::All(lift(fate)),
-        wit::Reply::Split(reason) => Said::Split(reason),
-        wit::Reply::BadRow(bad) => Said::BadRow { row: bad.row as usize, reason: bad.reason },
+        wit::Reply::Each(fates) => Reply::Each(fates.into_iter().map(lift).collect()),
+        wit::Reply::All(fate) => Reply::All(lift(fate)),
+        wit::Reply::Split(reason) => Reply::Split(reason),
+        wit::Reply::BadRow(bad) => Reply::BadRow { row: bad.row as usize, reason: bad.reason },
     })
 }
 

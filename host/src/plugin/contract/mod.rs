@@ -160,7 +160,7 @@ impl Bound {
         store: &mut Store<StoreState>,
         request: &crate::plugin::classified::Asked<'_>,
         response: &crate::plugin::classified::Answered<'_>,
-    ) -> wasmtime::Result<crate::plugin::classified::Said> {
+    ) -> wasmtime::Result<crate::plugin::classified::Reply> {
         match self {
             Bound::Classifier(b) => classifier::classify(b, store, request, response),
             Bound::V01(_) | Bound::V02(..) => Err(wasmtime::format_err!("a parse plugin has no classify")),

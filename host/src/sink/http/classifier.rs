@@ -16,8 +16,8 @@ use serde::Deserialize;
 
 use super::response::fixed::{self, Evidence};
 use super::response::profile::Profile;
-use super::response::{self, Reply, Response};
-use crate::plugin::classified::{Answered, Asked, Fate, Said};
+use super::response::{self, Ruling, Response};
+use crate::plugin::classified::{Answered, Asked, Fate, Reply};
 use crate::plugin::classifier::Classifier;
 use crate::plugin::engine::Runtime;
 use crate::plugin::pin::{self, Pin, Refused};
@@ -170,7 +170,7 @@ impl Reader {
     }
 
     /// The reply to `sent`, held to the fixed rules.
-    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Reply {
+    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Ruling {
         match self {
             Reader::Profile(p) => {
                 let request = response::classify::Request { ids: sent.ids, times: sent.timestamps, texts: sent.texts };
@@ -186,7 +186,7 @@ impl PluginReader {
         self.classifier.id().to_string()
     }
 
-    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Reply {
+    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Ruling {
         let n = sent.ids.len();
         let headers: Vec<(String, String)> = self
             .headers
@@ -205,7 +205,7 @@ impl PluginReader {
         let (reply, evidence) = match self.classifier.classify(sent, &answered) {
             Ok(said) => lift(said, n),
             Err(fault) => (
-                Reply::Systemic(format!(
+                Ruling::Systemic(format!(
                     "HTTP {}: classifier {} faulted, so the answer is unread: {fault}",
                     r.status,
                     self.classifier.id()
@@ -220,7 +220,7 @@ impl PluginReader {
 /// A plugin's reply as the sink's: one fate for all is the request's
 /// evidence; fates per record, a split or a named row are the body's
 /// (the plugin read it).
-fn lift(said: Said, n: usize) -> (Reply, Evidence) {
+fn lift(said: Reply, n: usize) -> (Ruling, Evidence) {
     let answer = |f: Fate| match f {
         Fate::Accepted => Answer::Accepted,
         Fate::Duplicate => Answer::Duplicate,
@@ -229,11 +229,11 @@ fn lift(said: Said, n: usize) -> (Reply, Evidence) {
         Fate::Systemic(r) => Answer::Systemic(r),
     };
     match said {
-        Said::Each(fates) => (Reply::Answers(fates.into_iter().map(answer).collect()), Evidence::PerRecord),
-        Said::All(Fate::Systemic(r)) => (Reply::Systemic(r), Evidence::Request),
-        Said::All(f) => (Reply::Answers(vec![answer(f); n]), Evidence::Request),
-        Said::Split(r) => (Reply::Split(r), Evidence::PerRecord),
-        Said::BadRow { row, reason } => (Reply::BadRow { row, reason, taken_before: false }, Evidence::PerRecord),
+        Reply::Each(fates) => (Ruling::Answers(fates.into_iter().map(answer).collect()), Evidence::PerRecord),
+        Reply::All(Fate::Systemic(r)) => (Ruling::Systemic(r), Evidence::Request),
+        Reply::All(f) => (Ruling::Answers(vec![answer(f); n]), Evidence::Request),
+        Reply::Split(r) => (Ruling::Split(r), Evidence::PerRecord),
+        Reply::BadRow { row, reason } => (Ruling::BadRow { row, reason, taken_before: false }, Evidence::PerRecord),
     }
 }
 
@@ -241,36 +241,36 @@ fn lift(said: Said, n: usize) -> (Reply, Evidence) {
 mod tests {
     use super::*;
 
-    fn held(said: Said, status: u16, n: usize) -> Reply {
+    fn held(said: Reply, status: u16, n: usize) -> Ruling {
         let (reply, evidence) = lift(said, n);
         fixed::enforce(status, n, reply, evidence)
     }
 
     #[test]
     fn a_plugins_reply_is_held_to_the_fixed_rules() {
-        let each = || Said::Each(vec![Fate::Accepted, Fate::Reject("bad".into())]);
+        let each = || Reply::Each(vec![Fate::Accepted, Fate::Reject("bad".into())]);
         // Per-record fates on a 200 stand; on a 404 or 503 nothing a
         // plugin says makes a record bad.
-        assert_eq!(held(each(), 200, 2), Reply::Answers(vec![Answer::Accepted, Answer::Rejected("bad".into())]));
+        assert_eq!(held(each(), 200, 2), Ruling::Answers(vec![Answer::Accepted, Answer::Rejected("bad".into())]));
         for status in [301, 401, 403, 404, 405, 415, 429, 500, 503] {
-            assert!(matches!(held(each(), status, 2), Reply::Systemic(_)), "{status}");
-            assert!(matches!(held(Said::All(Fate::Reject("x".into())), status, 2), Reply::Systemic(_)), "{status}");
-            assert!(matches!(held(Said::Split("x".into()), status, 2), Reply::Systemic(_)), "{status}");
+            assert!(matches!(held(each(), status, 2), Ruling::Systemic(_)), "{status}");
+            assert!(matches!(held(Reply::All(Fate::Reject("x".into())), status, 2), Ruling::Systemic(_)), "{status}");
+            assert!(matches!(held(Reply::Split("x".into()), status, 2), Ruling::Systemic(_)), "{status}");
         }
         // A wrong count, or a row never sent, is the plugin's fault.
         assert!(
-            matches!(held(Said::Each(vec![Fate::Accepted]), 200, 2), Reply::Systemic(r) if r.contains("accounts for 1"))
+            matches!(held(Reply::Each(vec![Fate::Accepted]), 200, 2), Ruling::Systemic(r) if r.contains("accounts for 1"))
         );
-        assert!(matches!(held(Said::BadRow { row: 2, reason: "r".into() }, 400, 2), Reply::Systemic(_)));
+        assert!(matches!(held(Reply::BadRow { row: 2, reason: "r".into() }, 400, 2), Ruling::Systemic(_)));
         // A split the plugin read from a 200's body is evidence; so is a row.
-        assert_eq!(held(Said::Split("2 failed".into()), 200, 4), Reply::Split("2 failed".into()));
+        assert_eq!(held(Reply::Split("2 failed".into()), 200, 4), Ruling::Split("2 failed".into()));
         assert_eq!(
-            held(Said::BadRow { row: 1, reason: "r".into() }, 400, 2),
-            Reply::BadRow { row: 1, reason: "r".into(), taken_before: false }
+            held(Reply::BadRow { row: 1, reason: "r".into() }, 400, 2),
+            Ruling::BadRow { row: 1, reason: "r".into(), taken_before: false }
         );
         // One fate for all: the systemic one is a systemic reply.
-        assert_eq!(held(Said::All(Fate::Systemic("busy".into())), 200, 3), Reply::Systemic("busy".into()));
-        assert_eq!(held(Said::All(Fate::Duplicate), 200, 2), Reply::Answers(vec![Answer::Duplicate; 2]));
+        assert_eq!(held(Reply::All(Fate::Systemic("busy".into())), 200, 3), Ruling::Systemic("busy".into()));
+        assert_eq!(held(Reply::All(Fate::Duplicate), 200, 2), Ruling::Answers(vec![Answer::Duplicate; 2]));
     }
 
     #[test]

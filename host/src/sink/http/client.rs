@@ -13,7 +13,7 @@ use super::classifier::Reader;
 use super::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
 use super::response::profile::Profile;
 use super::response::profile::Render;
-use super::response::{self, Next, Reply, Response};
+use super::response::{self, Next, Ruling, Response};
 use crate::delivery::Delivery;
 use crate::plugin::classified::Asked;
 use crate::sink::context::SinkContext;
@@ -309,7 +309,7 @@ impl HttpSink {
                             Reader::Plugin(_) => tokio::task::block_in_place(|| self.reader.read(&sent, &r)),
                         }
                     }
-                    Err(e) => Reply::Systemic(e),
+                    Err(e) => Ruling::Systemic(e),
                 };
                 // A systemic answer about the request or any item (a full
                 // queue, a blocked index) is the backend's ill health: the

@@ -35,7 +35,7 @@ use serde::Deserialize;
 
 use super::classifier::Reader;
 use super::response::profile::Profile;
-use super::response::{Reply, Response};
+use super::response::{Ruling, Response};
 use crate::plugin::classified::Asked;
 
 #[derive(Debug, Deserialize)]
@@ -76,13 +76,13 @@ pub struct Recorded {
 
 impl Recorded {
     /// This answer to a request of the records `ids`, read by `profile`.
-    pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Reply, String> {
+    pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Ruling, String> {
         let sent = Asked { ids, timestamps: &[], spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
         self.read_with(&Reader::profile(profile.clone()), &sent)
     }
 
     /// This answer to `sent`, read by `reader`.
-    pub fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Reply, String> {
+    pub fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Ruling, String> {
         let mut headers = HeaderMap::new();
         for (k, v) in &self.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
@@ -168,7 +168,7 @@ impl Case {
     }
 
     /// The case's response read by `reader`.
-    pub fn reply(&self, reader: &Reader) -> Result<Reply, String> {
+    pub fn reply(&self, reader: &Reader) -> Result<Ruling, String> {
         let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
         let timestamps = self.nanos()?;
         let texts: Vec<&[u8]> = self.texts.iter().map(|t| t.as_bytes()).collect();
@@ -184,7 +184,7 @@ impl Case {
     }
 
     /// The ids of `expect.taken` that `reply` would send again.
-    fn resent_taken(&self, reply: &Reply) -> Vec<String> {
+    fn resent_taken(&self, reply: &Ruling) -> Vec<String> {
         let Some(taken) = &self.expect.taken else { return Vec::new() };
         let settled = super::response::settle((0..self.ids.len()).collect(), reply.clone());
         let kept: std::collections::BTreeSet<usize> = settled
@@ -208,20 +208,20 @@ impl Case {
         let got = describe(&reply);
         let e = &self.expect;
         let fits = match &reply {
-            Reply::Answers(a) => {
+            Ruling::Answers(a) => {
                 e.answers.as_ref().is_some_and(|want| a.iter().map(|x| x.fate()).eq(want.iter().map(String::as_str)))
             }
-            Reply::Systemic(_) => e.systemic,
-            Reply::Split(_) => e.split,
-            Reply::BadRow { row, .. } => e.row == Some(*row),
-            Reply::Partial { rejected, .. } => e.dropped == Some(*rejected),
+            Ruling::Systemic(_) => e.systemic,
+            Ruling::Split(_) => e.split,
+            Ruling::BadRow { row, .. } => e.row == Some(*row),
+            Ruling::Partial { rejected, .. } => e.dropped == Some(*rejected),
         };
         let reasons: Vec<&str> = match &reply {
-            Reply::Answers(a) => a.iter().filter_map(|x| x.reason()).collect(),
-            Reply::Systemic(r)
-            | Reply::Split(r)
-            | Reply::BadRow { reason: r, .. }
-            | Reply::Partial { reason: r, .. } => {
+            Ruling::Answers(a) => a.iter().filter_map(|x| x.reason()).collect(),
+            Ruling::Systemic(r)
+            | Ruling::Split(r)
+            | Ruling::BadRow { reason: r, .. }
+            | Ruling::Partial { reason: r, .. } => {
                 vec![r]
             }
         };
@@ -257,14 +257,14 @@ impl Case {
 }
 
 /// A reply in the words of the corpus.
-pub fn describe(reply: &Reply) -> String {
+pub fn describe(reply: &Ruling) -> String {
     match reply {
-        Reply::Answers(a) => format!("answers {}", a.iter().map(|x| x.fate()).collect::<Vec<_>>().join(" ")),
-        Reply::Systemic(_) => "systemic".into(),
-        Reply::Split(_) => "split".into(),
-        Reply::BadRow { row, taken_before: false, .. } => format!("row {row}"),
-        Reply::BadRow { row, taken_before: true, .. } => format!("row {row}, those before it taken"),
-        Reply::Partial { rejected, .. } => format!("dropped {rejected}"),
+        Ruling::Answers(a) => format!("answers {}", a.iter().map(|x| x.fate()).collect::<Vec<_>>().join(" ")),
+        Ruling::Systemic(_) => "systemic".into(),
+        Ruling::Split(_) => "split".into(),
+        Ruling::BadRow { row, taken_before: false, .. } => format!("row {row}"),
+        Ruling::BadRow { row, taken_before: true, .. } => format!("row {row}, those before it taken"),
+        Ruling::Partial { rejected, .. } => format!("dropped {rejected}"),
     }
 }
 

@@ -1,11 +1,11 @@
 //! Reading one response with a profile: status rules first, then the
 //! evidence in the body. Pure: the request's ids and the response in, a
-//! `Reply` out, held to the fixed rules before it leaves.
+//! `Ruling` out, held to the fixed rules before it leaves.
 
 use super::fixed::{self, Evidence};
 use super::json::Json;
 use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Timed, Written};
-use super::{Reply, Response, excerpt};
+use super::{Ruling, Response, excerpt};
 use crate::sink::Answer;
 
 /// The request a response answers, as much of it as a profile reads: the
@@ -21,17 +21,17 @@ pub struct Request<'a> {
 }
 
 /// What `profile` makes of `response` to a request of the records `ids`.
-pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Reply {
+pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Ruling {
     classify_request(profile, &Request { ids, times: &[], texts: &[] }, response)
 }
 
 /// [`classify`], with what else of the request the profile reads.
-pub fn classify_request(profile: &Profile, request: &Request<'_>, response: &Response<'_>) -> Reply {
+pub fn classify_request(profile: &Profile, request: &Request<'_>, response: &Response<'_>) -> Ruling {
     let (reply, evidence) = read(profile, request, response);
     fixed::enforce(response.status, request.ids.len(), reply, evidence)
 }
 
-fn read(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evidence) {
+fn read(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Ruling, Evidence) {
     let (ids, times) = (request.ids, request.times);
     let n = ids.len();
     let status = r.status;
@@ -60,10 +60,10 @@ fn read(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evidenc
         None => RequestFate::Systemic,
     };
     match fate {
-        RequestFate::Accepted => (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request),
-        RequestFate::Duplicate => (Reply::Answers(vec![Answer::Duplicate; n]), Evidence::Request),
-        RequestFate::Systemic => (Reply::Systemic(said()), Evidence::Request),
-        RequestFate::Split => (Reply::Split(said()), Evidence::Request),
+        RequestFate::Accepted => (Ruling::Answers(vec![Answer::Accepted; n]), Evidence::Request),
+        RequestFate::Duplicate => (Ruling::Answers(vec![Answer::Duplicate; n]), Evidence::Request),
+        RequestFate::Systemic => (Ruling::Systemic(said()), Evidence::Request),
+        RequestFate::Split => (Ruling::Split(said()), Evidence::Request),
         RequestFate::Read => evidence(p, request, r),
     }
 }
@@ -89,7 +89,7 @@ fn matches(rule: &StatusRule, r: &Response<'_>) -> bool {
 }
 
 /// The body's evidence about each record; with none to read, all accepted.
-fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evidence) {
+fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Ruling, Evidence) {
     let ids = request.ids;
     let n = ids.len();
     if let Some(w) = &p.written
@@ -98,7 +98,7 @@ fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evi
         return (reply, Evidence::PerRecord);
     }
     if p.items.is_none() && p.counts.is_none() {
-        return (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request);
+        return (Ruling::Answers(vec![Answer::Accepted; n]), Evidence::Request);
     }
     let empty_is_none_failed = p.counts.as_ref().is_some_and(|c| c.failed_when_absent.is_some());
     let parsed = if empty_is_none_failed && r.body.trim_ascii().is_empty() {
@@ -108,7 +108,7 @@ fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evi
     };
     let Ok(body) = parsed else {
         return (
-            Reply::Systemic(format!("HTTP {}: the answer is not the JSON expected: {}", r.status, excerpt(r.body))),
+            Ruling::Systemic(format!("HTTP {}: the answer is not the JSON expected: {}", r.status, excerpt(r.body))),
             Evidence::Request,
         );
     };
@@ -118,16 +118,16 @@ fn evidence(p: &Profile, request: &Request<'_>, r: &Response<'_>) -> (Reply, Evi
     if let Some(counts) = &p.counts {
         return (counted(counts, &body, request, r.status), Evidence::PerRecord);
     }
-    (Reply::Answers(vec![Answer::Accepted; n]), Evidence::Request)
+    (Ruling::Answers(vec![Answer::Accepted; n]), Evidence::Request)
 }
 
-fn per_item(items: &Items, ids: &[&str], body: &Json<'_>, status: u16) -> Reply {
+fn per_item(items: &Items, ids: &[&str], body: &Json<'_>, status: u16) -> Ruling {
     let n = ids.len();
     let Some(array) = items.array.first(body).and_then(|a| a.as_array()) else {
-        return Reply::Systemic(format!("HTTP {status}: no item array at {}", items.array));
+        return Ruling::Systemic(format!("HTTP {status}: no item array at {}", items.array));
     };
     if array.len() != n {
-        return Reply::Systemic(format!("HTTP {status}: {} items answer {n} records", array.len()));
+        return Ruling::Systemic(format!("HTTP {status}: {} items answer {n} records", array.len()));
     }
     let mut answers: Vec<Option<Answer>> = vec![None; n];
     // By id: each id's records, the first answered first (one look-up per
@@ -144,18 +144,18 @@ fn per_item(items: &Items, ids: &[&str], body: &Json<'_>, status: u16) -> Reply 
             Some(id) => {
                 let named = id.first(item).map(Json::text);
                 let Some(i) = named.and_then(|id| by_id.get_mut(id.as_str()).and_then(Vec::pop)) else {
-                    return Reply::Systemic(format!("HTTP {status}: item {pos} names no record that was sent"));
+                    return Ruling::Systemic(format!("HTTP {status}: item {pos} names no record that was sent"));
                 };
                 i
             }
         };
         let answer = item_answer(items, item);
         if answers[at].replace(answer).is_some() {
-            return Reply::Systemic(format!("HTTP {status}: two items answer record {}", at + 1));
+            return Ruling::Systemic(format!("HTTP {status}: two items answer record {}", at + 1));
         }
     }
     // Every slot is filled: n items, each to a distinct record.
-    Reply::Answers(answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Systemic("no item".into()))).collect())
+    Ruling::Answers(answers.into_iter().map(|a| a.unwrap_or_else(|| Answer::Systemic("no item".into()))).collect())
 }
 
 fn item_answer(items: &Items, item: &Json<'_>) -> Answer {
@@ -192,15 +192,15 @@ fn item_answer(items: &Items, item: &Json<'_>) -> Answer {
     }
 }
 
-fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> Reply {
+fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> Ruling {
     let n = request.ids.len();
     let Some(failed) = c.failed.sum(body).or(c.failed_when_absent) else {
-        return Reply::Systemic(format!("HTTP {status}: no count of failures at {}", c.failed));
+        return Ruling::Systemic(format!("HTTP {status}: no count of failures at {}", c.failed));
     };
     let ok = match &c.successful {
         Some(p) => match p.sum(body) {
             Some(ok) => ok,
-            None => return Reply::Systemic(format!("HTTP {status}: no count of successes at {p}")),
+            None => return Ruling::Systemic(format!("HTTP {status}: no count of successes at {p}")),
         },
         None => (n as u64).saturating_sub(failed),
     };
@@ -218,10 +218,10 @@ fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> R
         s
     };
     if ok.saturating_add(failed) != n as u64 {
-        return Reply::Systemic(format!("HTTP {status}: the counts do not account for the records sent: {}", reason()));
+        return Ruling::Systemic(format!("HTTP {status}: the counts do not account for the records sent: {}", reason()));
     }
     if failed == 0 {
-        return Reply::Answers(vec![Answer::Accepted; n]);
+        return Ruling::Answers(vec![Answer::Accepted; n]);
     }
     // Each error text is judged; one that says the backend failed makes
     // the whole answer systemic (no record is blamed for it). A failure
@@ -235,19 +235,19 @@ fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> R
         judged.push(if c.otherwise == CountFate::Accepted { CountFate::Accepted } else { CountFate::Split });
     }
     if judged.contains(&CountFate::Systemic) {
-        return Reply::Systemic(format!("HTTP {status}: {}", reason()));
+        return Ruling::Systemic(format!("HTTP {status}: {}", reason()));
     }
     // The refused records quoted: matched to what was sent, they alone
     // are rejected, and the rest is not sent again.
     if let Some(documents) = &c.documents
         && let Some(answers) = quoted(documents, body, request, failed, &errors, status)
     {
-        return Reply::Answers(answers);
+        return Ruling::Answers(answers);
     }
     if judged.iter().all(|f| *f == CountFate::Accepted) {
-        return Reply::Partial { rejected: failed, reason: reason() };
+        return Ruling::Partial { rejected: failed, reason: reason() };
     }
-    Reply::Split(reason())
+    Ruling::Split(reason())
 }
 
 /// Answers from the refused records' own text, quoted by the backend:
@@ -285,7 +285,7 @@ fn quoted(
     Some(answers)
 }
 
-fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
+fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Ruling> {
     let body = String::from_utf8_lossy(r.body);
     let number: usize = row.pattern.0.captures(&body)?.get(1)?.as_str().parse().ok()?;
     let code = row
@@ -299,14 +299,14 @@ fn named_row(row: &Row, r: &Response<'_>, n: usize) -> Option<Reply> {
     }
     let reason = format!("HTTP {}: {}", r.status, excerpt(r.body));
     match number.checked_sub(row.base) {
-        Some(i) if i < n => Some(Reply::BadRow { row: i, reason, taken_before: row.taken_before }),
-        _ => Some(Reply::Systemic(format!("{reason} (row {number} is not one of the {n} sent)"))),
+        Some(i) if i < n => Some(Ruling::BadRow { row: i, reason, taken_before: row.taken_before }),
+        _ => Some(Ruling::Systemic(format!("{reason} (row {number} is not one of the {n} sent)"))),
     }
 }
 
 /// The records an answer names by time, rejected; the others taken.
 /// `None` when the body names no time: the status rules read it then.
-fn timed(t: &Timed, times: &[Option<i64>], r: &Response<'_>, n: usize) -> Option<Reply> {
+fn timed(t: &Timed, times: &[Option<i64>], r: &Response<'_>, n: usize) -> Option<Ruling> {
     let body = String::from_utf8_lossy(r.body);
     let named: Vec<(Option<i64>, String)> = t
         .pattern
@@ -319,7 +319,7 @@ fn timed(t: &Timed, times: &[Option<i64>], r: &Response<'_>, n: usize) -> Option
         })
         .collect();
     let first = named.first()?.1.clone();
-    let split = |why: String| Some(Reply::Split(format!("HTTP {}: {why}", r.status)));
+    let split = |why: String| Some(Ruling::Split(format!("HTTP {}: {why}", r.status)));
     // The records not named are answered accepted: with a total to check,
     // only when the backend's own count says every refusal was named (a
     // list it cut short must not pass for "the rest was taken").
@@ -349,10 +349,10 @@ fn timed(t: &Timed, times: &[Option<i64>], r: &Response<'_>, n: usize) -> Option
             _ => return split(format!("a refused record's time is not one sent alone: {reason}")),
         }
     }
-    Some(Reply::Answers(answers))
+    Some(Ruling::Answers(answers))
 }
 
-fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Reply> {
+fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Ruling> {
     let source = match &w.header {
         Some(h) => Json::parse(r.headers.get(h.as_str())?.as_bytes()).ok()?,
         None => Json::parse(r.body).ok()?,
@@ -361,10 +361,10 @@ fn written(w: &Written, r: &Response<'_>, n: usize) -> Option<Reply> {
     if rows == 0 && n > 0 {
         // The backend dropped the whole insert as one it has (ClickHouse's
         // insert deduplication of a block sent again).
-        return Some(Reply::Answers(vec![Answer::Duplicate; n]));
+        return Some(Ruling::Answers(vec![Answer::Duplicate; n]));
     }
     if rows < n as u64 {
-        return Some(Reply::Systemic(format!("HTTP {}: the backend wrote {rows} of the {n} rows sent", r.status)));
+        return Some(Ruling::Systemic(format!("HTTP {}: the backend wrote {rows} of the {n} rows sent", r.status)));
     }
     None
 }

@@ -21,7 +21,7 @@
 //! is evidence about one record whatever the status (ClickHouse before 19
 //! answers a bad row with 500).
 
-use super::Reply;
+use super::Ruling;
 
 /// Where a reply came from: the request's status and headers alone, or
 /// answers that name records.
@@ -48,21 +48,21 @@ pub fn systemic_item_status(status: u16) -> bool {
 }
 
 /// Holds `reply` to the rules above. `n` is the number of records sent.
-pub fn enforce(status: u16, n: usize, reply: Reply, evidence: Evidence) -> Reply {
+pub fn enforce(status: u16, n: usize, reply: Ruling, evidence: Evidence) -> Ruling {
     match reply {
-        Reply::Answers(a) if a.len() != n => {
-            Reply::Systemic(format!("HTTP {status}: the answer accounts for {} records, {n} were sent", a.len()))
+        Ruling::Answers(a) if a.len() != n => {
+            Ruling::Systemic(format!("HTTP {status}: the answer accounts for {} records, {n} were sent", a.len()))
         }
-        Reply::BadRow { row, .. } if row >= n => {
-            Reply::Systemic(format!("HTTP {status}: the answer names row {}, {n} were sent", row + 1))
+        Ruling::BadRow { row, .. } if row >= n => {
+            Ruling::Systemic(format!("HTTP {status}: the answer names row {}, {n} were sent", row + 1))
         }
-        row @ Reply::BadRow { .. } if evidence == Evidence::PerRecord => row,
-        Reply::Systemic(r) => Reply::Systemic(r),
-        other if systemic_status(status) => Reply::Systemic(match other {
-            Reply::Split(r) | Reply::BadRow { reason: r, .. } => r,
+        row @ Ruling::BadRow { .. } if evidence == Evidence::PerRecord => row,
+        Ruling::Systemic(r) => Ruling::Systemic(r),
+        other if systemic_status(status) => Ruling::Systemic(match other {
+            Ruling::Split(r) | Ruling::BadRow { reason: r, .. } => r,
             _ => format!("HTTP {status}"),
         }),
-        Reply::Split(r) if evidence == Evidence::Request && !splittable_status(status) => Reply::Systemic(r),
+        Ruling::Split(r) if evidence == Evidence::Request && !splittable_status(status) => Ruling::Systemic(r),
         other => other,
     }
 }
@@ -84,46 +84,46 @@ mod tests {
     fn nothing_overrides_a_systemic_status() {
         for status in [301, 302, 401, 403, 404, 405, 407, 408, 411, 415, 429, 500, 502, 503, 504, 599, 0, 600] {
             for reply in [
-                Reply::Answers(vec![Answer::Accepted; 3]),
-                Reply::Answers(vec![Answer::Rejected("bad".into()); 3]),
-                Reply::Split("bad".into()),
+                Ruling::Answers(vec![Answer::Accepted; 3]),
+                Ruling::Answers(vec![Answer::Rejected("bad".into()); 3]),
+                Ruling::Split("bad".into()),
             ] {
                 for evidence in [Evidence::Request, Evidence::PerRecord] {
                     let got = enforce(status, 3, reply.clone(), evidence);
-                    assert!(matches!(got, Reply::Systemic(_)), "{status} {reply:?} {evidence:?} → {got:?}");
+                    assert!(matches!(got, Ruling::Systemic(_)), "{status} {reply:?} {evidence:?} → {got:?}");
                 }
             }
             // A row named by the backend is evidence whatever the status.
-            let row = Reply::BadRow { row: 1, reason: "Cannot parse input (at row 2)".into(), taken_before: false };
+            let row = Ruling::BadRow { row: 1, reason: "Cannot parse input (at row 2)".into(), taken_before: false };
             assert_eq!(enforce(status, 3, row.clone(), Evidence::PerRecord), row);
-            assert!(matches!(enforce(status, 3, row, Evidence::Request), Reply::Systemic(_)));
+            assert!(matches!(enforce(status, 3, row, Evidence::Request), Ruling::Systemic(_)));
         }
     }
 
     #[test]
     fn splits_only_on_400_413_422_without_evidence() {
         for status in [400, 413, 422] {
-            assert_eq!(enforce(status, 2, Reply::Split("x".into()), Evidence::Request), Reply::Split("x".into()));
+            assert_eq!(enforce(status, 2, Ruling::Split("x".into()), Evidence::Request), Ruling::Split("x".into()));
         }
         for status in [200, 406, 409, 410, 412, 418, 451] {
-            assert!(matches!(enforce(status, 2, Reply::Split("x".into()), Evidence::Request), Reply::Systemic(_)));
+            assert!(matches!(enforce(status, 2, Ruling::Split("x".into()), Evidence::Request), Ruling::Systemic(_)));
         }
         // Counts that say some records failed are evidence on a 200.
-        assert_eq!(enforce(200, 2, Reply::Split("x".into()), Evidence::PerRecord), Reply::Split("x".into()));
+        assert_eq!(enforce(200, 2, Ruling::Split("x".into()), Evidence::PerRecord), Ruling::Split("x".into()));
     }
 
     #[test]
     fn a_wrong_count_or_a_row_outside_the_request_is_systemic() {
         assert!(
-            matches!(enforce(200, 3, Reply::Answers(vec![Answer::Accepted; 2]), Evidence::PerRecord), Reply::Systemic(r) if r.contains("accounts for 2"))
+            matches!(enforce(200, 3, Ruling::Answers(vec![Answer::Accepted; 2]), Evidence::PerRecord), Ruling::Systemic(r) if r.contains("accounts for 2"))
         );
         assert!(matches!(
-            enforce(500, 3, Reply::BadRow { row: 3, reason: String::new(), taken_before: false }, Evidence::PerRecord),
-            Reply::Systemic(_)
+            enforce(500, 3, Ruling::BadRow { row: 3, reason: String::new(), taken_before: false }, Evidence::PerRecord),
+            Ruling::Systemic(_)
         ));
         assert_eq!(
-            enforce(200, 2, Reply::Answers(vec![Answer::Accepted; 2]), Evidence::Request),
-            Reply::Answers(vec![Answer::Accepted; 2])
+            enforce(200, 2, Ruling::Answers(vec![Answer::Accepted; 2]), Evidence::Request),
+            Ruling::Answers(vec![Answer::Accepted; 2])
         );
     }
 }

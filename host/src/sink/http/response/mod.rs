@@ -4,7 +4,7 @@
 //! errors mean; `classify` reads one response with it; `fixed` holds every
 //! reading to the rules no profile can override.
 //!
-//! Pure: the request's ids and the response in, a `Reply` out. The corpus
+//! Pure: the request's ids and the response in, a `Ruling` out. The corpus
 //! in `conformance/responses/` (recorded answers and the fates they must
 //! come to, `../corpus.rs`) runs through here for every built-in profile.
 
@@ -20,7 +20,7 @@ use crate::sink::Answer;
 
 /// What a response says about the records of its request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub enum Ruling {
     /// One answer per record of the request.
     Answers(Vec<Answer>),
     /// The backend's fault (or nothing could be read): every record waits
@@ -43,7 +43,7 @@ pub enum Reply {
 
 /// What one reply settles of the records of a request (`items`, by their
 /// place in the batch), and what is left to send: the one reading of a
-/// [`Reply`] that the sink and `sluice test`'s scripted answers share.
+/// [`Ruling`] that the sink and `sluice test`'s scripted answers share.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Settled {
     pub answered: Vec<(usize, Answer)>,
@@ -67,20 +67,20 @@ pub enum Next {
     Halves(Vec<usize>, Vec<usize>),
 }
 
-pub fn settle(mut items: Vec<usize>, reply: Reply) -> Settled {
+pub fn settle(mut items: Vec<usize>, reply: Ruling) -> Settled {
     let done =
         |answered: Vec<(usize, Answer)>, failed: bool| Settled { answered, next: Next::Done, failed, dropped: None };
     match reply {
-        Reply::Answers(answers) => {
+        Ruling::Answers(answers) => {
             let failed = answers.iter().any(|a| matches!(a, Answer::Systemic(_)));
             done(items.into_iter().zip(answers).collect(), failed)
         }
-        Reply::Systemic(reason) => done(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))).collect(), true),
-        Reply::Partial { rejected, reason } => Settled {
+        Ruling::Systemic(reason) => done(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))).collect(), true),
+        Ruling::Partial { rejected, reason } => Settled {
             dropped: Some((rejected, reason)),
             ..done(items.into_iter().map(|i| (i, Answer::Accepted)).collect(), false)
         },
-        Reply::BadRow { row, reason, taken_before } if row < items.len() => {
+        Ruling::BadRow { row, reason, taken_before } if row < items.len() => {
             let after = items.split_off(row + 1);
             let bad = items.pop().unwrap_or_default();
             let mut answered = vec![(bad, Answer::Rejected(reason))];
@@ -96,11 +96,11 @@ pub fn settle(mut items: Vec<usize>, reply: Reply) -> Settled {
         }
         // `fixed::enforce` turns a row outside the request into a systemic
         // answer before it gets here.
-        Reply::BadRow { reason, .. } => {
+        Ruling::BadRow { reason, .. } => {
             done(items.iter().map(|i| (*i, Answer::Systemic(reason.clone()))).collect(), true)
         }
-        Reply::Split(reason) if items.len() == 1 => done(vec![(items[0], Answer::Rejected(reason))], false),
-        Reply::Split(_) => {
+        Ruling::Split(reason) if items.len() == 1 => done(vec![(items[0], Answer::Rejected(reason))], false),
+        Ruling::Split(_) => {
             let right = items.split_off(items.len() / 2);
             Settled { answered: Vec::new(), next: Next::Halves(items, right), failed: false, dropped: None }
         }
@@ -143,7 +143,7 @@ mod tests {
         Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn read(profile: &str, status: u16, body: &str, n: usize) -> Reply {
+    fn read(profile: &str, status: u16, body: &str, n: usize) -> Ruling {
         let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         classify(&builtin(profile), &ids, &Response { status, headers: &HeaderMap::new(), body: body.as_bytes() })
@@ -156,7 +156,7 @@ mod tests {
         for profile in profile::BUILTIN.iter().map(|(name, _)| *name) {
             for status in [404, 405, 415, 301, 503, 429] {
                 assert!(
-                    matches!(read(profile, status, "not found", 20), Reply::Systemic(_)),
+                    matches!(read(profile, status, "not found", 20), Ruling::Systemic(_)),
                     "{profile} {status}: {:?}",
                     read(profile, status, "not found", 20)
                 );
@@ -164,7 +164,7 @@ mod tests {
             // ClickHouse's 400 without a named row is the query's (a bad
             // setting), for every row alike.
             let want_split = profile != "clickhouse";
-            assert_eq!(matches!(read(profile, 400, "bad", 2), Reply::Split(_)), want_split, "{profile} 400");
+            assert_eq!(matches!(read(profile, 400, "bad", 2), Ruling::Split(_)), want_split, "{profile} 400");
         }
     }
 
@@ -178,7 +178,7 @@ mod tests {
             {"create":{"_id":"e4","status":503,"error":{"type":"unavailable_shards_exception","reason":"primary shard is not active"}}},
             {"create":{"_id":"e5","status":409,"error":{"type":"version_conflict_engine_exception","reason":"document already exists"}}},
             {"create":{"_id":"e6","status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse field [ts]"}}}]}"#;
-        let Reply::Answers(a) = read("elasticsearch_bulk", 200, body, 7) else { panic!("answers expected") };
+        let Ruling::Answers(a) = read("elasticsearch_bulk", 200, body, 7) else { panic!("answers expected") };
         assert_eq!(a[0], Answer::Accepted);
         for (i, what) in [(1, "queue full"), (2, "index_not_found"), (3, "cluster_block"), (4, "primary shard")] {
             assert!(matches!(&a[i], Answer::Systemic(r) if r.contains(what)), "{i}: {:?}", a[i]);
@@ -190,12 +190,12 @@ mod tests {
     #[test]
     fn openobserve_error_text_tells_a_records_fault_from_the_backends() {
         let too_old = r#"{"code":200,"status":[{"name":"logs","successful":2,"failed":1,"error":"Too old data, only last 5 hours data can be ingested. Data discarded."}]}"#;
-        assert!(matches!(read("openobserve", 200, too_old, 3), Reply::Split(r) if r.contains("Too old")));
+        assert!(matches!(read("openobserve", 200, too_old, 3), Ruling::Split(r) if r.contains("Too old")));
         let storage = r#"{"code":200,"status":[{"name":"logs","successful":0,"failed":3,"error":"write to WAL failed: no space left on device"}]}"#;
-        assert!(matches!(read("openobserve", 200, storage, 3), Reply::Systemic(r) if r.contains("no space")));
+        assert!(matches!(read("openobserve", 200, storage, 3), Ruling::Systemic(r) if r.contains("no space")));
         let short = r#"{"code":200,"status":[{"name":"logs","successful":2,"failed":0}]}"#;
-        assert!(matches!(read("openobserve", 200, short, 3), Reply::Systemic(r) if r.contains("do not account")));
-        assert!(matches!(read("openobserve", 200, "OK", 3), Reply::Systemic(r) if r.contains("not the JSON")));
+        assert!(matches!(read("openobserve", 200, short, 3), Ruling::Systemic(r) if r.contains("do not account")));
+        assert!(matches!(read("openobserve", 200, "OK", 3), Ruling::Systemic(r) if r.contains("not the JSON")));
     }
 
     #[test]
@@ -205,22 +205,22 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"read_rows":"0","written_rows":"2"}"#));
         let r = Response { status: 200, headers: &h, body: b"" };
-        assert!(matches!(classify(&p, &ids, &r), Reply::Systemic(m) if m.contains("wrote 2 of the 3")));
+        assert!(matches!(classify(&p, &ids, &r), Ruling::Systemic(m) if m.contains("wrote 2 of the 3")));
         h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"written_rows":"0"}"#));
         let r = Response { status: 200, headers: &h, body: b"" };
-        assert_eq!(classify(&p, &ids, &r), Reply::Answers(vec![Answer::Duplicate; 3]), "a block deduplicated whole");
+        assert_eq!(classify(&p, &ids, &r), Ruling::Answers(vec![Answer::Duplicate; 3]), "a block deduplicated whole");
         h.insert("x-clickhouse-summary", HeaderValue::from_static(r#"{"written_rows":"3"}"#));
         let r = Response { status: 200, headers: &h, body: b"" };
-        assert_eq!(classify(&p, &ids, &r), Reply::Answers(vec![Answer::Accepted; 3]));
+        assert_eq!(classify(&p, &ids, &r), Ruling::Answers(vec![Answer::Accepted; 3]));
         // A row named, but the exception code says the table is missing.
         let mut h = HeaderMap::new();
         h.insert("x-clickhouse-exception-code", HeaderValue::from_static("60"));
         let body = b"Code: 60. DB::Exception: Table default.x doesn't exist (at row 1)";
         let r = Response { status: 404, headers: &h, body };
-        assert!(matches!(classify(&p, &ids, &r), Reply::Systemic(_)));
+        assert!(matches!(classify(&p, &ids, &r), Ruling::Systemic(_)));
         let body = b"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: zz (at row 2)";
         let r = Response { status: 500, headers: &HeaderMap::new(), body };
-        assert!(matches!(classify(&p, &ids, &r), Reply::BadRow { row: 1, .. }), "a bad row on an old server's 500");
+        assert!(matches!(classify(&p, &ids, &r), Ruling::BadRow { row: 1, .. }), "a bad row on an old server's 500");
     }
 
     /// A profile of an operator's own (docs/src/sinks.md's example), items matched
@@ -235,13 +235,13 @@ mod tests {
         let body =
             br#"{"results":[{"id":"c","code":200},{"id":"a","code":422,"message":"Too old"},{"id":"b","code":409}]}"#;
         let r = Response { status: 200, headers: &HeaderMap::new(), body };
-        let Reply::Answers(a) = classify(&p, &["a", "b", "c"], &r) else { panic!("answers") };
+        let Ruling::Answers(a) = classify(&p, &["a", "b", "c"], &r) else { panic!("answers") };
         assert!(matches!(&a[0], Answer::Rejected(r) if r == "item 422: Too old"), "{a:?}");
         assert!(matches!(&a[1], Answer::Rejected(r) if r == "item 409"), "no rule: a 4xx item is rejected");
         assert_eq!(a[2], Answer::Accepted);
         let stray = br#"{"results":[{"id":"c","code":200},{"id":"x","code":200},{"id":"a","code":200}]}"#;
         let r = Response { status: 200, headers: &HeaderMap::new(), body: stray };
-        assert!(matches!(classify(&p, &["a", "b", "c"], &r), Reply::Systemic(m) if m.contains("names no record")));
+        assert!(matches!(classify(&p, &["a", "b", "c"], &r), Ruling::Systemic(m) if m.contains("names no record")));
     }
 
     #[test]
@@ -267,7 +267,7 @@ mod tests {
     /// says how many the backend dropped; a split halves.
     #[test]
     fn a_reply_settles_what_the_backend_took_and_sends_again_only_the_rest() {
-        let bad = |taken_before| Reply::BadRow { row: 2, reason: "bad".into(), taken_before };
+        let bad = |taken_before| Ruling::BadRow { row: 2, reason: "bad".into(), taken_before };
         let s = settle(vec![10, 11, 12, 13, 14], bad(true));
         assert_eq!(
             s.answered,
@@ -279,12 +279,12 @@ mod tests {
         assert_eq!(s.next, Next::Resend(vec![10, 11, 13, 14]));
         let s = settle(vec![10, 11, 12], bad(true));
         assert_eq!(s.next, Next::Done, "the refused row was the last");
-        let s = settle(vec![1, 2], Reply::Partial { rejected: 1, reason: "dropped".into() });
+        let s = settle(vec![1, 2], Ruling::Partial { rejected: 1, reason: "dropped".into() });
         assert_eq!(s.answered, vec![(1, Answer::Accepted), (2, Answer::Accepted)]);
         assert_eq!((s.next, s.failed, s.dropped), (Next::Done, false, Some((1, "dropped".into()))));
-        assert_eq!(settle(vec![1, 2, 3], Reply::Split("x".into())).next, Next::Halves(vec![1], vec![2, 3]));
-        assert_eq!(settle(vec![4], Reply::Split("x".into())).answered, vec![(4, Answer::Rejected("x".into()))]);
-        let s = settle(vec![4, 5], Reply::Systemic("down".into()));
+        assert_eq!(settle(vec![1, 2, 3], Ruling::Split("x".into())).next, Next::Halves(vec![1], vec![2, 3]));
+        assert_eq!(settle(vec![4], Ruling::Split("x".into())).answered, vec![(4, Answer::Rejected("x".into()))]);
+        let s = settle(vec![4, 5], Ruling::Systemic("down".into()));
         assert!(s.failed && s.answered.iter().all(|(_, a)| matches!(a, Answer::Systemic(_))));
     }
 
