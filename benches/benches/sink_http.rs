@@ -189,8 +189,8 @@ fn main() {
     ));
     let sink = RetryingSink::new(
         Box::new(HttpSink::new(&cfg, None, SinkContext { plugins: &plugins }).unwrap_or_else(|e| panic!("{e}"))),
-        cfg.retry.clone(),
-        cfg.breaker.clone(),
+        cfg.guard.retry.clone(),
+        cfg.guard.breaker.clone(),
     );
     let ready = bodies(&batches, &Payload::Envelope);
     let (mut base, mut ours, mut rend) = (Vec::new(), Vec::new(), Vec::new());
@@ -224,8 +224,8 @@ fn main() {
             HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name()), SinkContext { plugins: &plugins })
                 .unwrap_or_else(|e| panic!("{e}")),
         ),
-        ours_cfg.retry.clone(),
-        ours_cfg.breaker.clone(),
+        ours_cfg.guard.retry.clone(),
+        ours_cfg.guard.breaker.clone(),
     );
     let row_payload = Payload::Event { id_field: "event_id".into(), timestamp_field: None };
     let rows = bodies(&batches, &row_payload);

@@ -555,7 +555,7 @@ mod tests {
         let cfg = load(&format!("{two}[[routes]]\nfield = \"/level\"\nequals = \"debug\"\nsinks = [\"archive\"]"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.sinks.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["index", "archive"]);
-        assert_eq!(cfg.sinks[1].sink.guard().1.failures, 3, "each sink has its own breaker");
+        assert_eq!(cfg.sinks[1].sink.guard().breaker.failures, 3, "each sink has its own breaker");
         assert_eq!(cfg.routes.len(), 1);
         // A single [sink] is a sink named `default`.
         let one = load("[sink]\ntype = \"stdout\"").unwrap_or_else(|e| panic!("{e}"));

@@ -142,7 +142,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
                 Some(c) => Reader::Plugin(Box::new(c.build(runtime).map_err(|e| format!("sink.classifier: {e}"))?)),
                 None => Reader::profile(response.profile()?),
             };
-            Some(CaseSink::new(reader, answers, cfg.first_sink().guard().0.max_attempts))
+            Some(CaseSink::new(reader, answers, cfg.first_sink().guard().retry.max_attempts))
         }
         (_, None) => return Err("`sink` scripts an HTTP backend's answers; this config's sink is not one".into()),
     };

@@ -11,16 +11,16 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::breaker::BreakerConfig;
+use super::guard::GuardConfig;
 use super::http::config::{
-    BasicAuth, BatchConfig, Encoding, HttpSinkConfig, Method, Payload, RequestConfig, ResponseConfig, default_id_field,
+    BasicAuth, Encoding, HttpSinkConfig, Method, Payload, ResponseConfig, SendingConfig, default_id_field,
 };
-use super::retry::RetryConfig;
 
-/// The shared tables (`batch`, `request`, `retry`, `breaker`) are listed
-/// again rather than flattened from `HttpSinkConfig`: serde cannot combine
-/// `flatten` with `deny_unknown_fields`, and a misspelt key must stop the
-/// start.
+/// How it sends (`batch`, `request`) is the http sink's [`SendingConfig`]
+/// and its `retry` and `breaker` every sink's [`GuardConfig`], both
+/// flattened: serde rejects a key that neither this struct nor a flattened
+/// one took (`deny_unknown_fields` on the outer struct only), so a
+/// misspelt key still stops the start.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClickhouseSinkConfig {
@@ -49,14 +49,10 @@ pub struct ClickhouseSinkConfig {
     /// More ClickHouse settings for the insert, as URL parameters.
     #[serde(default)]
     pub settings: BTreeMap<String, String>,
-    #[serde(default)]
-    pub batch: BatchConfig,
-    #[serde(default)]
-    pub request: RequestConfig,
-    #[serde(default)]
-    pub retry: RetryConfig,
-    #[serde(default)]
-    pub breaker: BreakerConfig,
+    #[serde(flatten)]
+    pub sending: SendingConfig,
+    #[serde(flatten)]
+    pub guard: GuardConfig,
 }
 
 fn default_database() -> String {
@@ -119,10 +115,8 @@ impl ClickhouseSinkConfig {
             payload: Payload::Event { id_field: self.id_field.clone(), timestamp_field: self.timestamp_field.clone() },
             index: None,
             labels: None,
-            batch: self.batch.clone(),
-            request: self.request.clone(),
-            retry: self.retry.clone(),
-            breaker: self.breaker.clone(),
+            sending: self.sending.clone(),
+            guard: self.guard.clone(),
         }
     }
 }

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::breaker::BreakerConfig;
 use super::context::SinkContext;
 use super::file::{FileSink, StdoutSink};
+use super::guard::GuardConfig;
 #[cfg(feature = "http")]
 use super::http::client::HttpSink;
 use super::http::config::ResponseConfig;
@@ -19,7 +19,6 @@ use super::http::config::ResponseConfig;
 use super::kafka::KafkaSink;
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresSink;
-use super::retry::RetryConfig;
 use super::retrying::RetryingSink;
 use super::{Sink, SinkError};
 use crate::features::Feature;
@@ -34,10 +33,8 @@ pub enum SinkConfig {
         /// The NDJSON file events are appended to, relative to the config
         /// file; its folder is created.
         path: PathBuf,
-        #[serde(default)]
-        retry: RetryConfig,
-        #[serde(default)]
-        breaker: BreakerConfig,
+        #[serde(flatten)]
+        guard: GuardConfig,
     },
     /// NDJSON on standard output (flushed; not durable).
     Stdout,
@@ -81,8 +78,8 @@ impl SinkConfig {
                 return Err(SinkError::Setup { target: kind.into(), message: message.unwrap_or_default() });
             }
         };
-        let (retry, breaker) = self.guard();
-        Ok(RetryingSink::labelled(sink, retry, breaker, name))
+        let guard = self.guard();
+        Ok(RetryingSink::labelled(sink, guard.retry, guard.breaker, name))
     }
 
     /// The cargo feature this sink needs, with its `type`; `None` for the
@@ -117,14 +114,14 @@ impl SinkConfig {
 
     /// The retry policy and breaker the sink is driven with; standard
     /// output uses the defaults.
-    pub fn guard(&self) -> (RetryConfig, BreakerConfig) {
+    pub fn guard(&self) -> GuardConfig {
         match self {
-            SinkConfig::File { retry, breaker, .. } => (retry.clone(), breaker.clone()),
-            SinkConfig::Stdout => Default::default(),
-            SinkConfig::Http(h) => (h.retry.clone(), h.breaker.clone()),
-            SinkConfig::Clickhouse(c) => (c.retry.clone(), c.breaker.clone()),
-            SinkConfig::Kafka(k) => (k.retry.clone(), k.breaker.clone()),
-            SinkConfig::Postgres(p) => (p.retry.clone(), p.breaker.clone()),
+            SinkConfig::File { guard, .. } => guard.clone(),
+            SinkConfig::Stdout => GuardConfig::default(),
+            SinkConfig::Http(h) => h.guard.clone(),
+            SinkConfig::Clickhouse(c) => c.guard.clone(),
+            SinkConfig::Kafka(k) => k.guard.clone(),
+            SinkConfig::Postgres(p) => p.guard.clone(),
         }
     }
 
@@ -150,16 +147,7 @@ impl SinkConfig {
         if let Some(e) = self.feature().and_then(|(f, kind)| f.missing(&format!("sink type {kind:?}"))) {
             problems.push(("type".into(), e.to_string()));
         }
-        let (retry, breaker) = self.guard();
-        if retry.max_attempts == 0 {
-            problems.push(("retry.max_attempts".into(), "must be at least 1".into()));
-        }
-        if breaker.failures == 0 {
-            problems.push(("breaker.failures".into(), "must be at least 1".into()));
-        }
-        if breaker.initial_probe.is_zero() || breaker.max_probe < breaker.initial_probe {
-            problems.push(("breaker".into(), "need 0 < initial_probe <= max_probe".into()));
-        }
+        problems.extend(self.guard().validate());
         problems
     }
 

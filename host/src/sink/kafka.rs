@@ -11,13 +11,12 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde::Deserialize;
 
-use super::breaker::BreakerConfig;
+use super::guard::GuardConfig;
 #[cfg(feature = "kafka")]
 use super::http::body::Framing;
 use super::http::config::Payload;
 #[cfg(feature = "kafka")]
 use super::http::response::profile::Render;
-use super::retry::RetryConfig;
 #[cfg(feature = "kafka")]
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
 use crate::source::kafka::connection::KafkaConnection;
@@ -41,10 +40,8 @@ pub struct KafkaSinkConfig {
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub message_timeout: Duration,
-    #[serde(default)]
-    pub retry: RetryConfig,
-    #[serde(default)]
-    pub breaker: BreakerConfig,
+    #[serde(flatten)]
+    pub guard: GuardConfig,
 }
 
 fn default_timeout() -> Duration {

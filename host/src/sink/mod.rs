@@ -10,8 +10,9 @@
 //! - `postgres`: a table keyed by the event id, one transaction per batch;
 //! - `config`: `[sink]`, the one place that dispatches on the sink's type;
 //! - `named`: `[[sinks]]`, several named sinks, and the set a run uses;
-//! - `guarded`: what every sink is driven through: bounded retries with
-//!   backoff (`retry`) and the circuit breaker (`breaker`).
+//! - `guard`: the `retry` and `breaker` tables every sink's config
+//!   flattens; `retrying` drives every sink through them: bounded retries
+//!   with backoff (`retry`) and the circuit breaker (`breaker`).
 
 pub mod breaker;
 pub mod clickhouse;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod context;
 pub mod events;
 pub mod file;
+pub mod guard;
 pub mod http;
 pub mod kafka;
 pub mod named;

@@ -23,9 +23,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::breaker::BreakerConfig;
+use super::guard::GuardConfig;
 use super::http::config::default_id_field;
-use super::retry::RetryConfig;
 #[cfg(feature = "postgres")]
 use super::{
     Answer, Attempt, Delivery, Sink, SinkError,
@@ -67,10 +66,8 @@ pub struct PostgresSinkConfig {
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub timeout: Duration,
-    #[serde(default)]
-    pub retry: RetryConfig,
-    #[serde(default)]
-    pub breaker: BreakerConfig,
+    #[serde(flatten)]
+    pub guard: GuardConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::response::fixed::{self, Evidence};
 use super::response::profile::Profile;
-use super::response::{self, Ruling, Response};
+use super::response::{self, Response, Ruling};
 use crate::plugin::classified::{Answered, Asked, Fate, Reply};
 use crate::plugin::classifier::Classifier;
 use crate::plugin::engine::Runtime;

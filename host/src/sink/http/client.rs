@@ -13,7 +13,7 @@ use super::classifier::Reader;
 use super::config::{Compression, Encoding, HttpSinkConfig, Method, Payload};
 use super::response::profile::Profile;
 use super::response::profile::Render;
-use super::response::{self, Next, Ruling, Response};
+use super::response::{self, Next, Response, Ruling};
 use crate::delivery::Delivery;
 use crate::plugin::classified::Asked;
 use crate::sink::context::SinkContext;
@@ -132,7 +132,7 @@ impl HttpSink {
             Render::Lines | Render::Ndjson | Render::ElasticsearchBulk => "application/x-ndjson",
         };
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-        if cfg.request.compression == Compression::Gzip {
+        if cfg.sending.request.compression == Compression::Gzip {
             headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         }
         let client = reqwest::Client::builder()
@@ -140,9 +140,9 @@ impl HttpSink {
             // "accepted" with the events nowhere. A 3xx is the backend's
             // failure (wrong URL); the operator fixes the config.
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(cfg.request.timeout)
-            .connect_timeout(cfg.request.connect_timeout)
-            .pool_max_idle_per_host(cfg.request.concurrency)
+            .timeout(cfg.sending.request.timeout)
+            .connect_timeout(cfg.sending.request.connect_timeout)
+            .pool_max_idle_per_host(cfg.sending.request.concurrency)
             .build()
             .map_err(|e| setup(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -172,10 +172,10 @@ impl HttpSink {
             reader,
             index: cfg.index.clone(),
             labels: cfg.labels.clone(),
-            max_records: cfg.batch.max_records.max(1),
-            max_bytes: std::sync::atomic::AtomicU64::new(cfg.batch.max_bytes),
-            compression: cfg.request.compression,
-            slots: Arc::new(tokio::sync::Semaphore::new(cfg.request.concurrency.max(1))),
+            max_records: cfg.sending.batch.max_records.max(1),
+            max_bytes: std::sync::atomic::AtomicU64::new(cfg.sending.batch.max_bytes),
+            compression: cfg.sending.request.compression,
+            slots: Arc::new(tokio::sync::Semaphore::new(cfg.sending.request.concurrency.max(1))),
             name,
         })
     }

@@ -1,5 +1,5 @@
-//! The `http` sink's config. Shared pieces (`batch`, `request`) are used by
-//! the `clickhouse` preset too.
+//! The `http` sink's config. How it sends (`SendingConfig`: `batch`,
+//! `request`, `retry`, `breaker`) is the `clickhouse` preset's too.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,8 +8,7 @@ use serde::Deserialize;
 
 use super::response::profile::Profile;
 use super::response::profile::Render;
-use crate::sink::breaker::BreakerConfig;
-use crate::sink::retry::RetryConfig;
+use crate::sink::guard::GuardConfig;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,14 +48,41 @@ pub struct HttpSinkConfig {
     pub index: Option<String>,
     /// `response = "loki"`: each stream's labels.
     pub labels: Option<LabelsConfig>,
+    #[serde(flatten)]
+    pub sending: SendingConfig,
+    #[serde(flatten)]
+    pub guard: GuardConfig,
+}
+
+/// How an HTTP sink (`http`, `clickhouse`) sends: how a batch is cut into
+/// requests and how each is sent. Flattened into both sinks' configs
+/// (`[sink.batch]`, `[sink.request]`) beside the [`GuardConfig`] every sink
+/// has. Neither denies keys itself, the sink that flattens them does; and
+/// neither may flatten another (serde's flatten inside a flatten leaves
+/// the inner keys unclaimed, and the outer struct would call them
+/// unknown).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+pub struct SendingConfig {
     #[serde(default)]
     pub batch: BatchConfig,
     #[serde(default)]
     pub request: RequestConfig,
-    #[serde(default)]
-    pub retry: RetryConfig,
-    #[serde(default)]
-    pub breaker: BreakerConfig,
+}
+
+impl SendingConfig {
+    /// The first problem, as `(key under [sink], message)`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.batch.max_records == 0 {
+            return Err(("batch.max_records".into(), "must be at least 1".into()));
+        }
+        if self.request.concurrency == 0 {
+            return Err(("request.concurrency".into(), "must be at least 1".into()));
+        }
+        if self.request.timeout.is_zero() {
+            return Err(("request.timeout".into(), "must be more than 0".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Loki's stream labels: set ones, and ones read from each event's
@@ -345,21 +371,10 @@ impl HttpSinkConfig {
                 format!("required with response = {:?} (the _bulk index)", self.response.name()),
             ));
         }
-        if self.batch.max_records == 0 {
-            return Err(("batch.max_records".into(), "must be at least 1".into()));
+        self.sending.validate()?;
+        match self.guard.validate().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
         }
-        if self.request.concurrency == 0 {
-            return Err(("request.concurrency".into(), "must be at least 1".into()));
-        }
-        if self.request.timeout.is_zero() {
-            return Err(("request.timeout".into(), "must be more than 0".into()));
-        }
-        if self.retry.max_attempts == 0 {
-            return Err(("retry.max_attempts".into(), "must be at least 1".into()));
-        }
-        if self.breaker.failures == 0 {
-            return Err(("breaker.failures".into(), "must be at least 1".into()));
-        }
-        Ok(())
     }
 }

@@ -35,7 +35,7 @@ use serde::Deserialize;
 
 use super::classifier::Reader;
 use super::response::profile::Profile;
-use super::response::{Ruling, Response};
+use super::response::{Response, Ruling};
 use crate::plugin::classified::Asked;
 
 #[derive(Debug, Deserialize)]

@@ -5,7 +5,7 @@
 use super::fixed::{self, Evidence};
 use super::json::Json;
 use super::profile::{CountFate, Counts, Items, Profile, RecordFate, RequestFate, Row, StatusRule, Timed, Written};
-use super::{Ruling, Response, excerpt};
+use super::{Response, Ruling, excerpt};
 use crate::sink::Answer;
 
 /// The request a response answers, as much of it as a profile reads: the
@@ -218,7 +218,10 @@ fn counted(c: &Counts, body: &Json<'_>, request: &Request<'_>, status: u16) -> R
         s
     };
     if ok.saturating_add(failed) != n as u64 {
-        return Ruling::Systemic(format!("HTTP {status}: the counts do not account for the records sent: {}", reason()));
+        return Ruling::Systemic(format!(
+            "HTTP {status}: the counts do not account for the records sent: {}",
+            reason()
+        ));
     }
     if failed == 0 {
         return Ruling::Answers(vec![Answer::Accepted; n]);
