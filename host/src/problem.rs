@@ -43,6 +43,33 @@ impl Problems {
         self.list.is_empty()
     }
 
+    /// What `check` adds, its keys under `prefix` (`sink`, `sinks[2]`,
+    /// `routes[0]`): a component names its own keys, not where the file
+    /// put it. A problem of the whole part (key `""`) is keyed `prefix`.
+    pub fn under(&mut self, prefix: &str, check: impl FnOnce(&mut Problems)) {
+        let start = self.list.len();
+        check(self);
+        for p in &mut self.list[start..] {
+            p.key = if p.key.is_empty() { prefix.to_string() } else { format!("{prefix}.{}", p.key) };
+        }
+    }
+
+    /// The problem of a check that stops at its first (later checks need
+    /// what it found good: a URL parsed, a profile known), if any.
+    pub fn add_first(&mut self, first: Result<(), (String, String)>) {
+        if let Err((key, message)) = first {
+            self.add(&key, message);
+        }
+    }
+
+    /// Every problem `check` finds, outside a config file: a tool that
+    /// checks one part (`sluice sink classify --plugin`) and unit tests.
+    pub fn of(check: impl FnOnce(&mut Problems)) -> Vec<Problem> {
+        let mut p = Problems::new(Path::new(""));
+        check(&mut p);
+        p.list
+    }
+
     /// Nothing wrong, one thing (its key in the message, as ever), or a list.
     pub fn into_result(mut self) -> Result<(), ConfigError> {
         match self.list.len() {
@@ -53,5 +80,24 @@ impl Problems {
             }
             _ => Err(ConfigError::Many { path: self.path, problems: self.list }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_names_its_own_keys_and_the_caller_says_where_it_sits() {
+        let found = Problems::of(|p| {
+            p.add("api.enabled", "top".into());
+            p.under("sinks[1]", |p| {
+                p.add("breaker.failures", "must be at least 1".into());
+                p.under("classifier", |p| p.add("path", "missing".into()));
+                p.add("", "the whole sink".into());
+            });
+        });
+        let keys: Vec<&str> = found.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["api.enabled", "sinks[1].breaker.failures", "sinks[1].classifier.path", "sinks[1]"]);
     }
 }

@@ -67,7 +67,7 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
                 headers: args.plugin_headers.clone(),
                 ..ClassifierConfig::default()
             };
-            if let Err((key, message)) = c.validate() {
+            if let Err((key, message)) = c.first_problem() {
                 bail!("--plugin: {key}: {message}");
             }
             plugin_reader(&c)?

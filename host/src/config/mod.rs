@@ -308,9 +308,7 @@ impl Config {
         let single = self.sinks.len() == 1 && self.sinks[0].name == crate::route::config::DEFAULT_SINK;
         for (i, s) in self.sinks.iter().enumerate() {
             let at = if single { "sink".to_string() } else { format!("sinks[{i}]") };
-            for (key, message) in if single { s.sink.validate() } else { s.validate() } {
-                p.add(&format!("{at}.{key}"), message);
-            }
+            p.under(&at, |p| if single { s.sink.validate(p) } else { s.validate(p) });
             if self.sinks[..i].iter().any(|o| o.name == s.name) {
                 p.add(&format!("{at}.name"), format!("two sinks are named {:?}", s.name));
             }
@@ -320,10 +318,7 @@ impl Config {
         }
         let names: Vec<String> = self.sinks.iter().map(|s| s.name.clone()).collect();
         for (i, r) in self.routes.iter().enumerate() {
-            for (key, message) in r.validate(&names) {
-                let key = if key.is_empty() { format!("routes[{i}]") } else { format!("routes[{i}].{key}") };
-                p.add(&key, message);
-            }
+            p.under(&format!("routes[{i}]"), |p| r.validate(&names, p));
         }
     }
 
@@ -337,9 +332,7 @@ impl Config {
     /// Every problem, not the first: an operator fixes a config in one
     /// round trip instead of one per mistake.
     fn validate(&self, p: &mut Problems) {
-        for (key, message) in self.api.validate(self.metrics.listen) {
-            p.add(&key, message);
-        }
+        self.api.validate(self.metrics.listen, p);
         self.pipeline.validate(p);
         self.source.validate(p);
         for (i, plugin) in self.plugins.iter().enumerate() {

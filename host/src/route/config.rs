@@ -2,6 +2,8 @@
 
 use serde::Deserialize;
 
+use crate::problem::Problems;
+
 use super::test::Test;
 
 /// Sinks as bits of a mask, by their index in the pipeline's list: at most
@@ -61,20 +63,20 @@ impl RouteConfig {
 
     /// Every problem of this rule against the sinks `names`, as `(key
     /// under routes[i], message)`.
-    pub fn validate(&self, names: &[String]) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+    /// Every problem, keyed under the rule (`routes[i]`); `names`: the
+    /// config's sinks.
+    pub fn validate(&self, names: &[String], p: &mut Problems) {
         if let Err(m) = self.test() {
-            let (key, message) = m.split_once(": ").map_or((String::new(), m.clone()), |(k, v)| (k.into(), v.into()));
-            out.push((key, message));
+            let (key, message) = m.split_once(": ").map_or(("", m.clone()), |(k, v)| (k, v.to_string()));
+            p.add(key, message);
         }
         if self.sinks.is_empty() {
-            out.push(("sinks".into(), "names no sink".into()));
+            p.add("sinks", "names no sink".into());
         }
         for s in &self.sinks {
             if !names.contains(s) {
-                out.push(("sinks".into(), format!("no sink is named {s:?}; the sinks are {}", names.join(", "))));
+                p.add("sinks", format!("no sink is named {s:?}; the sinks are {}", names.join(", ")));
             }
         }
-        out
     }
 }

@@ -15,6 +15,7 @@ use super::guard::GuardConfig;
 use super::http::config::{
     BasicAuth, Encoding, HttpSinkConfig, Method, Payload, ResponseConfig, SendingConfig, default_id_field,
 };
+use crate::problem::Problems;
 
 /// How it sends (`batch`, `request`) is the http sink's [`SendingConfig`]
 /// and its `retry` and `breaker` every sink's [`GuardConfig`], both
@@ -68,17 +69,19 @@ fn identifier(s: &str) -> bool {
 }
 
 impl ClickhouseSinkConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem, keyed under `[sink]`: its own keys', then the http
+    /// sink's it is.
+    pub fn validate(&self, p: &mut Problems) {
         if !identifier(&self.database) {
-            return Err(("database".into(), format!("{:?}: letters, digits and _ only", self.database)));
+            p.add("database", format!("{:?}: letters, digits and _ only", self.database));
         }
         if !identifier(&self.table) {
-            return Err(("table".into(), format!("{:?}: letters, digits and _ only", self.table)));
+            p.add("table", format!("{:?}: letters, digits and _ only", self.table));
         }
         if self.password_env.is_some() && self.user.is_none() {
-            return Err(("password_env".into(), "needs user".into()));
+            p.add("password_env", "needs user".into());
         }
-        self.http().validate()
+        self.http().validate(p);
     }
 
     pub fn name(&self) -> String {
@@ -140,6 +143,6 @@ mod tests {
         assert_eq!(cfg.name(), "clickhouse http://127.0.0.1:8123 default.events");
         let bad: ClickhouseSinkConfig =
             toml::from_str("url = \"http://h\"\ntable = \"x; DROP TABLE y\"").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(bad.validate().err().map(|e| e.0), Some("table".into()));
+        assert_eq!(Problems::of(|p| bad.validate(p)).first().map(|e| e.key.as_str()), Some("table"));
     }
 }

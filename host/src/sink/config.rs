@@ -22,6 +22,7 @@ use super::postgres::PostgresSink;
 use super::retrying::RetryingSink;
 use super::{Sink, SinkError};
 use crate::features::Feature;
+use crate::problem::Problems;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -125,30 +126,25 @@ impl SinkConfig {
         }
     }
 
-    /// Every problem, as `(key under [sink], message)`.
-    pub fn validate(&self) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
-        let first = match self {
-            SinkConfig::File { path, .. } => {
+    /// Every problem, keyed under `[sink]`.
+    pub fn validate(&self, p: &mut Problems) {
+        match self {
+            SinkConfig::File { path, guard } => {
                 let dir = path.parent().unwrap_or(Path::new("."));
-                (dir.exists() && !dir.is_dir())
-                    .then(|| ("path".to_string(), format!("{} is not a folder", dir.display())))
+                if dir.exists() && !dir.is_dir() {
+                    p.add("path", format!("{} is not a folder", dir.display()));
+                }
+                guard.validate(p);
             }
-            SinkConfig::Stdout => None,
-            SinkConfig::Http(h) => h.validate().err(),
-            SinkConfig::Clickhouse(c) => c.validate().err(),
-            SinkConfig::Kafka(k) => {
-                problems.extend(k.validate());
-                None
-            }
-            SinkConfig::Postgres(p) => p.validate().err(),
-        };
-        problems.extend(first);
-        if let Some(e) = self.feature().and_then(|(f, kind)| f.missing(&format!("sink type {kind:?}"))) {
-            problems.push(("type".into(), e.to_string()));
+            SinkConfig::Stdout => {}
+            SinkConfig::Http(h) => h.validate(p),
+            SinkConfig::Clickhouse(c) => c.validate(p),
+            SinkConfig::Kafka(k) => k.validate(p),
+            SinkConfig::Postgres(pg) => pg.validate(p),
         }
-        problems.extend(self.guard().validate());
-        problems
+        if let Some(e) = self.feature().and_then(|(f, kind)| f.missing(&format!("sink type {kind:?}"))) {
+            p.add("type", e.to_string());
+        }
     }
 
     /// Relative paths made absolute against the config file's folder, and
@@ -188,13 +184,12 @@ pub struct NamedSinkConfig {
 }
 
 impl NamedSinkConfig {
-    /// Every problem, as `(key under sinks[i], message)`.
-    pub fn validate(&self) -> Vec<(String, String)> {
-        let mut out = self.sink.validate();
+    /// Every problem, keyed under `sinks[i]`.
+    pub fn validate(&self, p: &mut Problems) {
+        self.sink.validate(p);
         let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
         if self.name.is_empty() || !self.name.chars().all(ok) {
-            out.push(("name".into(), format!("{:?}: letters, digits, - and _ only", self.name)));
+            p.add("name", format!("{:?}: letters, digits, - and _ only", self.name));
         }
-        out
     }
 }

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::breaker::BreakerConfig;
 use super::retry::RetryConfig;
+use crate::problem::Problems;
 
 /// How a sink is driven when its backend fails: bounded retries of what
 /// the backend answered "retry" about, and the breaker that stops sending
@@ -21,24 +22,23 @@ pub struct GuardConfig {
 }
 
 impl GuardConfig {
-    /// Every problem, as `(key under [sink], message)`.
-    pub fn validate(&self) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
+    /// Every problem, keyed under `[sink]`.
+    pub fn validate(&self, p: &mut Problems) {
         if self.retry.max_attempts == 0 {
-            problems.push(("retry.max_attempts".into(), "must be at least 1".into()));
+            p.add("retry.max_attempts", "must be at least 1".into());
         }
         if self.breaker.failures == 0 {
-            problems.push(("breaker.failures".into(), "must be at least 1".into()));
+            p.add("breaker.failures", "must be at least 1".into());
         }
         if self.breaker.initial_probe.is_zero() || self.breaker.max_probe < self.breaker.initial_probe {
-            problems.push(("breaker".into(), "need 0 < initial_probe <= max_probe".into()));
+            p.add("breaker", "need 0 < initial_probe <= max_probe".into());
         }
-        problems
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::problem::Problems;
     use crate::sink::config::SinkConfig;
 
     /// Each sink type with its required keys, as a `[sink]` table's body.
@@ -65,9 +65,9 @@ mod tests {
             assert!(e.contains("unknown field `breakr`"), "{sink}: {e}");
             let e = parse(&format!("{sink}\n[breaker]\nfailurs = 3\n")).err().unwrap_or_default();
             assert!(e.contains("unknown field `failurs`"), "{sink}: {e}");
-            let problems =
-                parse(&format!("{sink}\n[breaker]\nfailures = 0\n")).map(|c| c.validate()).unwrap_or_default();
-            assert!(problems.iter().any(|(key, _)| key == "breaker.failures"), "{sink}: {problems:?}");
+            let cfg = parse(&format!("{sink}\n[breaker]\nfailures = 0\n")).unwrap_or_else(|e| panic!("{sink}: {e}"));
+            let problems = Problems::of(|p| cfg.validate(p));
+            assert!(problems.iter().any(|p| p.key == "breaker.failures"), "{sink}: {problems:?}");
         }
     }
 

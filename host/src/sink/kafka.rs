@@ -19,6 +19,7 @@ use super::http::config::Payload;
 use super::http::response::profile::Render;
 #[cfg(feature = "kafka")]
 use super::{Answer, Attempt, Delivery, Sink, SinkError};
+use crate::problem::Problems;
 use crate::source::kafka::connection::KafkaConnection;
 #[cfg(feature = "kafka")]
 use crate::source::kafka::connection::PropertyValue;
@@ -56,16 +57,13 @@ pub const OWNED: [(&str, &str); 3] = [
 ];
 
 impl KafkaSinkConfig {
-    /// Every problem, as `(key under [sink], message)`.
-    pub fn validate(&self) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
+    /// Every problem, keyed under `[sink]`.
+    pub fn validate(&self, p: &mut Problems) {
         if self.topic.is_empty() || !self.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-            problems.push(("topic".into(), format!("{:?} is not a valid topic name", self.topic)));
+            p.add("topic", format!("{:?} is not a valid topic name", self.topic));
         }
-        for (key, message) in self.connection.validate("sink", &OWNED) {
-            problems.push((key.strip_prefix("sink.").unwrap_or(&key).to_string(), message));
-        }
-        problems
+        self.connection.validate("sink", &OWNED, p);
+        self.guard.validate(p);
     }
 
     /// Paths made absolute; `_` in property names from the environment

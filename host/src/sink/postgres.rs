@@ -30,6 +30,7 @@ use super::{
     Answer, Attempt, Delivery, Sink, SinkError,
     http::{body::Framing, config::Payload, response::profile::Render},
 };
+use crate::problem::Problems;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -105,7 +106,14 @@ fn quoted(name: &str) -> String {
 }
 
 impl PostgresSinkConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem, keyed under `[sink]` (of its own keys the first: a
+    /// table name is not read further once the URL is bad).
+    pub fn validate(&self, p: &mut Problems) {
+        p.add_first(self.first_problem());
+        self.guard.validate(p);
+    }
+
+    fn first_problem(&self) -> Result<(), (String, String)> {
         #[cfg(feature = "postgres")]
         self.url.parse::<postgres::Config>().map_err(|e| ("url".to_string(), e.to_string()))?;
         if self.url.contains("password") {
@@ -489,21 +497,21 @@ mod tests {
 
     #[test]
     fn names_are_checked_before_they_reach_a_statement() {
-        assert!(cfg("").validate().is_ok());
+        assert!(cfg("").first_problem().is_ok());
         assert_eq!(cfg("").table_sql(), "\"events\"");
         assert_eq!(cfg("").name(), "postgres 127.0.0.1:5432 events");
         let c = PostgresSinkConfig { table: "logs.events".into(), ..cfg("") };
         assert_eq!(c.table_sql(), "\"logs\".\"events\"");
         for (table, key) in [("a; DROP TABLE b", "table"), ("a.b.c", "table"), ("1x", "table")] {
             let c = PostgresSinkConfig { table: table.into(), ..cfg("") };
-            assert_eq!(c.validate().err().map(|e| e.0), Some(key.to_string()), "{table}");
+            assert_eq!(c.first_problem().err().map(|e| e.0), Some(key.to_string()), "{table}");
         }
         let c = cfg("id_column = \"id\\\"\"");
-        assert_eq!(c.validate().err().map(|e| e.0), Some("id_column".into()));
+        assert_eq!(c.first_problem().err().map(|e| e.0), Some("id_column".into()));
         let c = PostgresSinkConfig { url: "postgresql://u:pw@h/db?password=x".into(), ..cfg("") };
-        assert_eq!(c.validate().err().map(|e| e.0), Some("url".into()));
+        assert_eq!(c.first_problem().err().map(|e| e.0), Some("url".into()));
         let c = cfg("password_env = \"SLUICE_PG_UNSET_Q\"");
-        assert_eq!(c.validate().err().map(|e| e.0), Some("password_env".into()));
+        assert_eq!(c.first_problem().err().map(|e| e.0), Some("password_env".into()));
     }
 
     #[test]

@@ -85,6 +85,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use super::*;
+    use crate::problem::Problems;
 
     #[test]
     fn only_the_right_token_is_admitted() {
@@ -114,18 +115,21 @@ mod tests {
     fn off_loopback_the_api_needs_a_token_naming_the_key() {
         let open = |addr: &str| -> Option<SocketAddr> { addr.parse().ok() };
         let on = ApiConfig { enabled: true, token_env: None };
-        assert!(on.validate(open("127.0.0.1:9898")).is_empty());
-        assert!(on.validate(open("[::1]:9898")).is_empty());
-        let problems = on.validate(open("0.0.0.0:9898"));
+        let check = |api: &ApiConfig, listen| Problems::of(|p| api.validate(listen, p));
+        assert!(check(&on, open("127.0.0.1:9898")).is_empty());
+        assert!(check(&on, open("[::1]:9898")).is_empty());
+        let problems = check(&on, open("0.0.0.0:9898"));
         assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].0, "api.token_env");
-        assert!(problems[0].1.contains("0.0.0.0:9898"), "{}", problems[0].1);
-        assert_eq!(on.validate(None)[0].0, "api.enabled");
+        assert_eq!(problems[0].key, "api.token_env");
+        assert!(problems[0].message.contains("0.0.0.0:9898"), "{}", problems[0].message);
+        assert_eq!(check(&on, None)[0].key, "api.enabled");
         // Off, nothing is served, so nothing is asked.
-        assert!(ApiConfig::default().validate(open("0.0.0.0:9898")).is_empty());
+        assert!(check(&ApiConfig::default(), open("0.0.0.0:9898")).is_empty());
         let unset = ApiConfig { enabled: true, token_env: Some("SLUICE_API_TOKEN_UNSET_FOR_TEST".into()) };
         assert!(
-            unset.validate(open("0.0.0.0:9898")).iter().any(|(k, m)| k == "api.token_env" && m.contains("not set"))
+            check(&unset, open("0.0.0.0:9898"))
+                .iter()
+                .any(|p| p.key == "api.token_env" && p.message.contains("not set"))
         );
     }
 

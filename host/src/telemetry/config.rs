@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+use crate::problem::Problems;
+
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
@@ -30,36 +32,32 @@ pub struct ApiConfig {
 }
 
 impl ApiConfig {
-    /// Every problem as `(key, message)`, keys from the config's root.
-    pub fn validate(&self, listen: Option<SocketAddr>) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+    /// Every problem, keyed from the config's root (`api.*`: whether it
+    /// may be on depends on `metrics.listen`).
+    pub fn validate(&self, listen: Option<SocketAddr>, p: &mut Problems) {
         if let Some(var) = &self.token_env {
             match std::env::var(var) {
                 Ok(t) if t.trim().len() >= MIN_TOKEN_BYTES => {}
-                Ok(_) => out.push((
-                    "api.token_env".into(),
+                Ok(_) => p.add(
+                    "api.token_env",
                     format!("${var} holds fewer than {MIN_TOKEN_BYTES} bytes: make the token long and random"),
-                )),
-                Err(_) => out.push(("api.token_env".into(), format!("${var} is not set"))),
+                ),
+                Err(_) => p.add("api.token_env", format!("${var} is not set")),
             }
         }
         if !self.enabled {
-            return out;
+            return;
         }
         match listen {
-            None => out.push((
-                "api.enabled".into(),
-                "needs metrics.listen: the API is served on the metrics listener".into(),
-            )),
-            Some(addr) if !addr.ip().is_loopback() && self.token_env.is_none() => out.push((
-                "api.token_env".into(),
+            None => p.add("api.enabled", "needs metrics.listen: the API is served on the metrics listener".into()),
+            Some(addr) if !addr.ip().is_loopback() && self.token_env.is_none() => p.add(
+                "api.token_env",
                 format!(
                     "required: metrics.listen {addr} is reachable from other hosts, and [api] serves record contents \
                      (/tap, /status.json); name the environment variable that holds a bearer token, or listen on 127.0.0.1"
                 ),
-            )),
+            ),
             Some(_) => {}
         }
-        out
     }
 }

@@ -89,8 +89,8 @@ fn default_time_limit() -> Duration {
 }
 
 impl ClassifierConfig {
-    /// `Err((key under [sink.classifier], message))`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// The first problem, as `(key under [sink.classifier], message)`.
+    pub fn first_problem(&self) -> Result<(), (String, String)> {
         if !self.path.is_file() {
             return Err(("path".into(), format!("{} is not a file", self.path.display())));
         }
@@ -281,7 +281,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut ClassifierConfig)| {
             let mut c = ClassifierConfig { path: wasm.clone(), ..ClassifierConfig::default() };
             f(&mut c);
-            c.validate().err().map(|(key, _)| key)
+            c.first_problem().err().map(|(key, _)| key)
         };
         assert_eq!(with(&|_| {}), None);
         assert_eq!(with(&|c| c.path = dir.path().join("missing.wasm")), Some("path".into()));

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::response::profile::Profile;
 use super::response::profile::Render;
+use crate::problem::Problems;
 use crate::sink::guard::GuardConfig;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -70,18 +71,17 @@ pub struct SendingConfig {
 }
 
 impl SendingConfig {
-    /// The first problem, as `(key under [sink], message)`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem, keyed under `[sink]`.
+    pub fn validate(&self, p: &mut Problems) {
         if self.batch.max_records == 0 {
-            return Err(("batch.max_records".into(), "must be at least 1".into()));
+            p.add("batch.max_records", "must be at least 1".into());
         }
         if self.request.concurrency == 0 {
-            return Err(("request.concurrency".into(), "must be at least 1".into()));
+            p.add("request.concurrency", "must be at least 1".into());
         }
         if self.request.timeout.is_zero() {
-            return Err(("request.timeout".into(), "must be more than 0".into()));
+            p.add("request.timeout", "must be more than 0".into());
         }
-        Ok(())
     }
 }
 
@@ -101,7 +101,7 @@ pub struct LabelsConfig {
 }
 
 impl LabelsConfig {
-    fn validate(&self) -> Result<(), (String, String)> {
+    fn first_problem(&self) -> Result<(), (String, String)> {
         let name_ok = |n: &str| {
             n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -321,9 +321,16 @@ pub enum Compression {
 }
 
 impl HttpSinkConfig {
-    /// Checks beyond the types; `Err((key, message))`, the key relative to
-    /// `[sink]`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem beyond the types, keyed under `[sink]`.
+    pub fn validate(&self, p: &mut Problems) {
+        p.add_first(self.first_problem());
+        self.sending.validate(p);
+        self.guard.validate(p);
+    }
+
+    /// What the URL, headers, classifier and profile say, up to the first
+    /// problem: the checks after a profile's depend on which it is.
+    fn first_problem(&self) -> Result<(), (String, String)> {
         let url = url::Url::parse(&self.url).map_err(|e| ("url".to_string(), format!("{:?}: {e}", self.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(("url".into(), format!("{:?}: only http and https", self.url)));
@@ -350,13 +357,13 @@ impl HttpSinkConfig {
             return Err(("basic_auth.password_env".into(), format!("${var} is not set")));
         }
         if let Some(c) = &self.classifier {
-            c.validate().map_err(|(key, message)| (format!("classifier.{key}"), message))?;
+            c.first_problem().map_err(|(key, message)| (format!("classifier.{key}"), message))?;
         }
         let profile = self.response.profile().map_err(|e| ("response".to_string(), e))?;
-        profile.validate().map_err(|(key, message)| (format!("response.{key}"), message))?;
+        profile.first_problem().map_err(|(key, message)| (format!("response.{key}"), message))?;
         if profile.render == Render::LokiPush {
             match &self.labels {
-                Some(l) => l.validate()?,
+                Some(l) => l.first_problem()?,
                 None => {
                     return Err((
                         "labels".into(),
@@ -371,10 +378,6 @@ impl HttpSinkConfig {
                 format!("required with response = {:?} (the _bulk index)", self.response.name()),
             ));
         }
-        self.sending.validate()?;
-        match self.guard.validate().into_iter().next() {
-            Some(problem) => Err(problem),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::problem::Problems;
 use serde::Deserialize;
 
 /// Where the brokers are and how to log in: one type for `[source]` and
@@ -82,61 +83,51 @@ impl KafkaConnection {
         out
     }
 
-    /// Every problem as `(key, message)`, keys under `section` (`source`,
-    /// `sink`). `owned`: properties sluice sets itself in this section,
-    /// each with what to write instead.
-    pub fn validate(&self, section: &str, owned: &[(&str, &str)]) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = Vec::new();
+    /// Every problem, keyed under the section the connection is flattened
+    /// into; `section` (`source`, `sink`) names it in the messages.
+    /// `owned`: properties sluice sets itself in this section, each with
+    /// what to write instead.
+    pub fn validate(&self, section: &str, owned: &[(&str, &str)], p: &mut Problems) {
         if self.brokers.trim().is_empty() {
-            out.push((format!("{section}.brokers"), "name at least one host:port".into()));
+            p.add("brokers", "name at least one host:port".into());
         }
         for key in self.properties.keys() {
-            let at = format!("{section}.properties.{key:?}");
+            let at = format!("properties.{key:?}");
             if let Some((_, instead)) = owned.iter().find(|(k, _)| k == key) {
-                out.push((at.clone(), format!("set by sluice; {instead}")));
+                p.add(&at, format!("set by sluice; {instead}"));
             }
             if is_secret_property(key) {
-                out.push((
-                    at,
+                p.add(
+                    &at,
                     format!(
                         "secrets come from the environment only: use {section}.sasl.password_env or \
                          {section}.tls.key_password_env"
                     ),
-                ));
+                );
             }
         }
         if let Some(sasl) = &self.sasl {
             let mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
             if !mechanisms.contains(&sasl.mechanism.as_str()) {
-                out.push((
-                    format!("{section}.sasl.mechanism"),
-                    format!("{:?} is not one of {mechanisms:?}", sasl.mechanism),
-                ));
+                p.add("sasl.mechanism", format!("{:?} is not one of {mechanisms:?}", sasl.mechanism));
             }
             if std::env::var_os(&sasl.password_env).is_none() {
-                out.push((
-                    format!("{section}.sasl.password_env"),
-                    format!("the environment variable {} is not set", sasl.password_env),
-                ));
+                p.add("sasl.password_env", format!("the environment variable {} is not set", sasl.password_env));
             }
         }
         if let Some(tls) = &self.tls {
             for (key, file) in [("ca", &tls.ca), ("cert", &tls.cert), ("key", &tls.key)] {
                 if let Some(file) = file.as_ref().filter(|f| !f.is_file()) {
-                    out.push((format!("{section}.tls.{key}"), format!("{}: no such file", file.display())));
+                    p.add(&format!("tls.{key}"), format!("{}: no such file", file.display()));
                 }
             }
             if tls.cert.is_some() != tls.key.is_some() {
-                out.push((format!("{section}.tls"), "cert and key go together".into()));
+                p.add("tls", "cert and key go together".into());
             }
             if let Some(var) = tls.key_password_env.as_ref().filter(|v| std::env::var_os(v).is_none()) {
-                out.push((
-                    format!("{section}.tls.key_password_env"),
-                    format!("the environment variable {var} is not set"),
-                ));
+                p.add("tls.key_password_env", format!("the environment variable {var} is not set"));
             }
         }
-        out
     }
 
     /// Relative TLS files made absolute against the config file's folder,

@@ -451,7 +451,7 @@ impl Profile {
 
     /// Checks beyond the types: `Err((key, message))`, the key relative
     /// to the profile.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn first_problem(&self) -> Result<(), (String, String)> {
         for (i, rule) in self.status.iter().enumerate() {
             // A single fixed code, or a whole class of them (3xx, 5xx),
             // given another fate: say so rather than silently overrule it.
@@ -582,7 +582,7 @@ mod tests {
     fn every_builtin_parses_and_validates() {
         for (name, _) in BUILTIN {
             let p = Profile::builtin(name).unwrap_or_else(|e| panic!("{e}"));
-            p.validate().unwrap_or_else(|(k, m)| panic!("{name}: {k}: {m}"));
+            p.first_problem().unwrap_or_else(|(k, m)| panic!("{name}: {k}: {m}"));
             assert!(!p.description.is_empty(), "{name} says what accepted proves");
         }
         assert!(Profile::builtin("nope").is_err_and(|e| e.contains("elasticsearch_bulk")));
@@ -597,13 +597,13 @@ mod tests {
                 "[[status]]\ncodes = {codes}\nfate = \"{fate}\"\n[counts]\nsuccessful = \"/s\"\nfailed = \"/f\"\n"
             );
             let p: Profile = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-            let err = p.validate().err().unwrap_or_else(|| panic!("{codes} {fate} accepted"));
+            let err = p.first_problem().err().unwrap_or_else(|| panic!("{codes} {fate} accepted"));
             assert_eq!(err.0, "status[0].codes", "{err:?}");
         }
         // A class that only holds some fixed codes is allowed; they stay systemic.
         let p: Profile =
             toml::from_str("[[status]]\ncodes = [\"4xx\"]\nfate = \"split\"\n").unwrap_or_else(|e| panic!("{e}"));
-        assert!(p.validate().is_ok());
+        assert!(p.first_problem().is_ok());
         // Request-level reject is not a word of the language.
         let e =
             toml::from_str::<Profile>("[[status]]\ncodes = [400]\nfate = \"reject\"\n").err().map(|e| e.to_string());
