@@ -15,6 +15,7 @@
 mod located;
 mod pipeline;
 pub mod schema;
+mod unknown_keys;
 
 pub use located::locate_plugin_problem;
 use std::collections::BTreeMap;
@@ -191,8 +192,13 @@ impl Config {
         let source = section!(source: SourceConfig);
         let plugins = section!(plugins: Vec<PluginConfig>, default);
         let dedup = section!(dedup: DedupConfig, default);
-        let sink = section!(sink: Option<SinkConfig>, default);
-        let sinks = section!(sinks: Vec<NamedSinkConfig>, default);
+        // A misspelt sink key, named as written (serde would call some of
+        // them a missing key instead); then the sinks are not read.
+        let (sink, sinks) = if unknown_keys::in_sinks(raw, p) {
+            (None, None)
+        } else {
+            (section!(sink: Option<SinkConfig>, default), section!(sinks: Vec<NamedSinkConfig>, default))
+        };
         let routes = section!(routes: Vec<RouteConfig>, default);
         let sinks = match (sink, sinks) {
             (Some(Some(_)), Some(list)) if !list.is_empty() => {
