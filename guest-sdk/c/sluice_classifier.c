@@ -198,13 +198,8 @@ static sluice_plugin_answers_fate_t lower_fate(sluice_fate fate, char *reason) {
 static bool ready = false;
 
 bool exports_classifier_init(classifier_string_t *config, classifier_string_t *err) {
-    char *text = malloc(config->len + 1);
-    if (!text) __builtin_trap();
-    memcpy(text, config->ptr, config->len);
-    text[config->len] = 0;
+    const char *refusal = sluice_setup_config_(config->ptr, config->len, sluice_classifier_setup_);
     classifier_string_free(config);
-    const char *refusal = sluice_classifier_setup_ ? sluice_classifier_setup_(text) : NULL;
-    free(text);
     if (refusal) {
         classifier_string_dup(err, refusal);
         return false;

@@ -1,6 +1,6 @@
 /* Reading JSON text in place, without a parser's allocations: the
- * config `init` receives, and (for classifiers) a backend's answer. Shared
- * by the plugin and classifier SDKs; every function reads NUL-terminated
+ * config `init` receives, and (for classifiers) a backend's answer; and
+ * `init`'s own plumbing. Shared by the plugin and classifier SDKs; every function reads NUL-terminated
  * text (a value found inside it is a view: pass its `ptr` on to read
  * deeper, since the text around it is still terminated). */
 #include <stdlib.h>
@@ -152,4 +152,14 @@ int sluice_json_int64(sluice_bytes raw, int64_t *value) {
     if (*end != 0) return 0;
     *value = v;
     return 1;
+}
+
+const char *sluice_setup_config_(const uint8_t *config, size_t len, const char *(*setup)(const char *)) {
+    char *text = malloc(len + 1);
+    if (!text) __builtin_trap();
+    memcpy(text, config, len);
+    text[len] = 0;
+    const char *refusal = setup ? setup(text) : NULL;
+    free(text);
+    return refusal;
 }

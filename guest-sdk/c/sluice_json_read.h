@@ -28,4 +28,11 @@ int sluice_json_next_item(const char *array, size_t *pos, sluice_bytes *item);
 /* A raw JSON integer: 1 read, 0 not an integer. */
 int sluice_json_int64(sluice_bytes raw, int64_t *value);
 
+/* What `init` does in both worlds: the config the host passed (JSON text,
+ * not NUL-terminated) handed to `setup` as NUL-terminated text, which
+ * lives only for that call. Returns `setup`'s refusal, or NULL; a NULL
+ * `setup` (a plugin without config) refuses nothing. Used by the SDKs'
+ * `init`, not by plugins. */
+const char *sluice_setup_config_(const uint8_t *config, size_t len, const char *(*setup)(const char *));
+
 #endif

@@ -254,13 +254,8 @@ static const char *read_record(const plugin_batch_t *b, size_t i, sluice_record 
 static bool ready = false;
 
 bool exports_plugin_init(plugin_string_t *config, plugin_string_t *err) {
-    char *text = malloc(config->len + 1);
-    if (!text) __builtin_trap();
-    memcpy(text, config->ptr, config->len);
-    text[config->len] = 0;
+    const char *refusal = sluice_setup_config_(config->ptr, config->len, sluice_plugin_setup_);
     plugin_string_free(config);
-    const char *refusal = sluice_plugin_setup_ ? sluice_plugin_setup_(text) : NULL;
-    free(text);
     if (refusal) {
         plugin_string_dup(err, refusal);
         return false;

@@ -48,7 +48,8 @@ pub mod time;
 
 mod types;
 pub use batch_fields::{JsonFields, json_get_batch, pack_json_fields, payloads_on_demand, trim_line_end};
-pub use types::{Event, Headers, Level, Outcome, Position, Record};
+pub use sluice_guest_common::Level;
+pub use types::{Event, Headers, Outcome, Position, Record};
 
 /// The clock and log imports of one contract version, over its generated
 /// bindings (`bindings`, `wit` in scope where it is invoked).
@@ -61,14 +62,7 @@ macro_rules! guest_imports {
 
         #[cfg(target_arch = "wasm32")]
         pub fn log(level: crate::Level, message: &str) {
-            let level = match level {
-                crate::Level::Trace => wit::Level::Trace,
-                crate::Level::Debug => wit::Level::Debug,
-                crate::Level::Info => wit::Level::Info,
-                crate::Level::Warn => wit::Level::Warn,
-                crate::Level::Error => wit::Level::Error,
-            };
-            bindings::sluice::plugin::log::log(level, message)
+            bindings::sluice::plugin::log::log(sluice_guest_common::lower_level!(level, wit::Level), message)
         }
     };
 }
@@ -91,6 +85,9 @@ pub use __contract::bindings as __bindings;
 
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
+
+#[doc(hidden)]
+pub use sluice_guest_common as __common;
 
 /// The WIT package version this build targets; `sluice plugin inspect` shows it.
 pub const WIT_VERSION: &str = __contract::WIT_VERSION;
@@ -120,28 +117,9 @@ pub trait Plugin: serde::de::DeserializeOwned + 'static {
 /// Build a plugin from the JSON config the host passes to `init`. Public so
 /// that native tests and benchmarks construct plugins the way the host does.
 pub fn configure<P: Plugin>(config: &str) -> Result<P, String> {
-    let config = if config.trim().is_empty() { "{}" } else { config };
-    let de = &mut serde_json::Deserializer::from_str(config);
-    let mut plugin: P = serde_path_to_error::deserialize(de).map_err(|e| {
-        let why = without_position(e.inner());
-        match e.path().to_string().as_str() {
-            "." => format!("invalid plugin config: {why}"),
-            key => format!("invalid plugin config: {key}: {why}"),
-        }
-    })?;
+    let mut plugin: P = sluice_guest_common::read_config(config, "plugin")?;
     plugin.setup()?;
     Ok(plugin)
-}
-
-/// serde_json's message without its "at line 1 column 83": the position
-/// is in the one-line JSON copy the host made of the operator's table, so
-/// it points nowhere the operator can look; the key path does.
-fn without_position(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(at) if e.line() > 0 => text[..at].to_string(),
-        _ => text,
-    }
 }
 
 /// Export a [`Plugin`] type as the component's `init` and `process`.
@@ -154,19 +132,16 @@ macro_rules! export_plugin {
             struct SluiceExport;
 
             ::std::thread_local! {
-                static PLUGIN: ::std::cell::RefCell<::std::option::Option<$plugin>> =
-                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+                static PLUGIN: $crate::__common::Instance<$plugin> = const { $crate::__common::Instance::new() };
             }
 
             impl $crate::__bindings::Guest for SluiceExport {
                 fn init(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
-                    let plugin = $crate::configure::<$plugin>(&config)?;
-                    PLUGIN.with(|slot| *slot.borrow_mut() = ::std::option::Option::Some(plugin));
-                    ::std::result::Result::Ok(())
+                    PLUGIN.with(|one| one.init($crate::configure::<$plugin>(&config)))
                 }
 
                 fn process(batch: $crate::__contract::Batch) -> $crate::__contract::Outcomes {
-                    PLUGIN.with(|slot| $crate::__contract::process(slot.borrow_mut().as_mut(), batch))
+                    PLUGIN.with(|one| one.with(|plugin| $crate::__contract::process(plugin, batch)))
                 }
             }
 
@@ -355,9 +330,7 @@ pub fn now() -> i64 {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        testing::pinned_now().unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
-        })
+        testing::pinned_now().unwrap_or_else(sluice_guest_common::native_now)
     }
 }
 
@@ -368,9 +341,7 @@ pub fn log(level: Level, message: &str) {
         __contract::log(level, message)
     }
     #[cfg(not(target_arch = "wasm32"))]
-    {
-        eprintln!("[{level:?}] {message}")
-    }
+    sluice_guest_common::native_log(level, message)
 }
 
 #[cfg(test)]

@@ -155,13 +155,3 @@ pub enum Outcome {
     /// Never valid as it is: kept in the quarantine with this reason.
     Reject(String),
 }
-
-/// Severity of a log line sent to the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}

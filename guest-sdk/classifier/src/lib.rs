@@ -49,6 +49,9 @@ pub mod bindings {
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
+#[doc(hidden)]
+pub use sluice_guest_common as __common;
+
 use bindings::sluice::plugin::answers as wit;
 
 /// Bytes per record in the request's table (`wit/classifier.wit`).
@@ -207,25 +210,12 @@ pub trait Classifier: serde::de::DeserializeOwned + 'static {
 
 /// Build a classifier from the JSON config the host passes to `init`.
 pub fn configure<C: Classifier>(config: &str) -> Result<C, String> {
-    let config = if config.trim().is_empty() { "{}" } else { config };
-    let de = &mut serde_json::Deserializer::from_str(config);
-    let mut c: C = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
-    })?;
+    let mut c: C = sluice_guest_common::read_config(config, "classifier")?;
     c.setup()?;
     Ok(c)
 }
 
-/// Severity of a log line.
-#[derive(Debug, Clone, Copy)]
-pub enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
+pub use sluice_guest_common::Level;
 
 /// The host's clock: ns since the epoch.
 pub fn now() -> i64 {
@@ -235,7 +225,7 @@ pub fn now() -> i64 {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+        sluice_guest_common::native_now()
     }
 }
 
@@ -243,18 +233,11 @@ pub fn now() -> i64 {
 pub fn log(level: Level, message: &str) {
     #[cfg(target_arch = "wasm32")]
     {
-        use bindings::sluice::plugin::types::Level as L;
-        let level = match level {
-            Level::Trace => L::Trace,
-            Level::Debug => L::Debug,
-            Level::Info => L::Info,
-            Level::Warn => L::Warn,
-            Level::Error => L::Error,
-        };
+        let level = sluice_guest_common::lower_level!(level, bindings::sluice::plugin::types::Level);
         bindings::sluice::plugin::log::log(level, message)
     }
     #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("{level:?}: {message}");
+    sluice_guest_common::native_log(level, message)
 }
 
 #[doc(hidden)]
@@ -310,19 +293,17 @@ macro_rules! export_classifier {
             struct SluiceExport;
 
             ::std::thread_local! {
-                static CLASSIFIER: ::std::cell::RefCell<::std::option::Option<$classifier>> =
-                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+                static CLASSIFIER: $crate::__common::Instance<$classifier> =
+                    const { $crate::__common::Instance::new() };
             }
 
             impl $crate::bindings::Guest for SluiceExport {
                 fn init(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
-                    let c = $crate::configure::<$classifier>(&config)?;
-                    CLASSIFIER.with(|slot| *slot.borrow_mut() = ::std::option::Option::Some(c));
-                    ::std::result::Result::Ok(())
+                    CLASSIFIER.with(|one| one.init($crate::configure::<$classifier>(&config)))
                 }
 
                 fn classify(request: $crate::__WitRequest, response: $crate::__WitResponse) -> $crate::__WitReply {
-                    CLASSIFIER.with(|slot| $crate::__classify(slot.borrow_mut().as_mut(), request, response))
+                    CLASSIFIER.with(|one| one.with(|c| $crate::__classify(c, request, response)))
                 }
             }
 

@@ -35,6 +35,9 @@ const RUST_SDK: [(&str, &str); 15] = [
     ("src/schema.rs", include_str!("../../../guest-sdk/src/schema.rs")),
 ];
 const RUST_ABI: &str = include_str!("../../../abi/src/lib.rs");
+/// What both Rust SDKs share (`guest-sdk/common`): a classifier project
+/// gets it too.
+pub(super) const RUST_COMMON: &str = include_str!("../../../guest-sdk/common/src/lib.rs");
 /// The C SDK of both kinds: a classifier project gets these too, since
 /// `sdk-build.sh` builds either world.
 const C_SDK: [(&str, &str); 8] = [
@@ -133,6 +136,8 @@ pub fn new(args: &NewArgs) -> Result<()> {
             write("sluice-guest/Cargo.toml", RUST_SDK_MANIFEST)?;
             write("sluice-abi/src/lib.rs", RUST_ABI)?;
             write("sluice-abi/Cargo.toml", RUST_ABI_MANIFEST)?;
+            write("sluice-guest-common/src/lib.rs", RUST_COMMON)?;
+            write("sluice-guest-common/Cargo.toml", RUST_COMMON_MANIFEST)?;
             write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-guest"))?;
             write("Cargo.lock", &rust_lock(name, &["sluice-guest", "serde", "serde_json"])?)?;
             write("src/lib.rs", &RUST_PLUGIN.replace("{class}", &class_name(name)))?;
@@ -345,10 +350,10 @@ name = "sluice_guest"
 wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["raw_value"] }
-serde_path_to_error = "0.1"
 simdutf8 = "0.1.5"
 jiff = { version = "0.2", default-features = false, features = ["std", "tzdb-bundle-always"] }
 sluice-abi = { path = "../sluice-abi" }
+sluice-guest-common = { path = "../sluice-guest-common" }
 schemars = { version = "1", optional = true }
 
 [features]
@@ -356,6 +361,20 @@ schemars = { version = "1", optional = true }
 contract-0-1 = []
 # JSON Schemas of the config values the SDK reads (for a plugin's docs).
 schema = ["dep:schemars"]
+"#;
+
+pub(super) const RUST_COMMON_MANIFEST: &str = r#"[package]
+name = "sluice-guest-common"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+name = "sluice_guest_common"
+
+[dependencies]
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+serde_path_to_error = "0.1"
 "#;
 
 const RUST_ABI_MANIFEST: &str = r#"[package]
@@ -693,7 +712,7 @@ mod tests {
                 .collect()
         };
         let (locked, all) = (list(&lock), list(&ours));
-        for name in ["sluice-guest", "sluice-abi", "wit-bindgen", "serde_json", "jiff", "demo"] {
+        for name in ["sluice-guest", "sluice-guest-common", "sluice-abi", "wit-bindgen", "serde_json", "jiff", "demo"] {
             assert!(locked.iter().any(|(n, _)| n == name), "{name} not in\n{text}");
         }
         for name in ["sluice-host", "wasmtime", "rocksdb", "rdkafka", "tokio"] {

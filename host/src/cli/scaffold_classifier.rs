@@ -69,6 +69,8 @@ pub fn new(args: &NewArgs) -> Result<()> {
         Lang::Rust => {
             write("sluice-classifier/src/lib.rs", &RUST_SDK.replace("\"../../wit\"", "\"../wit\""))?;
             write("sluice-classifier/Cargo.toml", RUST_SDK_MANIFEST)?;
+            write("sluice-guest-common/src/lib.rs", super::scaffold::RUST_COMMON)?;
+            write("sluice-guest-common/Cargo.toml", super::scaffold::RUST_COMMON_MANIFEST)?;
             write("Cargo.toml", &RUST_MANIFEST.replace("{name}", name).replace("{sdk}", "sluice-classifier"))?;
             write("src/lib.rs", RUST_CLASSIFIER)?;
             write("build.sh", RUST_BUILD)?;
@@ -123,7 +125,7 @@ name = "sluice_classifier"
 wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
 serde = { version = "1", features = ["derive"] }
 serde_json = "1"
-serde_path_to_error = "0.1"
+sluice-guest-common = { path = "../sluice-guest-common" }
 "#;
 
 const RUST_CLASSIFIER: &str = r#"//! A backend's answer, read per record: a 2xx may list refused records by
