@@ -213,7 +213,7 @@ fn i64_at(buf: &[u8], at: usize) -> i64 {
     i64::from_le_bytes(b)
 }
 
-fn slice_of<'a>(data: &'a [u8], off: u32, len: u32, what: impl FnOnce() -> String) -> Result<&'a [u8], LayoutError> {
+fn slice_of(data: &[u8], off: u32, len: u32, what: impl FnOnce() -> String) -> Result<&[u8], LayoutError> {
     let (start, end) = (u64::from(off), u64::from(off) + u64::from(len));
     data.get(off as usize..(off as usize).saturating_add(len as usize))
         .filter(|_| end <= data.len() as u64)

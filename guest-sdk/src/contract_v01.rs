@@ -5,6 +5,8 @@
 use crate::{Event, Headers, Outcome, Plugin, Position, Record};
 
 #[doc(hidden)]
+// The generated host calls take what the WIT function does, however many.
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         world: "plugin",

@@ -59,13 +59,8 @@ impl Delivery {
         &self.body
     }
 
-    /// The timestamp as RFC 3339, for views that show it (`sluice test`).
-    pub fn timestamp_text(&self) -> Option<String> {
-        self.timestamp.map(sluice_guest::time::format_rfc3339)
-    }
-
     /// `"2026-11-29T21:00:00Z"` (quoted) or `null`, appended to `out`.
-    pub fn write_timestamp(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_timestamp(&self, out: &mut Vec<u8>) {
         match self.timestamp {
             Some(ns) => {
                 out.push(b'"');
@@ -104,7 +99,7 @@ pub enum FinalAnswer {
 
 /// `s` as a JSON string, appended to `out`: serde_json's escaping, which
 /// copies runs of plain bytes at once.
-pub fn write_json_string(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_json_string(s: &str, out: &mut Vec<u8>) {
     // Writing into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }

@@ -17,7 +17,7 @@ pub enum Feature {
 }
 
 impl Feature {
-    pub const ALL: [Feature; 3] = [Feature::Kafka, Feature::Http, Feature::Postgres];
+    pub(crate) const ALL: [Feature; 3] = [Feature::Kafka, Feature::Http, Feature::Postgres];
 
     /// The cargo feature's name.
     pub fn name(self) -> &'static str {

@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use regex::bytes::Regex;
 
 /// What a masked value is replaced with.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Values shorter than this are not searched for in free text: masking
 /// every `1` or `ok` of a message would garble it and hide nothing a secret
@@ -169,7 +169,8 @@ impl Masking {
     }
 
     /// [`Masking::text`] with no record at hand, owned.
-    pub fn mask_reason(&self, reason: String) -> String {
+    #[cfg(test)]
+    fn mask_reason(&self, reason: String) -> String {
         match self.text(&reason, &[]) {
             Cow::Borrowed(_) => reason,
             Cow::Owned(masked) => masked,

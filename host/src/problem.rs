@@ -25,7 +25,7 @@ pub struct Problem {
 /// Everything wrong with one config file, gathered before anything
 /// refuses it: an operator fixes a config in one round trip, not one per
 /// mistake.
-pub struct Problems {
+pub(crate) struct Problems {
     path: PathBuf,
     list: Vec<Problem>,
 }
@@ -35,7 +35,7 @@ impl Problems {
         Problems { path: path.to_path_buf(), list: Vec::new() }
     }
 
-    pub fn add(&mut self, key: &str, message: String) {
+    pub(crate) fn add(&mut self, key: &str, message: String) {
         self.list.push(Problem { key: key.to_string(), message });
     }
 
@@ -56,22 +56,23 @@ impl Problems {
 
     /// The problem of a check that stops at its first (later checks need
     /// what it found good: a URL parsed, a profile known), if any.
-    pub fn add_first(&mut self, first: Result<(), (String, String)>) {
+    pub(crate) fn add_first(&mut self, first: Result<(), (String, String)>) {
         if let Err((key, message)) = first {
             self.add(&key, message);
         }
     }
 
-    /// Every problem `check` finds, outside a config file: a tool that
-    /// checks one part (`sluice sink classify --plugin`) and unit tests.
-    pub fn of(check: impl FnOnce(&mut Problems)) -> Vec<Problem> {
+    /// Every problem `check` finds, outside a config file: what a unit
+    /// test of one part reads.
+    #[cfg(test)]
+    pub(crate) fn of(check: impl FnOnce(&mut Problems)) -> Vec<Problem> {
         let mut p = Problems::new(Path::new(""));
         check(&mut p);
         p.list
     }
 
     /// Nothing wrong, one thing (its key in the message, as ever), or a list.
-    pub fn into_result(mut self) -> Result<(), ConfigError> {
+    pub(crate) fn into_result(mut self) -> Result<(), ConfigError> {
         match self.list.len() {
             0 => Ok(()),
             1 => {

@@ -35,11 +35,11 @@ mod shared_str {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
         ser.serialize_str(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Arc<str>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Arc<str>, D::Error> {
         String::deserialize(de).map(Arc::from)
     }
 }
@@ -68,7 +68,7 @@ impl Position {
     /// The partition, as contract 0.2 names it to plugins: `topic/3`,
     /// `path#generation`. With `source` and the offset it is the default
     /// event id, so plugins and the host derive the same one.
-    pub fn partition_name(&self) -> String {
+    pub(crate) fn partition_name(&self) -> String {
         match self {
             Position::Kafka { topic, partition, .. } => format!("{topic}/{partition}"),
             Position::File { path, generation, .. } => format!("{path}#{generation}"),
@@ -85,7 +85,7 @@ impl Position {
 
     /// Whether two positions lie in one partition, cheaply: the topic and
     /// path are shared `Arc`s, so the pointer usually decides.
-    pub fn same_partition(&self, other: &Position) -> bool {
+    pub(crate) fn same_partition(&self, other: &Position) -> bool {
         match (self, other) {
             (Position::Kafka { topic: t1, partition: p1, .. }, Position::Kafka { topic: t2, partition: p2, .. }) => {
                 p1 == p2 && (Arc::ptr_eq(t1, t2) || t1 == t2)
@@ -243,7 +243,7 @@ impl Outcome {
 
 /// [`json_or_string`] over shared bytes: a JSON payload goes on as a
 /// slice of itself, not a copy.
-pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
+pub(crate) fn json_or_string_bytes(payload: &Bytes) -> Bytes {
     match json_text(payload) {
         Some(json) => payload.slice_ref(json),
         None => quoted(payload).into(),
@@ -252,7 +252,7 @@ pub fn json_or_string_bytes(payload: &Bytes) -> Bytes {
 
 /// A payload delivered with no plugin: itself when it is JSON, else its
 /// text as a JSON string (lossy where it is not UTF-8).
-pub fn json_or_string(payload: &[u8]) -> Vec<u8> {
+pub(crate) fn json_or_string(payload: &[u8]) -> Vec<u8> {
     match json_text(payload) {
         Some(json) => json.to_vec(),
         None => quoted(payload),

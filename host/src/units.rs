@@ -45,7 +45,7 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -64,7 +64,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// An optional duration: `None` when the key is absent.
-pub fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     sluice_guest::duration::deserialize(d).map(Some)
 }
 
@@ -90,7 +90,7 @@ pub fn display(d: Duration) -> String {
 
 /// How a duration is written, for the config's JSON Schema (the field
 /// itself is a `Duration`, read by [`duration`]).
-pub struct DurationText;
+pub(crate) struct DurationText;
 
 impl schemars::JsonSchema for DurationText {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -108,7 +108,7 @@ impl schemars::JsonSchema for DurationText {
 
 /// How a size is written, for the config's JSON Schema (the field itself
 /// is a byte count, read by [`bytes`]).
-pub struct SizeText;
+pub(crate) struct SizeText;
 
 impl schemars::JsonSchema for SizeText {
     fn schema_name() -> std::borrow::Cow<'static, str> {

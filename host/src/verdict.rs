@@ -48,7 +48,7 @@ pub type Verdict = Judgement<Vec<Event>>;
 
 /// One record's judgement in a [`Verdicts`]: `Emit(n)` is the next `n`
 /// events of [`Verdicts::events`].
-pub type Judged = Judgement<usize>;
+pub(crate) type Judged = Judgement<usize>;
 
 /// What the chain said of a batch: one [`Judged`] per source record, and
 /// the events of every emitting record in one list, in record order. One
@@ -64,7 +64,7 @@ impl Verdicts {
     /// One [`Verdict`] per record, each owning its events: for the views
     /// that compare or show verdicts (`shadow`, `sluice test`), not the
     /// hot path.
-    pub fn into_vec(self) -> Vec<Verdict> {
+    pub(crate) fn into_vec(self) -> Vec<Verdict> {
         let mut events = self.events.into_iter();
         self.judged
             .into_iter()

@@ -35,6 +35,8 @@
 extern crate self as sluice_classifier;
 
 #[doc(hidden)]
+// The generated host calls take what the WIT function does, however many.
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         world: "classifier",

@@ -46,7 +46,7 @@ pub struct Answer {
 
 /// One sink's part of an answer.
 #[derive(Debug, Serialize)]
-pub struct SinkAnswer {
+pub(crate) struct SinkAnswer {
     pub sink: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered: Option<Passage>,
@@ -56,7 +56,7 @@ pub struct SinkAnswer {
 
 /// How an event passed a door, from its trail.
 #[derive(Debug, Serialize)]
-pub struct Passage {
+pub(crate) struct Passage {
     /// `None`: the id is recorded without a trail (restored from the
     /// dedup changelog, or `dedup.audit = false`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -398,7 +398,7 @@ fn describe(a: &Answer, unconfirmed: &[String], only: Option<&str>) -> String {
 
 /// Counts per door since a time.
 #[derive(Debug, Default, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub since: String,
     pub delivered: u64,
     /// Ids recorded without a trail in buckets that began after `since`

@@ -16,7 +16,7 @@ pub enum CheckFailed {
     Unreachable(String),
 }
 
-pub const EXIT_UNREACHABLE: u8 = 3;
+pub(crate) const EXIT_UNREACHABLE: u8 = 3;
 
 /// `check` of one config, or of each pipeline a list file names (`sluice
 /// run -c all.toml`) and then of what they may not share.

@@ -160,7 +160,7 @@ fn version() -> &'static str {
 
 #[derive(Parser, Debug)]
 #[command(name = "sluice", version = version(), about = "A stream processor that never loses a record it was handed.")]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }

@@ -19,13 +19,13 @@ use crate::verdict::Verdict;
 
 /// A plugin's config table from a file (`plugin::config::read_table`), for
 /// `plugin run --config` and `shadow --plugin-config`.
-pub fn read_config_file(path: &Path) -> Result<serde_json::Value> {
+pub(crate) fn read_config_file(path: &Path) -> Result<serde_json::Value> {
     crate::plugin::config::read_table(path).map_err(|e| anyhow::anyhow!("plugin config: {e}"))
 }
 
 /// Pair each `--config` with the `--plugin` given before it on the command
 /// line, from clap's argument indices.
-pub fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result<Vec<Option<usize>>> {
+pub(crate) fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result<Vec<Option<usize>>> {
     let mut owner = vec![None; plugin_idx.len()];
     for (c, at) in config_idx.iter().enumerate() {
         let p = plugin_idx
@@ -148,7 +148,7 @@ impl Counts {
 /// it, byte for byte (its keys in its order, its numbers as written), as
 /// the sinks write it: never parsed and printed again. A body that is not
 /// JSON (a plugin breaking the contract) shows as a string.
-pub fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Verdict) -> Result<()> {
+pub(crate) fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Verdict) -> Result<()> {
     #[derive(serde::Serialize)]
     struct Emit<'a> {
         line: u64,

@@ -110,7 +110,7 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     entry: Option<&'a str>,
     #[serde(flatten)]
-    differing: &'a Differing<'a>,
+    differing: &'a Differing,
 }
 
 pub fn run(args: &ShadowArgs) -> Result<()> {

@@ -10,7 +10,7 @@ use crate::store::Store;
 
 /// `sluice store repair`: rebuild a damaged store, then say what it holds,
 /// so the operator sees where each file will be read from next.
-pub fn repair_store(args: &ConfigArgs) -> Result<()> {
+pub(crate) fn repair_store(args: &ConfigArgs) -> Result<()> {
     let cfg = Config::load(&args.config).with_context(|| format!("config {}", args.config.display()))?;
     super::mask_output_as(&cfg);
     let path = &cfg.pipeline.state_dir;

@@ -30,7 +30,7 @@ const TOP_REASONS: usize = 5;
 /// folders), where they differ least.
 const NAME_WIDTH: usize = 44;
 
-pub fn print_run(stats: &RunStats, pipeline: &str, form: SummaryForm) {
+pub(crate) fn print_run(stats: &RunStats, pipeline: &str, form: SummaryForm) {
     match form {
         SummaryForm::Table => eprint!("{}", run_table(stats, pipeline)),
         SummaryForm::Json => eprintln!("{}", serde_json::json!({ "summary": stats })),
@@ -38,7 +38,7 @@ pub fn print_run(stats: &RunStats, pipeline: &str, form: SummaryForm) {
     }
 }
 
-pub fn print_replay(summary: &ReplaySummary, form: SummaryForm) {
+pub(crate) fn print_replay(summary: &ReplaySummary, form: SummaryForm) {
     match form {
         SummaryForm::Table => eprint!("{}", replay_table(summary)),
         SummaryForm::Json => eprintln!("{}", serde_json::json!({ "replay": summary })),
@@ -47,7 +47,7 @@ pub fn print_replay(summary: &ReplaySummary, form: SummaryForm) {
 }
 
 /// The run's table. Plain text: it is read in terminals and in CI logs.
-pub fn run_table(stats: &RunStats, pipeline: &str) -> String {
+pub(crate) fn run_table(stats: &RunStats, pipeline: &str) -> String {
     let mut out = String::new();
     let t = &stats.total;
     let _ = writeln!(
@@ -97,7 +97,7 @@ pub fn run_table(stats: &RunStats, pipeline: &str) -> String {
     out
 }
 
-pub fn replay_table(s: &ReplaySummary) -> String {
+pub(crate) fn replay_table(s: &ReplaySummary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nreplay: {} entries", thousands(s.entries));
     for (what, n) in [

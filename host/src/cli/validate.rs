@@ -12,7 +12,7 @@ use crate::source::config::SourceConfig;
 use crate::store::Store;
 
 /// Bad input (config, plugins, paths): exit 2 before anything is read.
-pub struct BadInput(pub anyhow::Error);
+pub(crate) struct BadInput(pub anyhow::Error);
 
 pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::chain::Chain), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;

@@ -63,7 +63,7 @@ fn steps(path: &str) -> Option<Vec<Step>> {
 /// The (line, column), both from 1, of the deepest part of `path` that
 /// `text` writes: the key itself, else the nearest table above it that is
 /// written (a missing key is placed at its table).
-pub fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+pub(crate) fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
     let steps = steps(path)?;
     let root = DeTable::parse(text).ok()?;
     let mut table: &DeTable<'_> = root.get_ref();
@@ -102,7 +102,7 @@ fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
 /// The key a problem names, made more precise by its message where serde
 /// names a key of its own (`unknown field \`colour\``): that key's line,
 /// not its table's.
-pub fn locate_problem(text: &str, key: &str, message: &str) -> Option<(usize, usize)> {
+pub(crate) fn locate_problem(text: &str, key: &str, message: &str) -> Option<(usize, usize)> {
     let named = message
         .strip_prefix("unknown field `")
         .and_then(|rest| rest.split('`').next())
@@ -115,7 +115,7 @@ pub fn locate_problem(text: &str, key: &str, message: &str) -> Option<(usize, us
 /// config: id_field: …`, `patterns[1] does not capture …`) under
 /// `plugins[plugin].config`, else that table. A plugin names its keys by
 /// its own path; the host knows where its table is written.
-pub fn locate_plugin_problem(text: &str, plugin: usize, message: &str) -> Option<(usize, usize)> {
+pub(crate) fn locate_plugin_problem(text: &str, plugin: usize, message: &str) -> Option<(usize, usize)> {
     let table = format!("plugins[{plugin}].config");
     let message = message.strip_prefix("invalid plugin config: ").unwrap_or(message);
     if message.starts_with("unknown field `") {

@@ -17,13 +17,14 @@ mod pipeline;
 pub mod schema;
 mod unknown_keys;
 
-pub use located::locate_plugin_problem;
+pub(crate) use located::locate_plugin_problem;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
 
-pub use self::pipeline::{PipelineConfig, ShutdownConfig};
+pub(crate) use self::pipeline::PipelineConfig;
+pub use self::pipeline::ShutdownConfig;
 use crate::plugin::config::PluginConfig;
 use crate::problem::{ConfigError, Problem, Problems};
 use crate::route::config::RouteConfig;
@@ -330,7 +331,7 @@ impl Config {
 
     /// The first sink: what a tool that reads one sink's settings (`sluice
     /// sink classify`, test cases' answers) reads.
-    pub fn first_sink(&self) -> &SinkConfig {
+    pub(crate) fn first_sink(&self) -> &SinkConfig {
         // `from_sections` refuses a config without a sink.
         &self.sinks[0].sink
     }

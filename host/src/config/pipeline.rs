@@ -84,7 +84,7 @@ impl PipelineConfig {
         self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
     }
 
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.name.trim().is_empty() {
             p.add("pipeline.name", "must not be empty".into());
         }

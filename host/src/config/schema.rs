@@ -92,7 +92,7 @@ fn durations_as_written(v: &mut serde_json::Value) {
 /// A byte count as a config writes it: `8MiB`, `64KiB`, `0`.
 fn size_as_written(n: u64) -> String {
     for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if n >= size && n % size == 0 {
+        if n >= size && n.is_multiple_of(size) {
             return format!("{}{unit}", n / size);
         }
     }

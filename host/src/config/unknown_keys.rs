@@ -17,7 +17,7 @@ use crate::sink::config::SinkConfig;
 /// message names the key, so the problem is placed at its line). True
 /// when there was one: serde's own reading of those tables would only
 /// repeat it, less clearly.
-pub fn in_sinks(raw: &config::Config, p: &mut Problems) -> bool {
+pub(crate) fn in_sinks(raw: &config::Config, p: &mut Problems) -> bool {
     let mut found = false;
     if let Ok(table) = raw.get::<BTreeMap<String, config::Value>>("sink") {
         found |= check(&table, &[], "sink", p);

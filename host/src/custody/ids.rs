@@ -18,7 +18,7 @@ pub type IdDigest = [u8; 24];
 
 /// Which ids see each other: one per Kafka partition, one for a whole file
 /// pipeline.
-pub type Scope = [u8; 8];
+pub(crate) type Scope = [u8; 8];
 pub const PIPELINE_SCOPE: Scope = [0; 8];
 
 /// The scope of a partition (`topic/partition`).
@@ -39,14 +39,14 @@ pub fn digest(scope: &Scope, id: &str) -> IdDigest {
 
 /// The scope of every partition of `topic` (`dedup.scope = "topic"`).
 /// Never a partition's: a partition's name has a `/`, a topic's never.
-pub fn topic_scope(topic: &str) -> Scope {
+pub(crate) fn topic_scope(topic: &str) -> Scope {
     scope(topic)
 }
 
 /// Which ids a record's events are deduplicated against: its own
 /// partition's for Kafka (ids per partition, DESIGN), or its topic's when
 /// `topic_wide`; the pipeline's for files and for anything else.
-pub fn scope_of(position: &Position, topic_wide: bool) -> Scope {
+pub(crate) fn scope_of(position: &Position, topic_wide: bool) -> Scope {
     match position {
         Position::Kafka { topic, .. } if topic_wide => topic_scope(topic),
         Position::Kafka { topic, partition, .. } => scope(&format!("{topic}/{partition}")),
@@ -58,13 +58,13 @@ pub fn scope_of(position: &Position, topic_wide: bool) -> Scope {
 /// output is uniform already, so SipHash over all 24 bytes (the default)
 /// would be per-record work for nothing. The batch's repeat check and the
 /// ids of batches in flight use it.
-pub type DigestSet = HashSet<IdDigest, BuildHasherDefault<DigestHasher>>;
+pub(crate) type DigestSet = HashSet<IdDigest, BuildHasherDefault<DigestHasher>>;
 
 /// The hasher of [`DigestSet`]: folds what it is given eight bytes at a
 /// time (a digest's scope, its digest bytes, and the slice length the
 /// `Hash` of an array writes first).
 #[derive(Default)]
-pub struct DigestHasher(u64);
+pub(crate) struct DigestHasher(u64);
 
 impl Hasher for DigestHasher {
     fn write(&mut self, bytes: &[u8]) {

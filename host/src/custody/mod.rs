@@ -15,10 +15,10 @@
 //! `pipeline::driver`; `model_tests` below runs the same decisions over
 //! in-memory fakes and crashes between every two steps.
 
-pub mod claims;
+pub(crate) mod claims;
 pub mod ids;
 pub mod offsets;
-pub mod plan;
+pub(crate) mod plan;
 pub mod standing;
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ struct Slot {
 /// [`OffsetTracker::committable`] when it is convenient (periodically,
 /// on revoke, on shutdown), and only that value.
 #[derive(Debug, Clone)]
-pub struct OffsetTracker {
+pub(crate) struct OffsetTracker {
     committable: u64,
     last_next: u64,
     in_flight: VecDeque<Slot>,
@@ -58,7 +58,7 @@ impl OffsetTracker {
     /// Register a record as read; records must be registered in read order.
     /// Gaps between records (a Kafka compaction hole, bytes skipped) are
     /// allowed: nothing is owed for them.
-    pub fn begin(&mut self, start: u64, next: u64) -> Result<(), OffsetError> {
+    pub(crate) fn begin(&mut self, start: u64, next: u64) -> Result<(), OffsetError> {
         if next <= start {
             return Err(OffsetError::Empty { start, next });
         }
@@ -96,16 +96,18 @@ impl OffsetTracker {
     }
 
     /// The position to commit: every record below it passed a door.
-    pub fn committable(&self) -> u64 {
+    pub(crate) fn committable(&self) -> u64 {
         self.committable
     }
 
     /// The first record still owed, if any: what blocks the commit.
-    pub fn blocking(&self) -> Option<u64> {
+    #[cfg(test)]
+    fn blocking(&self) -> Option<u64> {
         self.in_flight.iter().find(|s| s.door.is_none()).map(|s| s.start)
     }
 
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
 }

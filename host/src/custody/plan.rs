@@ -83,7 +83,7 @@ struct PlannedEvent {
 
 /// One batch's records on their way through the doors.
 #[derive(Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     fates: Vec<Option<Disposition>>,
     events: Vec<PlannedEvent>,
     /// Per record: how many events it has (0: its fate is already known).
@@ -220,7 +220,7 @@ impl Plan {
     /// Ids that an earlier batch of the same partition had the sink accept
     /// after this batch was looked up (batches in flight): duplicates too,
     /// or the sink would get them twice.
-    pub fn accepted_earlier(&mut self, accepted: impl Fn(&IdDigest) -> bool) {
+    pub(crate) fn accepted_earlier(&mut self, accepted: impl Fn(&IdDigest) -> bool) {
         for e in &mut self.events {
             if matches!(e.state, State::Fresh(_)) && accepted(&e.digest) {
                 e.state = State::Duplicate;
@@ -230,7 +230,7 @@ impl Plan {
 
     /// The deliveries for the sinks, grouped by sink ([`Plan::by_sink`]
     /// says which share is whose), each sink's in event order. Call once.
-    pub fn take_fresh(&mut self) -> Vec<Delivery> {
+    pub(crate) fn take_fresh(&mut self) -> Vec<Delivery> {
         let mut out = Vec::new();
         let sinks = self.fanout().map_or(1, |f| f.len());
         for sink in 0..sinks {
@@ -253,13 +253,13 @@ impl Plan {
 
     /// Which sink each share of [`Plan::take_fresh`]'s deliveries goes to:
     /// its index and range, in order.
-    pub fn by_sink(&self) -> &[(usize, Range<usize>)] {
+    pub(crate) fn by_sink(&self) -> &[(usize, Range<usize>)] {
         &self.by_sink
     }
 
     /// The record of each delivery [`Plan::take_fresh`] gave out, in the
     /// same order (`sluice test` shows a record's events beside it).
-    pub fn sent_records(&self) -> Vec<usize> {
+    pub(crate) fn sent_records(&self) -> Vec<usize> {
         self.sent.iter().map(|j| self.events[*j].record).collect()
     }
 
@@ -344,7 +344,7 @@ fn several(sinks: &Option<Arc<Fanout>>) -> Option<&Arc<Fanout>> {
 
 /// A batch's decisions: what the driver makes durable.
 #[derive(Debug)]
-pub struct Settled {
+pub(crate) struct Settled {
     /// Per record; `None`: owed, read again.
     pub fates: Vec<Option<Disposition>>,
     /// Ids of the events the sinks accepted, to record in the window, in
@@ -395,7 +395,7 @@ fn route(
 /// An id's key for one sink: the digest's hash part XORed with the sink's
 /// salt (a bijection, so ids stay apart; the scope, and with it a
 /// partition's key range, is kept).
-pub fn salted(mut d: IdDigest, salt: [u8; 8]) -> IdDigest {
+pub(crate) fn salted(mut d: IdDigest, salt: [u8; 8]) -> IdDigest {
     for (b, s) in d[8..16].iter_mut().zip(salt) {
         *b ^= s;
     }

@@ -40,4 +40,4 @@ pub struct PartitionState {
 }
 
 /// The stages a batch can wait in, for `sluice_commit_blocked_by`.
-pub const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "changelog", "store"];
+pub(crate) const STAGES: &[&str] = &["plugins", "dedup", "sink", "quarantine", "changelog", "store"];

@@ -23,7 +23,7 @@ pub enum Waiting {
     Retry(String),
 }
 
-pub struct CaseSink<'a> {
+pub(crate) struct CaseSink<'a> {
     reader: Reader,
     answers: std::slice::Iter<'a, Recorded>,
     max_attempts: u32,

@@ -7,12 +7,11 @@ use crate::telemetry::stats::Counts;
 use crate::telemetry::{EVENTS, InternalEvent};
 
 /// A batch of a partition passed its doors (the store commit is done).
-pub struct BatchFinished<'a> {
+pub(crate) struct BatchFinished<'a> {
     pub partition: &'a str,
     pub counts: &'a Counts,
     /// From the batch's first record's arrival to its durable commit.
     pub latency_seconds: f64,
-    pub records: usize,
 }
 
 impl InternalEvent for BatchFinished<'_> {
@@ -49,7 +48,7 @@ impl InternalEvent for BatchFinished<'_> {
 /// Counted one by one; logged as `telemetry::repeats` says: the first of a
 /// reason in full, then a count per interval. Each reason is masked
 /// already (`Quarantine::reason_for`).
-pub struct RecordsQuarantined<'a> {
+pub(crate) struct RecordsQuarantined<'a> {
     pub partition: &'a str,
     /// Position, stage and reason of each.
     pub records: &'a [(String, &'static str, String)],
@@ -93,7 +92,7 @@ impl InternalEvent for RecordsQuarantined<'_> {
 /// one to finish: it reads nothing more until one does, so the source holds
 /// the rest (for Kafka, librdkafka stops fetching at its queue bound).
 /// Said when the wait passes `Backpressure::AFTER`, and when it ends.
-pub struct Backpressure<'a> {
+pub(crate) struct Backpressure<'a> {
     pub partition: &'a str,
     pub waiting: bool,
 }
@@ -101,7 +100,7 @@ pub struct Backpressure<'a> {
 impl Backpressure<'_> {
     /// Shorter waits are the ordinary rhythm of a pipeline whose reading is
     /// faster than its delivery; not worth a metric update per batch.
-    pub const AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+    pub(crate) const AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 }
 
 impl InternalEvent for Backpressure<'_> {
@@ -117,7 +116,7 @@ impl InternalEvent for Backpressure<'_> {
 
 /// Where a partition's commit waits, as its driver sees it after each
 /// batch: the first position still owed and the stage its batch is in.
-pub struct CommitBlocked<'a> {
+pub(crate) struct CommitBlocked<'a> {
     pub partition: &'a str,
     pub blocking: Option<(i64, &'static str)>,
 }
@@ -144,7 +143,7 @@ impl InternalEvent for CommitBlocked<'_> {
 /// The state store's volume has less free than `pipeline.state_reserve`:
 /// commits wait (`store::disk_reserve`). Said once when it starts, once when it
 /// ends; the gauges and `/health` follow every reading.
-pub struct StateVolumeFull<'a> {
+pub(crate) struct StateVolumeFull<'a> {
     pub path: &'a std::path::Path,
     /// Free bytes now; `None`: room again.
     pub free: Option<u64>,
@@ -184,7 +183,7 @@ impl InternalEvent for StateVolumeFull<'_> {
 }
 
 /// The committer made one synced write for `writes` batches.
-pub struct GroupCommitted {
+pub(crate) struct GroupCommitted {
     pub writes: usize,
     pub ok: bool,
 }
@@ -202,7 +201,7 @@ impl InternalEvent for GroupCommitted {
 /// The state store's tables by family (`Store::shape`), read by the
 /// store's upkeep every 10 s: whether growth is the dedup window's (it
 /// should level off) or the quarantine's (it grows until replayed).
-pub struct StoreShape<'a> {
+pub(crate) struct StoreShape<'a> {
     /// Family, tables, bytes.
     pub families: &'a [(&'a str, u64, u64)],
 }

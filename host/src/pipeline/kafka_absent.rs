@@ -14,7 +14,7 @@ pub mod repartition {
     use crate::sink::named::Sinks;
 
     /// A repartitioned pipeline's two halves: never, without Kafka.
-    pub struct Sides {
+    pub(crate) struct Sides {
         pub front: Config,
         pub back: Config,
         pub front_sink: Sinks,
@@ -26,7 +26,7 @@ pub mod repartition {
             Ok(None)
         }
 
-        pub fn is_back(&self, _position: &Position) -> bool {
+        pub(crate) fn is_back(&self, _position: &Position) -> bool {
             match self.never {}
         }
     }

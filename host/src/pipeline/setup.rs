@@ -157,7 +157,7 @@ pub fn identity(cfg: &Config) -> Identity {
 }
 
 /// What the driver reads of `cfg` (`driver::Settings`).
-pub fn driver_settings(cfg: &Config) -> driver::Settings {
+pub(crate) fn driver_settings(cfg: &Config) -> driver::Settings {
     driver::Settings {
         pipeline: cfg.pipeline.name.clone(),
         batch_size: cfg.pipeline.batch_size,
@@ -196,7 +196,7 @@ pub fn build_chain(runtime: &Runtime, cfg: &Config) -> Result<Chain, PipelineErr
 /// `plugins[i]`, loaded, pinned and initialised; on its own so `check` can
 /// name every plugin that fails, not the first. `fixed_now` pins the
 /// plugin's clock (`sluice test`); a pipeline passes `None`.
-pub fn build_stage(
+pub(crate) fn build_stage(
     runtime: &Runtime,
     cfg: &Config,
     i: usize,
@@ -247,7 +247,7 @@ pub fn build_stage(
 
 /// The configured sinks, each driven through its retries and breaker, and
 /// the routes over them.
-pub fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, PipelineError> {
+pub(crate) fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, PipelineError> {
     Ok(Sinks::build(&cfg.sinks, &cfg.routes, SinkContext { plugins: runtime })?)
 }
 

@@ -123,7 +123,7 @@ fn compare_events(a: &Event, b: &Event, which: Option<String>) -> Vec<Difference
 
 /// What a shadow run found.
 #[derive(Debug, Default, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub records: u64,
     pub differing: u64,
     /// Records with at least one difference of each kind.
@@ -137,7 +137,7 @@ pub struct Totals {
 
 /// One record whose verdicts differ.
 #[derive(Debug, Serialize)]
-pub struct Differing<'r> {
+pub(crate) struct Differing {
     pub position: String,
     /// The candidate emits what the chain in force rejects.
     pub now_accepted: bool,
@@ -145,14 +145,12 @@ pub struct Differing<'r> {
     /// The record's index in the batch.
     #[serde(skip)]
     pub index: usize,
-    #[serde(skip)]
-    pub record: &'r Record,
 }
 
 /// Where the routes of `f` send each event of two verdicts that both
 /// emit, where that differs: a change of a field a route reads moves an
 /// event between sinks.
-pub fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<Difference> {
+pub(crate) fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<Difference> {
     let (Verdict::Emit(a), Verdict::Emit(b)) = (current, candidate) else { return Vec::new() };
     let names = |mask: crate::route::config::SinkMask| {
         let n: Vec<&str> = (0..f.len()).filter(|s| mask & (1 << s) != 0).map(|s| f.name(s)).collect();
@@ -179,7 +177,7 @@ pub fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) -> Vec<
 }
 
 /// The two chains, run side by side.
-pub struct Shadow {
+pub(crate) struct Shadow {
     pub current: Chain,
     pub candidate: Chain,
     pub totals: Totals,
@@ -191,7 +189,7 @@ pub struct Shadow {
 impl Shadow {
     /// Run `batch` through both chains; `each` sees every record whose
     /// verdicts differ.
-    pub fn run(&mut self, batch: &[Record], mut each: impl FnMut(Differing<'_>)) -> Result<(), PipelineError> {
+    pub fn run(&mut self, batch: &[Record], mut each: impl FnMut(Differing)) -> Result<(), PipelineError> {
         let refs: Vec<&Record> = batch.iter().collect();
         let now = self.current.run_refs(&refs)?;
         let then = self.candidate.run_refs(&refs)?;
@@ -214,7 +212,7 @@ impl Shadow {
             let now_accepted = rejected(a) && matches!(b, Verdict::Emit(_));
             self.totals.now_accepted += now_accepted as u64;
             self.totals.now_rejected += (matches!(a, Verdict::Emit(_)) && rejected(b)) as u64;
-            each(Differing { position: record.position.default_event_id(), now_accepted, differences, index, record });
+            each(Differing { position: record.position.default_event_id(), now_accepted, differences, index });
         }
         Ok(())
     }

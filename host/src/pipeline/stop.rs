@@ -28,7 +28,7 @@ impl Stop {
     pub fn request(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
-    pub fn requested(&self) -> bool {
+    pub(crate) fn requested(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }

@@ -14,18 +14,18 @@ use std::time::SystemTime;
 /// Compiled components kept in memory. A reload keeps the stages' current
 /// digests and a few before them; every entry holds a component's machine
 /// code (a few MiB for the bundled plugins, tens for a Python one).
-pub const MEMORY_ENTRIES: usize = 16;
+pub(crate) const MEMORY_ENTRIES: usize = 16;
 
 /// Compiled artifacts kept on disk, and their total size. Past either, the
 /// least recently used go (a hit refreshes a file's modification time); the
 /// artifact just written always stays.
 pub const DISK_ENTRIES: usize = 64;
-pub const DISK_BYTES: u64 = 1 << 30;
+pub(crate) const DISK_BYTES: u64 = 1 << 30;
 
 /// A small map that forgets its least recently used entry past `cap`.
 /// Look-ups happen at load and reload only, so a linear scan for the
 /// oldest is cheaper than keeping an order.
-pub struct Recent<K, V> {
+pub(crate) struct Recent<K, V> {
     cap: usize,
     clock: u64,
     entries: HashMap<K, (V, u64)>,
@@ -60,7 +60,7 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Recent<K, V> {
 
 /// Mark a disk artifact as just used, so pruning keeps it. Best effort: a
 /// read-only cache still serves its files, it only prunes by write order.
-pub fn touch(file: &Path) {
+pub(crate) fn touch(file: &Path) {
     if let Ok(f) = std::fs::File::options().append(true).open(file) {
         let _ = f.set_modified(SystemTime::now());
     }
@@ -108,7 +108,7 @@ pub fn prune(dir: &Path, keep: &Path, max_entries: usize, max_bytes: u64) -> std
         }
     }
     // Newest first; `keep` is counted ahead of all of them.
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     let mut entries = 1;
     let mut bytes = std::fs::metadata(keep).map(|m| m.len()).unwrap_or(0);
     let mut removed = Vec::new();
@@ -125,7 +125,7 @@ pub fn prune(dir: &Path, keep: &Path, max_entries: usize, max_bytes: u64) -> std
 
 /// Keep only the `keep` most recently used `.cwasm` files of `dir`
 /// (`sluice plugin cache prune`).
-pub fn prune_to(dir: &Path, keep: usize) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn prune_to(dir: &Path, keep: usize) -> std::io::Result<Vec<PathBuf>> {
     // `prune` counts a file it must keep ahead of the rest: none here.
     prune(dir, &dir.join(".none"), keep + 1, u64::MAX)
 }

@@ -68,7 +68,7 @@ impl<S: Stage> Chain<S> {
     /// A chain of no stages whose records' payloads were checked by the
     /// chain that wrote them (the output contract): each is its own event,
     /// its body the payload's bytes, not parsed again.
-    pub fn checked_passthrough() -> Chain<S> {
+    pub(crate) fn checked_passthrough() -> Chain<S> {
         Chain { payloads_checked: true, ..Chain::new(Vec::new()) }
     }
 
@@ -84,7 +84,7 @@ impl<S: Stage> Chain<S> {
 
     /// One verdict per record of `batch`, in order, without copying the
     /// source records: the first stage reads them where they are.
-    pub fn run_refs(&mut self, batch: &[&Record]) -> Result<Vec<Verdict>, PluginError> {
+    pub(crate) fn run_refs(&mut self, batch: &[&Record]) -> Result<Vec<Verdict>, PluginError> {
         Ok(self.judge(batch)?.into_vec())
     }
 

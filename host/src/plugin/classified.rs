@@ -3,7 +3,7 @@
 //! and the WIT bindings, none of which need the others for it.
 
 /// Bytes per record in the packed request (`wit/classifier.wit`).
-pub const RECORD_BYTES: usize = 32;
+pub(crate) const RECORD_BYTES: usize = 32;
 
 /// The request a response answers: what a classifier plugin is asked
 /// about, and what a profile that matches by time reads.

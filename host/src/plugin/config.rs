@@ -97,7 +97,7 @@ fn default_time_limit() -> Duration {
 /// `*.json`, TOML otherwise (what a `[[plugins]]` `config` table holds).
 /// The one reader of `config_file`, `plugin run --config` and `shadow
 /// --plugin-config`.
-pub fn read_table(path: &std::path::Path) -> Result<serde_json::Value, String> {
+pub(crate) fn read_table(path: &std::path::Path) -> Result<serde_json::Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let value = if path.extension().is_some_and(|e| e == "json") {
         serde_json::from_str::<serde_json::Value>(&text)
@@ -120,7 +120,7 @@ pub fn read_table(path: &std::path::Path) -> Result<serde_json::Value, String> {
 impl PluginConfig {
     /// `config_file`'s table into `config`, once the paths are absolute.
     /// `i`: the plugin's place in `[[plugins]]`, for the keys named.
-    pub fn read_config_file(&mut self, i: usize, p: &mut Problems) {
+    pub(crate) fn read_config_file(&mut self, i: usize, p: &mut Problems) {
         let Some(file) = &self.config_file else { return };
         if self.config.as_object().is_some_and(|o| !o.is_empty()) {
             p.add(&format!("plugins[{i}].config_file"), "give config or config_file, not both".into());
@@ -133,7 +133,7 @@ impl PluginConfig {
     }
 
     /// `i`: the plugin's place in `[[plugins]]`, for the keys named.
-    pub fn validate(&self, i: usize, p: &mut Problems) {
+    pub(crate) fn validate(&self, i: usize, p: &mut Problems) {
         if !self.path.is_file() {
             p.add(&format!("plugins[{i}].path"), format!("{}: no such file", self.path.display()));
         }

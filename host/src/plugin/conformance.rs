@@ -28,7 +28,7 @@ use serde::Deserialize;
 use crate::record::{Outcome, Position, Record};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CaseError {
+pub(crate) enum CaseError {
     #[error("case {path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -63,7 +63,7 @@ pub struct Case {
 
 /// A case's `now` (RFC 3339) as nanoseconds since the epoch: the clock the
 /// plugins of a plugin case and of a config case see alike.
-pub fn parse_now(now: Option<&str>) -> Result<Option<i64>, String> {
+pub(crate) fn parse_now(now: Option<&str>) -> Result<Option<i64>, String> {
     now.map(|t| {
         sluice_guest::time::Format::rfc3339().parse(t, 0).map_err(|e| format!("now {t:?} is not an RFC 3339 time: {e}"))
     })
@@ -203,7 +203,7 @@ impl Expect {
 impl Case {
     /// The older words this case is written in, each with what to write
     /// instead: empty for a case in the one vocabulary.
-    pub fn old_words(&self) -> Vec<(&'static str, &'static str)> {
+    pub(crate) fn old_words(&self) -> Vec<(&'static str, &'static str)> {
         let mut old = Vec::new();
         if let Expect::Written(Written::Outcomes(_)) = &self.expect {
             old.push(("{\"outcomes\": [...]}", "a list, one per record"));
@@ -229,7 +229,7 @@ use super::expect::ExpectEvent;
 
 /// Every `*.json` of `dir`, sorted by name, as `T` (a conformance case
 /// here; a config case for `sluice test`).
-pub fn load_dir<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<(String, T)>, CaseError> {
+pub(crate) fn load_dir<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<(String, T)>, CaseError> {
     let invalid = |path: &Path, message: String| CaseError::Invalid { path: path.to_path_buf(), message };
     let entries = std::fs::read_dir(dir).map_err(|e| invalid(dir, e.to_string()))?;
     let mut paths: Vec<PathBuf> =

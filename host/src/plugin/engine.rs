@@ -126,7 +126,7 @@ impl Runtime {
     /// `$XDG_CACHE_HOME/sluice/plugins`. One place decides it, so that
     /// `run`, `check`, `shadow` and a reload find what `plugin test`
     /// compiled.
-    pub fn default_cache_dir() -> Option<PathBuf> {
+    pub(crate) fn default_cache_dir() -> Option<PathBuf> {
         match std::env::var_os("SLUICE_PLUGIN_CACHE") {
             Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
             _ => dirs::cache_dir().map(|d| d.join("sluice").join("plugins")),
@@ -152,7 +152,7 @@ impl Runtime {
 
     /// Which contract version a compiled component speaks, or why it speaks
     /// none that this host runs.
-    pub fn contract_of(&self, component: &Component) -> Result<Contract, String> {
+    pub(crate) fn contract_of(&self, component: &Component) -> Result<Contract, String> {
         let instance_pre = self.linker.instantiate_pre(component).map_err(|e| format!("{e:#}"))?;
         Pre::detect(instance_pre).map(|pre| pre.contract())
     }

@@ -55,7 +55,7 @@ fn instant<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Er
 impl ExpectEvent {
     /// Where the route a plugin named (names joined by `,`) differs from
     /// `sinks`, when the case names them.
-    pub fn check_route(&self, route: Option<&[u8]>) -> Result<(), String> {
+    pub(crate) fn check_route(&self, route: Option<&[u8]>) -> Result<(), String> {
         let Some(want) = &self.sinks else { return Ok(()) };
         let got: Vec<String> = route
             .map(|r| r.split(|b| *b == b',').map(|n| String::from_utf8_lossy(n).into_owned()).collect())
@@ -106,7 +106,7 @@ fn show_id(id: Option<&str>) -> String {
 }
 
 /// RFC 3339, whichever way the case wrote it: one way to read both sides.
-pub fn show_time(ns: Option<i64>) -> String {
+pub(crate) fn show_time(ns: Option<i64>) -> String {
     ns.map_or("none".into(), |ns| format!("{:?}", sluice_guest::time::format_rfc3339(ns)))
 }
 

@@ -15,17 +15,17 @@ use regex::Regex;
 use sluice_guest::time::Format;
 
 /// Live `time-format`s per instance.
-pub const MAX_TIME_FORMATS: usize = 64;
+pub(crate) const MAX_TIME_FORMATS: usize = 64;
 /// Live `patterns` sets per instance.
-pub const MAX_PATTERN_SETS: usize = 16;
+pub(crate) const MAX_PATTERN_SETS: usize = 16;
 /// Patterns in one set.
-pub const MAX_PATTERNS: usize = 256;
+pub(crate) const MAX_PATTERNS: usize = 256;
 /// The compiled size of one pattern (the regex crate's own limit).
-pub const MAX_PATTERN_BYTES: usize = 1 << 20;
+pub(crate) const MAX_PATTERN_BYTES: usize = 1 << 20;
 
 /// What an instance holds of the helpers, counted against the caps.
 #[derive(Default)]
-pub struct HelperState {
+pub(crate) struct HelperState {
     pub time_formats: usize,
     pub pattern_sets: usize,
     /// The batch a call of `process` is handling, lent for that call only:
@@ -47,7 +47,7 @@ pub struct HelperState {
 /// The payloads of a batch as the host holds them, for a plugin that has
 /// them on demand: handles to the records' own bytes (a reference count
 /// each, no copy).
-pub struct HeldPayloads(pub Vec<bytes::Bytes>);
+pub(crate) struct HeldPayloads(pub Vec<bytes::Bytes>);
 
 impl BatchPayloads for HeldPayloads {
     fn count(&self) -> usize {
@@ -62,7 +62,7 @@ impl BatchPayloads for HeldPayloads {
 /// The payloads of a batch as the host lent them to the guest: the same
 /// bytes the guest reads as `record.payload`, so a per-batch helper's
 /// answer for record `i` is the per-record helper's answer for its payload.
-pub trait BatchPayloads: Send + Sync {
+pub(crate) trait BatchPayloads: Send + Sync {
     fn count(&self) -> usize;
     fn payload(&self, i: usize) -> &[u8];
 }
@@ -72,7 +72,7 @@ pub struct TimeFormat(pub Format);
 
 /// A format's name or pattern, or its JSON table (`{"format": …, "zone":
 /// …}`): the same forms a plugin config takes.
-pub fn compile_time_format(spec: &str) -> Result<TimeFormat, String> {
+pub(crate) fn compile_time_format(spec: &str) -> Result<TimeFormat, String> {
     let format = if spec.trim_start().starts_with('{') {
         serde_json::from_str::<Format>(spec).map_err(|e| e.to_string())?
     } else {
@@ -91,7 +91,7 @@ impl TimeFormat {
 /// its capture names.
 pub struct Patterns(Vec<Regex>);
 
-pub fn compile_patterns(patterns: &[String]) -> Result<Patterns, String> {
+pub(crate) fn compile_patterns(patterns: &[String]) -> Result<Patterns, String> {
     if patterns.is_empty() {
         return Err("give at least one pattern".into());
     }
@@ -116,7 +116,7 @@ pub fn compile_patterns(patterns: &[String]) -> Result<Patterns, String> {
 impl Patterns {
     /// The first pattern that matches, with its named captures that took
     /// part, in the pattern's order.
-    pub fn first_match(&self, line: &str) -> Option<(u32, Vec<(String, String)>)> {
+    pub(crate) fn first_match(&self, line: &str) -> Option<(u32, Vec<(String, String)>)> {
         self.0.iter().enumerate().find_map(|(i, re)| {
             let caps = re.captures(line)?;
             let named = re
@@ -131,7 +131,7 @@ impl Patterns {
 
 /// The JSON text at each dotted path of the object `payload`, none where
 /// it holds nothing.
-pub fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>, String> {
+pub(crate) fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>, String> {
     sluice_guest::batch_fields::check_paths(paths)?;
     // One parse; the output check words what is wrong only when it is.
     let value = match serde_json::from_slice::<serde_json::Value>(payload) {
@@ -156,7 +156,7 @@ pub fn json_get(payload: &[u8], paths: &[String]) -> Result<Vec<Option<String>>,
 
 /// None when `payload` is one JSON object in UTF-8: the host's output
 /// check, the very rule every event body meets.
-pub fn json_object_check(payload: &[u8]) -> Option<String> {
+pub(crate) fn json_object_check(payload: &[u8]) -> Option<String> {
     sluice_guest::output_rules::body_breach(payload)
 }
 
@@ -170,7 +170,7 @@ pub fn logfmt(line: &[u8]) -> Vec<(String, Option<String>)> {
 /// The pairs of a logfmt line as one JSON object's text: values strings,
 /// a bare key `true`, the last of a repeated key kept (in the place of
 /// its first).
-pub fn logfmt_object(line: &[u8]) -> String {
+pub(crate) fn logfmt_object(line: &[u8]) -> String {
     let mut out = Vec::with_capacity(line.len() + 16);
     write_logfmt_object(line, &mut out);
     // Valid UTF-8: JSON text written from `str`s.
@@ -185,7 +185,7 @@ pub fn logfmt_object(line: &[u8]) -> String {
 /// instance's memory limit, which the guest could not hold anyway) it
 /// stops, with an error naming the limit, and the SDK asks record by
 /// record instead.
-pub fn logfmt_batch(batch: Option<&dyn BatchPayloads>, limit: usize) -> Result<String, String> {
+pub(crate) fn logfmt_batch(batch: Option<&dyn BatchPayloads>, limit: usize) -> Result<String, String> {
     let Some(batch) = batch else { return Ok(String::new()) };
     let n = batch.count();
     let bytes: usize = (0..n).map(|i| batch.payload(i).len() + 16).sum();
@@ -209,7 +209,7 @@ pub fn logfmt_batch(batch: Option<&dyn BatchPayloads>, limit: usize) -> Result<S
 /// per record whether its payload is one JSON object. The SDK's
 /// `pack_json_fields` is the one implementation, here as in a plugin's
 /// native tests.
-pub fn json_get_batch(
+pub(crate) fn json_get_batch(
     batch: Option<&dyn BatchPayloads>,
     paths: &[String],
     limit: usize,

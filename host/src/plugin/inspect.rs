@@ -9,7 +9,7 @@ use super::engine::Runtime;
 use super::error::PluginError;
 
 /// The WIT package every first-party SDK targets.
-pub const WIT_PACKAGE: &str = "sluice:plugin";
+pub(crate) const WIT_PACKAGE: &str = "sluice:plugin";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Inspection {

@@ -67,7 +67,7 @@ impl Isolated {
     }
 
     /// [`Isolated::process`] over borrowed records.
-    pub fn process_refs(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
+    pub(crate) fn process_refs(&mut self, batch: &[&Record]) -> Result<Vec<Outcome>, PluginError> {
         let outcomes = self.process_kept(Inputs::sources(batch), false)?;
         Ok(outcomes.into_iter().zip(batch).map(|(o, r)| o.resolve(r)).collect())
     }

@@ -18,7 +18,7 @@ use wasmtime_wasi_io::streams::{OutputStream, StreamResult};
 const STDERR_TAIL: usize = 4096;
 
 /// The data of one plugin instance's store.
-pub struct StoreState {
+pub(crate) struct StoreState {
     pub(super) plugin_name: Arc<str>,
     wasi: WasiCtx,
     /// WASI's resources, and the helpers' compiled formats and patterns.

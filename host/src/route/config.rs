@@ -8,11 +8,11 @@ use super::test::Test;
 
 /// Sinks as bits of a mask, by their index in the pipeline's list: at most
 /// [`MAX_SINKS`].
-pub type SinkMask = u64;
-pub const MAX_SINKS: usize = 64;
+pub(crate) type SinkMask = u64;
+pub(crate) const MAX_SINKS: usize = 64;
 
 /// The name a single `[sink]` has: its ids are keyed as they always were.
-pub const DEFAULT_SINK: &str = "default";
+pub(crate) const DEFAULT_SINK: &str = "default";
 
 /// One rule: a condition on a field of the event's body, and the sinks an
 /// event that meets it goes to. Rules are read in order; the first that
@@ -65,7 +65,7 @@ impl RouteConfig {
     /// under routes[i], message)`.
     /// Every problem, keyed under the rule (`routes[i]`); `names`: the
     /// config's sinks.
-    pub fn validate(&self, names: &[String], p: &mut Problems) {
+    pub(crate) fn validate(&self, names: &[String], p: &mut Problems) {
         if let Err(m) = self.test() {
             let (key, message) = m.split_once(": ").map_or(("", m.clone()), |(k, v)| (k, v.to_string()));
             p.add(key, message);

@@ -39,7 +39,7 @@ pub struct Fanout {
 /// [`DEFAULT_SINK`] (a pipeline that had one `[sink]` keeps its window),
 /// the name's digest for any other. XORed into the id's digest, not its
 /// scope, so a partition's ids stay one key range.
-pub fn salt(name: &str) -> [u8; 8] {
+pub(crate) fn salt(name: &str) -> [u8; 8] {
     if name == DEFAULT_SINK {
         return [0; 8];
     }
@@ -89,7 +89,7 @@ impl Fanout {
     }
 
     /// The name, shared (a quarantine entry keeps it).
-    pub fn name_arc(&self, sink: usize) -> Arc<str> {
+    pub(crate) fn name_arc(&self, sink: usize) -> Arc<str> {
         self.names.get(sink).cloned().unwrap_or_else(|| Arc::from("?"))
     }
 
@@ -100,17 +100,17 @@ impl Fanout {
     }
 
     /// The index of the sink named `name`.
-    pub fn index_of(&self, name: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| &**n == name)
     }
 
-    pub fn salt(&self, sink: usize) -> [u8; 8] {
+    pub(crate) fn salt(&self, sink: usize) -> [u8; 8] {
         self.salts.get(sink).copied().unwrap_or_default()
     }
 
     /// Whether every event goes to the one sink: the plan then does what
     /// it did before sinks had names.
-    pub fn is_single(&self) -> bool {
+    pub(crate) fn is_single(&self) -> bool {
         self.names.len() == 1
     }
 
@@ -118,7 +118,7 @@ impl Fanout {
     /// contract carries them), over the config's routes. A name no sink
     /// has is an error naming it and the sinks there are: the record goes
     /// to the quarantine, never to a sink it was not meant for.
-    pub fn mask_of(&self, route: &[u8]) -> Result<SinkMask, String> {
+    pub(crate) fn mask_of(&self, route: &[u8]) -> Result<SinkMask, String> {
         let mut mask: SinkMask = 0;
         for name in route.split(|b| *b == b',') {
             match self.names.iter().position(|n| n.as_bytes() == name) {
@@ -140,7 +140,7 @@ impl Fanout {
     }
 
     /// Where an event goes: the sinks its plugin named, else the routes'.
-    pub fn sinks_of(&self, event: &crate::record::Event) -> Result<SinkMask, String> {
+    pub(crate) fn sinks_of(&self, event: &crate::record::Event) -> Result<SinkMask, String> {
         match &event.sinks {
             Some(route) => self.mask_of(route),
             None => Ok(self.sinks_for(&event.body)),
@@ -149,7 +149,7 @@ impl Fanout {
 
     /// The sinks an event with `body` (one JSON value) goes to. The body
     /// is parsed only when a rule reads a field.
-    pub fn sinks_for(&self, body: &[u8]) -> SinkMask {
+    pub(crate) fn sinks_for(&self, body: &[u8]) -> SinkMask {
         if self.rules.is_empty() {
             return self.all;
         }

@@ -86,7 +86,7 @@ impl State {
 
 /// What a caller may do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permit {
+pub(crate) enum Permit {
     /// Send.
     Send,
     /// Send: this request is the probe. Report its result, or `abandon`.
@@ -123,7 +123,7 @@ impl Breaker {
         self.state
     }
 
-    pub fn permit(&mut self, now: Instant) -> (Permit, Option<Transition>) {
+    pub(crate) fn permit(&mut self, now: Instant) -> (Permit, Option<Transition>) {
         match self.state {
             State::Closed { .. } => (Permit::Send, None),
             State::Open { until, pause } if now >= until => {
@@ -179,7 +179,7 @@ impl Breaker {
 
     /// The probe was never sent (its caller was stopped): let the next
     /// caller probe at once.
-    pub fn abandon_probe(&mut self, now: Instant) {
+    pub(crate) fn abandon_probe(&mut self, now: Instant) {
         if let State::Probing { pause } = self.state {
             self.state = State::Open { until: now, pause };
         }

@@ -71,7 +71,7 @@ fn identifier(s: &str) -> bool {
 impl ClickhouseSinkConfig {
     /// Every problem, keyed under `[sink]`: its own keys', then the http
     /// sink's it is.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if !identifier(&self.database) {
             p.add("database", format!("{:?}: letters, digits and _ only", self.database));
         }

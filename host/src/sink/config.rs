@@ -57,7 +57,7 @@ impl SinkConfig {
 
     /// [`SinkConfig::build`], labelled with its name when it is one of
     /// several (`[[sinks]]`).
-    pub fn build_named(&self, name: Option<&str>, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
+    pub(crate) fn build_named(&self, name: Option<&str>, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
         // Only the HTTP sinks load a plugin (a classifier).
         #[cfg(not(feature = "http"))]
         let _ = ctx;
@@ -127,7 +127,7 @@ impl SinkConfig {
     }
 
     /// Every problem, keyed under `[sink]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         match self {
             SinkConfig::File { path, guard } => {
                 let dir = path.parent().unwrap_or(Path::new("."));
@@ -149,7 +149,7 @@ impl SinkConfig {
 
     /// Relative paths made absolute against the config file's folder, and
     /// environment overrides' `_` read as `.` in Kafka property names.
-    pub fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
+    pub(crate) fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
         match self {
             SinkConfig::File { path, .. } => *path = abs(path),
             SinkConfig::Kafka(k) => k.absolutize(abs),
@@ -185,7 +185,7 @@ pub struct NamedSinkConfig {
 
 impl NamedSinkConfig {
     /// Every problem, keyed under `sinks[i]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         self.sink.validate(p);
         let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
         if self.name.is_empty() || !self.name.chars().all(ok) {

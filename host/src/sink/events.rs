@@ -6,14 +6,14 @@ use metrics::{counter, gauge, histogram};
 use crate::telemetry::{EVENTS, InternalEvent};
 
 /// A sink's circuit breaker changed state.
-pub struct BreakerChanged<'a> {
+pub(crate) struct BreakerChanged<'a> {
     pub sink: &'a str,
     pub transition: crate::sink::breaker::Transition,
 }
 
 impl BreakerChanged<'_> {
     /// A new sink starts closed; the gauge says so from the first scrape.
-    pub fn initial(sink: &str) {
+    pub(crate) fn initial(sink: &str) {
         gauge!("sluice_breaker_state", "sink" => sink.to_string()).set(0.0);
     }
 }
@@ -49,7 +49,7 @@ impl InternalEvent for BreakerChanged<'_> {
 
 /// One call into a sink: its requests and how the backend answered each
 /// event.
-pub struct SinkRequests<'a> {
+pub(crate) struct SinkRequests<'a> {
     pub sink: &'a str,
     pub attempt: &'a crate::sink::Attempt,
     pub seconds: f64,
@@ -114,7 +114,7 @@ impl InternalEvent for SinkRequests<'_> {
 }
 
 /// A sink's request bytes were lowered after the backend answered 413.
-pub struct BatchBytesLowered<'a> {
+pub(crate) struct BatchBytesLowered<'a> {
     pub sink: &'a str,
     pub from: u64,
     pub to: u64,

@@ -128,7 +128,7 @@ impl Sink for FileSink {
 }
 
 /// Standard output: flushed, not durable (for trying things out).
-pub struct StdoutSink;
+pub(crate) struct StdoutSink;
 
 impl Sink for StdoutSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {

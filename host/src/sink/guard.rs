@@ -23,7 +23,7 @@ pub struct GuardConfig {
 
 impl GuardConfig {
     /// Every problem, keyed under `[sink]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.retry.max_attempts == 0 {
             p.add("retry.max_attempts", "must be at least 1".into());
         }

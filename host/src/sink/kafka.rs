@@ -50,7 +50,7 @@ fn default_timeout() -> Duration {
 }
 
 /// Properties the sink's guarantee depends on.
-pub const OWNED: [(&str, &str); 3] = [
+pub(crate) const OWNED: [(&str, &str); 3] = [
     ("acks", "the sink's guarantee depends on it"),
     ("enable.idempotence", "the sink's guarantee depends on it"),
     ("bootstrap.servers", "use sink.brokers"),
@@ -58,7 +58,7 @@ pub const OWNED: [(&str, &str); 3] = [
 
 impl KafkaSinkConfig {
     /// Every problem, keyed under `[sink]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.topic.is_empty() || !self.topic.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
             p.add("topic", format!("{:?} is not a valid topic name", self.topic));
         }
@@ -68,13 +68,13 @@ impl KafkaSinkConfig {
 
     /// Paths made absolute; `_` in property names from the environment
     /// read as `.`.
-    pub fn absolutize(&mut self, abs: &dyn Fn(&std::path::Path) -> std::path::PathBuf) {
+    pub(crate) fn absolutize(&mut self, abs: &dyn Fn(&std::path::Path) -> std::path::PathBuf) {
         self.connection.absolutize(abs);
     }
 }
 
 #[cfg(feature = "kafka")]
-pub struct KafkaSink {
+pub(crate) struct KafkaSink {
     producer: FutureProducer,
     topic: String,
     payload: Payload,
@@ -101,7 +101,7 @@ impl KafkaSink {
 
 #[cfg(feature = "kafka")]
 /// Errors about the record itself are final; the rest is the cluster's.
-pub fn answer_for(e: &KafkaError) -> Answer {
+pub(crate) fn answer_for(e: &KafkaError) -> Answer {
     let code = e.rdkafka_error_code();
     match code {
         Some(
@@ -139,7 +139,7 @@ pub fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
 #[cfg(feature = "kafka")]
 /// `topic`'s metadata through `producer`: the brokers answer, take the
 /// credentials, and know the topic.
-pub fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, String> {
+pub(crate) fn probe_topic(producer: &FutureProducer, topic: &str) -> Result<String, String> {
     use rdkafka::producer::Producer;
     let md = producer
         .client()

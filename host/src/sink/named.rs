@@ -61,7 +61,7 @@ impl Sinks {
     }
 
     /// Whether any sink's breaker is open (the watchdog's "late").
-    pub fn breaker_open(&self) -> bool {
+    pub(crate) fn breaker_open(&self) -> bool {
         self.list.iter().any(|(_, s)| s.breaker_open())
     }
 

@@ -108,7 +108,7 @@ fn quoted(name: &str) -> String {
 impl PostgresSinkConfig {
     /// Every problem, keyed under `[sink]` (of its own keys the first: a
     /// table name is not read further once the URL is bad).
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         p.add_first(self.first_problem());
         self.guard.validate(p);
     }
@@ -190,7 +190,7 @@ struct Conn {
 }
 
 #[cfg(feature = "postgres")]
-pub struct PostgresSink {
+pub(crate) struct PostgresSink {
     cfg: PostgresSinkConfig,
     connect: postgres::Config,
     tls: Tls,

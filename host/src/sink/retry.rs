@@ -53,13 +53,13 @@ fn default_max() -> Duration {
 
 impl RetryConfig {
     /// The ceiling of round `round`'s wait (0 = after the first failure).
-    pub fn ceiling(&self, round: u32) -> Duration {
+    pub(crate) fn ceiling(&self, round: u32) -> Duration {
         let factor = 1u32.checked_shl(round.min(31)).unwrap_or(u32::MAX);
         self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
     }
 
     /// The wait before round `round + 1`, given a uniform sample in [0, 1).
-    pub fn backoff_with(&self, round: u32, unit: f64) -> Duration {
+    pub(crate) fn backoff_with(&self, round: u32, unit: f64) -> Duration {
         let d = self.ceiling(round);
         d / 2 + (d / 2).mul_f64(unit.clamp(0.0, 1.0))
     }

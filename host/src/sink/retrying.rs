@@ -40,7 +40,7 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// The longest `Retry-After` honoured: a backend that asks for a day is
 /// more likely wrong than right, and a quarter of an hour is already lag
 /// an operator's alert sees.
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
+pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
 
 impl RetryingSink {
     pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> RetryingSink {
@@ -75,7 +75,7 @@ impl RetryingSink {
     /// Whether the breaker lets nothing through now (open, or its one
     /// probe out): what makes a partition waiting in the sink late rather
     /// than stalled.
-    pub fn breaker_open(&self) -> bool {
+    pub(crate) fn breaker_open(&self) -> bool {
         !matches!(self.breaker().state(), super::breaker::State::Closed { .. })
     }
 

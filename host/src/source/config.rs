@@ -55,7 +55,7 @@ fn default_poll() -> Duration {
 }
 
 impl FileSourceConfig {
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.paths.is_empty() {
             p.add("source.paths", "name at least one path or glob".into());
         }
@@ -74,7 +74,7 @@ impl FileSourceConfig {
 }
 
 impl SourceConfig {
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         match self {
             SourceConfig::File(f) => f.validate(p),
             SourceConfig::Kafka(k) => {
@@ -87,14 +87,14 @@ impl SourceConfig {
     }
 
     /// The consumer group of a Kafka source.
-    pub fn kafka_group(&self) -> Option<&str> {
+    pub(crate) fn kafka_group(&self) -> Option<&str> {
         match self {
             SourceConfig::Kafka(k) => Some(&k.group_id),
             SourceConfig::File(_) => None,
         }
     }
 
-    pub fn is_kafka(&self) -> bool {
+    pub(crate) fn is_kafka(&self) -> bool {
         matches!(self, SourceConfig::Kafka(_))
     }
 }

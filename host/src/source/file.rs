@@ -39,7 +39,7 @@ pub enum SourceError {
 }
 
 /// Every file matched by `patterns` (paths or globs), sorted, deduplicated.
-pub fn discover(patterns: &[String]) -> Result<Vec<PathBuf>, SourceError> {
+pub(crate) fn discover(patterns: &[String]) -> Result<Vec<PathBuf>, SourceError> {
     let mut files = Vec::new();
     for pattern in patterns {
         let paths = glob::glob(pattern)
@@ -253,7 +253,7 @@ impl FilePartition {
 
     /// End each batch at `bytes` of lines (after the line that crosses it;
     /// a batch always has at least one line).
-    pub fn with_batch_bytes(mut self, bytes: u64) -> Self {
+    pub(crate) fn with_batch_bytes(mut self, bytes: u64) -> Self {
         self.max_batch_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).max(1);
         self
     }
@@ -328,7 +328,7 @@ impl FilePartition {
     ///   from the start as the next generation. Lines written between our
     ///   last read and the truncation exist only in the copy: the same
     ///   window every tailer has with copytruncate; prefer rename rotation.
-    pub fn follow_rotation(&mut self) -> Result<bool, SourceError> {
+    pub(crate) fn follow_rotation(&mut self) -> Result<bool, SourceError> {
         if !self.queue.is_empty() {
             return Ok(false);
         }
@@ -360,7 +360,7 @@ impl FilePartition {
     /// the end of a file already finished (a rotation whose new file was
     /// still empty): the checkpoint must then name *that* file, or a restart
     /// would seek the new file to the old file's offset and skip its start.
-    pub fn checkpoint_for(&mut self, committed: u64) -> Checkpoint {
+    pub(crate) fn checkpoint_for(&mut self, committed: u64) -> Checkpoint {
         let (generation, offset) = unpack(committed);
         self.retired.retain(|f| f.generation >= generation);
         let file = std::iter::once(&self.current)

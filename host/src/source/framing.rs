@@ -30,7 +30,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// A reader whose input begins at byte `offset` of its file.
-    pub fn starting_at(inner: R, offset: u64) -> Self {
+    pub(crate) fn starting_at(inner: R, offset: u64) -> Self {
         LineReader { inner, offset, after_cr: false, partial: Vec::new(), partial_start: offset }
     }
 
@@ -44,7 +44,7 @@ impl<R: BufRead> LineReader<R> {
     /// [`LineReader::next_line`], the line's bytes appended to `out`; returns
     /// where the line starts in the input. A batch frames all its lines into
     /// one buffer this way: one allocation per batch, not per line.
-    pub fn next_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+    pub(crate) fn next_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
         match self.next_complete_line_into(out)? {
             Some(offset) => Ok(Some(offset)),
             None => Ok(self.take_partial_into(out)),
@@ -56,7 +56,7 @@ impl<R: BufRead> LineReader<R> {
     /// last line end are kept, not returned (nothing is left in `out`): a
     /// file still being written may be in the middle of a line, and the
     /// rest of it comes with the next read.
-    pub fn next_complete_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+    pub(crate) fn next_complete_line_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
         let begin = out.len();
         let start = if self.partial.is_empty() {
             let buf = self.inner.fill_buf()?;
@@ -110,7 +110,7 @@ impl<R: BufRead> LineReader<R> {
     /// The bytes after the last line end, as a final line appended to `out`
     /// (the input is finished: a rotated file, or the end of a file not
     /// followed); returns where it starts.
-    pub fn take_partial_into(&mut self, out: &mut Vec<u8>) -> Option<u64> {
+    pub(crate) fn take_partial_into(&mut self, out: &mut Vec<u8>) -> Option<u64> {
         if self.partial.is_empty() {
             return None;
         }
@@ -131,7 +131,7 @@ impl<R: BufRead> LineReader<R> {
         self.offset
     }
 
-    pub fn get_ref(&self) -> &R {
+    pub(crate) fn get_ref(&self) -> &R {
         &self.inner
     }
 }

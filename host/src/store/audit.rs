@@ -28,15 +28,15 @@ use super::{CF_META, Store, StoreError};
 use crate::record::Position;
 
 /// The byte after an id's key that marks its absorbed duplicate's trail.
-pub const ABSORBED: u8 = b'd';
+pub(crate) const ABSORBED: u8 = b'd';
 const VERSION: u8 = 1;
-pub const TRAIL_BYTES: usize = 29;
+pub(crate) const TRAIL_BYTES: usize = 29;
 const CONTEXT_PREFIX: &str = "audit/context/";
 const ORIGIN_PREFIX: &str = "audit/origin/";
 
 /// Where and when one event passed its door.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Trail {
+pub(crate) struct Trail {
     /// Unix nanoseconds of the write that recorded it.
     pub at_nanos: i64,
     pub context: u32,
@@ -48,7 +48,7 @@ pub struct Trail {
 }
 
 impl Trail {
-    pub fn encode(&self) -> [u8; TRAIL_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; TRAIL_BYTES] {
         let mut b = [0u8; TRAIL_BYTES];
         b[0] = VERSION;
         b[1..9].copy_from_slice(&self.at_nanos.to_be_bytes());
@@ -93,7 +93,7 @@ pub struct Context {
 
 /// Where records come from: a topic or a file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// `kafka` or `file`.
     pub kind: String,
     pub name: String,
@@ -101,7 +101,7 @@ pub struct Origin {
 
 /// The interned contexts and origins, loaded from `meta` at first use.
 #[derive(Default)]
-pub struct Book {
+pub(crate) struct Book {
     loaded: bool,
     contexts: HashMap<Context, u32>,
     origins: HashMap<Origin, u32>,
@@ -109,7 +109,7 @@ pub struct Book {
 
 /// The origin of a record (a topic's partition, or a file) and its
 /// position there, as a trail keeps them.
-pub fn origin_of(position: &Position) -> (Origin, u32, u64) {
+pub(crate) fn origin_of(position: &Position) -> (Origin, u32, u64) {
     match position {
         Position::Kafka { topic, partition, offset } => {
             (Origin { kind: "kafka".into(), name: format!("{topic}/{partition}") }, *partition as u32, *offset as u64)
@@ -138,7 +138,7 @@ impl Store {
 
     /// Every interned context and origin, by number (`sluice audit`).
     #[allow(clippy::type_complexity)]
-    pub fn audit_names(&self) -> Result<(HashMap<u32, Context>, HashMap<u32, Origin>), StoreError> {
+    pub(crate) fn audit_names(&self) -> Result<(HashMap<u32, Context>, HashMap<u32, Origin>), StoreError> {
         let meta = self.cf(CF_META)?;
         let mut contexts = HashMap::new();
         let mut origins = HashMap::new();
@@ -166,12 +166,12 @@ impl Store {
     }
 
     /// The number of `context`, written (synced) the first time it is seen.
-    pub fn intern_context(&self, context: &Context) -> Result<u32, StoreError> {
+    pub(crate) fn intern_context(&self, context: &Context) -> Result<u32, StoreError> {
         self.intern(context, CONTEXT_PREFIX, |b| &mut b.contexts)
     }
 
     /// The number of `origin`, written (synced) the first time it is seen.
-    pub fn intern_origin(&self, origin: &Origin) -> Result<u32, StoreError> {
+    pub(crate) fn intern_origin(&self, origin: &Origin) -> Result<u32, StoreError> {
         self.intern(origin, ORIGIN_PREFIX, |b| &mut b.origins)
     }
 

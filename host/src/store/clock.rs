@@ -30,12 +30,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const REPORT_SKEW_SECS: i64 = 30;
 
 /// The wall clock, in seconds since the epoch (0 before it).
-pub fn wall_secs() -> u64 {
+pub(crate) fn wall_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 #[derive(Debug)]
-pub struct WindowClock {
+pub(crate) struct WindowClock {
     /// Seconds since the epoch at `started`.
     base_secs: u64,
     started: Instant,

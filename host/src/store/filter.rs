@@ -32,9 +32,9 @@ use crate::custody::ids::IdDigest;
 
 /// Bits of filter per id a segment is sized for: about 2 bytes per id, and
 /// a false positive rate near 0.1% at that fill.
-pub const BITS_PER_ID: usize = 16;
+pub(crate) const BITS_PER_ID: usize = 16;
 /// The smallest segment, in ids (128 KiB of bits).
-pub const MIN_IDS: usize = 1 << 16;
+pub(crate) const MIN_IDS: usize = 1 << 16;
 
 /// One split-block Bloom filter.
 struct Segment {
@@ -117,7 +117,7 @@ pub struct FilterStats {
 /// The filters of every live bucket, shared by every partition's front
 /// (look-ups) and back (inserts): one lock taken per batch, not per id.
 #[derive(Default)]
-pub struct IdFilter {
+pub(crate) struct IdFilter {
     buckets: RwLock<BTreeMap<u64, Arc<Bucket>>>,
 }
 
@@ -169,18 +169,13 @@ impl IdFilter {
 
     /// For each digest, whether `bucket` may hold it (`false`: it does
     /// not). A bucket without a filter may hold anything.
-    pub fn may_contain(&self, bucket: u64, digests: &[IdDigest], out: &mut Vec<bool>) {
+    pub(crate) fn may_contain(&self, bucket: u64, digests: &[IdDigest], out: &mut Vec<bool>) {
         out.clear();
         let b = self.buckets.read().unwrap_or_else(|p| p.into_inner()).get(&bucket).cloned();
         match b {
             Some(b) => out.extend(digests.iter().map(|d| b.may_contain(d))),
             None => out.resize(digests.len(), false),
         }
-    }
-
-    /// Whether `bucket` has a filter (it was created or filled since open).
-    pub fn has(&self, bucket: u64) -> bool {
-        self.buckets.read().map(|b| b.contains_key(&bucket)).unwrap_or(false)
     }
 
     /// Start `bucket`'s filter sized for `ids` (what the store holds for it
@@ -191,7 +186,7 @@ impl IdFilter {
     }
 
     /// Drop `bucket`'s filter with its column family.
-    pub fn drop_bucket(&self, bucket: u64) {
+    pub(crate) fn drop_bucket(&self, bucket: u64) {
         self.buckets.write().unwrap_or_else(|p| p.into_inner()).remove(&bucket);
     }
 

@@ -27,7 +27,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// What each way on costs, said with every refusal.
-pub const WAYS_ON: &str = "sluice will not start over a store it cannot read: starting empty would deliver again \
+pub(crate) const WAYS_ON: &str = "sluice will not start over a store it cannot read: starting empty would deliver again \
      every record it could no longer tell it had delivered. Either (1) restore the folder from a backup: records \
      committed since the backup are read again, and those delivered since are delivered again; or (2) run `sluice \
      store repair -c <config>`: RocksDB keeps every record it can still read, and what it cannot is read again and \
@@ -37,7 +37,8 @@ pub const WAYS_ON: &str = "sluice will not start over a store it cannot read: st
 
 /// What the folder at `pipeline.state_dir` is.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Folder {
+#[allow(clippy::enum_variant_names)] // NotAFolder: a file stands where a folder should.
+pub(crate) enum Folder {
     /// Nothing there yet, or an empty folder: a new store.
     New,
     /// A RocksDB store (it has `CURRENT`).
@@ -86,7 +87,7 @@ pub fn inspect(path: &Path) -> std::io::Result<Folder> {
 
 /// The MANIFEST with the highest number in `path`: the one a lost
 /// CURRENT named (RocksDB writes a new one and then points CURRENT at it).
-pub fn newest_manifest(path: &Path) -> Option<String> {
+pub(crate) fn newest_manifest(path: &Path) -> Option<String> {
     std::fs::read_dir(path)
         .ok()?
         .flatten()
@@ -101,7 +102,7 @@ pub fn newest_manifest(path: &Path) -> Option<String> {
 
 /// A write-ahead log that ends inside a record.
 #[derive(Debug, PartialEq, Eq)]
-pub struct TornTail {
+pub(crate) struct TornTail {
     pub file: PathBuf,
     /// Where the last whole record ends: what RocksDB keeps.
     pub whole: u64,
@@ -120,7 +121,7 @@ const RECYCLABLE_HEADER: u64 = 11;
 /// Each write-ahead log of the store at `path` that ends inside a record
 /// (checksums are RocksDB's to check; this reads only the framing: a
 /// header per record, skipping the bodies, so a large log costs little).
-pub fn torn_tails(path: &Path) -> Vec<TornTail> {
+pub(crate) fn torn_tails(path: &Path) -> Vec<TornTail> {
     let Ok(entries) = std::fs::read_dir(path) else { return Vec::new() };
     let mut logs: Vec<PathBuf> =
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();

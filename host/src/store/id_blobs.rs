@@ -121,7 +121,7 @@ impl<'v> Decoded<'v> {
         entries(self.absorbed, self.unit)
     }
 
-    pub fn absorbed_len(&self) -> usize {
+    pub(crate) fn absorbed_len(&self) -> usize {
         self.absorbed.len() / self.unit
     }
 }
@@ -219,13 +219,13 @@ impl Pending {
     }
 
     /// Whether loaded blobs wait to be converted.
-    pub fn has_loaded(&self) -> bool {
+    pub(crate) fn has_loaded(&self) -> bool {
         !self.loaded.is_empty()
     }
 
     /// After a table file holds them: forget the ids, return the blobs
     /// that can be deleted.
-    pub fn converted(&mut self) -> Vec<u64> {
+    pub(crate) fn converted(&mut self) -> Vec<u64> {
         self.ids.clear();
         self.absorbed = 0;
         std::mem::take(&mut self.loaded)

@@ -17,7 +17,7 @@ pub mod clock;
 pub mod dedup;
 pub mod disk_reserve;
 pub mod filter;
-pub mod folder_check;
+pub(crate) mod folder_check;
 pub(crate) mod id_blobs;
 pub mod quarantine;
 
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rocksdb::{ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options, WriteBatch, WriteOptions};
 use serde::{Deserialize, Serialize};
 
-pub type Db = DBWithThreadMode<MultiThreaded>;
+pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
 /// One atomic write of the store (ids, quarantine entries, a checkpoint).
 pub type StoreWrite = rocksdb::WriteBatch;
 
@@ -354,7 +354,12 @@ impl Store {
     }
 
     /// Add a checkpoint to `batch`; it becomes durable with the batch.
-    pub fn put_checkpoint(&self, batch: &mut WriteBatch, partition: &str, cp: &Checkpoint) -> Result<(), StoreError> {
+    pub(crate) fn put_checkpoint(
+        &self,
+        batch: &mut WriteBatch,
+        partition: &str,
+        cp: &Checkpoint,
+    ) -> Result<(), StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         let raw = serde_json::to_vec(cp).map_err(|e| self.corrupt("checkpoint", e))?;
         batch.put_cf(&cf, partition.as_bytes(), raw);
@@ -365,7 +370,7 @@ impl Store {
     /// `key` (a partition's name, or `follow/<changelog partition>`): the
     /// next changelog offset to read. Kept beside the checkpoints, under a
     /// prefix no file path has.
-    pub fn changelog_position(&self, key: &str) -> Result<Option<i64>, StoreError> {
+    pub(crate) fn changelog_position(&self, key: &str) -> Result<Option<i64>, StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         match self.db.get_cf(&cf, changelog_key(key)).map_err(|e| self.rocks(e))? {
             Some(raw) => {
@@ -378,7 +383,12 @@ impl Store {
     }
 
     /// Add a changelog position to `batch`, durable with the ids it covers.
-    pub fn put_changelog_position(&self, batch: &mut WriteBatch, key: &str, next: i64) -> Result<(), StoreError> {
+    pub(crate) fn put_changelog_position(
+        &self,
+        batch: &mut WriteBatch,
+        key: &str,
+        next: i64,
+    ) -> Result<(), StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         batch.put_cf(&cf, changelog_key(key), next.to_be_bytes());
         Ok(())
@@ -386,7 +396,7 @@ impl Store {
 
     /// Whether this store ever read or wrote a dedup changelog: if so, a
     /// changelog that is gone took ids with it.
-    pub fn knows_a_changelog(&self) -> Result<bool, StoreError> {
+    pub(crate) fn knows_a_changelog(&self) -> Result<bool, StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         let mut it = self.db.prefix_iterator_cf(&cf, CHANGELOG_PREFIX);
         match it.next() {
@@ -447,7 +457,7 @@ impl Store {
 
     /// Keep `bytes` free on the store's volume: the committer waits for
     /// room below that (`room`). 0, the default, never waits.
-    pub fn keep_free(&self, bytes: u64) {
+    pub(crate) fn keep_free(&self, bytes: u64) {
         self.reserve.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -492,7 +502,7 @@ impl Store {
     /// open files and tables grew with every restart and every minute
     /// (benches/README.md, "Soak"). The merge covers only the key range of
     /// the small tables (the quarantine's recent tail, not its bulk).
-    pub fn merge_small_tables(&self) -> Result<Vec<(&'static str, usize)>, StoreError> {
+    pub(crate) fn merge_small_tables(&self) -> Result<Vec<(&'static str, usize)>, StoreError> {
         let mut small: BTreeMap<String, (usize, Vec<u8>, Vec<u8>)> = BTreeMap::new();
         for file in self.db.live_files().map_err(|e| self.rocks(e))? {
             let name = file.column_family_name;
@@ -664,7 +674,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
 /// Why the state folder at `path` is open to other users, naming it and
 /// its mode, when it is: it holds the quarantine's raw records, secrets
 /// and all. `None` for an owner-only folder or one not made yet.
-pub fn open_to_others(path: &Path) -> Option<String> {
+pub(crate) fn open_to_others(path: &Path) -> Option<String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -30,7 +30,7 @@ impl std::fmt::Debug for Access {
 
 /// Why a request for a closed endpoint is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// `[api] enabled` is false.
     Off,
     /// The token is missing or wrong.
@@ -44,20 +44,21 @@ impl Access {
     /// A `token_env` whose variable cannot be read here (it was unset
     /// after validation) closes the endpoints to everyone rather than
     /// opening them: an empty token matches no request.
-    pub fn from_config(cfg: &ApiConfig) -> Access {
+    pub(crate) fn from_config(cfg: &ApiConfig) -> Access {
         let token =
             cfg.token_env.as_ref().map(|v| std::env::var(v).map(|t| t.trim().as_bytes().to_vec()).unwrap_or_default());
         Access { enabled: cfg.enabled, token }
     }
 
     /// For tests and the CLI: an enabled API with this token.
-    pub fn with_token(token: Option<&str>) -> Access {
+    #[cfg(test)]
+    fn with_token(token: Option<&str>) -> Access {
         Access { enabled: true, token: token.map(|t| t.as_bytes().to_vec()) }
     }
 
     /// May a request with this `Authorization` header value read a closed
     /// endpoint?
-    pub fn admit(&self, authorization: Option<&[u8]>) -> Result<(), Refusal> {
+    pub(crate) fn admit(&self, authorization: Option<&[u8]>) -> Result<(), Refusal> {
         if !self.enabled {
             return Err(Refusal::Off);
         }

@@ -16,7 +16,7 @@ pub struct MetricsConfig {
 }
 
 /// The shortest token accepted: 16 bytes, a guess away from nothing.
-pub const MIN_TOKEN_BYTES: usize = 16;
+pub(crate) const MIN_TOKEN_BYTES: usize = 16;
 
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +34,7 @@ pub struct ApiConfig {
 impl ApiConfig {
     /// Every problem, keyed from the config's root (`api.*`: whether it
     /// may be on depends on `metrics.listen`).
-    pub fn validate(&self, listen: Option<SocketAddr>, p: &mut Problems) {
+    pub(crate) fn validate(&self, listen: Option<SocketAddr>, p: &mut Problems) {
         if let Some(var) = &self.token_env {
             match std::env::var(var) {
                 Ok(t) if t.trim().len() >= MIN_TOKEN_BYTES => {}

@@ -22,7 +22,7 @@ pub const SAMPLES: usize = 900;
 const MAX_REASONS: usize = 100;
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Unix seconds.
     pub t: u64,
     pub partitions: BTreeMap<String, Reading>,
@@ -31,14 +31,14 @@ pub struct Sample {
 }
 
 impl Sample {
-    pub fn from_scrape(t: u64, s: &Scrape) -> Sample {
+    pub(crate) fn from_scrape(t: u64, s: &Scrape) -> Sample {
         Sample { t, partitions: super::scrape::readings(s), breakers: super::scrape::breaker_states(s) }
     }
 }
 
 /// What the page shows beside the samples.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct About {
+pub(crate) struct About {
     pub pipeline: String,
     /// `name@digest` of each plugin, in chain order.
     pub plugins: Vec<String>,
@@ -64,15 +64,15 @@ struct State {
 }
 
 /// The process's history: what `/status.json` serves.
-pub struct History {
+pub(crate) struct History {
     state: Mutex<Option<State>>,
 }
 
-pub static HISTORY: History = History { state: Mutex::new(None) };
+pub(crate) static HISTORY: History = History { state: Mutex::new(None) };
 
 /// `/status.json`.
 #[derive(Serialize)]
-pub struct Status<'a> {
+pub(crate) struct Status<'a> {
     /// The first pipeline (the only one, unless the process runs several).
     pub about: &'a About,
     /// Every pipeline, when the process runs several: their partitions and
@@ -112,7 +112,7 @@ impl History {
 
     /// A pipeline now in force (a start, a reload), by its name: the one
     /// of that name is replaced, a new name is added.
-    pub fn set_about(&self, about: About) {
+    pub(crate) fn set_about(&self, about: About) {
         self.with(|st| match st.abouts.iter_mut().find(|a| a.pipeline == about.pipeline) {
             Some(a) => {
                 let digest = a.config_digest.take();
@@ -125,7 +125,7 @@ impl History {
     /// The digest of a config in force: `pipeline`'s, or (`None`) the only
     /// pipeline's. Said here as well as in `sluice_config_info`: the first
     /// one is set before the metrics endpoint (and its recorder) exists.
-    pub fn set_config_digest(&self, pipeline: Option<&str>, digest: String) {
+    pub(crate) fn set_config_digest(&self, pipeline: Option<&str>, digest: String) {
         self.with(|st| {
             if let Some(a) = st.abouts.iter_mut().find(|a| pipeline.is_none_or(|p| a.pipeline == p)) {
                 a.config_digest = Some(digest.clone());
@@ -137,7 +137,7 @@ impl History {
     }
 
     /// Each pipeline's config digest, by name (`sluice_config_info`).
-    pub fn config_digests(&self) -> Vec<(String, String)> {
+    pub(crate) fn config_digests(&self) -> Vec<(String, String)> {
         self.with(|st| st.abouts.iter().filter_map(|a| Some((a.pipeline.clone(), a.config_digest.clone()?))).collect())
     }
 
@@ -146,7 +146,7 @@ impl History {
     }
 
     /// The plugins (`name@digest`) of the pipeline this thread works for.
-    pub fn set_plugins(&self, plugins: Vec<String>) {
+    pub(crate) fn set_plugins(&self, plugins: Vec<String>) {
         let here = super::labels::current();
         self.with(|st| {
             if let Some(a) = st.abouts.iter_mut().find(|a| here.as_deref().is_none_or(|p| a.pipeline == p)) {

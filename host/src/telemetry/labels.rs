@@ -44,13 +44,13 @@ pub fn within<R>(pipeline: Option<Arc<str>>, f: impl FnOnce() -> R) -> R {
 
 /// `f` to run on a new thread as work of this thread's pipeline: what
 /// every thread a pipeline spawns is wrapped in.
-pub fn inherit<R>(f: impl FnOnce() -> R) -> impl FnOnce() -> R {
+pub(crate) fn inherit<R>(f: impl FnOnce() -> R) -> impl FnOnce() -> R {
     let pipeline = current();
     move || within(pipeline, f)
 }
 
 /// A recorder that adds `pipeline="…"` to what a labelled thread records.
-pub struct Labelled<R>(pub R);
+pub(crate) struct Labelled<R>(pub R);
 
 impl<R> Labelled<R> {
     fn key(key: &Key) -> Option<Key> {

@@ -29,10 +29,10 @@
 
 pub mod api;
 pub mod config;
-pub mod history;
+pub(crate) mod history;
 pub mod labels;
 pub mod progress;
-pub mod redact;
+pub(crate) mod redact;
 pub mod repeats;
 pub mod scrape;
 pub mod server;
@@ -76,7 +76,7 @@ pub struct Health {
 }
 
 /// A consume loop that has not turned for this long is not healthy.
-pub const STALL_MS: u64 = 30_000;
+pub(crate) const STALL_MS: u64 = 30_000;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -86,20 +86,20 @@ impl Health {
     /// Ready: the source is set up (the files found; the consumer has
     /// partitions, each with its dedup ids restored) and the pipeline is
     /// not stopping.
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         self.heartbeat.store(now_ms(), Ordering::Relaxed);
     }
-    pub fn set_detail(&self, lines: Vec<String>) {
+    pub(crate) fn set_detail(&self, lines: Vec<String>) {
         *self.detail.lock().unwrap_or_else(|p| p.into_inner()) = lines;
     }
     /// Set (or clear, with `None`) the line `key` adds to the detail.
-    pub fn set_line(&self, key: &'static str, line: Option<String>) {
+    pub(crate) fn set_line(&self, key: &'static str, line: Option<String>) {
         let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         match line {
             Some(l) => lines.insert(key, l),
@@ -112,7 +112,7 @@ impl Health {
         lines
     }
     /// Healthy: the loop turned within `STALL_MS` (or has not started).
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         let last = self.heartbeat.load(Ordering::Relaxed);
         last == 0 || now_ms().saturating_sub(last) < STALL_MS
     }
@@ -123,11 +123,11 @@ impl Health {
 /// Each event lives beside the code that emits it (`pipeline/events.rs`,
 /// `sink/events.rs`, …) and holds plain values; telemetry keeps only this
 /// machinery. Metric names are listed in the book's metrics chapter.
-pub trait InternalEvent {
+pub(crate) trait InternalEvent {
     fn emit(&self);
 }
 
 /// The log target every internal event is said under, wherever it lives:
 /// an operator's filter (`SLUICE_LOG=info,sluice::telemetry::events=debug`)
 /// keeps working when an event moves.
-pub const EVENTS: &str = "sluice::telemetry::events";
+pub(crate) const EVENTS: &str = "sluice::telemetry::events";

@@ -31,7 +31,7 @@ fn drawn() -> Option<&'static MultiProgress> {
 
 /// Write one log line to stderr between two draws of the bars, so neither
 /// is torn.
-pub fn write_log(line: &[u8]) {
+pub(crate) fn write_log(line: &[u8]) {
     let write = || {
         // A log line that cannot be written has nowhere else to go.
         let _ = std::io::stderr().lock().write_all(line);
@@ -45,7 +45,7 @@ pub fn write_log(line: &[u8]) {
 /// One partition's restore from the dedup changelog, drawn as a bar of
 /// changelog offsets read while it lives; cleared when dropped (the log's
 /// "dedup state restored" line says how it ended).
-pub struct Restoring {
+pub(crate) struct Restoring {
     bar: Option<ProgressBar>,
 }
 

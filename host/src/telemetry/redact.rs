@@ -25,7 +25,7 @@ pub fn install(masking: Masking) {
 }
 
 /// The masking of the config in force, if it masks anything (`tap`).
-pub fn in_force() -> Option<Arc<Masking>> {
+pub(crate) fn in_force() -> Option<Arc<Masking>> {
     IN_FORCE.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
@@ -47,7 +47,7 @@ pub fn error(e: &dyn std::fmt::Display) {
 /// formatter writes an event in one or more pieces; they are collected and
 /// written, masked, in one call when it is done with the event.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Stderr;
+pub(crate) struct Stderr;
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
     type Writer = Line;

@@ -22,17 +22,17 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long repeats are counted before their count is said.
-pub const INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(10);
 /// Full lines a second, every kind together.
-pub const PER_SECOND: u32 = 20;
+pub(crate) const PER_SECOND: u32 = 20;
 /// Kinds kept per interval.
-pub const MAX_KINDS: usize = 256;
+pub(crate) const MAX_KINDS: usize = 256;
 
 /// What repeats past the budget are counted as, per partition and stage.
-pub const OTHER: &str = "other reasons (past the log's budget)";
+pub(crate) const OTHER: &str = "other reasons (past the log's budget)";
 
 /// The process's repeats: every partition and plugin shares the budget.
-pub static REPEATS: LazyLock<Repeats> = LazyLock::new(|| Repeats::new(INTERVAL, PER_SECOND, MAX_KINDS));
+pub(crate) static REPEATS: LazyLock<Repeats> = LazyLock::new(|| Repeats::new(INTERVAL, PER_SECOND, MAX_KINDS));
 
 /// How loud a kind is: its summary line is said at the same level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,7 +73,7 @@ pub struct Repeated {
     pub seconds: u64,
 }
 
-pub struct Repeats {
+pub(crate) struct Repeats {
     state: Mutex<State>,
     interval: Duration,
     per_second: u32,
@@ -99,7 +99,7 @@ impl Repeats {
     /// Occurrences at `now`, `(stage, reason)` each, about `partition`: one
     /// lock for all of them (a batch's quarantined records). Returns which
     /// to say in full, and the summaries now due.
-    pub fn occurred(
+    pub(crate) fn occurred(
         &self,
         partition: &str,
         level: Level,
@@ -152,7 +152,7 @@ impl Repeats {
     }
 
     /// The summaries of an interval that has ended, if it has.
-    pub fn due(&self, now: Instant) -> Vec<Repeated> {
+    pub(crate) fn due(&self, now: Instant) -> Vec<Repeated> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).take(now, self.interval, false)
     }
 
@@ -204,7 +204,7 @@ pub fn say(due: &[Repeated]) {
 }
 
 /// The summaries due now, said: for a loop that ticks (the watchdog).
-pub fn say_due() {
+pub(crate) fn say_due() {
     say(&REPEATS.due(Instant::now()));
 }
 

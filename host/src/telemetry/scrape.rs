@@ -133,7 +133,7 @@ impl Scrape {
     }
 
     /// The values of `label` that `name` has series for.
-    pub fn label_values(&self, name: &str, label: &str) -> Vec<String> {
+    pub(crate) fn label_values(&self, name: &str, label: &str) -> Vec<String> {
         let mut out: Vec<String> = self
             .series
             .iter()
@@ -276,7 +276,7 @@ pub fn readings(s: &Scrape) -> BTreeMap<String, Reading> {
 }
 
 /// Each sink's breaker in a reading: 0 closed, 1 open, 2 probing.
-pub fn breaker_states(s: &Scrape) -> BTreeMap<String, u8> {
+pub(crate) fn breaker_states(s: &Scrape) -> BTreeMap<String, u8> {
     s.label_values("sluice_breaker_state", "sink")
         .into_iter()
         .map(|sink| {

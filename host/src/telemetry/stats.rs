@@ -62,7 +62,7 @@ pub struct RunStats {
 
 /// Reasons kept apart in a run's summary: a reason that names the value at
 /// fault would otherwise make one row per record.
-pub const MAX_REASONS: usize = 1_000;
+pub(crate) const MAX_REASONS: usize = 1_000;
 
 /// Quarantined records counted by `stage: reason`, at most a given number
 /// of reasons kept apart; the rest are counted under [`Reasons::OTHER`].
@@ -71,9 +71,9 @@ pub const MAX_REASONS: usize = 1_000;
 pub struct Reasons(pub BTreeMap<String, u64>);
 
 impl Reasons {
-    pub const OTHER: &'static str = "(other reasons)";
+    pub(crate) const OTHER: &'static str = "(other reasons)";
 
-    pub fn add<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>, max: usize) {
+    pub(crate) fn add<'r>(&mut self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>, max: usize) {
         for (stage, reason) in reasons {
             let key = format!("{stage}: {reason}");
             if let Some(n) = self.0.get_mut(&key) {

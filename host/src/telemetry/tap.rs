@@ -19,7 +19,7 @@ use crate::record::Position;
 
 /// Where a tap samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Point {
+pub(crate) enum Point {
     /// What the plugin of this name emits (what the next stage reads).
     After(String),
     /// What the sink is handed: the events new to the dedup window.
@@ -40,7 +40,7 @@ impl std::fmt::Display for Point {
 
 /// One item at a point, borrowed from the batch; turned into a line only
 /// when a tap samples it.
-pub struct Sample<'a> {
+pub(crate) struct Sample<'a> {
     pub partition: &'a str,
     pub position: Option<&'a Position>,
     pub id: Option<&'a str>,
@@ -56,7 +56,7 @@ pub struct Sample<'a> {
 
 /// Lines waiting for a reader, per tap: a reader this far behind loses
 /// samples.
-pub const QUEUE: usize = 1_024;
+pub(crate) const QUEUE: usize = 1_024;
 
 struct Tap {
     point: Point,
@@ -70,7 +70,7 @@ struct Tap {
 }
 
 /// The taps attached to this process's pipeline.
-pub struct Taps {
+pub(crate) struct Taps {
     attached: AtomicUsize,
     list: Mutex<Vec<(u64, Arc<Tap>)>>,
     next: AtomicU64,
@@ -79,7 +79,7 @@ pub struct Taps {
     stages: Mutex<Vec<(String, Vec<String>)>>,
 }
 
-pub static TAPS: Taps = Taps {
+pub(crate) static TAPS: Taps = Taps {
     attached: AtomicUsize::new(0),
     list: Mutex::new(Vec::new()),
     next: AtomicU64::new(0),
@@ -87,7 +87,7 @@ pub static TAPS: Taps = Taps {
 };
 
 /// A tap attached until dropped (its reader went away).
-pub struct Attached {
+pub(crate) struct Attached {
     id: u64,
     taps: &'static Taps,
 }
@@ -109,7 +109,7 @@ impl Taps {
 
     /// The plugins a tap may name, as the pipeline this thread works for
     /// now has them (`labels`).
-    pub fn set_stages(&self, names: Vec<String>) {
+    pub(crate) fn set_stages(&self, names: Vec<String>) {
         let here = super::labels::current().map(|p| p.to_string()).unwrap_or_default();
         let mut stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
         match stages.iter_mut().find(|(p, _)| *p == here) {
@@ -142,7 +142,7 @@ impl Taps {
 
     /// Attach a tap at `point`, `per_second` samples at most, with a queue
     /// of `queue` lines; the lines come out of the receiver.
-    pub fn attach(
+    pub(crate) fn attach(
         &'static self,
         point: Point,
         per_second: u32,

@@ -29,7 +29,7 @@ fn default_stall() -> Duration {
 }
 
 impl WatchdogConfig {
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.stall < Duration::from_secs(1) {
             p.add(
                 "watchdog.stall",

@@ -8,7 +8,7 @@ use crate::telemetry::{EVENTS, InternalEvent};
 /// What a partition holds, sampled by the watchdog each tick: batches in
 /// flight, what its source holds unread, the age of its oldest unfinished
 /// record (on every source; Kafka's consume loop also sets the age).
-pub struct PartitionLoad<'a> {
+pub(crate) struct PartitionLoad<'a> {
     pub partition: &'a str,
     pub load: &'a super::status::Load,
 }
@@ -26,7 +26,7 @@ impl InternalEvent for PartitionLoad<'_> {
 
 /// The watchdog's judgement of a partition (`watchdog::assess`), said
 /// each time it samples: the gauges always, the log only when it changes.
-pub struct PartitionWatched<'a> {
+pub(crate) struct PartitionWatched<'a> {
     pub partition: &'a str,
     pub status: &'a super::status::Status,
     /// What it was at the previous sample (`None`: first seen).

@@ -33,7 +33,8 @@ pub mod events;
 mod status;
 
 use self::config::WatchdogConfig;
-pub use self::status::{Load, Status, assess};
+pub use self::status::Load;
+pub(crate) use self::status::{Status, assess};
 use crate::custody::standing::PartitionState;
 use crate::sink::named::Sinks;
 use crate::telemetry::Health;

@@ -37,7 +37,7 @@ impl Status {
 
 /// Judge one partition at `now`. `breaker_open`: the sink's breaker lets
 /// nothing through (open, or one probe out).
-pub fn assess(st: &PartitionState, now: Instant, stall: Duration, breaker_open: bool) -> Status {
+pub(crate) fn assess(st: &PartitionState, now: Instant, stall: Duration, breaker_open: bool) -> Status {
     let out = st.oldest.is_some();
     let waiting = out || st.source_behind.is_some_and(|n| n > 0);
     if !waiting {

@@ -585,8 +585,7 @@ impl<'w, 's> Back<'w, 's> {
             let name = &*lane.name;
             RecordsQuarantined { partition: name, records: &part.quarantined }.emit();
             let latency = part.received.elapsed().as_secs_f64();
-            BatchFinished { partition: name, counts: &part.counts, latency_seconds: latency, records: part.records }
-                .emit();
+            BatchFinished { partition: name, counts: &part.counts, latency_seconds: latency }.emit();
             if let Ok(mut s) = stats.lock() {
                 s.add(name, &part.counts, part.received);
                 s.latency.record(latency, part.records);

@@ -30,7 +30,7 @@ pub(super) struct Mail<'s> {
 }
 
 impl<'s> Inbox<'s> {
-    pub fn add(&self, lane: Lane<'s>, done: Option<SyncSender<()>>) {
+    pub(crate) fn add(&self, lane: Lane<'s>, done: Option<SyncSender<()>>) {
         self.lanes.fetch_add(1, Ordering::SeqCst);
         let finished = Finished { count: self.lanes.clone(), done };
         let mut mail = self.mail();
@@ -49,7 +49,7 @@ impl<'s> Inbox<'s> {
 
     /// The back returns a batch's credit (and its memory, to be freed on
     /// the front's thread, which allocated it).
-    pub fn credit(&self, credit: Credit) {
+    pub(crate) fn credit(&self, credit: Credit) {
         self.mail().credits.push(credit);
         self.bell.ring();
     }
@@ -100,7 +100,7 @@ impl Drop for Finished {
 /// A lane handed to a pool: [`LaneDone::wait`] returns once nothing of it
 /// is in flight any more (its last write durable and its prefix
 /// published), or its worker failed.
-pub struct LaneDone(pub(super) Receiver<()>);
+pub(crate) struct LaneDone(pub(super) Receiver<()>);
 
 impl LaneDone {
     pub fn wait(self) {

@@ -50,7 +50,7 @@ impl<R: Reader + ?Sized> Reader for &mut R {
 
 /// What a durable finished prefix means to a source. Runs on its
 /// worker's back thread.
-pub trait Keeper: Send {
+pub(crate) trait Keeper: Send {
     /// Add to `write` what the source keeps with a batch's doors: a file's
     /// checkpoint for `position` (durable together with the doors), a
     /// replay's entry marks. `fates` are the batch's, per record.
@@ -94,7 +94,7 @@ impl<K: Keeper + ?Sized> Keeper for &mut K {
 }
 
 /// One partition as its worker runs it: what a source hands the pool.
-pub struct Lane<'s> {
+pub(crate) struct Lane<'s> {
     pub name: Arc<str>,
     /// Where reading (re)starts; `None`: at the first record read (a Kafka
     /// partition starts at the group's committed offset).
@@ -121,7 +121,7 @@ pub struct Doorbell {
 }
 
 impl Doorbell {
-    pub fn ring(&self) {
+    pub(crate) fn ring(&self) {
         *self.rung.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.cv.notify_one();
     }

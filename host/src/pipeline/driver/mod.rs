@@ -54,17 +54,19 @@ mod shared;
 
 use std::sync::{Arc, Mutex};
 
-pub use self::inbox::LaneDone;
-pub use self::lane::{Doorbell, Keeper, Lane, Reader};
-pub use self::pool::{Pool, PoolParts};
-pub use self::shared::{Commit, IdLog, QuarantineLog, SentIds, Settings, Shared};
+pub(crate) use self::inbox::LaneDone;
+pub use self::lane::Reader;
+pub(crate) use self::lane::{Doorbell, Keeper, Lane};
+pub(crate) use self::pool::{Pool, PoolParts};
+pub use self::shared::Shared;
+pub(crate) use self::shared::{Commit, IdLog, QuarantineLog, SentIds, Settings};
 use super::PipelineError;
 use crate::custody::standing::PartitionState;
 use crate::plugin::chain::Chain;
 
 /// One partition on a worker of its own, run on the caller's thread: a
 /// replay, a partition whose Kafka transactions are its own, tests.
-pub struct Partition<'p> {
+pub(crate) struct Partition<'p> {
     pub name: &'p str,
     /// As [`Lane::start`].
     pub start: Option<u64>,
@@ -76,7 +78,7 @@ pub struct Partition<'p> {
 
 /// Run one partition until its reader ends, it must let go, or it fails:
 /// a worker with one lane, on the same path as a pool's.
-pub fn drive(
+pub(crate) fn drive(
     shared: &Shared<'_>,
     part: Partition<'_>,
     reader: &mut dyn Reader,

@@ -19,14 +19,14 @@ use crate::plugin::chain::Chain;
 
 /// How a pool makes each worker's plugin chain, and whom it tells when a
 /// worker fails.
-pub struct PoolParts<'scope> {
+pub(crate) struct PoolParts<'scope> {
     pub make_chain: &'scope (dyn Fn() -> Result<Chain, PipelineError> + Sync),
     pub on_error: &'scope (dyn Fn(PipelineError) + Sync),
 }
 
 /// The workers of one run (or one Kafka member), started in `scope` as
 /// lanes come.
-pub struct Pool<'scope, 'env> {
+pub(crate) struct Pool<'scope, 'env> {
     scope: &'scope std::thread::Scope<'scope, 'env>,
     shared: &'scope Shared<'scope>,
     parts: PoolParts<'scope>,
@@ -45,7 +45,7 @@ impl<'scope, 'env> Pool<'scope, 'env> {
     }
 
     /// Run `lane` on a worker until it ends or lets go.
-    pub fn add(&self, lane: Lane<'scope>) -> LaneDone {
+    pub(crate) fn add(&self, lane: Lane<'scope>) -> LaneDone {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         let least = workers.iter().min_by_key(|w| w.lanes.load(Ordering::SeqCst)).cloned();

@@ -6,7 +6,7 @@ use metrics::{counter, gauge, histogram};
 use crate::telemetry::{EVENTS, InternalEvent};
 
 /// A partition's offsets were committed to the group (or failed to be).
-pub struct OffsetsCommitted<'a> {
+pub(crate) struct OffsetsCommitted<'a> {
     pub partitions: &'a [(String, i64)],
     pub seconds: f64,
     pub error: Option<String>,
@@ -36,7 +36,7 @@ impl InternalEvent for OffsetsCommitted<'_> {
 }
 
 /// A partition was assigned to this instance, or taken away.
-pub struct Rebalanced<'a> {
+pub(crate) struct Rebalanced<'a> {
     pub partition: &'a str,
     /// `assigned`, `revoked` or `lost`.
     pub kind: &'static str,
@@ -65,7 +65,7 @@ impl InternalEvent for Rebalanced<'_> {
 }
 
 /// Where a partition stands, sampled by the consume loop about once a second.
-pub struct Progress<'a> {
+pub(crate) struct Progress<'a> {
     pub partition: &'a str,
     pub high_watermark: Option<i64>,
     pub committed: Option<i64>,
@@ -91,7 +91,7 @@ impl InternalEvent for Progress<'_> {
 }
 
 /// The brokers answered about one entry of the quarantine topic.
-pub struct QuarantineTopicAnswered<'a> {
+pub(crate) struct QuarantineTopicAnswered<'a> {
     pub entry: &'a str,
     pub topic: &'a str,
     pub answer: &'a crate::sink::Answer,
@@ -120,7 +120,7 @@ impl InternalEvent for QuarantineTopicAnswered<'_> {
 }
 
 /// A newly assigned partition's ids are restored from the changelog.
-pub struct RestoreFinished<'a> {
+pub(crate) struct RestoreFinished<'a> {
     pub partition: &'a str,
     pub topic: &'a str,
     /// `-1`: the topic scope's follower, every partition.
@@ -151,7 +151,7 @@ impl InternalEvent for RestoreFinished<'_> {
 }
 
 /// A batch's accepted ids are in the dedup changelog.
-pub struct ChangelogPublished<'a> {
+pub(crate) struct ChangelogPublished<'a> {
     pub partition: &'a str,
     pub ids: usize,
     pub seconds: f64,
@@ -167,7 +167,7 @@ impl InternalEvent for ChangelogPublished<'_> {
 
 /// The dedup changelog did not take a batch's ids; the partition waits
 /// and retries (its commit stays behind them).
-pub struct ChangelogRefused<'a> {
+pub(crate) struct ChangelogRefused<'a> {
     pub partition: &'a str,
     pub topic: &'a str,
     pub error: &'a str,
@@ -193,7 +193,7 @@ impl InternalEvent for ChangelogRefused<'_> {
 /// A partition's transaction was fenced (`source.transactions`): another
 /// member owns the partition now and initialised its transactional id, so
 /// this one stops the partition without delivering or committing again.
-pub struct PartitionFenced<'a> {
+pub(crate) struct PartitionFenced<'a> {
     pub partition: &'a str,
     pub transactional_id: &'a str,
     pub error: &'a str,
@@ -214,7 +214,7 @@ impl InternalEvent for PartitionFenced<'_> {
 /// Records of a partition whose ids could not be restored
 /// (`dedup.on_missing_state = "accept-duplicates"`): looked up against an
 /// incomplete window.
-pub struct UncheckedRecords<'a> {
+pub(crate) struct UncheckedRecords<'a> {
     pub partition: &'a str,
     pub records: usize,
 }

@@ -54,7 +54,7 @@ pub(crate) struct Stranding {
 
 /// A stranded member: idle this long, with this lag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stranded {
+pub(crate) struct Stranded {
     pub idle: Duration,
     pub lag: u64,
 }
@@ -66,7 +66,7 @@ impl Stranding {
     }
 
     /// The member owns nothing at `now`.
-    pub fn unassigned(&mut self, now: Instant) {
+    pub(crate) fn unassigned(&mut self, now: Instant) {
         self.idle_since.get_or_insert(now);
     }
 
@@ -172,7 +172,7 @@ impl<'a> Watch<'a> {
 
     /// How long the supervisor may wait for a command before the next
     /// step is due.
-    pub const STEP: Duration = Duration::from_millis(500);
+    pub(crate) const STEP: Duration = Duration::from_millis(500);
 
     /// One look, if `STEP` has passed since the last.
     pub fn step(&mut self) {
@@ -225,7 +225,7 @@ pub(crate) fn describe(topics: &[String], v: Stranded, stall: Duration) -> Strin
 /// A Kafka member that owns no partition while nobody commits its topics'
 /// lag (`pipeline::kafka::idle_member`): a warning when it starts, once, and
 /// an info line when it ends.
-pub struct MemberStranded<'a> {
+pub(crate) struct MemberStranded<'a> {
     pub topics: &'a [String],
     pub now: Option<Stranded>,
     pub before: Option<Stranded>,

@@ -33,8 +33,8 @@
 
 pub mod changelog;
 pub mod events;
-pub mod idle_member;
-pub mod quarantine_topic;
+pub(crate) mod idle_member;
+pub(crate) mod quarantine_topic;
 mod rebalance;
 pub mod repartition;
 mod task;

@@ -30,7 +30,7 @@ use crate::source::kafka::config::KafkaSourceConfig;
 use crate::store::quarantine::Entry;
 use crate::telemetry::InternalEvent;
 
-pub struct QuarantineTopic {
+pub(crate) struct QuarantineTopic {
     producer: FutureProducer,
     topic: String,
     retry: RetryConfig,

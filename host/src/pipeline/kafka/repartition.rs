@@ -124,7 +124,7 @@ pub fn decode(record: &mut Record) -> Result<(), String> {
 
 /// The front's sink: each event to the internal topic, keyed by its id.
 /// Accepted on the delivery report (`acks=all`), as the kafka sink.
-pub struct ByIdSink {
+pub(crate) struct ByIdSink {
     producer: FutureProducer,
     topic: String,
     name: String,
@@ -227,7 +227,7 @@ fn back(cfg: &Config, source: &KafkaSourceConfig, topic: &str) -> (Config, Kafka
 /// the back decides its ids as it decides every other copy; an entry the
 /// back quarantined (its sink refused the event) is replayed through the
 /// back, as the event it was.
-pub struct Sides {
+pub(crate) struct Sides {
     pub front: Config,
     front_source: KafkaSourceConfig,
     pub back: Config,
@@ -263,7 +263,7 @@ impl Sides {
     }
 
     /// Whether the back quarantined the record at `position`.
-    pub fn is_back(&self, position: &crate::record::Position) -> bool {
+    pub(crate) fn is_back(&self, position: &crate::record::Position) -> bool {
         matches!(position, crate::record::Position::Kafka { topic, .. } if **topic == *self.topic)
     }
 }

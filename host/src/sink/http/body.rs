@@ -46,7 +46,7 @@ impl Framing<'_> {
     /// The body, and into `spans` each event's `(start, length)` in it (a
     /// classifier plugin matches a backend's "at byte …" to its record
     /// with them; a bulk action line is not part of its event's span).
-    pub fn body_with_spans(&self, batch: &[&Delivery], spans: &mut Vec<(u32, u32)>) -> Vec<u8> {
+    pub(crate) fn body_with_spans(&self, batch: &[&Delivery], spans: &mut Vec<(u32, u32)>) -> Vec<u8> {
         let mut out = Vec::with_capacity(batch.len() * 320);
         spans.clear();
         spans.reserve(batch.len());
@@ -252,7 +252,7 @@ fn field_at<'e>(event: &'e [u8], key: &str) -> Option<&'e [u8]> {
     found.then_some(&[][..])
 }
 
-pub fn compress(body: Vec<u8>, c: Compression) -> Vec<u8> {
+pub(crate) fn compress(body: Vec<u8>, c: Compression) -> Vec<u8> {
     match c {
         Compression::None => body,
         Compression::Gzip => {

@@ -90,7 +90,7 @@ fn default_time_limit() -> Duration {
 
 impl ClassifierConfig {
     /// The first problem, as `(key under [sink.classifier], message)`.
-    pub fn first_problem(&self) -> Result<(), (String, String)> {
+    pub(crate) fn first_problem(&self) -> Result<(), (String, String)> {
         if !self.path.is_file() {
             return Err(("path".into(), format!("{} is not a file", self.path.display())));
         }
@@ -110,7 +110,7 @@ impl ClassifierConfig {
         Ok(())
     }
 
-    pub fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
+    pub(crate) fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
         self.path = abs(&self.path);
     }
 

@@ -72,7 +72,7 @@ pub struct SendingConfig {
 
 impl SendingConfig {
     /// Every problem, keyed under `[sink]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.batch.max_records == 0 {
             p.add("batch.max_records", "must be at least 1".into());
         }
@@ -236,7 +236,7 @@ pub enum Payload {
     },
 }
 
-pub fn default_id_field() -> String {
+pub(crate) fn default_id_field() -> String {
     "event_id".into()
 }
 
@@ -322,7 +322,7 @@ pub enum Compression {
 
 impl HttpSinkConfig {
     /// Every problem beyond the types, keyed under `[sink]`.
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         p.add_first(self.first_problem());
         self.sending.validate(p);
         self.guard.validate(p);

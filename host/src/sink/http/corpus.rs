@@ -82,7 +82,7 @@ impl Recorded {
     }
 
     /// This answer to `sent`, read by `reader`.
-    pub fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Ruling, String> {
+    pub(crate) fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Ruling, String> {
         let mut headers = HeaderMap::new();
         for (k, v) in &self.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;

@@ -7,7 +7,7 @@
 use crate::delivery::{Delivery, write_json_string};
 
 /// This machine's name, GELF's `host`: read once.
-pub fn host_name() -> &'static str {
+pub(crate) fn host_name() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     NAME.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -46,7 +46,7 @@ pub fn splunk_hec(batch: &[&Delivery], out: &mut Vec<u8>) {
 /// one resource and scope, a log record per event whose body is the
 /// event's JSON text and whose `event.id` attribute is its id. `spans`
 /// gets each log record's place in `out`.
-pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>, spans: &mut Vec<(u32, u32)>) {
+pub(crate) fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>, spans: &mut Vec<(u32, u32)>) {
     out.extend_from_slice(
         br#"{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"sluice"}}]},"scopeLogs":[{"scope":{"name":"sluice"},"logRecords":["#,
     );
@@ -75,7 +75,7 @@ pub fn otlp_json(batch: &[&Delivery], out: &mut Vec<u8>, spans: &mut Vec<(u32, u
 /// event's top-level fields become additional fields (`_level`), nested
 /// values as their JSON text; `short_message` is the event's
 /// `short_message`, `message` or `msg`, else its whole JSON text.
-pub fn gelf(batch: &[&Delivery], host: &str, out: &mut Vec<u8>) {
+pub(crate) fn gelf(batch: &[&Delivery], host: &str, out: &mut Vec<u8>) {
     for d in batch {
         let fields = match serde_json::from_slice::<serde_json::Value>(d.event()) {
             Ok(serde_json::Value::Object(m)) => m,

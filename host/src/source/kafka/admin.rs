@@ -144,7 +144,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, KafkaSourceError> {
 }
 
 /// Each topic's `retention.ms`; `None` for one kept forever (or unsaid).
-pub fn retentions(k: &KafkaSourceConfig, topics: &[String]) -> Result<Vec<Option<Duration>>, KafkaSourceError> {
+pub(crate) fn retentions(k: &KafkaSourceConfig, topics: &[String]) -> Result<Vec<Option<Duration>>, KafkaSourceError> {
     let admin = admin(k)?;
     let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
     let results = runtime()?
@@ -160,7 +160,7 @@ pub fn retentions(k: &KafkaSourceConfig, topics: &[String]) -> Result<Vec<Option
 }
 
 /// How many partitions `topic` has; `None` when it does not exist.
-pub fn partition_count(k: &KafkaSourceConfig, topic: &str) -> Result<Option<i32>, KafkaSourceError> {
+pub(crate) fn partition_count(k: &KafkaSourceConfig, topic: &str) -> Result<Option<i32>, KafkaSourceError> {
     let c = consumer(k)?;
     let md =
         c.fetch_metadata(Some(topic), TIMEOUT).map_err(KafkaSourceError::client(format!("metadata of {topic}")))?;
@@ -168,7 +168,7 @@ pub fn partition_count(k: &KafkaSourceConfig, topic: &str) -> Result<Option<i32>
 }
 
 /// The most partitions any configured topic has (0 when none exists yet).
-pub fn source_partition_count(k: &KafkaSourceConfig) -> Result<i32, KafkaSourceError> {
+pub(crate) fn source_partition_count(k: &KafkaSourceConfig) -> Result<i32, KafkaSourceError> {
     let c = consumer(k)?;
     let parts = partitions(&c, k)?;
     Ok(parts.iter().map(|(_, p)| p + 1).max().unwrap_or(0))
@@ -325,7 +325,7 @@ fn targets(
 /// Up to `limit` records of the configured topics from `from` up to each
 /// partition's high watermark as it is now, read by assignment: no group
 /// is joined and nothing is committed (`sluice shadow`).
-pub fn read_from(
+pub(crate) fn read_from(
     k: &KafkaSourceConfig,
     from: &ResetTo,
     limit: usize,

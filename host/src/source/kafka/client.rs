@@ -58,7 +58,7 @@ fn settings(k: &KafkaSourceConfig) -> Vec<(String, String)> {
 
 /// The config of a group member (or of `sluice lag`/`replay`, which use
 /// the same group without joining it).
-pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
+pub(crate) fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
     configured(&k.connection, settings(k))
 }
 
@@ -67,7 +67,7 @@ pub fn client_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceE
 /// Built from the settings, never copied out of a built config: librdkafka
 /// hands secrets back as "[sanitized for safety]", and an admin client
 /// that logs in with that password never gets an answer.
-pub fn connection_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
+pub(crate) fn connection_config(k: &KafkaSourceConfig) -> Result<ClientConfig, KafkaSourceError> {
     let keep = |key: &str| ["bootstrap.", "security.", "ssl.", "sasl.", "client."].iter().any(|p| key.starts_with(p));
     configured(&k.connection, settings(k).into_iter().filter(|(key, _)| keep(key)).collect())
 }
@@ -104,7 +104,7 @@ fn configured(conn: &KafkaConnection, settings: Vec<(String, String)>) -> Result
 /// records/s with it, `benches/README.md`). Statistics once a second give
 /// the metrics each partition's queue length. All unless
 /// `source.properties` says.
-pub fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientConfig, KafkaSourceError> {
+pub(crate) fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientConfig, KafkaSourceError> {
     let mut c = client_config(k)?;
     let queue = k.queue_records.unwrap_or(4 * batch_size);
     for (key, value) in [
@@ -124,7 +124,7 @@ pub fn member_config(k: &KafkaSourceConfig, batch_size: usize) -> Result<ClientC
 /// producer settings a sink depends on. `acks=all` with idempotence: a
 /// delivery report means every in-sync replica has the record, and the
 /// producer's own retries neither duplicate nor reorder.
-pub fn producer_config(
+pub(crate) fn producer_config(
     conn: &KafkaConnection,
     properties: &BTreeMap<String, PropertyValue>,
 ) -> Result<ClientConfig, KafkaSourceError> {

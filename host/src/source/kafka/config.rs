@@ -68,7 +68,7 @@ const OWNED_PROPERTIES: [(&str, &str); 6] = [
 ];
 
 impl KafkaSourceConfig {
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         p.under("source", |p| self.connection.validate("source", &OWNED_PROPERTIES, p));
         if self.group_id.trim().is_empty() {
             p.add("source.group_id", "must not be empty".into());

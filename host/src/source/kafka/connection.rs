@@ -72,7 +72,7 @@ impl KafkaConnection {
     }
 
     /// Where each secret comes from, for printing instead of the secret.
-    pub fn secret_sources(&self) -> Vec<(String, String)> {
+    pub(crate) fn secret_sources(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(sasl) = &self.sasl {
             out.push(("sasl.password".into(), format!("*** (from ${})", sasl.password_env)));
@@ -87,7 +87,7 @@ impl KafkaConnection {
     /// into; `section` (`source`, `sink`) names it in the messages.
     /// `owned`: properties sluice sets itself in this section, each with
     /// what to write instead.
-    pub fn validate(&self, section: &str, owned: &[(&str, &str)], p: &mut Problems) {
+    pub(crate) fn validate(&self, section: &str, owned: &[(&str, &str)], p: &mut Problems) {
         if self.brokers.trim().is_empty() {
             p.add("brokers", "name at least one host:port".into());
         }
@@ -133,7 +133,7 @@ impl KafkaConnection {
     /// Relative TLS files made absolute against the config file's folder,
     /// and environment overrides' `_` read as `.` in property names
     /// (an environment variable's name cannot hold a dot).
-    pub fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
+    pub(crate) fn absolutize(&mut self, abs: &dyn Fn(&Path) -> PathBuf) {
         self.properties =
             std::mem::take(&mut self.properties).into_iter().map(|(key, v)| (key.replace('_', "."), v)).collect();
         if let Some(tls) = &mut self.tls {
@@ -190,7 +190,7 @@ pub struct SaslConfig {
 }
 
 /// Property names that hold secrets; they come from the environment only.
-pub fn is_secret_property(key: &str) -> bool {
+pub(crate) fn is_secret_property(key: &str) -> bool {
     ["password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config", "sasl.jaas"]
         .iter()
         .any(|s| key.contains(s))

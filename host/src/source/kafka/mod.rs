@@ -56,13 +56,13 @@ impl KafkaSourceError {
 }
 
 /// The name of a partition in keys, labels and messages: `topic/partition`.
-pub fn partition_name(topic: &str, partition: i32) -> String {
+pub(crate) fn partition_name(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
 /// `topic/partition` back into its parts (topics never contain `/`);
 /// `-1` for a name that is not one.
-pub fn split_partition_name(name: &str) -> (&str, i32) {
+pub(crate) fn split_partition_name(name: &str) -> (&str, i32) {
     match name.rsplit_once('/') {
         Some((t, p)) => (t, p.parse().unwrap_or(-1)),
         None => (name, -1),

@@ -14,7 +14,7 @@ use crate::record::{Position, Record};
 /// A message copied out of librdkafka's buffers, so that its buffer is
 /// released at once, not when the batch finishes.
 #[derive(Debug, Clone)]
-pub struct KafkaRecord {
+pub(crate) struct KafkaRecord {
     pub offset: i64,
     pub record: Record,
 }
@@ -23,7 +23,7 @@ pub struct KafkaRecord {
 /// key into one buffer, so that a batch costs one allocation for its bytes
 /// and each record's payload is a slice of it.
 #[derive(Default)]
-pub struct MessageBatch {
+pub(crate) struct MessageBatch {
     data: Vec<u8>,
     messages: Vec<Copied>,
 }
@@ -47,10 +47,6 @@ impl MessageBatch {
 
     pub fn len(&self) -> usize {
         self.messages.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
     }
 
     /// The bytes copied so far.
@@ -104,7 +100,7 @@ impl MessageBatch {
 
 /// One message as a record, on its own (not on the hot path: a batch of
 /// one).
-pub fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>) -> Option<KafkaRecord> {
+pub(crate) fn from_message(m: &BorrowedMessage<'_>, topic: &Arc<str>) -> Option<KafkaRecord> {
     let mut batch = MessageBatch::default();
     batch.push(m);
     batch.finish(topic).next()

@@ -162,7 +162,7 @@ impl DedupConfig {
 
     /// The section's own checks; those against `[source]` are the
     /// assembler's (`config::Config::validate`).
-    pub fn validate(&self, p: &mut Problems) {
+    pub(crate) fn validate(&self, p: &mut Problems) {
         if self.window.is_some_and(|w| w.is_zero()) {
             p.add("dedup.window", "must be greater than zero".into());
         }
@@ -185,7 +185,7 @@ impl DedupConfig {
     }
 }
 
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
+pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_secs(7 * 86_400);
 
 /// The names `DedupScope` and `OnMissingState` read, for the config's
 /// JSON Schema (serde reads them through `TryFrom<String>`).

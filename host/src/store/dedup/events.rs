@@ -8,7 +8,7 @@ use crate::telemetry::{EVENTS, InternalEvent};
 /// A dedup bucket's recent ids were sorted into a table file of the store
 /// (`store::id_blobs`): a debug line, and a count that should grow with
 /// the ids delivered (one per 131,072, and one per bucket).
-pub struct IdsConverted<'a> {
+pub(crate) struct IdsConverted<'a> {
     pub bucket: &'a str,
     pub ids: usize,
 }
@@ -21,7 +21,7 @@ impl InternalEvent for IdsConverted<'_> {
 }
 
 /// Dedup buckets older than the window were dropped whole.
-pub struct BucketsExpired {
+pub(crate) struct BucketsExpired {
     pub dropped: usize,
     pub live: usize,
 }
@@ -37,7 +37,7 @@ impl InternalEvent for BucketsExpired {
 /// The wall clock moved away from the dedup window's clock (which follows
 /// the monotonic clock during a run: `store::clock`), or came back to it.
 /// The window keeps its own time; a warning says so once per jump.
-pub struct ClockJumped {
+pub(crate) struct ClockJumped {
     /// Seconds the wall clock is ahead (negative: behind); 0 when back.
     pub skew_secs: i64,
 }

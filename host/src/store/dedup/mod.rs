@@ -74,7 +74,7 @@ impl<'s> DedupWindow<'s> {
     /// The bucket width is fixed when the store is created (window / 8, at
     /// least a second) and kept if the window is later changed, so existing
     /// buckets keep their meaning.
-    pub fn unfiltered(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
+    pub(crate) fn unfiltered(store: &'s Store, window: Duration) -> Result<DedupWindow<'s>, StoreError> {
         let window_secs = window.as_secs().max(1);
         let meta = store.cf(CF_META)?;
         let bucket_secs = match store.db().get_cf(&meta, BUCKET_KEY).map_err(|e| store.rocks(e))? {
@@ -409,7 +409,7 @@ impl<'s> DedupWindow<'s> {
     /// of the duplicates the batch absorbed (`audit`): all in the batch's
     /// one blob. An absorbed trail is stored under the id's key and
     /// `ABSORBED` once converted, and a look-up never reads it.
-    pub fn record_with_trails(
+    pub(crate) fn record_with_trails(
         &self,
         batch: &mut WriteBatch,
         digests: &[IdDigest],
@@ -487,7 +487,7 @@ impl<'s> DedupWindow<'s> {
 
     /// Every id and absorbed duplicate of the buckets that overlap
     /// `since_secs..`, with their values, one bucket at a time.
-    pub fn scan_since(&self, since_secs: u64, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
+    pub(crate) fn scan_since(&self, since_secs: u64, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
         let first = since_secs / self.bucket_secs;
         let buckets: Vec<u64> = self.buckets.lock().map(|b| b.range(first..).copied().collect()).unwrap_or_default();
         for bucket in buckets {
@@ -558,7 +558,7 @@ impl<'s> DedupWindow<'s> {
 
     /// Expire if it has not run for a quarter of a bucket (at most a
     /// minute): cheap to ask per batch, from every partition.
-    pub fn maybe_expire(&self, now_secs: u64) -> Result<usize, StoreError> {
+    pub(crate) fn maybe_expire(&self, now_secs: u64) -> Result<usize, StoreError> {
         let every = (self.bucket_secs / 4).clamp(1, 60);
         let last = self.last_expiry.load(Ordering::Relaxed);
         if now_secs < last.saturating_add(every)

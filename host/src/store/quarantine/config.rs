@@ -29,7 +29,7 @@ pub struct QuarantineConfig {
 
 impl QuarantineConfig {
     /// `kafka`: the source is Kafka (a topic is only for it).
-    pub fn validate(&self, kafka: bool, p: &mut Problems) {
+    pub(crate) fn validate(&self, kafka: bool, p: &mut Problems) {
         for (i, pattern) in self.mask_patterns.iter().enumerate() {
             if let Err(e) = regex::bytes::Regex::new(pattern) {
                 p.add(&format!("quarantine.mask_patterns[{i}]"), format!("{pattern:?}: {e}"));

@@ -170,7 +170,7 @@ impl<'s> Quarantine<'s> {
     /// a log line, an error. The values masked in the record's payload,
     /// key and headers are masked wherever the reason quotes them, then
     /// the patterns and masked field names.
-    pub fn reason_for(&self, record: &Record, reason: &str) -> String {
+    pub(crate) fn reason_for(&self, record: &Record, reason: &str) -> String {
         if self.masking.is_empty() {
             return reason.to_string();
         }
@@ -246,7 +246,7 @@ impl<'s> Quarantine<'s> {
 
 /// Which entries a query (`quarantine list|stats|export`) keeps.
 #[derive(Debug, Clone, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     pub stage: Option<String>,
     /// The rejecting plugin's name.
     pub plugin: Option<String>,
@@ -288,7 +288,7 @@ impl Entry {
     }
 
     /// When it was written: the entry id begins with it, in hex.
-    pub fn written_nanos(&self) -> i64 {
+    pub(crate) fn written_nanos(&self) -> i64 {
         self.id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).map_or(0, |n| n as i64)
     }
 }
@@ -312,7 +312,7 @@ pub struct Stats {
 /// every word with a digit in it (times, numbers, offsets, digests), so
 /// that `field n: "999" is not an int` and `field n: "x1" is not an int`
 /// count as one kind of fault.
-pub fn reason_template(reason: &str) -> String {
+pub(crate) fn reason_template(reason: &str) -> String {
     let mut out = String::with_capacity(reason.len());
     let mut chars = reason.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
@@ -365,7 +365,7 @@ pub fn reason_template(reason: &str) -> String {
 }
 
 impl Stats {
-    pub fn add(&mut self, e: &Entry) {
+    pub(crate) fn add(&mut self, e: &Entry) {
         self.entries += 1;
         self.replayed += u64::from(e.replayed.is_some());
         self.masked += u64::from(!e.masked.is_empty());
@@ -385,7 +385,8 @@ fn position_key(p: &Position) -> Vec<u8> {
 
 impl Store {
     /// The entry of the record at `position`, if one was quarantined there.
-    pub fn quarantined_at(&self, position: &Position) -> Result<Option<Entry>, StoreError> {
+    #[cfg(test)]
+    fn quarantined_at(&self, position: &Position) -> Result<Option<Entry>, StoreError> {
         let Ok(positions) = self.cf(CF_QUARANTINE_POSITIONS) else { return Ok(None) };
         match self.db().get_cf(&positions, position_key(position)).map_err(|e| self.rocks(e))? {
             Some(id) => self.quarantine_entry(&String::from_utf8_lossy(&id)),
@@ -396,7 +397,10 @@ impl Store {
     /// Each entry, oldest first, handed to `f` as it is read: one pass,
     /// without holding them all (an export of millions). `f` returns
     /// `false` to stop.
-    pub fn scan_quarantine<E: From<StoreError>>(&self, mut f: impl FnMut(Entry) -> Result<bool, E>) -> Result<(), E> {
+    pub(crate) fn scan_quarantine<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(Entry) -> Result<bool, E>,
+    ) -> Result<(), E> {
         let cf = self.cf(CF_QUARANTINE)?;
         for item in self.db().iterator_cf(&cf, IteratorMode::Start) {
             let (_, v) = item.map_err(|e| self.rocks(e))?;
@@ -419,7 +423,7 @@ impl Store {
         Ok(out)
     }
 
-    pub fn quarantine_entry(&self, id: &str) -> Result<Option<Entry>, StoreError> {
+    pub(crate) fn quarantine_entry(&self, id: &str) -> Result<Option<Entry>, StoreError> {
         let cf = self.cf(CF_QUARANTINE)?;
         match self.db().get_cf(&cf, id.as_bytes()).map_err(|e| self.rocks(e))? {
             Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| self.corrupt("quarantine entry", e)),
@@ -429,7 +433,12 @@ impl Store {
 
     /// A replay failed again: keep the entry, with the new reason and one
     /// more attempt.
-    pub fn update_quarantined(&self, batch: &mut WriteBatch, entry: &Entry, reason: &str) -> Result<(), StoreError> {
+    pub(crate) fn update_quarantined(
+        &self,
+        batch: &mut WriteBatch,
+        entry: &Entry,
+        reason: &str,
+    ) -> Result<(), StoreError> {
         let cf = self.cf(CF_QUARANTINE)?;
         let updated = Entry { reason: reason.to_string(), attempts: entry.attempts + 1, ..entry.clone() };
         let raw = serde_json::to_vec(&updated).map_err(|e| self.corrupt("quarantine entry", e))?;
@@ -438,7 +447,7 @@ impl Store {
     }
 
     /// Record that `entry` was replayed (in `batch`, with the replay's ids).
-    pub fn mark_replayed(&self, batch: &mut WriteBatch, entry: &Entry, when: &str) -> Result<(), StoreError> {
+    pub(crate) fn mark_replayed(&self, batch: &mut WriteBatch, entry: &Entry, when: &str) -> Result<(), StoreError> {
         let cf = self.cf(CF_QUARANTINE)?;
         let updated = Entry { replayed: Some(when.to_string()), ..entry.clone() };
         let raw = serde_json::to_vec(&updated).map_err(|e| self.corrupt("quarantine entry", e))?;

@@ -50,7 +50,7 @@ fn key(cp: i32) -> String {
 
 impl Changelog<'_> {
     /// Start following (the topic scope); call before the run's tasks.
-    pub fn with_follower(mut self) -> Self {
+    pub(crate) fn with_follower(mut self) -> Self {
         if self.scope == crate::store::dedup::config::DedupScope::Topic {
             self.follow = Some(Progress::default());
         }

@@ -25,7 +25,7 @@ pub enum MessageError {
     Ragged(usize),
 }
 
-pub fn encode(accepted_secs: u64, ids: &[IdDigest]) -> Vec<u8> {
+pub(crate) fn encode(accepted_secs: u64, ids: &[IdDigest]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEAD + ids.len() * ID);
     out.push(VERSION);
     out.extend_from_slice(&accepted_secs.to_le_bytes());

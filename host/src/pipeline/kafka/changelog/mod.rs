@@ -62,7 +62,7 @@ use crate::telemetry::InternalEvent;
 const IDS_PER_MESSAGE: usize = 20_000;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ChangelogError {
+pub(crate) enum ChangelogError {
     #[error(
         "dedup changelog {topic}: {partition}: {why}. Its ids cannot be restored, so records its last owner \
          delivered would be delivered again. Restore the topic, or set dedup.on_missing_state = \
@@ -81,7 +81,7 @@ pub enum ChangelogError {
 
 /// What `sluice check` says of the changelog (and `run` acts on).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TopicState {
+pub(crate) enum TopicState {
     Exists {
         partitions: i32,
         retention: Option<Duration>,
@@ -94,7 +94,7 @@ pub enum TopicState {
 }
 
 /// The changelog's topic as the brokers have it now.
-pub fn topic_state(
+pub(crate) fn topic_state(
     source: &KafkaSourceConfig,
     topic: &str,
     window: Duration,
@@ -115,7 +115,7 @@ pub fn topic_state(
 }
 
 /// A warning when an existing changelog keeps ids for less than the window.
-pub fn retention_warning(retention: Option<Duration>, window: Duration) -> Option<String> {
+pub(crate) fn retention_warning(retention: Option<Duration>, window: Duration) -> Option<String> {
     match retention {
         Some(r) if r < window => Some(format!(
             "its retention {} is shorter than the dedup window {}: ids older than that are not restored on another \

@@ -48,7 +48,7 @@ use crate::telemetry::InternalEvent;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The transactional id of a source partition.
-pub fn transactional_id(group_id: &str, topic: &str, partition: impl std::fmt::Display) -> String {
+pub(crate) fn transactional_id(group_id: &str, topic: &str, partition: impl std::fmt::Display) -> String {
     format!("{group_id}-txn-{topic}-{partition}")
 }
 

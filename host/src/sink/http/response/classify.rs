@@ -26,7 +26,7 @@ pub fn classify(profile: &Profile, ids: &[&str], response: &Response<'_>) -> Rul
 }
 
 /// [`classify`], with what else of the request the profile reads.
-pub fn classify_request(profile: &Profile, request: &Request<'_>, response: &Response<'_>) -> Ruling {
+pub(crate) fn classify_request(profile: &Profile, request: &Request<'_>, response: &Response<'_>) -> Ruling {
     let (reply, evidence) = read(profile, request, response);
     fixed::enforce(response.status, request.ids.len(), reply, evidence)
 }

@@ -26,29 +26,29 @@ use super::Ruling;
 /// Where a reply came from: the request's status and headers alone, or
 /// answers that name records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Evidence {
+pub(crate) enum Evidence {
     Request,
     PerRecord,
 }
 
 /// Request-level statuses that are always the backend's, never a record's.
-pub fn systemic_status(status: u16) -> bool {
+pub(crate) fn systemic_status(status: u16) -> bool {
     matches!(status, 300..=399 | 401 | 403 | 404 | 405 | 407 | 408 | 411 | 415 | 429 | 500..=599)
         || !(100..=599).contains(&status)
 }
 
 /// Statuses on which a batch may be split without per-record evidence.
-pub fn splittable_status(status: u16) -> bool {
+pub(crate) fn splittable_status(status: u16) -> bool {
     matches!(status, 400 | 413 | 422)
 }
 
 /// Item-level statuses (inside a bulk answer) that are always systemic.
-pub fn systemic_item_status(status: u16) -> bool {
+pub(crate) fn systemic_item_status(status: u16) -> bool {
     matches!(status, 401 | 403 | 404 | 408 | 429 | 500..=599)
 }
 
 /// Holds `reply` to the rules above. `n` is the number of records sent.
-pub fn enforce(status: u16, n: usize, reply: Ruling, evidence: Evidence) -> Ruling {
+pub(crate) fn enforce(status: u16, n: usize, reply: Ruling, evidence: Evidence) -> Ruling {
     match reply {
         Ruling::Answers(a) if a.len() != n => {
             Ruling::Systemic(format!("HTTP {status}: the answer accounts for {} records, {n} were sent", a.len()))
@@ -68,7 +68,7 @@ pub fn enforce(status: u16, n: usize, reply: Ruling, evidence: Evidence) -> Ruli
 }
 
 /// The fixed rules as `sluice check` prints them.
-pub const DESCRIBED: &[&str] = &[
+pub(crate) const DESCRIBED: &[&str] = &[
     "request 3xx 401 403 404 405 407 408 411 415 429 5xx, timeout, lost connection: systemic",
     "split only on 400 413 422, or on per-record evidence (items, counts, a named row)",
     "bulk item 401 403 404 408 429 5xx: systemic",

@@ -26,7 +26,7 @@ impl<'a> Json<'a> {
         serde_json::from_slice(body)
     }
 
-    pub fn empty_object() -> Json<'static> {
+    pub(crate) fn empty_object() -> Json<'static> {
         Json::Object(Vec::new())
     }
 

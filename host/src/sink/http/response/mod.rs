@@ -122,7 +122,7 @@ pub fn excerpt(body: &[u8]) -> String {
 
 /// `Retry-After`, in seconds or as an HTTP date; a date in the past is no
 /// wait at all.
-pub fn retry_after(headers: &http::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &http::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
     let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

@@ -422,7 +422,7 @@ impl schemars::JsonSchema for TimeFormats {
 }
 
 /// The built-in profiles, by name: data shipped inside the binary.
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("status", include_str!("../profiles/status.toml")),
     ("openobserve", include_str!("../profiles/openobserve.toml")),
     ("openobserve_bulk", include_str!("../profiles/openobserve_bulk.toml")),
@@ -451,7 +451,7 @@ impl Profile {
 
     /// Checks beyond the types: `Err((key, message))`, the key relative
     /// to the profile.
-    pub fn first_problem(&self) -> Result<(), (String, String)> {
+    pub(crate) fn first_problem(&self) -> Result<(), (String, String)> {
         for (i, rule) in self.status.iter().enumerate() {
             // A single fixed code, or a whole class of them (3xx, 5xx),
             // given another fate: say so rather than silently overrule it.
