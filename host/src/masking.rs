@@ -44,13 +44,26 @@ pub struct Masking {
     in_text: Vec<(String, Regex)>,
 }
 
+/// A masking rule that does not compile, by its key and value.
+#[derive(Debug, thiserror::Error)]
+pub enum MaskingError {
+    #[error("quarantine.mask_patterns: {pattern:?}: {source}")]
+    Pattern { pattern: String, source: regex::Error },
+    #[error("quarantine.mask_fields: {field:?}: {source}")]
+    Field { field: String, source: regex::Error },
+}
+
 impl Masking {
     /// `Err` names the pattern that does not compile (config validation
     /// reports it first, with its key).
-    pub fn new(fields: &[String], patterns: &[String]) -> Result<Masking, String> {
+    pub fn new(fields: &[String], patterns: &[String]) -> Result<Masking, MaskingError> {
         let patterns = patterns
             .iter()
-            .map(|p| Regex::new(p).map(|r| (p.clone(), r)).map_err(|e| format!("{p:?}: {e}")))
+            .map(|p| {
+                Regex::new(p)
+                    .map(|r| (p.clone(), r))
+                    .map_err(|source| MaskingError::Pattern { pattern: p.clone(), source })
+            })
             .collect::<Result<_, _>>()?;
         let in_text = fields
             .iter()
@@ -63,7 +76,7 @@ impl Masking {
                     r#"(?i)\\?"{n}\\?"\s*:\s*(\\?"(?:[^"\\]|\\[^"])*\\?"|[^\s,}}\]]+)|(?:^|[^A-Za-z0-9_]){n}=("[^"]*"|[^\s,&]+)"#
                 ))
                 .map(|re| (name.to_string(), re))
-                .map_err(|e| format!("quarantine.mask_fields {name:?}: {e}"))
+                .map_err(|source| MaskingError::Field { field: name.to_string(), source })
             })
             .collect::<Result<_, _>>()?;
         Ok(Masking { fields: fields.to_vec(), patterns, in_text })

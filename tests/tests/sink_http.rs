@@ -1092,7 +1092,11 @@ fn a_pinned_classifier_starts_only_from_the_pinned_bytes() {
     // Another build of the same plugin in its place.
     let other = classifier("sluice-classifier-axiom");
     std::fs::copy(&other, &path).unwrap_or_else(|e| panic!("{e}"));
-    let refused = config.build(&plugins).err().unwrap_or_else(|| panic!("a swapped classifier was loaded"));
+    let refused = config
+        .build(&plugins)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| panic!("a swapped classifier was loaded"));
     let found = format!("blake3:{}", blake3::hash(&std::fs::read(&other).unwrap_or_default()).to_hex());
     assert!(refused.contains(&pinned) && refused.contains(&found), "both digests named: {refused}");
 }

@@ -39,9 +39,7 @@ pub struct ClassifyArgs {
 /// `Ok(false)` when a case's answer does not come to what it expects.
 pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
     let (name, reader) = match (&args.profile, &args.config, &args.plugin) {
-        (Some(name), None, None) => {
-            (format!("profile {name}"), Reader::profile(Profile::builtin(name).map_err(anyhow::Error::msg)?))
-        }
+        (Some(name), None, None) => (format!("profile {name}"), Reader::profile(Profile::builtin(name)?)),
         (None, Some(path), None) => {
             let cfg = crate::config::Config::load(path).with_context(|| format!("config {}", path.display()))?;
             let Some(response) = cfg.first_sink().response() else {
@@ -49,10 +47,7 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
             };
             match cfg.first_sink().classifier() {
                 Some(c) => plugin_reader(&c)?,
-                None => (
-                    format!("profile {}", response.name()),
-                    Reader::profile(response.profile().map_err(anyhow::Error::msg)?),
-                ),
+                None => (format!("profile {}", response.name()), Reader::profile(response.profile()?)),
             }
         }
         (None, None, Some(path)) => {
@@ -107,7 +102,6 @@ pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
 
 fn plugin_reader(c: &ClassifierConfig) -> anyhow::Result<(String, Reader)> {
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
-    let r =
-        c.build(&runtime).map_err(anyhow::Error::msg).with_context(|| format!("classifier {}", c.path.display()))?;
+    let r = c.build(&runtime).with_context(|| format!("classifier {}", c.path.display()))?;
     Ok((format!("classifier {}", r.name()), Reader::Plugin(Box::new(r))))
 }

@@ -168,8 +168,9 @@ impl Plan {
             let named = match (e.sinks.as_deref(), self.sinks.as_ref()) {
                 (Some(names), Some(f)) => match f.mask_of(names) {
                     Ok(mask) => Some(mask),
-                    Err(reason) => {
+                    Err(e) => {
                         self.events.truncate(first);
+                        let reason = e.to_string();
                         self.fates[record] =
                             Some(Disposition::Quarantine { stage: "route", plugin: None, sink: None, reason });
                         self.event_count[record] = 0;

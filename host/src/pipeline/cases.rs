@@ -140,7 +140,7 @@ pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<V
         (answers, Some(response)) => {
             let reader = match cfg.first_sink().classifier() {
                 Some(c) => Reader::Plugin(Box::new(c.build(runtime).map_err(|e| format!("sink.classifier: {e}"))?)),
-                None => Reader::profile(response.profile()?),
+                None => Reader::profile(response.profile().map_err(|e| e.to_string())?),
             };
             Some(CaseSink::new(reader, answers, cfg.first_sink().guard().retry.max_attempts))
         }

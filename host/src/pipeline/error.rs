@@ -19,6 +19,10 @@ pub enum PipelineError {
     Metrics(String),
     #[error("{0}")]
     Config(String),
+    #[error(transparent)]
+    Route(#[from] crate::route::error::RouteError),
+    #[error(transparent)]
+    Masking(#[from] crate::masking::MaskingError),
     #[error("source paths {0:?} match no file")]
     NoFiles(Vec<String>),
     #[error(transparent)]

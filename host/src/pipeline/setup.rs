@@ -254,7 +254,7 @@ pub(crate) fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, Pipel
 /// The sinks' names and the routes over them, as `check` draws them.
 pub fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
     let names: Vec<String> = cfg.sinks.iter().map(|s| s.name.clone()).collect();
-    crate::route::Fanout::new(&names, &cfg.routes).map_err(PipelineError::Config)
+    Ok(crate::route::Fanout::new(&names, &cfg.routes)?)
 }
 
 /// Run `f` with a group committer for `store` (a thread of its own, ended

@@ -162,7 +162,7 @@ pub(crate) fn compare_sinks(current: &Verdict, candidate: &Verdict, f: &Fanout) 
         .enumerate()
         .filter_map(|(k, (x, y))| {
             // A route naming a sink there is not quarantines the record.
-            let shown = |r: Result<crate::route::config::SinkMask, String>| {
+            let shown = |r: Result<crate::route::config::SinkMask, crate::route::error::RouteError>| {
                 r.map_or_else(|e| format!("quarantine: {e}"), names)
             };
             let (now, then) = (shown(f.sinks_of(x)), shown(f.sinks_of(y)));

@@ -97,24 +97,34 @@ fn default_time_limit() -> Duration {
 /// `*.json`, TOML otherwise (what a `[[plugins]]` `config` table holds).
 /// The one reader of `config_file`, `plugin run --config` and `shadow
 /// --plugin-config`.
-pub(crate) fn read_table(path: &std::path::Path) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub(crate) fn read_table(path: &std::path::Path) -> Result<serde_json::Value, TableError> {
+    let at = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TableError::Read { path: at(), source })?;
     let value = if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str::<serde_json::Value>(&text)
-            .map_err(|e| format!("invalid JSON in {}: {e}", path.display()))?
+        serde_json::from_str::<serde_json::Value>(&text).map_err(|source| TableError::Json { path: at(), source })?
     } else {
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| format!("invalid TOML in {}: {e}", path.display()))?;
-        serde_json::to_value(table).map_err(|e| format!("cannot convert {} to JSON: {e}", path.display()))?
+        let table: toml::Table = toml::from_str(&text).map_err(|source| TableError::Toml { path: at(), source })?;
+        serde_json::to_value(table).map_err(|source| TableError::Convert { path: at(), source })?
     };
     if !value.is_object() {
-        return Err(format!(
-            "{} must hold one table (an object): the plugin's config, not {}",
-            path.display(),
-            sluice_guest::json::kind(&value)
-        ));
+        return Err(TableError::NotATable { path: at(), kind: sluice_guest::json::kind(&value) });
     }
     Ok(value)
+}
+
+/// Why a plugin's config file gives no table, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid JSON in {path}: {source}")]
+    Json { path: String, source: serde_json::Error },
+    #[error("invalid TOML in {path}: {source}")]
+    Toml { path: String, source: toml::de::Error },
+    #[error("cannot convert {path} to JSON: {source}")]
+    Convert { path: String, source: serde_json::Error },
+    #[error("{path} must hold one table (an object): the plugin's config, not {kind}")]
+    NotATable { path: String, kind: &'static str },
 }
 
 impl PluginConfig {
@@ -128,7 +138,7 @@ impl PluginConfig {
         }
         match read_table(file) {
             Ok(table) => self.config = table,
-            Err(e) => p.add(&format!("plugins[{i}].config_file"), e),
+            Err(e) => p.add(&format!("plugins[{i}].config_file"), e.to_string()),
         }
     }
 

@@ -4,6 +4,7 @@ use serde::Deserialize;
 
 use crate::problem::Problems;
 
+use super::error::RuleProblem;
 use super::test::Test;
 
 /// Sinks as bits of a mask, by their index in the pipeline's list: at most
@@ -41,19 +42,24 @@ pub struct RouteConfig {
 
 impl RouteConfig {
     /// The rule's test; the error names the key at fault.
-    pub(super) fn test(&self) -> Result<Test, String> {
+    pub(super) fn test(&self) -> Result<Test, RuleProblem> {
+        let problem = |key, why: String| Err(RuleProblem { key, why });
         let conditions = [self.equals.is_some(), self.matches.is_some(), self.exists.is_some()];
         match (self.field.as_deref(), conditions.iter().filter(|c| **c).count()) {
             (None, 0) => Ok(Test::Always),
-            (None, _) => Err("field: a condition needs the field it reads".into()),
-            (Some(_), 0) => Err("field: needs one of equals, matches or exists".into()),
-            (Some(_), 2..) => Err("equals, matches, exists: one condition per rule".into()),
-            (Some(f), _) if !f.starts_with('/') => Err(format!("field: {f:?} is not a JSON pointer (write \"/{f}\")")),
+            (None, _) => problem("field", "a condition needs the field it reads".into()),
+            (Some(_), 0) => problem("field", "needs one of equals, matches or exists".into()),
+            (Some(_), 2..) => problem("equals, matches, exists", "one condition per rule".into()),
+            (Some(f), _) if !f.starts_with('/') => {
+                problem("field", format!("{f:?} is not a JSON pointer (write \"/{f}\")"))
+            }
             (Some(_), _) => {
                 if let Some(e) = &self.equals {
                     Ok(Test::Equals(e.clone()))
                 } else if let Some(m) = &self.matches {
-                    regex::Regex::new(m).map(Test::Matches).map_err(|e| format!("matches: {e}"))
+                    regex::Regex::new(m)
+                        .map(Test::Matches)
+                        .map_err(|e| RuleProblem { key: "matches", why: e.to_string() })
                 } else {
                     Ok(Test::Exists(self.exists.unwrap_or(true)))
                 }
@@ -66,9 +72,8 @@ impl RouteConfig {
     /// Every problem, keyed under the rule (`routes[i]`); `names`: the
     /// config's sinks.
     pub(crate) fn validate(&self, names: &[String], p: &mut Problems) {
-        if let Err(m) = self.test() {
-            let (key, message) = m.split_once(": ").map_or(("", m.clone()), |(k, v)| (k, v.to_string()));
-            p.add(key, message);
+        if let Err(RuleProblem { key, why }) = self.test() {
+            p.add(key, why);
         }
         if self.sinks.is_empty() {
             p.add("sinks", "names no sink".into());

@@ -11,11 +11,13 @@
 //! (`custody::plan`), and with one sink and no routes it is never called.
 
 pub mod config;
+pub mod error;
 mod test;
 
 use std::sync::Arc;
 
 use config::{DEFAULT_SINK, MAX_SINKS, RouteConfig, SinkMask};
+use error::RouteError;
 use test::Test;
 
 #[derive(Debug, Clone)]
@@ -53,19 +55,22 @@ impl Fanout {
     /// The sinks named `names` (in their order) and the rules over them.
     /// Checked by `config` first; an unknown sink here is a bug, and is
     /// refused with the same words.
-    pub fn new(names: &[String], routes: &[RouteConfig]) -> Result<Fanout, String> {
+    pub fn new(names: &[String], routes: &[RouteConfig]) -> Result<Fanout, RouteError> {
         if names.is_empty() || names.len() > MAX_SINKS {
-            return Err(format!("{} sinks (1 to {MAX_SINKS})", names.len()));
+            return Err(RouteError::SinkCount { count: names.len(), max: MAX_SINKS });
         }
         let mut rules = Vec::with_capacity(routes.len());
         for (i, r) in routes.iter().enumerate() {
             let mut sinks: SinkMask = 0;
             for s in &r.sinks {
-                let at =
-                    names.iter().position(|n| n == s).ok_or_else(|| format!("routes[{i}]: no sink named {s:?}"))?;
+                let at = names
+                    .iter()
+                    .position(|n| n == s)
+                    .ok_or_else(|| RouteError::NoSuchSink { rule: i, name: s.clone() })?;
                 sinks |= 1 << at;
             }
-            rules.push(Rule { field: r.field.clone().unwrap_or_default(), test: r.test()?, sinks });
+            let test = r.test().map_err(|problem| RouteError::Rule { rule: i, problem })?;
+            rules.push(Rule { field: r.field.clone().unwrap_or_default(), test, sinks });
         }
         let all = if names.len() == MAX_SINKS { SinkMask::MAX } else { (1 << names.len()) - 1 };
         Ok(Fanout {
@@ -118,29 +123,28 @@ impl Fanout {
     /// contract carries them), over the config's routes. A name no sink
     /// has is an error naming it and the sinks there are: the record goes
     /// to the quarantine, never to a sink it was not meant for.
-    pub(crate) fn mask_of(&self, route: &[u8]) -> Result<SinkMask, String> {
+    pub(crate) fn mask_of(&self, route: &[u8]) -> Result<SinkMask, RouteError> {
         let mut mask: SinkMask = 0;
         for name in route.split(|b| *b == b',') {
             match self.names.iter().position(|n| n.as_bytes() == name) {
                 Some(at) => mask |= 1 << at,
                 None => {
                     let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
-                    return Err(format!(
-                        "a plugin routed the event to sink {:?}; the sinks are {}",
-                        String::from_utf8_lossy(name),
-                        names.join(", ")
-                    ));
+                    return Err(RouteError::UnknownSink {
+                        name: String::from_utf8_lossy(name).into_owned(),
+                        sinks: names.join(", "),
+                    });
                 }
             }
         }
         if mask == 0 {
-            return Err("a plugin routed the event to no sink".into());
+            return Err(RouteError::NoSink);
         }
         Ok(mask)
     }
 
     /// Where an event goes: the sinks its plugin named, else the routes'.
-    pub(crate) fn sinks_of(&self, event: &crate::record::Event) -> Result<SinkMask, String> {
+    pub(crate) fn sinks_of(&self, event: &crate::record::Event) -> Result<SinkMask, RouteError> {
         match &event.sinks {
             Some(route) => self.mask_of(route),
             None => Ok(self.sinks_for(&event.body)),
@@ -269,7 +273,8 @@ mod tests {
         assert!(f.is_single());
         assert_eq!(f.sinks_for(b"{}"), 1);
         assert!(
-            Fanout::new(&names(), &[route("/a", Some("x"), None, None, &["nope"])]).is_err_and(|e| e.contains("nope"))
+            Fanout::new(&names(), &[route("/a", Some("x"), None, None, &["nope"])])
+                .is_err_and(|e| e.to_string().contains("nope"))
         );
     }
 }

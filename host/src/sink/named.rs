@@ -29,8 +29,8 @@ impl Sinks {
         ctx: SinkContext<'_>,
     ) -> Result<Sinks, SinkError> {
         let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
-        let fanout =
-            Fanout::new(&names, routes).map_err(|message| SinkError::Setup { target: "routes".into(), message })?;
+        let fanout = Fanout::new(&names, routes)
+            .map_err(|e| SinkError::Setup { target: "routes".into(), message: e.to_string() })?;
         let several = configs.len() > 1;
         let list = configs
             .iter()

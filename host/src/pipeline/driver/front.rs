@@ -47,8 +47,7 @@ pub(super) fn run_worker<'s>(
         shared.store,
         &settings.pipeline,
         chain.stages().iter().map(|s| PluginVersion::from(s.id())).collect(),
-        Masking::new(&settings.mask_fields, &settings.mask_patterns)
-            .map_err(|e| PipelineError::Config(format!("quarantine.mask_patterns: {e}")))?,
+        Masking::new(&settings.mask_fields, &settings.mask_patterns)?,
     );
     let plugins = chain.stages().iter().map(|s| format!("{}@{}", s.id().name, s.id().digest.to_hex())).collect();
     let (to_back, back_rx) = mpsc::channel::<ToBack>();

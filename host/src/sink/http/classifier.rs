@@ -130,25 +130,37 @@ impl ClassifierConfig {
 
     /// Load into the run's plugin runtime (its cache, its clock), compile
     /// or take from the cache, and initialise.
-    pub fn build(&self, runtime: &Runtime) -> Result<PluginReader, String> {
-        let pin = self.digest.as_deref().map(str::parse::<Pin>).transpose()?;
+    pub fn build(&self, runtime: &Runtime) -> Result<PluginReader, ClassifierError> {
+        let pin = self.digest.as_deref().map(str::parse::<Pin>).transpose().map_err(ClassifierError::Digest)?;
         let load = || runtime.load(&self.spec());
-        let loaded = pin::verify(pin.as_ref(), &self.path, load, |loaded| loaded.id().digest).map_err(|refused| {
-            match refused {
-                Refused::Mismatch { pinned, found } => format!(
-                    "{} has digest {found}, not the {pinned} that digest pins: the file changed since it was pinned",
-                    self.path.display()
-                ),
-                Refused::Load(e) => e.to_string(),
-            }
-        })?;
-        let classifier = Classifier::new(loaded).map_err(|e| e.to_string())?;
+        let loaded =
+            pin::verify(pin.as_ref(), &self.path, load, |loaded| loaded.id().digest).map_err(
+                |refused| match refused {
+                    Refused::Mismatch { pinned, found } => {
+                        ClassifierError::Mismatch { path: self.path.display().to_string(), pinned, found }
+                    }
+                    Refused::Load(e) => ClassifierError::Plugin(e),
+                },
+            )?;
+        let classifier = Classifier::new(loaded)?;
         Ok(PluginReader {
             classifier,
             headers: self.headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
             max_body: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
         })
     }
+}
+
+/// Why a sink's classifier does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClassifierError {
+    /// `digest` is not a pin (`blake3:<hex>` or `sha256:<hex>`).
+    #[error("digest: {0}")]
+    Digest(String),
+    #[error("{path} has digest {found}, not the {pinned} that digest pins: the file changed since it was pinned")]
+    Mismatch { path: String, pinned: Pin, found: Pin },
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::error::PluginError),
 }
 
 /// A classifier ready to read responses.

@@ -115,7 +115,7 @@ impl HttpSink {
             value.set_sensitive(true);
             headers.insert(http::header::AUTHORIZATION, value);
         }
-        let profile = cfg.response.profile().map_err(setup)?;
+        let profile = cfg.response.profile().map_err(|e| setup(e.to_string()))?;
         let reader = match &cfg.classifier {
             Some(c) => Reader::Plugin(Box::new(c.build(ctx.plugins).map_err(|e| setup(format!("classifier: {e}")))?)),
             None => Reader::profile(profile.clone()),

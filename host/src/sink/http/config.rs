@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::response::profile::Profile;
 use super::response::profile::Render;
+use super::response::profile::{Profile, ProfileError};
 use crate::problem::Problems;
 use crate::sink::guard::GuardConfig;
 
@@ -154,7 +154,7 @@ impl Default for ResponseConfig {
 
 impl ResponseConfig {
     /// The profile in force; `Err` names an unknown built-in.
-    pub fn profile(&self) -> Result<Profile, String> {
+    pub fn profile(&self) -> Result<Profile, ProfileError> {
         match self {
             ResponseConfig::Named(name) => Profile::builtin(name),
             ResponseConfig::Profile(p) => Ok((**p).clone()),
@@ -359,7 +359,7 @@ impl HttpSinkConfig {
         if let Some(c) = &self.classifier {
             c.first_problem().map_err(|(key, message)| (format!("classifier.{key}"), message))?;
         }
-        let profile = self.response.profile().map_err(|e| ("response".to_string(), e))?;
+        let profile = self.response.profile().map_err(|e| ("response".to_string(), e.to_string()))?;
         profile.first_problem().map_err(|(key, message)| (format!("response.{key}"), message))?;
         if profile.render == Render::LokiPush {
             match &self.labels {

@@ -32,7 +32,7 @@ use rocksdb::WriteBatch;
 use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::clock::{WindowClock, wall_secs};
 use super::filter::{FilterStats, IdFilter};
-use super::id_blobs::{self, BLOB_MARK, Entry, Pending, blob_key, blob_seq};
+use super::id_blobs::{self, BLOB_MARK, BlobError, Entry, Pending, blob_key, blob_seq};
 use super::{CF_META, Store, StoreError, cf_options};
 use crate::telemetry::InternalEvent;
 
@@ -200,7 +200,7 @@ impl<'s> DedupWindow<'s> {
     /// once RocksDB returns them). What a look-up finds in `p` afterwards
     /// is every id written to the bucket before it, not yet in a table.
     fn catch_up(&self, cf: &impl rocksdb::AsColumnFamilyRef, p: &mut Pending) -> Result<(), StoreError> {
-        let corrupt = |seq: u64, m: String| self.store.corrupt(&format!("dedup id blob {seq}"), m);
+        let corrupt = |seq: u64, e: BlobError| self.store.corrupt(&format!("dedup id blob {seq}"), e);
         if !p.scanned {
             let mut it = self.store.db().raw_iterator_cf(cf);
             it.seek(BLOB_MARK);

@@ -37,6 +37,16 @@ pub enum Restored {
     Stopped,
 }
 
+/// Why a changelog message's ids did not go into the store: the message
+/// is not one sluice wrote, or the store refused the write.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ApplyError {
+    #[error(transparent)]
+    Message(#[from] message::MessageError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
 impl Changelog<'_> {
     /// Bring the store up to date with `name`'s ids (`source_partition` of
     /// its topic) before its first batch.
@@ -158,12 +168,12 @@ impl Changelog<'_> {
 
     /// Add a message's ids to `write`; ids accepted longer than the window
     /// ago are past it and skipped. Returns how many were added.
-    pub(super) fn apply(&self, write: &mut WriteBatch, value: &[u8], now: u64) -> Result<usize, String> {
-        let (secs, ids) = message::decode(value).map_err(|e| e.to_string())?;
+    pub(super) fn apply(&self, write: &mut WriteBatch, value: &[u8], now: u64) -> Result<usize, ApplyError> {
+        let (secs, ids) = message::decode(value)?;
         if secs.saturating_add(self.dedup.window().as_secs()) < now {
             return Ok(0);
         }
-        self.dedup.record(write, &ids, secs).map_err(|e| e.to_string())?;
+        self.dedup.record(write, &ids, secs)?;
         Ok(ids.len())
     }
 

@@ -437,16 +437,25 @@ pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("loki", include_str!("../profiles/loki.toml")),
 ];
 
+/// A response profile that cannot be had by its name.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{name:?} is not a built-in response profile (built in: {known})")]
+    Unknown { name: String, known: String },
+    /// Shipped data, parsed by a unit test of every profile: a broken
+    /// build, still reported rather than a panic.
+    #[error("the built-in profile {name:?} does not parse: {source}")]
+    Broken { name: String, source: toml::de::Error },
+}
+
 impl Profile {
     /// A built-in profile by name.
-    pub fn builtin(name: &str) -> Result<Profile, String> {
+    pub fn builtin(name: &str) -> Result<Profile, ProfileError> {
         let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name) else {
             let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-            return Err(format!("{name:?} is not a built-in response profile (built in: {})", names.join(", ")));
+            return Err(ProfileError::Unknown { name: name.to_string(), known: names.join(", ") });
         };
-        // Shipped data, parsed by a unit test of every profile: an error
-        // here is a broken build, still reported rather than a panic.
-        toml::from_str(text).map_err(|e| format!("the built-in profile {name:?} does not parse: {e}"))
+        toml::from_str(text).map_err(|source| ProfileError::Broken { name: name.to_string(), source })
     }
 
     /// Checks beyond the types: `Err((key, message))`, the key relative
@@ -585,7 +594,7 @@ mod tests {
             p.first_problem().unwrap_or_else(|(k, m)| panic!("{name}: {k}: {m}"));
             assert!(!p.description.is_empty(), "{name} says what accepted proves");
         }
-        assert!(Profile::builtin("nope").is_err_and(|e| e.contains("elasticsearch_bulk")));
+        assert!(Profile::builtin("nope").is_err_and(|e| e.to_string().contains("elasticsearch_bulk")));
     }
 
     #[test]
