@@ -44,18 +44,18 @@ impl Delivery {
     }
 
     /// This delivery with the route its plugin named.
-    pub fn routed(mut self, sinks: Option<Bytes>) -> Delivery {
+    pub(crate) fn routed(mut self, sinks: Option<Bytes>) -> Delivery {
         self.sinks = sinks;
         self
     }
 
     /// The sinks a plugin named for the event, names joined by `,`.
-    pub fn sinks(&self) -> Option<&[u8]> {
+    pub(crate) fn sinks(&self) -> Option<&[u8]> {
         self.sinks.as_deref()
     }
 
     /// The event's JSON text, as the plugin wrote it.
-    pub fn event(&self) -> &[u8] {
+    pub(crate) fn event(&self) -> &[u8] {
         &self.body
     }
 

@@ -7,7 +7,7 @@
 
 /// A part of sluice that is a cargo feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Feature {
+pub(crate) enum Feature {
     /// The Kafka source and sink (librdkafka).
     Kafka,
     /// The HTTP and ClickHouse sinks (an HTTP client).
@@ -20,7 +20,7 @@ impl Feature {
     pub(crate) const ALL: [Feature; 3] = [Feature::Kafka, Feature::Http, Feature::Postgres];
 
     /// The cargo feature's name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Feature::Kafka => "kafka",
             Feature::Http => "http",
@@ -29,7 +29,7 @@ impl Feature {
     }
 
     /// Whether this binary has it.
-    pub fn built(self) -> bool {
+    pub(crate) fn built(self) -> bool {
         match self {
             Feature::Kafka => cfg!(feature = "kafka"),
             Feature::Http => cfg!(feature = "http"),
@@ -39,13 +39,13 @@ impl Feature {
 
     /// `None` when built; otherwise why `what` cannot run here, and how to
     /// get a binary that can.
-    pub fn missing(self, what: &str) -> Option<NotBuilt> {
+    pub(crate) fn missing(self, what: &str) -> Option<NotBuilt> {
         (!self.built()).then(|| NotBuilt { what: what.to_string(), feature: self.name() })
     }
 }
 
 /// The features this binary has, for `sluice --version` and bug reports.
-pub fn built() -> Vec<&'static str> {
+pub(crate) fn built() -> Vec<&'static str> {
     Feature::ALL.into_iter().filter(|f| f.built()).map(Feature::name).collect()
 }
 

@@ -31,7 +31,7 @@ pub(crate) const MASK: &str = "***";
 const MIN_SECRET: usize = 3;
 
 #[derive(Debug, Clone, Default)]
-pub struct Masking {
+pub(crate) struct Masking {
     /// A name (`password`) at any depth, or a dotted path from the root
     /// (`auth.key`).
     fields: Vec<String>,
@@ -56,7 +56,7 @@ pub enum MaskingError {
 impl Masking {
     /// `Err` names the pattern that does not compile (config validation
     /// reports it first, with its key).
-    pub fn new(fields: &[String], patterns: &[String]) -> Result<Masking, MaskingError> {
+    pub(crate) fn new(fields: &[String], patterns: &[String]) -> Result<Masking, MaskingError> {
         let patterns = patterns
             .iter()
             .map(|p| {
@@ -82,20 +82,20 @@ impl Masking {
         Ok(Masking { fields: fields.to_vec(), patterns, in_text })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.fields.is_empty() && self.patterns.is_empty()
     }
 
     /// Whether `name` (a header's) is one of the masked names, in any
     /// case: header names are compared that way by most of their readers.
-    pub fn names(&self, name: &str) -> bool {
+    pub(crate) fn names(&self, name: &str) -> bool {
         self.fields.iter().any(|f| f.eq_ignore_ascii_case(name))
     }
 
     /// The bytes to keep, and what was masked: JSON paths as found
     /// (`user.password`), `pattern <p>` for a pattern that matched, and
     /// `<name> in text` for a masked name's value in text (`password=x`).
-    pub fn apply(&self, payload: &[u8]) -> (Vec<u8>, Vec<String>) {
+    pub(crate) fn apply(&self, payload: &[u8]) -> (Vec<u8>, Vec<String>) {
         if self.is_empty() {
             return (payload.to_vec(), Vec::new());
         }
@@ -123,7 +123,7 @@ impl Masking {
     /// text about it: a string field's text (and its JSON-escaped form),
     /// any other value's JSON and its strings, what a pattern matched.
     /// For [`Masking::text`], over a reason or an answer about this record.
-    pub fn secrets(&self, payload: &[u8]) -> Vec<Vec<u8>> {
+    pub(crate) fn secrets(&self, payload: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         if self.is_empty() {
             return out;
@@ -160,7 +160,7 @@ impl Masking {
     /// `text` with every one of `secrets` (from [`Masking::secrets`] of the
     /// record it speaks of) masked, then what the patterns and the masked
     /// field names find in it. Borrowed, not copied, when nothing is found.
-    pub fn text<'t>(&self, text: &'t str, secrets: &[Vec<u8>]) -> Cow<'t, str> {
+    pub(crate) fn text<'t>(&self, text: &'t str, secrets: &[Vec<u8>]) -> Cow<'t, str> {
         if self.is_empty() {
             return Cow::Borrowed(text);
         }

@@ -31,7 +31,7 @@ pub(crate) struct Problems {
 }
 
 impl Problems {
-    pub fn new(path: &Path) -> Problems {
+    pub(crate) fn new(path: &Path) -> Problems {
         Problems { path: path.to_path_buf(), list: Vec::new() }
     }
 
@@ -39,14 +39,14 @@ impl Problems {
         self.list.push(Problem { key: key.to_string(), message });
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// What `check` adds, its keys under `prefix` (`sink`, `sinks[2]`,
     /// `routes[0]`): a component names its own keys, not where the file
     /// put it. A problem of the whole part (key `""`) is keyed `prefix`.
-    pub fn under(&mut self, prefix: &str, check: impl FnOnce(&mut Problems)) {
+    pub(crate) fn under(&mut self, prefix: &str, check: impl FnOnce(&mut Problems)) {
         let start = self.list.len();
         check(self);
         for p in &mut self.list[start..] {

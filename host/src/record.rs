@@ -58,7 +58,7 @@ impl Position {
     }
 
     /// The kind of source, as contract 0.2 names it to plugins.
-    pub fn source(&self) -> &'static str {
+    pub(crate) fn source(&self) -> &'static str {
         match self {
             Position::Kafka { .. } => "kafka",
             Position::File { .. } => "file",

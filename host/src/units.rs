@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 /// A duration: `500ms`, `30s`, `5m`, `2h`, `7d`, `1w`.
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     sluice_guest::duration::deserialize(d)
 }
 
 /// Sizes: `1048576`, `64KiB`, `1MiB`, `2GiB`, `10MB`.
-pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -71,7 +71,7 @@ pub(crate) fn optional_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Optio
 /// A duration as an operator writes it in a config, in the largest unit
 /// that holds it whole, days at most: `7d` is said back as `7d`, not the
 /// `1w` the guest SDK's reasons use.
-pub fn display(d: Duration) -> String {
+pub(crate) fn display(d: Duration) -> String {
     let nanos = d.as_nanos();
     for (unit, per) in [
         ("d", 86_400_000_000_000u128),

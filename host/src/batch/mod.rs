@@ -33,7 +33,7 @@ use crate::custody::ids::Scope;
 use crate::record::Record;
 
 /// A record as a source hands it over.
-pub struct Pulled {
+pub(crate) struct Pulled {
     pub record: Record,
     /// The record's span in the source's position space (a Kafka record is
     /// `offset..offset + 1`; a line, its first byte to the byte after its end).
@@ -44,7 +44,7 @@ pub struct Pulled {
 }
 
 /// A batch as a source hands it over.
-pub struct Pull {
+pub(crate) struct Pull {
     pub records: Vec<Pulled>,
     /// The dedup scope of every record of the batch (per partition).
     pub scope: Scope,

@@ -24,7 +24,7 @@ use crate::store::quarantine::Entry;
 
 /// One id's answer.
 #[derive(Debug, Serialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub id: String,
     /// `delivered`, `duplicate` (absorbed, never delivered by this store's
     /// record: its first delivery is older than the window, or came from
@@ -72,7 +72,7 @@ pub(crate) struct Passage {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Source {
+pub(crate) struct Source {
     pub kind: String,
     /// The partition (`topic/N`) or the file.
     pub name: String,
@@ -83,7 +83,7 @@ pub struct Source {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Quarantined {
+pub(crate) struct Quarantined {
     pub entry: String,
     pub time: String,
     pub stage: String,
@@ -96,7 +96,7 @@ pub struct Quarantined {
     pub replayed: Option<String>,
 }
 
-pub fn run(args: &AuditArgs) -> Result<()> {
+pub(crate) fn run(args: &AuditArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);
     let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
@@ -175,7 +175,7 @@ fn scopes(cfg: &Config, origins: &HashMap<u32, Origin>) -> Vec<(Scope, u8)> {
 /// Ids looked up in one call to the store.
 const LOOKUP_CHUNK: usize = 10_000;
 
-pub fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>> {
+pub(crate) fn answer(cfg: &Config, store: &Store, ids: &[String]) -> Result<Vec<Answer>> {
     let (contexts, origins) = store.audit_names()?;
     // Every bucket the store holds: what is still there is in the window.
     let dedup = DedupWindow::unfiltered(store, std::time::Duration::from_secs(u64::MAX / 4))?;

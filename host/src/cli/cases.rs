@@ -11,7 +11,7 @@ use crate::plugin::engine::Runtime;
 
 /// `Ok(true)`: every case passed. `Err`: the config, its plugins or the
 /// cases cannot be read (exit 2).
-pub fn test(args: &super::ConfigTestArgs) -> Result<bool> {
+pub(crate) fn test(args: &super::ConfigTestArgs) -> Result<bool> {
     let file = &args.config.config;
     let cfg = Config::load(file)?;
     super::mask_output_as(&cfg);

@@ -9,7 +9,7 @@ use crate::pipeline;
 use crate::source::config::SourceConfig;
 
 /// Why `check` failed: the exit code tells a script which (docs/src/exit-codes.md).
-pub enum CheckFailed {
+pub(crate) enum CheckFailed {
     /// The config, a plugin, a path: exit 2.
     BadInput(anyhow::Error),
     /// Valid, but `--connect` could not reach a broker or the sink: exit 3.
@@ -20,7 +20,7 @@ pub(crate) const EXIT_UNREACHABLE: u8 = 3;
 
 /// `check` of one config, or of each pipeline a list file names (`sluice
 /// run -c all.toml`) and then of what they may not share.
-pub fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
+pub(crate) fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     let paths = super::several::expand(std::slice::from_ref(&check.config.config)).map_err(CheckFailed::BadInput)?;
     if paths.len() == 1 && paths[0] == check.config.config {
         return check_one(check);

@@ -184,7 +184,7 @@ fn event(e: JudgedEvent, payload: &bytes::Bytes) -> Result<crate::record::Event,
 }
 
 /// Answer the lines of `input` on `output` until `input` ends.
-pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<()> {
+pub(crate) fn serve(input: impl BufRead, mut output: impl Write) -> Result<()> {
     let mut compiled = Compiled::default();
     for (n, line) in input.lines().enumerate() {
         let line = line.context("read a request from stdin")?;

@@ -3,21 +3,21 @@
 
 mod audit;
 mod cases;
-pub mod check;
+pub(crate) mod check;
 mod helpers;
 mod offsets;
-pub mod plugin;
+pub(crate) mod plugin;
 mod progress;
 mod quarantine;
 mod reference;
-pub mod run;
+pub(crate) mod run;
 mod scaffold;
 mod scaffold_classifier;
 mod several;
 mod shadow;
 mod sink;
 mod store;
-pub mod summary;
+pub(crate) mod summary;
 mod tap;
 mod top;
 mod validate;
@@ -140,7 +140,7 @@ pub(crate) fn mask_output_as_all(configs: &[&crate::config::Config]) {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum StoreCommand {
+pub(crate) enum StoreCommand {
     /// Rebuild a store that `run` refused as damaged: keep every record
     /// RocksDB can still read, and say where each file will be read from.
     /// What could not be read is read again and delivered again.
@@ -166,7 +166,7 @@ pub(crate) struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the pipeline of a config file, or several pipelines in one
     /// process (`-c a.toml -c b.toml`, or a file listing them), each with
     /// its own group id, store and commits, sharing one metrics and API
@@ -228,7 +228,7 @@ pub enum Command {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Print the config's JSON Schema, for editors: taplo and VS Code's
     /// Even Better TOML validate and complete `sluice.toml` with it
     /// (`#:schema ./sluice.schema.json` at the top of the file).
@@ -242,7 +242,7 @@ pub enum ConfigCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum SinkCommand {
+pub(crate) enum SinkCommand {
     /// Read recorded backend answers (`conformance/responses/` cases) with
     /// a response profile and print the fate of each record; with the
     /// case's expectation, a verdict per case, exit 1 when any differs.
@@ -250,7 +250,7 @@ pub enum SinkCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// The pipeline config (TOML); every key can be overridden by an
     /// environment variable SLUICE__SECTION__KEY. Or a file listing
     /// several (`pipelines = […]`, as `run` takes), with --pipeline.
@@ -301,7 +301,7 @@ impl Command {
 }
 
 #[derive(Args, Debug)]
-pub struct ConfigTestArgs {
+pub(crate) struct ConfigTestArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// A folder of `*.json` cases, run in name order.
@@ -310,7 +310,7 @@ pub struct ConfigTestArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Also reach the brokers and the sink once (no record is written):
@@ -320,7 +320,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct PipelineArgs {
+pub(crate) struct PipelineArgs {
     /// The pipeline config (TOML); every key can be overridden by an
     /// environment variable SLUICE__SECTION__KEY (in every config given).
     /// Repeat it to run several pipelines in this process; a file whose
@@ -340,7 +340,7 @@ pub struct PipelineArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// The event ids to look up.
@@ -362,7 +362,7 @@ pub struct AuditArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ShadowArgs {
+pub(crate) struct ShadowArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Try this build of plugin NAME (repeatable).
@@ -391,7 +391,7 @@ pub struct ShadowArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct LagArgs {
+pub(crate) struct LagArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Print JSON instead of a table.
@@ -400,7 +400,7 @@ pub struct LagArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// `earliest`, an offset (`1200`), or an RFC 3339 time
@@ -422,7 +422,7 @@ fn parse_reset(s: &str) -> Result<crate::source::kafka::config::ResetTo, String>
 
 /// Which quarantine entries a command looks at.
 #[derive(Args, Debug, Default)]
-pub struct EntryFilter {
+pub(crate) struct EntryFilter {
     /// Only entries of this stage: source, plugin or sink.
     #[arg(long)]
     pub stage: Option<String>,
@@ -446,7 +446,7 @@ pub struct EntryFilter {
 
 /// A query of the quarantine: which store, which entries, what form.
 #[derive(Args, Debug)]
-pub struct QueryArgs {
+pub(crate) struct QueryArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     #[command(flatten)]
@@ -457,7 +457,7 @@ pub struct QueryArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum QuarantineCommand {
+pub(crate) enum QuarantineCommand {
     /// One line per entry: id, time, stage, plugin, reason; `--json`: each
     /// entry whole, one per line (position, original payload, versions).
     List(QueryArgs),
@@ -502,7 +502,7 @@ pub enum QuarantineCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum PluginCommand {
+pub(crate) enum PluginCommand {
     /// Run a chain of plugins over lines from a file or stdin and print one
     /// JSON outcome per input line: the plugin author's loop.
     ///
@@ -531,7 +531,7 @@ pub enum PluginCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct CacheArgs {
+pub(crate) struct CacheArgs {
     /// `show` (the default) or `prune`.
     #[arg(value_enum, default_value = "show")]
     pub action: CacheAction,
@@ -545,13 +545,13 @@ pub struct CacheArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheAction {
+pub(crate) enum CacheAction {
     Show,
     Prune,
 }
 
 #[derive(Args, Debug)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// The plugin component (.wasm).
     pub path: PathBuf,
     /// A folder of `*.json` cases (format: conformance/README.md).
@@ -569,7 +569,7 @@ pub struct TestArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct NewArgs {
+pub(crate) struct NewArgs {
     /// The plugin's language.
     #[arg(long, value_enum)]
     pub lang: Lang,
@@ -585,13 +585,13 @@ pub struct NewArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Plugin,
     Classifier,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lang {
+pub(crate) enum Lang {
     Rust,
     Python,
     Js,
@@ -599,7 +599,7 @@ pub enum Lang {
 }
 
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// A plugin component (.wasm); repeat for a chain, in order.
     #[arg(long = "plugin", short = 'p', required = true, value_name = "PATH")]
     pub plugins: Vec<PathBuf>,
@@ -628,7 +628,7 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// The plugin component (.wasm).
     pub path: PathBuf,
     /// Print JSON instead of text.

@@ -20,12 +20,12 @@ fn without_kafka(command: &str) -> Result<()> {
 }
 
 #[cfg(not(feature = "kafka"))]
-pub fn lag(_args: &super::LagArgs) -> Result<()> {
+pub(crate) fn lag(_args: &super::LagArgs) -> Result<()> {
     without_kafka("sluice lag")
 }
 
 #[cfg(not(feature = "kafka"))]
-pub fn replay(_args: &super::ReplayArgs) -> Result<()> {
+pub(crate) fn replay(_args: &super::ReplayArgs) -> Result<()> {
     without_kafka("sluice replay")
 }
 
@@ -40,7 +40,7 @@ fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::source::k
 /// `sluice lag`: per partition, the group's committed offset, the high
 /// watermark, and the difference.
 #[cfg(feature = "kafka")]
-pub fn lag(args: &super::LagArgs) -> Result<()> {
+pub(crate) fn lag(args: &super::LagArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;
@@ -60,7 +60,7 @@ pub fn lag(args: &super::LagArgs) -> Result<()> {
 
 /// `sluice replay`: reset the group's offsets; the next run re-reads.
 #[cfg(feature = "kafka")]
-pub fn replay(args: &super::ReplayArgs) -> Result<()> {
+pub(crate) fn replay(args: &super::ReplayArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;

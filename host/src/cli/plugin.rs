@@ -38,7 +38,7 @@ pub(crate) fn pair_configs(plugin_idx: &[usize], config_idx: &[usize]) -> Result
     Ok(owner)
 }
 
-pub fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
+pub(crate) fn run(args: &RunArgs, config_of: &[Option<usize>]) -> Result<()> {
     let limits = PluginLimits {
         memory_bytes: (args.memory_mib as usize) << 20,
         time_per_batch: args.time_limit,
@@ -195,7 +195,7 @@ pub(crate) fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Ve
     Ok(())
 }
 
-pub fn inspect(args: &InspectArgs) -> Result<()> {
+pub(crate) fn inspect(args: &InspectArgs) -> Result<()> {
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     let name = PluginSpec::from_path(&args.path).name;
     let i = inspect::inspect(&runtime, &args.path, &name)?;
@@ -255,7 +255,7 @@ fn print_formats() {
 
 /// `sluice plugin test`: every case of `--cases` against the plugin, one
 /// verdict line per case. `Ok(false)` when a case failed.
-pub fn test(args: &TestArgs) -> Result<bool> {
+pub(crate) fn test(args: &TestArgs) -> Result<bool> {
     use crate::plugin::conformance::{compare, load_dir, parse_now};
     let cases = load_dir::<crate::plugin::conformance::Case>(&args.cases)?;
     let limits = PluginLimits {
@@ -350,7 +350,7 @@ fn describe(d: &str) -> String {
 }
 
 /// `sluice plugin cache [show|prune]`.
-pub fn cache(args: &CacheArgs) -> Result<()> {
+pub(crate) fn cache(args: &CacheArgs) -> Result<()> {
     let dir = args
         .cache_dir
         .clone()

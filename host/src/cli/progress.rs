@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// A bar of `len` steps, drawn as `template` (indicatif's: `{bar:40}`,
 /// `{pos}`, `{len}`, `{per_sec}`, `{eta}`).
-pub fn bar(len: u64, template: &str) -> ProgressBar {
+pub(crate) fn bar(len: u64, template: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
     bar

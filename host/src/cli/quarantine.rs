@@ -14,7 +14,7 @@ use crate::pipeline;
 use crate::store::Store;
 use crate::store::quarantine::{Entry, Filter, Stats};
 
-pub fn run(cmd: &QuarantineCommand) -> Result<()> {
+pub(crate) fn run(cmd: &QuarantineCommand) -> Result<()> {
     match cmd {
         QuarantineCommand::List(super::QueryArgs { config, filter, json }) => {
             let filter = to_filter(filter)?;

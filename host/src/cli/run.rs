@@ -165,7 +165,7 @@ fn fingerprint(path: &Path) -> Option<blake3::Hash> {
 /// `validate` loaded it with.
 pub(super) type Loaded = Vec<(std::path::PathBuf, Config, Chain)>;
 
-pub fn run(args: &super::PipelineArgs) -> ExitCode {
+pub(crate) fn run(args: &super::PipelineArgs) -> ExitCode {
     match load_all(&args.configs) {
         Ok((loaded, runtime)) => run_loaded(args, loaded, &runtime),
         Err(BadInput(e)) => {

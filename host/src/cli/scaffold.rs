@@ -55,8 +55,8 @@ const JS_SDK: &str = include_str!("../../../guest-sdk/js/sluice-plugin.js");
 const JS_BUILDER: &str = include_str!("../../../guest-sdk/js/build.mjs");
 
 /// The versions of the tool chains a new project pins.
-pub const COMPONENTIZE_PY: &str = "0.25.1";
-pub const COMPONENTIZE_JS: &str = "0.23.0";
+pub(crate) const COMPONENTIZE_PY: &str = "0.25.1";
+pub(crate) const COMPONENTIZE_JS: &str = "0.23.0";
 
 /// The cases every new project starts with: its plugin's own behaviour.
 const CASES: [(&str, &str); 3] = [
@@ -118,7 +118,7 @@ pub(super) fn write_file(root: &Path, rel: &str, text: &str) -> Result<()> {
 
 /// `sluice plugin new` of a parse plugin (`--kind classifier`:
 /// `scaffold_classifier`).
-pub fn new(args: &NewArgs) -> Result<()> {
+pub(crate) fn new(args: &NewArgs) -> Result<()> {
     let root = project_root(args)?;
     let write = |rel: &str, text: &str| write_file(&root, rel, text);
     write("wit/plugin.wit", WIT)?;
@@ -426,7 +426,7 @@ use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
 /// The plugin is its own config (the `config` table in sluice.toml).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct {class} {}
+pub(crate) struct {class} {}
 
 impl Plugin for {class} {
     fn process(&mut self, record: &Record) -> Outcome {

@@ -54,7 +54,7 @@ const CASES: [(&str, &str); 3] = [
     ),
 ];
 
-pub fn new(args: &NewArgs) -> Result<()> {
+pub(crate) fn new(args: &NewArgs) -> Result<()> {
     let root = super::scaffold::project_root(args)?;
     let root = root.as_path();
     let write = |rel: &str, text: &str| super::scaffold::write_file(root, rel, text);
@@ -137,7 +137,7 @@ use sluice_classifier::{Classifier, Fate, Reply, Request, Response, export_class
 /// The classifier is its own config (`[sink.classifier] config`).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Answers {}
+pub(crate) struct Answers {}
 
 #[derive(Deserialize)]
 struct Body {

@@ -15,7 +15,7 @@ use crate::source::config::SourceConfig;
 /// The configs `-c` named, a list file (`pipelines = ["a.toml", …]`, its
 /// only key) replaced by the files it lists, relative to it. A file named
 /// twice is refused: it would be two pipelines of one name and one store.
-pub fn expand(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn expand(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out: Vec<PathBuf> = Vec::new();
     for path in given {
         match listed(path)? {
@@ -45,7 +45,7 @@ pub fn expand(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// `pipeline.name` is `pipeline` (which a list of one may leave out).
 /// `--pipeline` with a pipeline's own config must name it: a wrong name
 /// would otherwise act on another pipeline's store unnoticed.
-pub fn one(path: &Path, pipeline: Option<&str>) -> Result<PathBuf> {
+pub(crate) fn one(path: &Path, pipeline: Option<&str>) -> Result<PathBuf> {
     let Some(list) = listed(path)? else {
         if let Some(want) = pipeline {
             let cfg = Config::load(path)?;
@@ -86,7 +86,7 @@ pub fn one(path: &Path, pipeline: Option<&str>) -> Result<PathBuf> {
 /// `path` serves (`top`, `tap`): `path` itself, or the first config of a
 /// list file that sets `metrics.listen` (the pipelines of a process share
 /// that listener, and `apart` keeps their `[api]` the same).
-pub fn listener(path: &Path) -> Result<PathBuf> {
+pub(crate) fn listener(path: &Path) -> Result<PathBuf> {
     let Some(list) = listed(path)? else { return Ok(path.to_path_buf()) };
     for p in &list {
         let cfg = Config::load(p).with_context(|| format!("listed in {}", path.display()))?;
@@ -128,7 +128,7 @@ fn listed(path: &Path) -> Result<Option<Vec<PathBuf>>> {
 
 /// Why these pipelines cannot share one process, naming the files and the
 /// key; `Ok` for one pipeline.
-pub fn apart(configs: &[(&Path, &Config)]) -> Result<(), String> {
+pub(crate) fn apart(configs: &[(&Path, &Config)]) -> Result<(), String> {
     let mut problems = Vec::new();
     for (i, (a_path, a)) in configs.iter().enumerate() {
         for (b_path, b) in &configs[..i] {

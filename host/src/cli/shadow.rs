@@ -113,7 +113,7 @@ struct Line<'a> {
     differing: &'a Differing,
 }
 
-pub fn run(args: &ShadowArgs) -> Result<()> {
+pub(crate) fn run(args: &ShadowArgs) -> Result<()> {
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     let cfg = Config::load(&args.config.config)?;
     super::mask_output_as(&cfg);

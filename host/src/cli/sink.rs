@@ -14,7 +14,7 @@ use crate::sink::http::corpus::{self, Case};
 use crate::sink::http::response::profile::Profile;
 
 #[derive(Args, Debug)]
-pub struct ClassifyArgs {
+pub(crate) struct ClassifyArgs {
     /// A built-in profile (`elasticsearch_bulk`, `clickhouse`, …).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["config", "plugin"])]
     pub profile: Option<String>,
@@ -37,7 +37,7 @@ pub struct ClassifyArgs {
 }
 
 /// `Ok(false)` when a case's answer does not come to what it expects.
-pub fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
+pub(crate) fn classify(args: &ClassifyArgs) -> anyhow::Result<bool> {
     let (name, reader) = match (&args.profile, &args.config, &args.plugin) {
         (Some(name), None, None) => (format!("profile {name}"), Reader::profile(Profile::builtin(name)?)),
         (None, Some(path), None) => {

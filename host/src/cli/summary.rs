@@ -14,7 +14,7 @@ use crate::telemetry::stats::RunStats;
 
 /// How a run's end is printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum SummaryForm {
+pub(crate) enum SummaryForm {
     /// A table per partition, the latency and the top quarantine reasons.
     #[default]
     Table,

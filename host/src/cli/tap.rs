@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 #[derive(clap::Args, Debug)]
 #[command(group = clap::ArgGroup::new("point").required(true))]
-pub struct TapArgs {
+pub(crate) struct TapArgs {
     /// The pipeline's config: tap reads the endpoint of its `[metrics]
     /// listen`; a list file's, the listener its pipelines share.
     #[arg(long, short = 'c', value_name = "FILE", required_unless_present = "url")]
@@ -59,7 +59,7 @@ pub(super) fn api_token(file: Option<&std::path::Path>, config: Option<&std::pat
     Ok(from_config.or_else(|| std::env::var("SLUICE_API_TOKEN").ok()).map(|t| t.trim().to_string()))
 }
 
-pub fn tap(args: &TapArgs) -> Result<()> {
+pub(crate) fn tap(args: &TapArgs) -> Result<()> {
     let addr = super::top::endpoint(args.url, args.config.as_deref(), "tap")?;
     let mut query = match (&args.after, args.before_sink) {
         (Some(plugin), _) => format!("after={}", encoded(plugin)),

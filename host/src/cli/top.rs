@@ -23,7 +23,7 @@ use crate::telemetry::repeats::thousands;
 use crate::telemetry::scrape::{self, PartitionView, Scrape, View};
 
 #[derive(clap::Args, Debug)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// The pipeline's config: top reads the endpoint of its `[metrics]
     /// listen`; a list file's, the listener its pipelines share.
     #[arg(long, short = 'c', value_name = "FILE", required_unless_present = "url")]
@@ -58,7 +58,7 @@ pub(super) fn endpoint(url: Option<SocketAddr>, config: Option<&std::path::Path>
     }
 }
 
-pub fn top(args: &TopArgs) -> Result<()> {
+pub(crate) fn top(args: &TopArgs) -> Result<()> {
     let addr = endpoint(args.url, args.config.as_deref(), "top")?;
     anyhow::ensure!(args.every >= 0.1, "--every {}: at least 0.1 seconds", args.every);
     let every = Duration::from_secs_f64(args.every);

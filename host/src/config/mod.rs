@@ -61,7 +61,8 @@ impl ConfigError {
     }
 
     /// Each problem on its own, for a caller that adds its own (`check`).
-    pub fn problems(&self) -> Vec<Problem> {
+    #[cfg(test)]
+    pub(crate) fn problems(&self) -> Vec<Problem> {
         match self {
             ConfigError::Load { message, .. } => vec![Problem { key: String::new(), message: message.clone() }],
             ConfigError::Invalid { key, message, .. } => vec![Problem { key: key.clone(), message: message.clone() }],

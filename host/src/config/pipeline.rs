@@ -80,7 +80,7 @@ fn default_grace() -> Duration {
 
 impl PipelineConfig {
     /// `workers`, else one per core.
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
     }
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use super::ids::IdDigest;
 
 #[derive(Debug, Default)]
-pub struct Claims {
+pub(crate) struct Claims {
     held: Mutex<HashMap<IdDigest, u64>>,
     next: AtomicU64,
 }
@@ -33,7 +33,7 @@ pub struct Claims {
 /// One batch's claims, released when dropped (after its write is durable,
 /// or when the batch is abandoned).
 #[derive(Debug)]
-pub struct Claimed {
+pub(crate) struct Claimed {
     claims: Arc<Claims>,
     token: u64,
     taken: Vec<IdDigest>,
@@ -42,7 +42,7 @@ pub struct Claimed {
 impl Claims {
     /// Claim `digests` for one batch. Returns the claims and, per digest,
     /// whether another batch holds it (the batch's copy is a duplicate).
-    pub fn claim(self: &Arc<Self>, digests: &[IdDigest]) -> (Claimed, Vec<bool>) {
+    pub(crate) fn claim(self: &Arc<Self>, digests: &[IdDigest]) -> (Claimed, Vec<bool>) {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
         let mut elsewhere = vec![false; digests.len()];
         let mut taken = Vec::with_capacity(digests.len());
@@ -62,7 +62,8 @@ impl Claims {
         (Claimed { claims: self.clone(), token, taken }, elsewhere)
     }
 
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
         self.held.lock().map(|h| h.len()).unwrap_or(0)
     }
 }

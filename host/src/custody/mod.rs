@@ -17,9 +17,9 @@
 
 pub(crate) mod claims;
 pub mod ids;
-pub mod offsets;
+pub(crate) mod offsets;
 pub(crate) mod plan;
-pub mod standing;
+pub(crate) mod standing;
 
 #[cfg(test)]
 mod model_tests;

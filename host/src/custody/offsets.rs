@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 /// The four doors of the custody rule, counted per partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Door {
+pub(crate) enum Door {
     Delivered,
     Duplicate,
     Quarantined,
@@ -51,7 +51,7 @@ pub(crate) struct OffsetTracker {
 
 impl OffsetTracker {
     /// Start tracking at `position`, where reading (re)starts.
-    pub fn new(position: u64) -> Self {
+    pub(crate) fn new(position: u64) -> Self {
         OffsetTracker { committable: position, last_next: position, in_flight: VecDeque::new() }
     }
 
@@ -76,7 +76,7 @@ impl OffsetTracker {
 
     /// The record starting at `start` passed `door`. Returns the new
     /// committable position when it moved.
-    pub fn finish(&mut self, start: u64, door: Door) -> Result<Option<u64>, OffsetError> {
+    pub(crate) fn finish(&mut self, start: u64, door: Door) -> Result<Option<u64>, OffsetError> {
         let idx = self.in_flight.binary_search_by_key(&start, |s| s.start).map_err(|_| OffsetError::Unknown(start))?;
         let slot = &mut self.in_flight[idx];
         if slot.door.is_some() {

@@ -38,7 +38,7 @@ use crate::verdict::{PluginId, Verdict};
 /// without the details) and why. Not `Fate`, which is a classifier's word
 /// for a sink's answer about one row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Disposition {
+pub(crate) enum Disposition {
     Delivered,
     Duplicate,
     Dropped {
@@ -54,7 +54,7 @@ pub enum Disposition {
 }
 
 impl Disposition {
-    pub fn door(&self) -> Door {
+    pub(crate) fn door(&self) -> Door {
         match self {
             Disposition::Delivered => Door::Delivered,
             Disposition::Duplicate => Door::Duplicate,
@@ -99,7 +99,7 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub fn new(records: usize) -> Plan {
+    pub(crate) fn new(records: usize) -> Plan {
         Plan {
             fates: vec![None; records],
             events: Vec::new(),
@@ -112,7 +112,7 @@ impl Plan {
 
     /// A plan over the sinks of `fanout`: one event per sink its route
     /// names. With one sink it is [`Plan::new`].
-    pub fn routed(records: usize, fanout: Option<&Arc<Fanout>>) -> Plan {
+    pub(crate) fn routed(records: usize, fanout: Option<&Arc<Fanout>>) -> Plan {
         Plan { sinks: fanout.cloned(), ..Plan::new(records) }
     }
 
@@ -121,13 +121,19 @@ impl Plan {
     }
 
     /// A record refused before any plugin saw it (an oversize line).
-    pub fn refuse(&mut self, record: usize, stage: &'static str, reason: String) {
+    pub(crate) fn refuse(&mut self, record: usize, stage: &'static str, reason: String) {
         self.fates[record] = Some(Disposition::Quarantine { stage, plugin: None, sink: None, reason });
     }
 
     /// The chain's verdict on `record`, as one value (tests, models).
     /// Records are given in order, each once.
-    pub fn verdict(&mut self, record: usize, verdict: Verdict, scope: &Scope, default_id: impl FnOnce() -> String) {
+    pub(crate) fn verdict(
+        &mut self,
+        record: usize,
+        verdict: Verdict,
+        scope: &Scope,
+        default_id: impl FnOnce() -> String,
+    ) {
         match verdict {
             Verdict::Emit(events) => self.emit(record, events, scope, default_id),
             Verdict::Drop { reason, .. } => self.dropped(record, reason),
@@ -138,7 +144,7 @@ impl Plan {
     /// `record` became `events`. An event without an id of its own gets
     /// `default_id` (the record's position), suffixed `/k` when the record
     /// became several events. Records are given in order, each once.
-    pub fn emit(
+    pub(crate) fn emit(
         &mut self,
         record: usize,
         events: impl IntoIterator<Item = Event, IntoIter: ExactSizeIterator>,
@@ -192,24 +198,24 @@ impl Plan {
     }
 
     /// A plugin dropped `record` on purpose.
-    pub fn dropped(&mut self, record: usize, reason: String) {
+    pub(crate) fn dropped(&mut self, record: usize, reason: String) {
         self.fates[record] = Some(Disposition::Dropped { reason });
     }
 
     /// A plugin rejected `record`: it goes to the quarantine.
-    pub fn rejected(&mut self, record: usize, plugin: PluginId, reason: String) {
+    pub(crate) fn rejected(&mut self, record: usize, plugin: PluginId, reason: String) {
         self.fates[record] =
             Some(Disposition::Quarantine { stage: "plugin", plugin: Some(plugin), sink: None, reason });
     }
 
     /// Every event's digest, in order: what the dedup window is asked.
-    pub fn digests(&self) -> Vec<IdDigest> {
+    pub(crate) fn digests(&self) -> Vec<IdDigest> {
         self.events.iter().map(|e| e.digest).collect()
     }
 
     /// The window's answer per event (as [`Plan::digests`] listed them).
     /// An id twice in the batch: the second is a duplicate of the first.
-    pub fn seen(&mut self, in_window: &[bool]) {
+    pub(crate) fn seen(&mut self, in_window: &[bool]) {
         let mut in_batch = DigestSet::with_capacity_and_hasher(self.events.len(), Default::default());
         for (e, seen) in self.events.iter_mut().zip(in_window) {
             if *seen || !in_batch.insert(e.digest) {
@@ -267,7 +273,7 @@ impl Plan {
     /// The sink's final word per delivery that [`Plan::take_fresh`] gave
     /// out (`None`: let go undecided). Returns each record's fate and the
     /// ids to record as delivered: exactly those the sink accepted.
-    pub fn settle(self, outcomes: Vec<Option<FinalAnswer>>) -> Settled {
+    pub(crate) fn settle(self, outcomes: Vec<Option<FinalAnswer>>) -> Settled {
         let Plan { mut fates, events, event_count, sent, sinks, .. } = self;
         let fanout = several(&sinks);
         // Per event: its fate, `None` while undecided.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 /// Where a partition stands, for the commit loop and the metrics.
 #[derive(Debug, Default)]
-pub struct PartitionState {
+pub(crate) struct PartitionState {
     /// The finished prefix, durable in the state store.
     pub committable: Option<i64>,
     /// The last offset the group acknowledged (Kafka).

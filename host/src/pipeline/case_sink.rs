@@ -16,7 +16,7 @@ use crate::sink::http::response::{Next, settle};
 
 /// Why a record is still in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Waiting {
+pub(crate) enum Waiting {
     /// Its last answer was systemic (the backend's fault).
     Systemic(String),
     /// Its last answer was a retry with attempts left.
@@ -30,12 +30,12 @@ pub(crate) struct CaseSink<'a> {
 }
 
 impl<'a> CaseSink<'a> {
-    pub fn new(reader: Reader, answers: &'a [Recorded], max_attempts: u32) -> CaseSink<'a> {
+    pub(crate) fn new(reader: Reader, answers: &'a [Recorded], max_attempts: u32) -> CaseSink<'a> {
         CaseSink { reader, answers: answers.iter(), max_attempts: max_attempts.max(1) }
     }
 
     /// Each delivery's outcome, or why it still waits.
-    pub fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Result<FinalAnswer, Waiting>>, String> {
+    pub(crate) fn deliver(&mut self, batch: &[Delivery]) -> Result<Vec<Result<FinalAnswer, Waiting>>, String> {
         let mut out: Vec<Result<FinalAnswer, Waiting>> =
             vec![Err(Waiting::Systemic("no request was answered".into())); batch.len()];
         let mut attempts = vec![0u32; batch.len()];

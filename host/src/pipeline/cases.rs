@@ -37,7 +37,7 @@ use crate::source::config::SourceConfig;
 /// One case file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Case {
+pub(crate) struct Case {
     #[serde(default)]
     pub description: String,
     /// The instant the plugins see as now (RFC 3339); default: the real now.
@@ -65,14 +65,14 @@ pub struct Case {
 /// and headers.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum Input {
+pub(crate) enum Input {
     Line(String),
     Message(Message),
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Message {
+pub(crate) struct Message {
     pub payload: String,
     pub key: Option<String>,
     #[serde(default)]
@@ -82,7 +82,7 @@ pub struct Message {
 /// What one record must become.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum Expect {
+pub(crate) enum Expect {
     /// Delivered as one event.
     Event(ExpectEvent),
     /// Delivered as these events, in order.
@@ -105,7 +105,7 @@ use crate::plugin::expect::ExpectEvent;
 
 /// What became of one input record.
 #[derive(Debug)]
-pub struct Got {
+pub(crate) struct Got {
     /// `Err`: it has no door yet; it waits in the source.
     pub fate: Result<Disposition, Waiting>,
     /// The events delivered for it (none for a duplicate), each once
@@ -117,7 +117,7 @@ pub struct Got {
 
 /// Run `case` through `cfg`'s chain (instantiated afresh: plugins keep no
 /// state from another case) and the batch decisions.
-pub fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<Vec<Got>, String> {
+pub(crate) fn run(cfg: &Config, runtime: &Runtime, name: &str, case: &Case) -> Result<Vec<Got>, String> {
     let now = crate::plugin::conformance::parse_now(case.now.as_deref())?;
     let stages = (0..cfg.plugins.len())
         .map(|i| build_stage(runtime, cfg, i, now))
@@ -288,7 +288,7 @@ fn run_batch(
 
 /// Every record whose fate differs from its expectation, each named, one
 /// per line.
-pub fn judge(case: &Case, got: &[Got]) -> Result<(), String> {
+pub(crate) fn judge(case: &Case, got: &[Got]) -> Result<(), String> {
     let (input, expect) = (&case.input, &case.expect);
     if expect.len() != input.len() {
         return Err(format!("{} inputs but {} expectations: give one per input record", input.len(), expect.len()));
@@ -376,7 +376,7 @@ fn list(sinks: &[String]) -> String {
 }
 
 /// A record's fate as the verdict line shows it.
-pub fn show(got: &Got) -> String {
+pub(crate) fn show(got: &Got) -> String {
     let fate = show_fate(got);
     match &got.sinks[..] {
         [] => fate,

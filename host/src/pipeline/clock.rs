@@ -4,7 +4,7 @@
 
 /// Now, in nanoseconds since the Unix epoch (0 before it, the most an
 /// `i64` holds past 2262).
-pub fn now_nanos() -> i64 {
+pub(crate) fn now_nanos() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

@@ -39,7 +39,7 @@ pub(crate) trait OnDurable: Send + Sync {
 }
 
 /// The handle partitions submit writes through.
-pub struct Committer {
+pub(crate) struct Committer {
     tx: Mutex<Option<Sender<Durable>>>,
     /// Set by `close`: a committer waiting for room on the state volume
     /// gives up, failing what waits, so the run can end.
@@ -75,7 +75,7 @@ impl Committer {
 
     /// No more writes: the committer thread ends once it has answered
     /// every write handed over.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         {
             // Under the lock `upkeep` checks `closed` with: it cannot miss it.
             let _held = self.wake.0.lock().unwrap_or_else(|p| p.into_inner());

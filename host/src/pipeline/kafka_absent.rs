@@ -5,7 +5,7 @@
 //! pipeline has no repartitioned sides and no changelog, and its code path
 //! is the same one the full build runs.
 
-pub mod repartition {
+pub(crate) mod repartition {
     use std::convert::Infallible;
 
     use crate::config::Config;
@@ -22,7 +22,7 @@ pub mod repartition {
     }
 
     impl Sides {
-        pub fn of(_cfg: &Config) -> Result<Option<Sides>, PipelineError> {
+        pub(crate) fn of(_cfg: &Config) -> Result<Option<Sides>, PipelineError> {
             Ok(None)
         }
 
@@ -32,12 +32,12 @@ pub mod repartition {
     }
 
     /// Only events of a repartitioned back are decoded, and there is none.
-    pub fn decode(_record: &mut Record) -> Result<(), String> {
+    pub(crate) fn decode(_record: &mut Record) -> Result<(), String> {
         Ok(())
     }
 }
 
-pub mod changelog {
+pub(crate) mod changelog {
     use std::convert::Infallible;
     use std::marker::PhantomData;
 
@@ -53,13 +53,13 @@ pub mod changelog {
     use crate::store::dedup::DedupWindow;
 
     /// The dedup changelog: a Kafka topic, so never, without Kafka.
-    pub struct Changelog<'s> {
+    pub(crate) struct Changelog<'s> {
         never: Infallible,
         _store: PhantomData<&'s Store>,
     }
 
     impl<'s> Changelog<'s> {
-        pub fn open(
+        pub(crate) fn open(
             _cfg: &Config,
             _source: &KafkaSourceConfig,
             _store: &'s Store,

@@ -14,24 +14,24 @@
 //! - `shadow`: the chain in force beside a candidate, compared;
 //! - `cases`, `case_sink`: `sluice test`'s cases through the same driver.
 
-pub mod case_sink;
-pub mod cases;
-pub mod clock;
-pub mod driver;
+pub(crate) mod case_sink;
+pub(crate) mod cases;
+pub(crate) mod clock;
+pub(crate) mod driver;
 #[cfg(test)]
 mod driver_tests;
-pub mod durable;
-pub mod error;
-pub mod events;
+pub(crate) mod durable;
+pub(crate) mod error;
+pub(crate) mod events;
 mod files;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 #[cfg(not(feature = "kafka"))]
 #[path = "kafka_absent.rs"]
-pub mod kafka;
-pub mod replay;
+pub(crate) mod kafka;
+pub(crate) mod replay;
 pub mod setup;
-pub mod shadow;
+pub(crate) mod shadow;
 pub mod stop;
 
 use crate::config::Config;

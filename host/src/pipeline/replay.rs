@@ -49,7 +49,7 @@ use crate::telemetry::stats::RunStats;
 const BROKER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Debug, Default, Serialize)]
-pub struct ReplaySummary {
+pub(crate) struct ReplaySummary {
     pub entries: u64,
     pub delivered: u64,
     pub duplicate: u64,
@@ -61,7 +61,7 @@ pub struct ReplaySummary {
     pub reasons: std::collections::BTreeMap<String, u64>,
 }
 
-pub fn replay(
+pub(crate) fn replay(
     cfg: &Config,
     runtime: &Runtime,
     ids: &[String],

@@ -252,7 +252,7 @@ pub(crate) fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, Pipel
 }
 
 /// The sinks' names and the routes over them, as `check` draws them.
-pub fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
+pub(crate) fn fanout(cfg: &Config) -> Result<crate::route::Fanout, PipelineError> {
     let names: Vec<String> = cfg.sinks.iter().map(|s| s.name.clone()).collect();
     Ok(crate::route::Fanout::new(&names, &cfg.routes)?)
 }

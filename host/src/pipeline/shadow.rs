@@ -19,7 +19,7 @@ use crate::verdict::Verdict;
 
 /// One way two verdicts on a record differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Difference {
+pub(crate) struct Difference {
     /// `outcome` (emit, drop or reject), `events` (how many), `id`,
     /// `timestamp`, `fields` (the body), `reason` (of a drop or a
     /// rejection), or `sinks` (where the config's routes send an event).
@@ -49,7 +49,7 @@ fn time(t: Option<i64>) -> String {
 }
 
 /// How `candidate` differs from `current`, as a list (empty: the same).
-pub fn compare(current: &Verdict, candidate: &Verdict) -> Vec<Difference> {
+pub(crate) fn compare(current: &Verdict, candidate: &Verdict) -> Vec<Difference> {
     let diff =
         |kind, at: Option<String>, current: String, candidate: String| Difference { kind, at, current, candidate };
     match (current, candidate) {
@@ -189,7 +189,7 @@ pub(crate) struct Shadow {
 impl Shadow {
     /// Run `batch` through both chains; `each` sees every record whose
     /// verdicts differ.
-    pub fn run(&mut self, batch: &[Record], mut each: impl FnMut(Differing)) -> Result<(), PipelineError> {
+    pub(crate) fn run(&mut self, batch: &[Record], mut each: impl FnMut(Differing)) -> Result<(), PipelineError> {
         let refs: Vec<&Record> = batch.iter().collect();
         let now = self.current.run_refs(&refs)?;
         let then = self.candidate.run_refs(&refs)?;

@@ -32,11 +32,11 @@ pub(crate) struct Recent<K, V> {
 }
 
 impl<K: std::hash::Hash + Eq + Clone, V: Clone> Recent<K, V> {
-    pub fn new(cap: usize) -> Recent<K, V> {
+    pub(crate) fn new(cap: usize) -> Recent<K, V> {
         Recent { cap: cap.max(1), clock: 0, entries: HashMap::new() }
     }
 
-    pub fn get(&mut self, key: &K) -> Option<V> {
+    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
         self.clock += 1;
         let now = self.clock;
         self.entries.get_mut(key).map(|(v, used)| {
@@ -45,7 +45,7 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Recent<K, V> {
         })
     }
 
-    pub fn insert(&mut self, key: K, value: V) {
+    pub(crate) fn insert(&mut self, key: K, value: V) {
         self.clock += 1;
         self.entries.insert(key, (value, self.clock));
         while self.entries.len() > self.cap {
@@ -68,7 +68,7 @@ pub(crate) fn touch(file: &Path) {
 
 /// Write an artifact into the cache directory (owner-only: it holds machine
 /// code that is loaded as is), then prune the directory to its bounds.
-pub fn store(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn store(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     #[cfg(unix)]
@@ -94,7 +94,7 @@ pub fn store(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Remove the least recently used `.cwasm` files of `dir` until at most
 /// `max_entries` files of at most `max_bytes` together remain; `keep` stays
 /// whatever its size. Returns what was removed.
-pub fn prune(dir: &Path, keep: &Path, max_entries: usize, max_bytes: u64) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn prune(dir: &Path, keep: &Path, max_entries: usize, max_bytes: u64) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };

@@ -23,7 +23,7 @@ pub struct Asked<'a> {
 
 /// The response, as much of it as the config lets the plugin see.
 #[derive(Debug, Clone, Copy)]
-pub struct Answered<'a> {
+pub(crate) struct Answered<'a> {
     pub status: u16,
     /// Names in lower case.
     pub headers: &'a [(String, String)],
@@ -33,7 +33,7 @@ pub struct Answered<'a> {
 
 /// One record's fate, as the plugin said it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     Accepted,
     Duplicate,
     Retry(String),
@@ -43,7 +43,7 @@ pub enum Fate {
 
 /// The plugin's reply, before the host's fixed rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Each(Vec<Fate>),
     All(Fate),
     Split(String),

@@ -17,7 +17,7 @@ use super::instance::Instance;
 use crate::verdict::PluginId;
 
 /// A loaded classifier and its idle instances.
-pub struct Classifier {
+pub(crate) struct Classifier {
     plugin: Arc<LoadedPlugin>,
     idle: Mutex<Vec<Instance>>,
 }
@@ -25,7 +25,7 @@ pub struct Classifier {
 impl Classifier {
     /// Instantiate once and call `init`, so a refused config or a faulty
     /// plugin stops the start rather than the first response.
-    pub fn new(plugin: Arc<LoadedPlugin>) -> Result<Classifier, PluginError> {
+    pub(crate) fn new(plugin: Arc<LoadedPlugin>) -> Result<Classifier, PluginError> {
         if plugin.contract() != Contract::Classifier {
             return Err(PluginError::Link {
                 plugin: plugin.id.to_string(),
@@ -39,13 +39,13 @@ impl Classifier {
         Ok(Classifier { plugin, idle: Mutex::new(vec![first]) })
     }
 
-    pub fn id(&self) -> &PluginId {
+    pub(crate) fn id(&self) -> &PluginId {
         &self.plugin.id
     }
 
     /// What the plugin makes of one response. A faulted instance is
     /// dropped; the next call builds another.
-    pub fn classify(&self, asked: &Asked<'_>, answered: &Answered<'_>) -> Result<Reply, Fault> {
+    pub(crate) fn classify(&self, asked: &Asked<'_>, answered: &Answered<'_>) -> Result<Reply, Fault> {
         let taken = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut instance = match taken {
             Some(i) => i,

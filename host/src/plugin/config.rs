@@ -173,7 +173,7 @@ impl PluginConfig {
 
 /// What the runtime needs of a `[[plugins]]` entry.
 impl PluginConfig {
-    pub fn spec(&self) -> PluginSpec {
+    pub(crate) fn spec(&self) -> PluginSpec {
         PluginSpec {
             name: self.name.clone(),
             path: self.path.clone(),

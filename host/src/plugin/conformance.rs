@@ -36,7 +36,7 @@ pub(crate) enum CaseError {
 /// One case file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Case {
+pub(crate) struct Case {
     #[serde(default)]
     pub description: String,
     /// The plugin's config object (what `init` receives as JSON).
@@ -91,7 +91,7 @@ fn written_records<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<CaseRec
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CaseRecord {
+pub(crate) struct CaseRecord {
     /// The payload as UTF-8 text …
     pub payload: Option<String>,
     /// … or as base64 (any bytes, invalid UTF-8 included) …
@@ -119,14 +119,14 @@ pub struct CaseRecord {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Repeat {
+pub(crate) struct Repeat {
     pub byte: u8,
     pub count: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HeaderRepeat {
+pub(crate) struct HeaderRepeat {
     pub name: String,
     pub byte: u8,
     pub count: usize,
@@ -136,7 +136,7 @@ pub struct HeaderRepeat {
 /// What a case expects: one outcome per record, in order (a list), or
 /// `init`'s refusal.
 #[derive(Debug, Clone)]
-pub enum Expect {
+pub(crate) enum Expect {
     Outcomes(Vec<ExpectOutcome>),
     Written(Written),
 }
@@ -163,7 +163,7 @@ impl<'de> Deserialize<'de> for Expect {
 /// The object forms of `expect`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum Written {
+pub(crate) enum Written {
     /// `init` refuses the config with a message containing this.
     InitError(String),
     /// The older form of the list.
@@ -173,7 +173,7 @@ pub enum Written {
 /// What one record must become, in a config case's words.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum ExpectOutcome {
+pub(crate) enum ExpectOutcome {
     /// One event.
     Event(ExpectEvent),
     /// These events, in order (`[]`: none).
@@ -192,7 +192,7 @@ pub enum ExpectOutcome {
 
 impl Expect {
     /// `Err(want)`: `init` must refuse with a message containing `want`.
-    pub fn outcomes(&self) -> Result<&[ExpectOutcome], &str> {
+    pub(crate) fn outcomes(&self) -> Result<&[ExpectOutcome], &str> {
         match self {
             Expect::Outcomes(o) | Expect::Written(Written::Outcomes(o)) => Ok(o),
             Expect::Written(Written::InitError(want)) => Err(want),
@@ -250,7 +250,7 @@ pub(crate) fn load_dir<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec
 }
 
 impl CaseRecord {
-    pub fn record(&self, index: usize) -> Result<Record, String> {
+    pub(crate) fn record(&self, index: usize) -> Result<Record, String> {
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("base64: {e}"));
         let payload = match (&self.payload, &self.payload_base64, &self.payload_repeat) {
             (Some(t), None, None) => t.as_bytes().to_vec(),
@@ -306,7 +306,7 @@ fn parse_position(s: &str) -> Option<Position> {
 
 /// Where an outcome differs from what the case expects; `None` when it
 /// matches.
-pub fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
+pub(crate) fn compare(expected: &[ExpectOutcome], got: &[Outcome]) -> Option<String> {
     if expected.len() != got.len() {
         return Some(format!("{} outcomes for {} expected", got.len(), expected.len()));
     }

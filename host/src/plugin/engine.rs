@@ -38,7 +38,7 @@ impl LoadedPlugin {
     }
 
     /// The contract version the component speaks, found at load.
-    pub fn contract(&self) -> Contract {
+    pub(crate) fn contract(&self) -> Contract {
         self.pre.contract()
     }
 }
@@ -158,7 +158,7 @@ impl Runtime {
     }
 
     /// Compile `bytes`, or take the compiled code from the caches.
-    pub fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
+    pub(crate) fn compile(&self, path: &Path, bytes: &[u8], digest: blake3::Hash) -> Result<Component, PluginError> {
         if let Ok(mut cache) = self.memory_cache.lock()
             && let Some(c) = cache.get(&digest)
         {
@@ -227,7 +227,7 @@ impl Runtime {
         }
     }
 
-    pub fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 }

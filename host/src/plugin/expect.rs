@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer};
 /// event has none (no id, no time).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectEvent {
+pub(crate) struct ExpectEvent {
     /// The event id, exactly.
     #[serde(default, deserialize_with = "present")]
     pub id: Option<Option<String>>,
@@ -69,7 +69,7 @@ impl ExpectEvent {
 
     /// Where the event differs from this expectation, named; the first
     /// difference only.
-    pub fn check(&self, id: Option<&str>, timestamp: Option<i64>, body: &[u8]) -> Result<(), String> {
+    pub(crate) fn check(&self, id: Option<&str>, timestamp: Option<i64>, body: &[u8]) -> Result<(), String> {
         if let Some(want) = &self.id
             && want.as_deref() != id
         {

@@ -82,7 +82,7 @@ pub(crate) fn compile_time_format(spec: &str) -> Result<TimeFormat, String> {
 }
 
 impl TimeFormat {
-    pub fn parse(&self, text: &str, now: i64) -> Result<i64, String> {
+    pub(crate) fn parse(&self, text: &str, now: i64) -> Result<i64, String> {
         self.0.parse(text, now).map_err(|e| e.to_string())
     }
 }
@@ -162,7 +162,7 @@ pub(crate) fn json_object_check(payload: &[u8]) -> Option<String> {
 
 /// The pairs of a logfmt line (`sluice_guest::logfmt`), owned for the
 /// boundary.
-pub fn logfmt(line: &[u8]) -> Vec<(String, Option<String>)> {
+pub(crate) fn logfmt(line: &[u8]) -> Vec<(String, Option<String>)> {
     let text = String::from_utf8_lossy(line);
     sluice_guest::logfmt::pairs(&text).into_iter().map(|(k, v)| (k.to_string(), v.map(|v| v.into_owned()))).collect()
 }

@@ -16,7 +16,7 @@ use crate::record::{Position, Record};
 /// One event between two stages: what the stages so far made of source
 /// record `owner`.
 #[derive(Debug, Clone)]
-pub struct Derived {
+pub(crate) struct Derived {
     /// The index of its source record in the batch.
     pub owner: u32,
     /// The event's body, the next stage's payload.
@@ -31,7 +31,7 @@ pub struct Derived {
 impl Derived {
     /// Source record `owner` as it enters the chain: its payload shared,
     /// not copied.
-    pub fn of(owner: u32, record: &Record) -> Derived {
+    pub(crate) fn of(owner: u32, record: &Record) -> Derived {
         Derived {
             owner,
             payload: record.payload.clone(),
@@ -57,21 +57,21 @@ impl<'a> Inputs<'a> {
     }
 
     /// Events of an earlier stage: each one's owner indexes `sources`.
-    pub fn derived(sources: &'a [&'a Record], derived: &'a [Derived]) -> Inputs<'a> {
+    pub(crate) fn derived(sources: &'a [&'a Record], derived: &'a [Derived]) -> Inputs<'a> {
         Inputs { sources, derived: Some(derived) }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.derived.map_or(self.sources.len(), <[Derived]>::len)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Input `i`; `None` past the end, or for an event whose owner is not a
     /// source record (which the chain never builds).
-    pub fn get(&self, i: usize) -> Option<Input<'a>> {
+    pub(crate) fn get(&self, i: usize) -> Option<Input<'a>> {
         match self.derived {
             None => self.sources.get(i).map(|source| Input { source, derived: None }),
             Some(derived) => {
@@ -83,14 +83,14 @@ impl<'a> Inputs<'a> {
 
     /// The inputs in order (an event whose owner is not a source record,
     /// which the chain never builds, is left out).
-    pub fn iter(&self) -> impl Iterator<Item = Input<'a>> + 'a {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Input<'a>> + 'a {
         let this = *self;
         (0..this.len()).filter_map(move |i| this.get(i))
     }
 
     /// Input `i` alone, as a batch of one (a fault isolated record by
     /// record); empty past the end.
-    pub fn one(&self, i: usize) -> Inputs<'a> {
+    pub(crate) fn one(&self, i: usize) -> Inputs<'a> {
         match self.derived {
             None => Inputs { sources: self.sources.get(i..i + 1).unwrap_or_default(), derived: None },
             Some(derived) => Inputs { sources: self.sources, derived: Some(derived.get(i..i + 1).unwrap_or_default()) },
@@ -101,41 +101,37 @@ impl<'a> Inputs<'a> {
 /// One record as a stage sees it: its own fields from its derived event, its
 /// context from its source record.
 #[derive(Debug, Clone, Copy)]
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     source: &'a Record,
     derived: Option<&'a Derived>,
 }
 
 impl<'a> Input<'a> {
-    pub fn payload(&self) -> &'a Bytes {
+    pub(crate) fn payload(&self) -> &'a Bytes {
         self.derived.map_or(&self.source.payload, |d| &d.payload)
     }
 
-    pub fn event_id(&self) -> Option<&'a str> {
+    pub(crate) fn event_id(&self) -> Option<&'a str> {
         self.derived.map_or(self.source.event_id.as_deref(), |d| d.event_id.as_deref())
     }
 
-    pub fn timestamp(&self) -> Option<i64> {
+    pub(crate) fn timestamp(&self) -> Option<i64> {
         self.derived.map_or(self.source.timestamp, |d| d.timestamp)
     }
 
-    pub fn sinks(&self) -> Option<&'a Bytes> {
-        self.derived.map_or(self.source.sinks.as_ref(), |d| d.sinks.as_ref())
-    }
-
-    pub fn key(&self) -> Option<&'a Bytes> {
+    pub(crate) fn key(&self) -> Option<&'a Bytes> {
         self.source.key.as_ref()
     }
 
-    pub fn headers(&self) -> &'a [(String, Vec<u8>)] {
+    pub(crate) fn headers(&self) -> &'a [(String, Vec<u8>)] {
         &self.source.headers
     }
 
-    pub fn source_timestamp(&self) -> Option<i64> {
+    pub(crate) fn source_timestamp(&self) -> Option<i64> {
         self.source.source_timestamp
     }
 
-    pub fn position(&self) -> &'a Position {
+    pub(crate) fn position(&self) -> &'a Position {
         &self.source.position
     }
 }

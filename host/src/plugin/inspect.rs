@@ -12,7 +12,7 @@ use super::error::PluginError;
 pub(crate) const WIT_PACKAGE: &str = "sluice:plugin";
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Inspection {
+pub(crate) struct Inspection {
     pub path: PathBuf,
     pub name: String,
     /// blake3 of the file's bytes: the plugin's version.
@@ -32,7 +32,7 @@ pub struct Inspection {
     pub exports: Vec<String>,
 }
 
-pub fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection, PluginError> {
+pub(crate) fn inspect(runtime: &Runtime, path: &Path, name: &str) -> Result<Inspection, PluginError> {
     let bytes = std::fs::read(path).map_err(|e| PluginError::Read { path: path.to_path_buf(), source: e })?;
     let digest = blake3::hash(&bytes);
     let component = runtime.compile(path, &bytes, digest)?;

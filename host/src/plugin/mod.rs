@@ -22,20 +22,20 @@
 pub mod cache;
 pub mod chain;
 pub mod classified;
-pub mod classifier;
-pub mod config;
-pub mod conformance;
-pub mod contract;
+pub(crate) mod classifier;
+pub(crate) mod config;
+pub(crate) mod conformance;
+pub(crate) mod contract;
 pub mod engine;
 pub mod error;
-pub mod expect;
-pub mod helpers;
+pub(crate) mod expect;
+pub(crate) mod helpers;
 pub mod inputs;
-pub mod inspect;
+pub(crate) mod inspect;
 mod instance;
 pub mod isolate;
 pub mod output_rules;
-pub mod pin;
+pub(crate) mod pin;
 mod sandbox;
 pub mod spec;
 

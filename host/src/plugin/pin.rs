@@ -54,7 +54,7 @@ impl fmt::Display for Pin {
 
 impl Pin {
     /// The same kind of digest of `bytes`.
-    pub fn of(&self, bytes: &[u8]) -> Pin {
+    pub(crate) fn of(&self, bytes: &[u8]) -> Pin {
         match self {
             Pin::Blake3(_) => Pin::Blake3(*blake3::hash(bytes).as_bytes()),
             Pin::Sha256(_) => Pin::Sha256(sha2::Sha256::digest(bytes).into()),
@@ -62,7 +62,7 @@ impl Pin {
     }
 
     /// `Err(found)` when `bytes` are not what is pinned.
-    pub fn check(&self, bytes: &[u8]) -> Result<(), Pin> {
+    pub(crate) fn check(&self, bytes: &[u8]) -> Result<(), Pin> {
         let found = self.of(bytes);
         if found == *self { Ok(()) } else { Err(found) }
     }
@@ -70,7 +70,7 @@ impl Pin {
 
 /// Why a pinned load did not give a plugin.
 #[derive(Debug)]
-pub enum Refused<E> {
+pub(crate) enum Refused<E> {
     /// The bytes are not the pinned ones.
     Mismatch { pinned: Pin, found: Pin },
     /// The load itself failed.
@@ -83,7 +83,7 @@ pub enum Refused<E> {
 /// (not even `init`); a blake3 pin is checked again against the digest of
 /// what was compiled (`digest`), as the file may have been replaced in
 /// between. A file that cannot be read is left to `load` to report.
-pub fn verify<T, E>(
+pub(crate) fn verify<T, E>(
     pin: Option<&Pin>,
     path: &std::path::Path,
     load: impl FnOnce() -> Result<T, E>,

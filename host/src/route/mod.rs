@@ -10,8 +10,8 @@
 //! Plain Rust over the event's body, no I/O: the batch's plan calls it
 //! (`custody::plan`), and with one sink and no routes it is never called.
 
-pub mod config;
-pub mod error;
+pub(crate) mod config;
+pub(crate) mod error;
 mod test;
 
 use std::sync::Arc;
@@ -30,7 +30,7 @@ struct Rule {
 
 /// The pipeline's sinks by name, with its compiled routes.
 #[derive(Debug, Clone)]
-pub struct Fanout {
+pub(crate) struct Fanout {
     names: Vec<Arc<str>>,
     salts: Vec<[u8; 8]>,
     rules: Vec<Rule>,
@@ -55,7 +55,7 @@ impl Fanout {
     /// The sinks named `names` (in their order) and the rules over them.
     /// Checked by `config` first; an unknown sink here is a bug, and is
     /// refused with the same words.
-    pub fn new(names: &[String], routes: &[RouteConfig]) -> Result<Fanout, RouteError> {
+    pub(crate) fn new(names: &[String], routes: &[RouteConfig]) -> Result<Fanout, RouteError> {
         if names.is_empty() || names.len() > MAX_SINKS {
             return Err(RouteError::SinkCount { count: names.len(), max: MAX_SINKS });
         }
@@ -81,15 +81,11 @@ impl Fanout {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.names.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    pub fn name(&self, sink: usize) -> &str {
+    pub(crate) fn name(&self, sink: usize) -> &str {
         self.names.get(sink).map_or("?", |n| n)
     }
 
@@ -100,7 +96,7 @@ impl Fanout {
 
     /// The same sinks and ids, every event to `sink` alone: a replay of
     /// what that sink refused.
-    pub fn only(&self, sink: usize) -> Fanout {
+    pub(crate) fn only(&self, sink: usize) -> Fanout {
         Fanout { rules: Vec::new(), all: if sink < self.names.len() { 1 << sink } else { 0 }, ..self.clone() }
     }
 
@@ -186,7 +182,7 @@ impl Fanout {
     /// The graph as `sluice check` prints it: each sink (`kinds`: how
     /// each describes itself, its name first), one line per rule, then
     /// where the rest go.
-    pub fn describe(&self, kinds: &[String]) -> Vec<String> {
+    pub(crate) fn describe(&self, kinds: &[String]) -> Vec<String> {
         let names = |mask: SinkMask| -> String {
             (0..self.names.len()).filter(|i| mask & (1 << i) != 0).map(|i| self.name(i)).collect::<Vec<_>>().join(", ")
         };

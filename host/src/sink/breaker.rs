@@ -51,7 +51,7 @@ fn default_max_probe() -> Duration {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     Closed {
         failures: u32,
     },
@@ -64,24 +64,6 @@ pub enum State {
     Probing {
         pause: Duration,
     },
-}
-
-impl State {
-    /// The value of `sluice_breaker_state`.
-    pub fn gauge(&self) -> f64 {
-        match self {
-            State::Closed { .. } => 0.0,
-            State::Open { .. } => 1.0,
-            State::Probing { .. } => 2.0,
-        }
-    }
-    pub fn name(&self) -> &'static str {
-        match self {
-            State::Closed { .. } => "closed",
-            State::Open { .. } => "open",
-            State::Probing { .. } => "probing",
-        }
-    }
 }
 
 /// What a caller may do now.
@@ -98,7 +80,7 @@ pub(crate) enum Permit {
 
 /// A change of state, for the log and the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
+pub(crate) enum Transition {
     Opened { after_failures: u32, pause: Duration },
     Probing,
     ProbeFailed { pause: Duration },
@@ -106,7 +88,7 @@ pub enum Transition {
 }
 
 #[derive(Debug, Clone)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     cfg: BreakerConfig,
     state: State,
 }
@@ -115,11 +97,11 @@ pub struct Breaker {
 const PROBE_POLL: Duration = Duration::from_millis(50);
 
 impl Breaker {
-    pub fn new(cfg: BreakerConfig) -> Breaker {
+    pub(crate) fn new(cfg: BreakerConfig) -> Breaker {
         Breaker { cfg, state: State::Closed { failures: 0 } }
     }
 
-    pub fn state(&self) -> State {
+    pub(crate) fn state(&self) -> State {
         self.state
     }
 
@@ -137,7 +119,7 @@ impl Breaker {
 
     /// A request the backend answered. Closes the breaker from any state:
     /// one success is proof enough (DESIGN.md).
-    pub fn success(&mut self) -> Option<Transition> {
+    pub(crate) fn success(&mut self) -> Option<Transition> {
         let was_closed = matches!(self.state, State::Closed { .. });
         self.state = State::Closed { failures: 0 };
         (!was_closed).then_some(Transition::Closed)
@@ -146,7 +128,7 @@ impl Breaker {
     /// A request that failed as a whole. `probe` says whether it was the
     /// probe; a failure of a request sent before the breaker opened (still
     /// in flight then) changes nothing while it is open.
-    pub fn failure(&mut self, now: Instant, probe: bool) -> Option<Transition> {
+    pub(crate) fn failure(&mut self, now: Instant, probe: bool) -> Option<Transition> {
         match self.state {
             State::Closed { failures } => {
                 let failures = failures + 1;
@@ -171,7 +153,7 @@ impl Breaker {
     /// The backend asked for a pause (`Retry-After`): an open breaker
     /// probes no sooner than `until`. A closed one is not opened by it: the
     /// caller waits that long before its next request anyway.
-    pub fn hold(&mut self, until: Instant) {
+    pub(crate) fn hold(&mut self, until: Instant) {
         if let State::Open { until: at, pause } = self.state {
             self.state = State::Open { until: at.max(until), pause };
         }

@@ -50,11 +50,6 @@ pub enum SinkConfig {
 }
 
 impl SinkConfig {
-    /// The sink, driven through retries and its breaker.
-    pub fn build(&self, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
-        self.build_named(None, ctx)
-    }
-
     /// [`SinkConfig::build`], labelled with its name when it is one of
     /// several (`[[sinks]]`).
     pub(crate) fn build_named(&self, name: Option<&str>, ctx: SinkContext<'_>) -> Result<RetryingSink, SinkError> {
@@ -85,7 +80,7 @@ impl SinkConfig {
 
     /// The cargo feature this sink needs, with its `type`; `None` for the
     /// sinks every build has.
-    pub fn feature(&self) -> Option<(Feature, &'static str)> {
+    pub(crate) fn feature(&self) -> Option<(Feature, &'static str)> {
         match self {
             SinkConfig::File { .. } | SinkConfig::Stdout => None,
             SinkConfig::Http(_) => Some((Feature::Http, "http")),
@@ -97,7 +92,7 @@ impl SinkConfig {
 
     /// How an HTTP backend's answers are read; `None` for sinks whose
     /// answers are not HTTP responses (files, Kafka, PostgreSQL).
-    pub fn response(&self) -> Option<ResponseConfig> {
+    pub(crate) fn response(&self) -> Option<ResponseConfig> {
         match self {
             SinkConfig::Http(h) => Some(h.response.clone()),
             SinkConfig::Clickhouse(c) => Some(c.http().response),
@@ -106,7 +101,7 @@ impl SinkConfig {
     }
 
     /// The classifier plugin that reads an HTTP backend's answers, if any.
-    pub fn classifier(&self) -> Option<super::http::classifier::ClassifierConfig> {
+    pub(crate) fn classifier(&self) -> Option<super::http::classifier::ClassifierConfig> {
         match self {
             SinkConfig::Http(h) => h.classifier.clone(),
             _ => None,
@@ -115,7 +110,7 @@ impl SinkConfig {
 
     /// The retry policy and breaker the sink is driven with; standard
     /// output uses the defaults.
-    pub fn guard(&self) -> GuardConfig {
+    pub(crate) fn guard(&self) -> GuardConfig {
         match self {
             SinkConfig::File { guard, .. } => guard.clone(),
             SinkConfig::Stdout => GuardConfig::default(),

@@ -83,7 +83,7 @@ pub(crate) struct KafkaSink {
 
 #[cfg(feature = "kafka")]
 impl KafkaSink {
-    pub fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
+    pub(crate) fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: format!("kafka {}", cfg.topic), message };
         let mut properties = cfg.connection.properties.clone();
         properties.insert("message.timeout.ms".into(), PropertyValue::Int(cfg.message_timeout.as_millis() as i64));
@@ -120,7 +120,7 @@ pub(crate) fn answer_for(e: &KafkaError) -> Answer {
 /// before it was sent): a record is accepted on its delivery report, never
 /// when queued. The batch counts as one failed request when nothing got
 /// through.
-pub fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
+pub(crate) fn reported(pending: Vec<Result<DeliveryFuture, Answer>>) -> Attempt {
     let answers: Vec<Answer> =
         futures::executor::block_on(futures::future::join_all(pending.into_iter().map(|p| async move {
             match p {

@@ -14,18 +14,18 @@
 //!   flattens; `retrying` drives every sink through them: bounded retries
 //!   with backoff (`retry`) and the circuit breaker (`breaker`).
 
-pub mod breaker;
+pub(crate) mod breaker;
 pub mod clickhouse;
-pub mod config;
+pub(crate) mod config;
 pub mod context;
-pub mod events;
+pub(crate) mod events;
 pub mod file;
-pub mod guard;
+pub(crate) mod guard;
 pub mod http;
-pub mod kafka;
-pub mod named;
-pub mod postgres;
-pub mod retry;
+pub(crate) mod kafka;
+pub(crate) mod named;
+pub(crate) mod postgres;
+pub(crate) mod retry;
 pub mod retrying;
 
 use crate::delivery::Delivery;
@@ -68,7 +68,7 @@ impl Answer {
         }
     }
 
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             Answer::Accepted | Answer::Duplicate => None,
             Answer::Retry(r) | Answer::Rejected(r) | Answer::Systemic(r) => Some(r),
@@ -100,12 +100,12 @@ pub struct Attempt {
 
 impl Attempt {
     /// Every event of a failed request answered `Systemic`.
-    pub fn systemic(n: usize, reason: &str) -> Attempt {
+    pub(crate) fn systemic(n: usize, reason: &str) -> Attempt {
         Attempt { answers: vec![Answer::Systemic(reason.to_string()); n], requests_failed: 1, ..Attempt::default() }
     }
 
     /// Every event accepted by one request.
-    pub fn accepted(n: usize) -> Attempt {
+    pub(crate) fn accepted(n: usize) -> Attempt {
         Attempt { answers: vec![Answer::Accepted; n], requests_ok: 1, ..Attempt::default() }
     }
 }

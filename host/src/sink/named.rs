@@ -14,7 +14,7 @@ use crate::route::config::RouteConfig;
 
 /// A run's sinks, in the config's order, each driven through its retries
 /// and breaker, with the routes over them.
-pub struct Sinks {
+pub(crate) struct Sinks {
     /// Shared with the views [`Sinks::only`] makes.
     list: Vec<(String, Arc<RetryingSink>)>,
     /// The names and routes (one sink too: a route a plugin names is
@@ -23,7 +23,7 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    pub fn build(
+    pub(crate) fn build(
         configs: &[NamedSinkConfig],
         routes: &[RouteConfig],
         ctx: SinkContext<'_>,
@@ -40,7 +40,7 @@ impl Sinks {
     }
 
     /// One sink, named `default` (tests, a repartitioning front's topic).
-    pub fn one(sink: RetryingSink) -> Sinks {
+    pub(crate) fn one(sink: RetryingSink) -> Sinks {
         Sinks { list: vec![(crate::route::config::DEFAULT_SINK.to_string(), Arc::new(sink))], fanout: None }
     }
 
@@ -48,7 +48,7 @@ impl Sinks {
     /// (its ids keyed as always): what a replay of the records it refused
     /// delivers through. `None` when no sink has that name now, or there
     /// is only one.
-    pub fn only(&self, name: &str) -> Option<Sinks> {
+    pub(crate) fn only(&self, name: &str) -> Option<Sinks> {
         let fanout = self.fanout.as_ref().filter(|f| !f.is_single())?;
         let at = fanout.index_of(name)?;
         Some(Sinks { list: self.list.clone(), fanout: Some(Arc::new(fanout.only(at))) })
@@ -56,7 +56,7 @@ impl Sinks {
 
     /// The names and routes a batch's plan fans events out by (with one
     /// sink, the name a plugin's route is checked against).
-    pub fn fanout(&self) -> Option<&Arc<Fanout>> {
+    pub(crate) fn fanout(&self) -> Option<&Arc<Fanout>> {
         self.fanout.as_ref()
     }
 
@@ -65,25 +65,21 @@ impl Sinks {
         self.list.iter().any(|(_, s)| s.breaker_open())
     }
 
-    pub fn get(&self, i: usize) -> Option<&RetryingSink> {
+    pub(crate) fn get(&self, i: usize) -> Option<&RetryingSink> {
         self.list.get(i).map(|(_, s)| &**s)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &RetryingSink)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &RetryingSink)> {
         self.list.iter().map(|(n, s)| (n.as_str(), &**s))
     }
 
     /// What the audit's trail, logs and metrics labels call sink `i`: its
     /// target, after its name when the pipeline has several.
-    pub fn describe(&self, i: usize) -> String {
+    pub(crate) fn describe(&self, i: usize) -> String {
         self.list.get(i).map_or_else(|| "?".into(), |(_, s)| s.describe().to_string())
     }
 }

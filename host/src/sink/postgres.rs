@@ -158,7 +158,7 @@ impl PostgresSinkConfig {
     }
 
     #[cfg(feature = "postgres")]
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let host = self
             .url
             .parse::<postgres::Config>()
@@ -205,7 +205,7 @@ pub(crate) struct PostgresSink {
 
 #[cfg(feature = "postgres")]
 impl PostgresSink {
-    pub fn new(cfg: &PostgresSinkConfig) -> Result<PostgresSink, SinkError> {
+    pub(crate) fn new(cfg: &PostgresSinkConfig) -> Result<PostgresSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: cfg.name(), message };
         let mut connect: postgres::Config = cfg.url.parse().map_err(|e: postgres::Error| setup(e.to_string()))?;
         if let Some(var) = &cfg.password_env {

@@ -64,7 +64,7 @@ impl RetryConfig {
         d / 2 + (d / 2).mul_f64(unit.clamp(0.0, 1.0))
     }
 
-    pub fn backoff(&self, round: u32) -> Duration {
+    pub(crate) fn backoff(&self, round: u32) -> Duration {
         self.backoff_with(round, fastrand::f64())
     }
 }

@@ -49,7 +49,7 @@ impl RetryingSink {
 
     /// With `name` (one of several sinks) before its target in logs and
     /// metrics labels: `index: http://…`.
-    pub fn labelled(
+    pub(crate) fn labelled(
         sink: Box<dyn Sink>,
         retry: RetryConfig,
         breaker: BreakerConfig,
@@ -63,12 +63,12 @@ impl RetryingSink {
         RetryingSink { sink, name, retry, breaker: Mutex::new(Breaker::new(breaker)) }
     }
 
-    pub fn describe(&self) -> &str {
+    pub(crate) fn describe(&self) -> &str {
         &self.name
     }
 
     /// The sink's own probe: once, outside the breaker and the retries.
-    pub fn probe(&self) -> Result<String, String> {
+    pub(crate) fn probe(&self) -> Result<String, String> {
         self.sink.probe()
     }
 

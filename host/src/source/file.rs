@@ -22,11 +22,11 @@ use crate::store::Checkpoint;
 const OFFSET_BITS: u32 = 40;
 
 /// Pack (generation, offset) into one increasing position.
-pub fn pack(generation: u64, offset: u64) -> u64 {
+pub(crate) fn pack(generation: u64, offset: u64) -> u64 {
     (generation << OFFSET_BITS) | (offset & ((1 << OFFSET_BITS) - 1))
 }
 
-pub fn unpack(position: u64) -> (u64, u64) {
+pub(crate) fn unpack(position: u64) -> (u64, u64) {
     (position >> OFFSET_BITS, position & ((1 << OFFSET_BITS) - 1))
 }
 
@@ -230,12 +230,12 @@ impl FilePartition {
         })
     }
 
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.key
     }
 
     /// The packed position reading resumes from.
-    pub fn position(&self) -> u64 {
+    pub(crate) fn position(&self) -> u64 {
         pack(self.current.generation, self.current.reader.position())
     }
 
@@ -243,7 +243,7 @@ impl FilePartition {
     /// kept back in follow mode counts as read: it is not waiting on
     /// sluice), and every byte of the files queued after it. One `stat`
     /// per file open; asked once per batch.
-    pub fn unread(&self) -> u64 {
+    pub(crate) fn unread(&self) -> u64 {
         // The open handle, not the path: the file being read may have been
         // renamed away.
         let len = |o: &Open| o.reader.get_ref().get_ref().metadata().map(|m| m.len()).unwrap_or(0);

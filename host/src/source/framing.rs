@@ -121,13 +121,13 @@ impl<R: BufRead> LineReader<R> {
 
     /// The byte position after everything returned so far (bytes of a
     /// partial line kept back are not included).
-    pub fn position(&self) -> u64 {
+    pub(crate) fn position(&self) -> u64 {
         if self.partial.is_empty() { self.offset } else { self.partial_start }
     }
 
     /// The byte position after everything read from the input, a partial
     /// line kept back included: what is left beyond it is unread.
-    pub fn consumed(&self) -> u64 {
+    pub(crate) fn consumed(&self) -> u64 {
         self.offset
     }
 

@@ -61,7 +61,7 @@ impl Trail {
 
     /// `None` for an empty value (no trail kept) or one this version does
     /// not know.
-    pub fn decode(raw: &[u8]) -> Option<Trail> {
+    pub(crate) fn decode(raw: &[u8]) -> Option<Trail> {
         if raw.len() != TRAIL_BYTES || raw[0] != VERSION {
             return None;
         }

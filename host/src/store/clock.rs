@@ -46,12 +46,12 @@ pub(crate) struct WindowClock {
 impl WindowClock {
     /// A clock that reads `wall_secs` now, or `floor_secs` if the wall
     /// clock is behind it (the start of the newest bucket on disk).
-    pub fn start(wall_secs: u64, floor_secs: u64) -> WindowClock {
+    pub(crate) fn start(wall_secs: u64, floor_secs: u64) -> WindowClock {
         WindowClock { base_secs: wall_secs.max(floor_secs), started: Instant::now(), reported_skew: AtomicI64::new(0) }
     }
 
     /// Seconds since the epoch, by this clock.
-    pub fn now_secs(&self) -> u64 {
+    pub(crate) fn now_secs(&self) -> u64 {
         self.at(self.started.elapsed())
     }
 
@@ -65,7 +65,7 @@ impl WindowClock {
     /// yet reported is returned (seconds, positive when the wall clock is
     /// ahead), once per jump; back within drift is returned as 0 once, so
     /// the report can be cleared.
-    pub fn jumped(&self, wall_secs: u64, now_secs: u64) -> Option<i64> {
+    pub(crate) fn jumped(&self, wall_secs: u64, now_secs: u64) -> Option<i64> {
         let skew = wall_secs as i64 - now_secs as i64;
         let skew = if skew.abs() < REPORT_SKEW_SECS { 0 } else { skew };
         let last = self.reported_skew.load(Ordering::Relaxed);

@@ -34,7 +34,7 @@ pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
 }
 
 /// How the committer waits for room.
-pub struct Room<'a> {
+pub(crate) struct Room<'a> {
     pub path: &'a Path,
     pub reserve: u64,
     /// How often free space is read again while waiting.
@@ -45,7 +45,7 @@ impl Room<'_> {
     /// Return once the volume has `reserve` bytes free (`told(None)` if it
     /// had been short), or on `stop()` while still short; `told(free)`
     /// hears each reading below it (the caller reports).
-    pub fn wait(&self, stop: &dyn Fn() -> bool, told: &mut dyn FnMut(Option<u64>)) {
+    pub(crate) fn wait(&self, stop: &dyn Fn() -> bool, told: &mut dyn FnMut(Option<u64>)) {
         if self.reserve == 0 {
             return;
         }

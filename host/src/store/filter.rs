@@ -122,13 +122,13 @@ pub(crate) struct IdFilter {
 }
 
 impl IdFilter {
-    pub fn new() -> IdFilter {
+    pub(crate) fn new() -> IdFilter {
         IdFilter::default()
     }
 
     /// Add `ids` to `bucket`'s filter, growing it first when they would
     /// pass what it was sized for.
-    pub fn insert(&self, bucket: u64, ids: &[IdDigest]) {
+    pub(crate) fn insert(&self, bucket: u64, ids: &[IdDigest]) {
         if ids.is_empty() {
             return;
         }
@@ -180,7 +180,7 @@ impl IdFilter {
 
     /// Start `bucket`'s filter sized for `ids` (what the store holds for it
     /// at open), before filling it.
-    pub fn reserve(&self, bucket: u64, ids: usize) {
+    pub(crate) fn reserve(&self, bucket: u64, ids: usize) {
         let mut buckets = self.buckets.write().unwrap_or_else(|p| p.into_inner());
         buckets.entry(bucket).or_insert_with(|| Arc::new(Bucket::new(ids)));
     }
@@ -190,7 +190,7 @@ impl IdFilter {
         self.buckets.write().unwrap_or_else(|p| p.into_inner()).remove(&bucket);
     }
 
-    pub fn stats(&self) -> FilterStats {
+    pub(crate) fn stats(&self) -> FilterStats {
         let buckets = self.buckets.read().unwrap_or_else(|p| p.into_inner());
         let mut s = FilterStats { buckets: buckets.len(), ..FilterStats::default() };
         for b in buckets.values() {

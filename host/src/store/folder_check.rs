@@ -52,7 +52,7 @@ pub(crate) enum Folder {
 }
 
 /// Look at `path` without changing it.
-pub fn inspect(path: &Path) -> std::io::Result<Folder> {
+pub(crate) fn inspect(path: &Path) -> std::io::Result<Folder> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Folder::New),

@@ -112,12 +112,12 @@ pub(crate) struct Decoded<'v> {
 
 impl<'v> Decoded<'v> {
     /// Each delivered id with its trail.
-    pub fn delivered(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
+    pub(crate) fn delivered(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
         entries(self.delivered, self.unit)
     }
 
     /// Each absorbed duplicate's id with its trail.
-    pub fn absorbed(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
+    pub(crate) fn absorbed(&self) -> impl Iterator<Item = (IdDigest, Trail)> + 'v {
         entries(self.absorbed, self.unit)
     }
 
@@ -138,7 +138,7 @@ fn entries(bytes: &[u8], unit: usize) -> impl Iterator<Item = (IdDigest, Trail)>
 
 /// Why a stored blob of ids cannot be read: the store is corrupt there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BlobError {
+pub(crate) enum BlobError {
     #[error("an empty blob")]
     Empty,
     #[error("a blob cut inside its count of ids")]
@@ -189,7 +189,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// The key it has in a table: 24 bytes, or 25 for an absorbed trail.
-    pub fn key(&self) -> ([u8; ID_BYTES + 1], usize) {
+    pub(crate) fn key(&self) -> ([u8; ID_BYTES + 1], usize) {
         let mut k = [ABSORBED; ID_BYTES + 1];
         k[..ID_BYTES].copy_from_slice(&self.id);
         (k, if self.absorbed { ID_BYTES + 1 } else { ID_BYTES })
@@ -217,7 +217,7 @@ pub(crate) struct Pending {
 
 impl Pending {
     /// The ids of a blob read back from the store.
-    pub fn load(&mut self, seq: u64, value: &[u8]) -> Result<(), BlobError> {
+    pub(crate) fn load(&mut self, seq: u64, value: &[u8]) -> Result<(), BlobError> {
         let blob = decode(value)?;
         for (id, _) in blob.delivered() {
             self.ids.insert(id);
@@ -229,7 +229,7 @@ impl Pending {
     }
 
     /// Entries written or about to be, loaded or not.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.ids.len() + self.absorbed + self.issued.values().sum::<usize>()
     }
 

@@ -13,13 +13,13 @@
 //! share one WAL sync (`commit_group`, driven by `pipeline::durable`).
 
 pub mod audit;
-pub mod clock;
+pub(crate) mod clock;
 pub mod dedup;
 pub mod disk_reserve;
-pub mod filter;
+pub(crate) mod filter;
 pub(crate) mod folder_check;
 pub(crate) mod id_blobs;
-pub mod quarantine;
+pub(crate) mod quarantine;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ pub type StoreWrite = rocksdb::WriteBatch;
 
 /// One family's tables (`Store::shape`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct FamilyShape {
+pub(crate) struct FamilyShape {
     pub tables: u64,
     pub bytes: u64,
 }
@@ -119,7 +119,7 @@ pub struct Checkpoint {
 
 /// How `Store::repair` got the store to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repaired {
+pub(crate) enum Repaired {
     /// The write-ahead log replayed up to its first damaged record.
     LogReplayed,
     /// Rebuilt by RocksDB's repairer from every file it could read (a
@@ -232,7 +232,7 @@ impl Store {
     /// the store from every table and log it can read. What either drops is
     /// gone, checkpoints and ids with it, so those records are read and
     /// delivered again. Refused for a folder that holds no store.
-    pub fn repair(path: &Path, identity: &Identity) -> Result<(Store, Repaired), StoreError> {
+    pub(crate) fn repair(path: &Path, identity: &Identity) -> Result<(Store, Repaired), StoreError> {
         let path_buf = || path.to_path_buf();
         match folder_check::inspect(path).map_err(|source| StoreError::Io { path: path_buf(), source })? {
             folder_check::Folder::Store => {}
@@ -284,7 +284,7 @@ impl Store {
     }
 
     /// Every file checkpoint the store holds, by partition name.
-    pub fn checkpoints(&self) -> Result<Vec<(String, Checkpoint)>, StoreError> {
+    pub(crate) fn checkpoints(&self) -> Result<Vec<(String, Checkpoint)>, StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         let mut out = Vec::new();
         for item in self.db.iterator_cf(&cf, rocksdb::IteratorMode::Start) {
@@ -408,7 +408,7 @@ impl Store {
 
     /// Write `batch` synced: when this returns, everything in it survives a
     /// crash of the process or the machine.
-    pub fn commit(&self, batch: WriteBatch) -> Result<(), StoreError> {
+    pub(crate) fn commit(&self, batch: WriteBatch) -> Result<(), StoreError> {
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         self.db.write_opt(batch, &wo).map_err(|e| self.rocks(e))
@@ -461,11 +461,11 @@ impl Store {
         self.reserve.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub fn reserve(&self) -> u64 {
+    pub(crate) fn reserve(&self) -> u64 {
         self.reserve.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -474,7 +474,7 @@ impl Store {
     /// so their names are not worth a label each). An operator asks this
     /// when the store or its open files grow: is it the window or the
     /// quarantine. Read from RocksDB's list of live tables, metadata only.
-    pub fn shape(&self) -> Result<BTreeMap<&'static str, FamilyShape>, StoreError> {
+    pub(crate) fn shape(&self) -> Result<BTreeMap<&'static str, FamilyShape>, StoreError> {
         // Every family, tables or not: a gauge that went to zero says so.
         let mut out: BTreeMap<&'static str, FamilyShape> =
             ["dedup", CF_META, CF_CHECKPOINTS, CF_QUARANTINE, CF_QUARANTINE_POSITIONS]

@@ -16,7 +16,7 @@ use super::config::ApiConfig;
 
 /// What the listener enforces, built from the config in force.
 #[derive(Clone, Default)]
-pub struct Access {
+pub(crate) struct Access {
     pub enabled: bool,
     token: Option<Vec<u8>>,
 }

@@ -17,7 +17,7 @@ use super::scrape::{Reading, Scrape};
 use crate::telemetry::stats::Reasons;
 
 /// Samples kept: 15 minutes at one a second.
-pub const SAMPLES: usize = 900;
+pub(crate) const SAMPLES: usize = 900;
 /// Quarantine reasons kept apart; more are counted under one.
 const MAX_REASONS: usize = 100;
 
@@ -92,7 +92,7 @@ impl History {
     }
 
     /// A second's reading of the metrics text.
-    pub fn sampled(&self, t: u64, s: &Scrape) {
+    pub(crate) fn sampled(&self, t: u64, s: &Scrape) {
         let sample = Sample::from_scrape(t, s);
         // With several pipelines each digest is said with its name.
         if let Some(digest) = config_digest(s).filter(|_| self.with(|st| st.abouts.len() <= 1)) {
@@ -101,7 +101,7 @@ impl History {
         self.record(sample);
     }
 
-    pub fn record(&self, sample: Sample) {
+    pub(crate) fn record(&self, sample: Sample) {
         self.with(|st| {
             if st.samples.len() == SAMPLES {
                 st.samples.pop_front();
@@ -141,7 +141,7 @@ impl History {
         self.with(|st| st.abouts.iter().filter_map(|a| Some((a.pipeline.clone(), a.config_digest.clone()?))).collect())
     }
 
-    pub fn config_digest(&self) -> Option<String> {
+    pub(crate) fn config_digest(&self) -> Option<String> {
         self.with(|st| st.config_digest.clone())
     }
 
@@ -160,7 +160,7 @@ impl History {
     /// A batch's quarantined records, `(stage, reason)` each: one lock per
     /// batch, and only for batches that quarantined something. With
     /// several pipelines the stage is named `pipeline:stage`.
-    pub fn quarantined<'r>(&self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
+    pub(crate) fn quarantined<'r>(&self, reasons: impl IntoIterator<Item = (&'r str, &'r str)>) {
         match super::labels::current() {
             None => self.with(|st| st.reasons.add(reasons, MAX_REASONS)),
             Some(p) => {
@@ -171,7 +171,7 @@ impl History {
     }
 
     /// `/status.json`'s body.
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         self.with(|st| {
             let first = st.abouts.first().cloned().unwrap_or_default();
             let status = Status {
@@ -187,7 +187,7 @@ impl History {
 }
 
 /// The digest of the config in force, as `sluice_config_info` says it.
-pub fn config_digest(s: &Scrape) -> Option<String> {
+pub(crate) fn config_digest(s: &Scrape) -> Option<String> {
     s.label_values("sluice_config_info", "digest")
         .into_iter()
         .find(|d| s.get("sluice_config_info", &[("digest", d.as_str())]).is_some_and(|v| v > 0.0))

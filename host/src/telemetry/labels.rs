@@ -22,13 +22,13 @@ thread_local! {
 }
 
 /// The pipeline this thread works for, when the process runs several.
-pub fn current() -> Option<Arc<str>> {
+pub(crate) fn current() -> Option<Arc<str>> {
     PIPELINE.with(|p| p.borrow().clone())
 }
 
 /// Run `f` as work of `pipeline` (none: unlabelled), restoring the label
 /// this thread had after.
-pub fn within<R>(pipeline: Option<Arc<str>>, f: impl FnOnce() -> R) -> R {
+pub(crate) fn within<R>(pipeline: Option<Arc<str>>, f: impl FnOnce() -> R) -> R {
     let before = PIPELINE.with(|p| std::mem::replace(&mut *p.borrow_mut(), pipeline));
     struct Restore(Option<Option<Arc<str>>>);
     impl Drop for Restore {

@@ -27,17 +27,17 @@
 //! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`
 //! (the maintained exporter of that facade), installed once per process.
 
-pub mod api;
-pub mod config;
+pub(crate) mod api;
+pub(crate) mod config;
 pub(crate) mod history;
-pub mod labels;
-pub mod progress;
+pub(crate) mod labels;
+pub(crate) mod progress;
 pub(crate) mod redact;
 pub mod repeats;
-pub mod scrape;
-pub mod server;
+pub(crate) mod scrape;
+pub(crate) mod server;
 pub mod stats;
-pub mod tap;
+pub(crate) mod tap;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,7 +62,7 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 
 /// Liveness and readiness, as the pipeline reports them.
 #[derive(Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     ready: AtomicBool,
     /// Unix milliseconds of the consume loop's last turn.
     heartbeat: AtomicU64,
@@ -106,7 +106,7 @@ impl Health {
             None => lines.remove(key),
         };
     }
-    pub fn detail(&self) -> Vec<String> {
+    pub(crate) fn detail(&self) -> Vec<String> {
         let mut lines = self.detail.lock().unwrap_or_else(|p| p.into_inner()).clone();
         lines.extend(self.lines.lock().unwrap_or_else(|p| p.into_inner()).values().cloned());
         lines

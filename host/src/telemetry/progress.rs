@@ -19,7 +19,7 @@ static BARS: OnceLock<MultiProgress> = OnceLock::new();
 
 /// Draw the pipeline's bars from now on, where stderr is a terminal (the
 /// `sluice` binary; a library user draws its own).
-pub fn enable() {
+pub(crate) fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
@@ -52,7 +52,7 @@ pub(crate) struct Restoring {
 impl Restoring {
     /// `partition` will read `offsets` changelog offsets (every message on
     /// its changelog partition, its own or not: that is what takes time).
-    pub fn start(partition: &str, offsets: u64) -> Self {
+    pub(crate) fn start(partition: &str, offsets: u64) -> Self {
         if !ENABLED.load(Ordering::Relaxed) || offsets == 0 {
             return Self { bar: None };
         }
@@ -72,7 +72,7 @@ impl Restoring {
     }
 
     /// `done` of the offsets are read.
-    pub fn at(&self, done: u64) {
+    pub(crate) fn at(&self, done: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(done);
         }

@@ -19,7 +19,7 @@ static IN_FORCE: RwLock<Option<Arc<Masking>>> = RwLock::new(None);
 
 /// Mask every line written from now on as `masking` says (a config was
 /// loaded, or reloaded).
-pub fn install(masking: Masking) {
+pub(crate) fn install(masking: Masking) {
     let masking = (!masking.is_empty()).then(|| Arc::new(masking));
     *IN_FORCE.write().unwrap_or_else(|p| p.into_inner()) = masking;
 }
@@ -30,7 +30,7 @@ pub(crate) fn in_force() -> Option<Arc<Masking>> {
 }
 
 /// `text` as it may be written: masked by the config in force.
-pub fn line(text: &str) -> Cow<'_, str> {
+pub(crate) fn line(text: &str) -> Cow<'_, str> {
     let masking = IN_FORCE.read().unwrap_or_else(|p| p.into_inner()).clone();
     match masking {
         Some(m) => Cow::Owned(m.text(text, &[]).into_owned()),
@@ -39,7 +39,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 }
 
 /// `error: <e>` on stderr, masked: where the binary ends with an error.
-pub fn error(e: &dyn std::fmt::Display) {
+pub(crate) fn error(e: &dyn std::fmt::Display) {
     eprintln!("error: {}", line(&e.to_string()));
 }
 
@@ -57,7 +57,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
     }
 }
 
-pub struct Line(Vec<u8>);
+pub(crate) struct Line(Vec<u8>);
 
 impl Write for Line {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

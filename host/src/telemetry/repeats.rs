@@ -36,7 +36,7 @@ pub(crate) static REPEATS: LazyLock<Repeats> = LazyLock::new(|| Repeats::new(INT
 
 /// How loud a kind is: its summary line is said at the same level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     Info,
     Warn,
     Error,
@@ -45,7 +45,7 @@ pub enum Level {
 /// Where a kind's reason comes from, which decides whether its first line
 /// spends the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reasons {
+pub(crate) enum Reasons {
     /// Written from the data (a plugin's reason, a log line): any number of
     /// kinds, so their first lines share the budget.
     FromData,
@@ -57,7 +57,7 @@ pub enum Reasons {
 /// One kind of warning. `partition` is whatever the warning is about (a
 /// partition, a plugin, a sink).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kind {
+pub(crate) struct Kind {
     pub partition: String,
     pub stage: String,
     pub reason: String,
@@ -66,7 +66,7 @@ pub struct Kind {
 
 /// What the repeats of one kind came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repeated {
+pub(crate) struct Repeated {
     pub kind: Kind,
     pub count: u64,
     /// The interval they were counted over.
@@ -92,7 +92,7 @@ struct State {
 }
 
 impl Repeats {
-    pub fn new(interval: Duration, per_second: u32, max_kinds: usize) -> Repeats {
+    pub(crate) fn new(interval: Duration, per_second: u32, max_kinds: usize) -> Repeats {
         Repeats { state: Mutex::new(State::default()), interval, per_second, max_kinds }
     }
 
@@ -157,7 +157,7 @@ impl Repeats {
     }
 
     /// Every count still pending: the run ends.
-    pub fn flush(&self, now: Instant) -> Vec<Repeated> {
+    pub(crate) fn flush(&self, now: Instant) -> Vec<Repeated> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).take(now, self.interval, true)
     }
 }
@@ -188,7 +188,7 @@ impl State {
 }
 
 /// Say `due`, one line per kind.
-pub fn say(due: &[Repeated]) {
+pub(crate) fn say(due: &[Repeated]) {
     for r in due {
         let Kind { partition, stage, reason, level } = &r.kind;
         let count = thousands(r.count);

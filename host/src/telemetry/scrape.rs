@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// One reading of the metrics text.
 #[derive(Debug, Clone, Default)]
-pub struct Scrape {
+pub(crate) struct Scrape {
     series: Vec<Series>,
 }
 
@@ -22,7 +22,7 @@ struct Series {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScrapeError {
+pub(crate) enum ScrapeError {
     #[error("cannot reach http://{addr}/metrics: {source}")]
     Connect { addr: SocketAddr, source: std::io::Error },
     #[error("http://{addr}/metrics answered {status}")]
@@ -31,7 +31,7 @@ pub enum ScrapeError {
 
 /// `GET /metrics` of the endpoint at `addr` (HTTP/1.0, plain: it is on
 /// loopback, and this keeps `top` free of an HTTP client runtime).
-pub fn fetch(addr: SocketAddr, timeout: Duration) -> Result<Scrape, ScrapeError> {
+pub(crate) fn fetch(addr: SocketAddr, timeout: Duration) -> Result<Scrape, ScrapeError> {
     let io = |source| ScrapeError::Connect { addr, source };
     let mut s = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
     s.set_read_timeout(Some(timeout)).map_err(io)?;
@@ -50,7 +50,7 @@ pub fn fetch(addr: SocketAddr, timeout: Duration) -> Result<Scrape, ScrapeError>
 /// The Prometheus text format: `name{label="value",…} number`, comments
 /// skipped; a line that does not parse is skipped too (a view, not a
 /// validator).
-pub fn parse(text: &str) -> Scrape {
+pub(crate) fn parse(text: &str) -> Scrape {
     Scrape { series: text.lines().filter(|l| !l.starts_with('#')).filter_map(series).collect() }
 }
 
@@ -122,7 +122,7 @@ fn named_by_pipeline(mut labels: Vec<(String, String)>) -> Vec<(String, String)>
 impl Scrape {
     /// The sum of `name` over the series whose labels include `with`, or
     /// none when there is no such series.
-    pub fn get(&self, name: &str, with: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn get(&self, name: &str, with: &[(&str, &str)]) -> Option<f64> {
         let mut found = None;
         for s in self.series.iter().filter(|s| s.name == name) {
             if with.iter().all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v)) {
@@ -148,7 +148,7 @@ impl Scrape {
 
 /// One partition between two readings.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PartitionView {
+pub(crate) struct PartitionView {
     pub name: String,
     /// Records per second taken in, and finished by each door.
     pub in_rate: f64,
@@ -162,7 +162,7 @@ pub struct PartitionView {
 
 impl PartitionView {
     /// The word for its state, the worst first.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         let g = &self.gauges;
         if g.stalled {
             "STALLED"
@@ -180,7 +180,7 @@ impl PartitionView {
 
 /// What two readings `seconds` apart say.
 #[derive(Debug, Clone, Default)]
-pub struct View {
+pub(crate) struct View {
     pub partitions: Vec<PartitionView>,
     pub total: PartitionView,
     /// Per sink: `closed`, `open` or `probing`.
@@ -191,7 +191,7 @@ pub struct View {
 /// gauges. What the status page keeps a second at a time, and what two
 /// readings make rates of.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// Records taken in, and finished by each door.
     pub read: f64,
     pub delivered: f64,
@@ -205,7 +205,7 @@ pub struct Reading {
 
 /// What a partition's gauges say at one reading.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Gauges {
+pub(crate) struct Gauges {
     /// Kafka: the high watermark minus the committed offset.
     pub lag: Option<f64>,
     /// What the source holds unread (Kafka: librdkafka's lag in records;
@@ -239,7 +239,7 @@ impl Gauges {
 }
 
 /// Every partition of a reading, by name.
-pub fn readings(s: &Scrape) -> BTreeMap<String, Reading> {
+pub(crate) fn readings(s: &Scrape) -> BTreeMap<String, Reading> {
     let mut names = s.label_values("sluice_records_in_total", "partition");
     for gauge in ["sluice_consumer_lag", "sluice_batches_in_flight", "sluice_source_behind"] {
         names.extend(s.label_values(gauge, "partition"));
@@ -289,7 +289,7 @@ pub(crate) fn breaker_states(s: &Scrape) -> BTreeMap<String, u8> {
 /// The routes in force, as `sluice check` draws them
 /// (`sluice_route_info{route}`), in order: what `top` shows under the
 /// breakers.
-pub fn routes(s: &Scrape) -> Vec<String> {
+pub(crate) fn routes(s: &Scrape) -> Vec<String> {
     let label = |series: &Series, key: &str| series.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let mut found: Vec<(String, u64, String)> = s
         .series
@@ -304,7 +304,7 @@ pub fn routes(s: &Scrape) -> Vec<String> {
     found.into_iter().map(|(_, _, route)| route).collect()
 }
 
-pub fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
+pub(crate) fn view(before: &Scrape, now: &Scrape, seconds: f64) -> View {
     let earlier = readings(before);
     let partitions: Vec<PartitionView> = readings(now)
         .into_iter()

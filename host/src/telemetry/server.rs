@@ -14,7 +14,7 @@ use super::Health;
 use super::api::{Access, Refusal};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ServerError {
+pub(crate) enum ServerError {
     #[error("metrics.listen {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("metrics: another metrics recorder is installed in this process")]
@@ -48,7 +48,7 @@ fn all(slot: &Current, test: impl Fn(&Health) -> bool) -> bool {
 /// With several pipelines in one process each serves its health here, by
 /// the name its thread carries (`labels::current`); they share the
 /// endpoint, which is healthy and ready when all of them are.
-pub fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<SocketAddr, ServerError> {
+pub(crate) fn serve(addr: SocketAddr, health: Arc<Health>, access: Access) -> Result<SocketAddr, ServerError> {
     let who = super::labels::current();
     let mut serving = SERVING.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, bound, slot, gate)) = serving.iter().find(|(asked, ..)| *asked == addr) {

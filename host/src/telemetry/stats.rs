@@ -109,7 +109,7 @@ impl Latency {
     }
 
     /// `n` records that took `seconds`.
-    pub fn record(&mut self, seconds: f64, n: usize) {
+    pub(crate) fn record(&mut self, seconds: f64, n: usize) {
         self.counts[Self::bucket(seconds)] += n as u64;
     }
 
@@ -157,7 +157,7 @@ impl RunStats {
 
     /// Records per second of `partition`, from its first batch's arrival
     /// to its last batch's commit.
-    pub fn rate(&self, partition: &str) -> Option<f64> {
+    pub(crate) fn rate(&self, partition: &str) -> Option<f64> {
         let (first, last) = self.spans.get(partition)?;
         let seconds = last.saturating_duration_since(*first).as_secs_f64();
         let records = self.partitions.get(partition)?.records;

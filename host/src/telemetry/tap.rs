@@ -103,7 +103,7 @@ impl Drop for Attached {
 impl Taps {
     /// Whether any tap is attached: the one check a point makes per batch.
     #[inline]
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.attached.load(Ordering::Relaxed) > 0
     }
 
@@ -119,7 +119,7 @@ impl Taps {
     }
 
     /// The plugins of `pipeline` (every pipeline's, for `None`).
-    pub fn stages(&self, pipeline: Option<&str>) -> Vec<String> {
+    pub(crate) fn stages(&self, pipeline: Option<&str>) -> Vec<String> {
         let stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<String> = stages
             .iter()
@@ -133,7 +133,7 @@ impl Taps {
 
     /// The pipelines of the process by name, when it runs several; sorted,
     /// since each pipeline's thread says its stages when it happens to start.
-    pub fn pipelines(&self) -> Vec<String> {
+    pub(crate) fn pipelines(&self) -> Vec<String> {
         let stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
         let mut names: Vec<String> = stages.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_empty()).collect();
         names.sort();
@@ -168,7 +168,7 @@ impl Taps {
 
     /// A batch's items at `point`: each tap there takes what its rate
     /// allows, masked by `masking`. Never waits.
-    pub fn offer<'a>(
+    pub(crate) fn offer<'a>(
         &self,
         point: &Point,
         masking: Option<&crate::masking::Masking>,

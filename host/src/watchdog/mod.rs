@@ -28,12 +28,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub mod config;
-pub mod events;
+pub(crate) mod config;
+pub(crate) mod events;
 mod status;
 
 use self::config::WatchdogConfig;
-pub use self::status::Load;
+pub(crate) use self::status::Load;
 pub(crate) use self::status::{Status, assess};
 use crate::custody::standing::PartitionState;
 use crate::sink::named::Sinks;
@@ -44,13 +44,13 @@ use crate::watchdog::events::{PartitionLoad, PartitionWatched};
 /// The partitions being watched, registered by the driver while it runs
 /// them.
 #[derive(Default)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     cfg: WatchdogConfig,
     parts: Mutex<Vec<(String, Arc<Mutex<PartitionState>>)>>,
 }
 
 /// A partition under watch until dropped.
-pub struct Watched<'w> {
+pub(crate) struct Watched<'w> {
     dog: &'w Watchdog,
     state: Arc<Mutex<PartitionState>>,
 }
@@ -63,14 +63,14 @@ impl Drop for Watched<'_> {
 }
 
 impl Watchdog {
-    pub fn new(cfg: WatchdogConfig) -> Watchdog {
+    pub(crate) fn new(cfg: WatchdogConfig) -> Watchdog {
         Watchdog { cfg, parts: Mutex::default() }
     }
 
     /// Watch `state` until the guard is dropped. Its progress clock starts
     /// now: a partition that never finished a batch is stalled `stall`
     /// after it started, not at once.
-    pub fn watch(&self, name: &str, state: Arc<Mutex<PartitionState>>) -> Watched<'_> {
+    pub(crate) fn watch(&self, name: &str, state: Arc<Mutex<PartitionState>>) -> Watched<'_> {
         state.lock().unwrap_or_else(|p| p.into_inner()).progress.get_or_insert_with(Instant::now);
         self.parts.lock().unwrap_or_else(|p| p.into_inner()).push((name.to_string(), state.clone()));
         Watched { dog: self, state }
@@ -79,7 +79,7 @@ impl Watchdog {
     /// What each watched partition holds at `now`: its batches in flight,
     /// what its source holds unread, and the age of its oldest unfinished
     /// record (for `/metrics`, and so `sluice top`).
-    pub fn loads(&self, now: Instant) -> Vec<(String, Load)> {
+    pub(crate) fn loads(&self, now: Instant) -> Vec<(String, Load)> {
         let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
         parts
             .iter()
@@ -92,7 +92,7 @@ impl Watchdog {
     }
 
     /// Every watched partition, judged at `now`.
-    pub fn sample(&self, now: Instant, breaker_open: bool) -> Vec<(String, Status)> {
+    pub(crate) fn sample(&self, now: Instant, breaker_open: bool) -> Vec<(String, Status)> {
         let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
         parts
             .iter()
@@ -154,7 +154,7 @@ impl Watchdog {
 }
 
 /// One line of `/health` for a partition that is not simply flowing.
-pub fn describe(name: &str, status: &Status) -> String {
+pub(crate) fn describe(name: &str, status: &Status) -> String {
     match status {
         Status::Stalled { stage, at, since } => {
             let at = at.map(|a| format!(" at {a}")).unwrap_or_default();

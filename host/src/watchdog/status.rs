@@ -7,7 +7,7 @@ use crate::custody::standing::PartitionState;
 
 /// What the watchdog makes of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Nothing waits: the source has nothing new and nothing is out.
     Idle,
     /// Records wait and batches finish.
@@ -24,7 +24,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Status::Idle => "idle",
             Status::Flowing => "flowing",
@@ -58,7 +58,7 @@ pub(crate) fn assess(st: &PartitionState, now: Instant, stall: Duration, breaker
 
 /// What a partition holds, sampled with its status.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Load {
+pub(crate) struct Load {
     pub in_flight: usize,
     pub behind: Option<u64>,
     pub oldest_age: f64,

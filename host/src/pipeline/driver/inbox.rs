@@ -42,7 +42,7 @@ impl<'s> Inbox<'s> {
         self.bell.ring();
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.mail().closed = true;
         self.bell.ring();
     }
@@ -55,7 +55,7 @@ impl<'s> Inbox<'s> {
     }
 
     /// What came since the last look.
-    pub fn take(&self) -> Mail<'s> {
+    pub(crate) fn take(&self) -> Mail<'s> {
         let mut mail = self.mail();
         Mail {
             lanes: std::mem::take(&mut mail.lanes),
@@ -67,7 +67,7 @@ impl<'s> Inbox<'s> {
 
     /// The worker is gone: what waits in its mail is finished now, and so
     /// is every lane given to it later.
-    pub fn fail(&self) {
+    pub(crate) fn fail(&self) {
         let mut mail = self.mail();
         mail.dead = true;
         let left = std::mem::take(&mut mail.lanes);
@@ -103,7 +103,7 @@ impl Drop for Finished {
 pub(crate) struct LaneDone(pub(super) Receiver<()>);
 
 impl LaneDone {
-    pub fn wait(self) {
+    pub(crate) fn wait(self) {
         let _ = self.0.recv();
     }
 }

@@ -14,7 +14,7 @@ use crate::pipeline::error::PipelineError;
 
 /// Where a partition's records come from. Runs on its worker's front
 /// thread, beside the other lanes of that worker.
-pub trait Reader: Send {
+pub(crate) trait Reader: Send {
     /// The next records, up to `max`, without waiting: the worker waits
     /// for all its lanes at once (`Settings::idle_poll`, or a ring of its
     /// [`Doorbell`]), so a reader that slept would hold up every other
@@ -115,7 +115,7 @@ pub(super) fn lock(state: &Mutex<PartitionState>) -> std::sync::MutexGuard<'_, P
 /// What wakes an idle worker before its poll interval ends: a lane that
 /// joined, a credit that came back, records a source says came.
 #[derive(Default)]
-pub struct Doorbell {
+pub(crate) struct Doorbell {
     rung: Mutex<bool>,
     cv: Condvar,
 }

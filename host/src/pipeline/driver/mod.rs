@@ -55,10 +55,10 @@ mod shared;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use self::inbox::LaneDone;
-pub use self::lane::Reader;
+pub(crate) use self::lane::Reader;
 pub(crate) use self::lane::{Doorbell, Keeper, Lane};
 pub(crate) use self::pool::{Pool, PoolParts};
-pub use self::shared::Shared;
+pub(crate) use self::shared::Shared;
 pub(crate) use self::shared::{Commit, IdLog, QuarantineLog, SentIds, Settings};
 use super::PipelineError;
 use crate::custody::standing::PartitionState;

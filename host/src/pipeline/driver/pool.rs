@@ -35,7 +35,7 @@ pub(crate) struct Pool<'scope, 'env> {
 }
 
 impl<'scope, 'env> Pool<'scope, 'env> {
-    pub fn new(
+    pub(crate) fn new(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         shared: &'scope Shared<'scope>,
         parts: PoolParts<'scope>,
@@ -68,7 +68,7 @@ impl<'scope, 'env> Pool<'scope, 'env> {
     }
 
     /// No more lanes: each worker ends once its lanes have.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         for w in self.workers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             w.close();
         }

@@ -31,7 +31,7 @@ use crate::watchdog::Watchdog;
 /// Only for a source whose position leaves through `Keeper::durable` and
 /// the published prefix (Kafka), never one whose checkpoint rides in the
 /// write (files): that checkpoint would be durable before the log's answer.
-pub trait IdLog: Sync {
+pub(crate) trait IdLog: Sync {
     /// Send `ids`, accepted on `partition` at `now_secs`.
     fn send<'l>(&'l self, partition: &str, now_secs: u64, ids: &[IdDigest]) -> Box<dyn SentIds + 'l>;
     /// Add to `write` that the log has had every id of `partition`
@@ -55,7 +55,7 @@ pub trait IdLog: Sync {
 
 /// What became of a durable batch's position (`IdLog::commit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Commit {
+pub(crate) enum Commit {
     /// Published for the source to commit.
     BySource,
     /// Committed already, by the log.
@@ -66,7 +66,7 @@ pub enum Commit {
 }
 
 /// A batch's ids on their way into the log.
-pub trait SentIds: Send {
+pub(crate) trait SentIds: Send {
     /// Wait (retrying as long as it takes) until the log has them all.
     /// `Ok(Some(at))`: it has, through `at`; `Ok(None)`: let go
     /// (`stopping`) first.
@@ -77,7 +77,7 @@ pub trait SentIds: Send {
 /// settings (`pipeline::setup::driver_settings` picks them out), never the whole
 /// config, so a new key reaches it only by being named here.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// `pipeline.name`, written into every quarantine entry.
     pub pipeline: String,
     /// `pipeline.batch_size`: records per batch.
@@ -107,7 +107,7 @@ pub struct Settings {
 
 /// Where quarantine entries go beyond the state store, acknowledged
 /// before their records' doors are written (Kafka: `quarantine.topic`).
-pub trait QuarantineLog: Sync {
+pub(crate) trait QuarantineLog: Sync {
     /// Whether every entry was acknowledged; false when let go first
     /// (`stopping`): the records stay owed and are read again.
     fn publish(&self, entries: &[&Entry], stopping: &dyn Fn() -> bool) -> bool;
@@ -115,7 +115,7 @@ pub trait QuarantineLog: Sync {
 
 /// What every partition of a run shares.
 #[derive(Clone)]
-pub struct Shared<'a> {
+pub(crate) struct Shared<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,

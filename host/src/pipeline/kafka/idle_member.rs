@@ -61,7 +61,7 @@ pub(crate) struct Stranded {
 
 impl Stranding {
     /// The member owns partitions (or is joining): nothing to judge.
-    pub fn assigned(&mut self) {
+    pub(crate) fn assigned(&mut self) {
         *self = Stranding::default();
     }
 
@@ -70,7 +70,7 @@ impl Stranding {
         self.idle_since.get_or_insert(now);
     }
 
-    pub fn sampled(&mut self, now: Instant, s: GroupSample) {
+    pub(crate) fn sampled(&mut self, now: Instant, s: GroupSample) {
         self.lag = s.lag;
         if s.lag == 0 {
             self.still = None;
@@ -83,7 +83,7 @@ impl Stranding {
     }
 
     /// Stranded at `now`, or not.
-    pub fn verdict(&self, now: Instant, stall: Duration) -> Option<Stranded> {
+    pub(crate) fn verdict(&self, now: Instant, stall: Duration) -> Option<Stranded> {
         let idle = now.saturating_duration_since(self.idle_since?);
         let (since, _) = self.still?;
         (idle >= stall && self.lag > 0 && now.saturating_duration_since(since) >= stall)
@@ -148,7 +148,7 @@ pub(super) struct Watch<'a> {
 }
 
 impl<'a> Watch<'a> {
-    pub fn new(
+    pub(crate) fn new(
         consumer: &'a BaseConsumer<Context>,
         topics: &'a [String],
         stall: Duration,
@@ -175,7 +175,7 @@ impl<'a> Watch<'a> {
     pub(crate) const STEP: Duration = Duration::from_millis(500);
 
     /// One look, if `STEP` has passed since the last.
-    pub fn step(&mut self) {
+    pub(crate) fn step(&mut self) {
         let now = Instant::now();
         if self.stop.requested() || self.stepped.is_some_and(|t| now.duration_since(t) < Self::STEP) {
             return;

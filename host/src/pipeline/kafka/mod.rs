@@ -32,11 +32,11 @@
 //! polled: nothing is paused, dropped, or fetched twice.
 
 pub mod changelog;
-pub mod events;
+pub(crate) mod events;
 pub(crate) mod idle_member;
 pub(crate) mod quarantine_topic;
 mod rebalance;
-pub mod repartition;
+pub(crate) mod repartition;
 mod task;
 
 use std::collections::HashMap;

@@ -37,7 +37,7 @@ pub(crate) struct QuarantineTopic {
 }
 
 impl QuarantineTopic {
-    pub fn new(source: &KafkaSourceConfig, topic: &str) -> Result<QuarantineTopic, KafkaSourceError> {
+    pub(crate) fn new(source: &KafkaSourceConfig, topic: &str) -> Result<QuarantineTopic, KafkaSourceError> {
         let c = crate::source::kafka::client::producer_config(&source.connection, &Default::default())?;
         let producer = c.create().map_err(KafkaSourceError::client("create the quarantine topic's producer"))?;
         Ok(QuarantineTopic { producer, topic: topic.to_string(), retry: RetryConfig::default() })
@@ -46,7 +46,7 @@ impl QuarantineTopic {
     /// Produce `entries` until each has a delivery report (or a final
     /// refusal). `false` when `stopping()` came first: the caller must then
     /// leave those records unfinished.
-    pub fn publish(&self, entries: &[&Entry], stopping: &dyn Fn() -> bool) -> bool {
+    pub(crate) fn publish(&self, entries: &[&Entry], stopping: &dyn Fn() -> bool) -> bool {
         let mut pending: Vec<&Entry> = entries.to_vec();
         let mut round = 0;
         while !pending.is_empty() {

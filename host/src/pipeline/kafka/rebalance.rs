@@ -39,11 +39,11 @@ pub(crate) type Part = (String, Arc<Mutex<PartitionState>>);
 
 impl Handle {
     /// Its dedup ids are in the store: it may count as ready.
-    pub fn restored(&self) -> bool {
+    pub(crate) fn restored(&self) -> bool {
         self.state.lock().map(|s| s.restored).unwrap_or(false)
     }
 
-    pub fn part(&self) -> Part {
+    pub(crate) fn part(&self) -> Part {
         (self.name.clone(), self.state.clone())
     }
 }

@@ -88,7 +88,7 @@ fn write_head(timestamp: Option<i64>, route: Option<&[u8]>, out: &mut Vec<u8>) {
 /// its id from the key, its time from the value's head, its payload the
 /// body (a slice of the same buffer). `Err`: no front wrote it (the
 /// reason the record is quarantined with).
-pub fn decode(record: &mut Record) -> Result<(), String> {
+pub(crate) fn decode(record: &mut Record) -> Result<(), String> {
     let head = record.payload.get(..HEAD).ok_or("shorter than the head sluice's front writes")?;
     if head[0] != VERSION && head[0] != ROUTED {
         return Err(format!(
@@ -144,7 +144,7 @@ const PARTITIONER: &str = "murmur2";
 // event is still accepted only on its delivery report, with `acks=all`.
 
 impl ByIdSink {
-    pub fn new(source: &KafkaSourceConfig, topic: &str) -> Result<ByIdSink, SinkError> {
+    pub(crate) fn new(source: &KafkaSourceConfig, topic: &str) -> Result<ByIdSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: format!("kafka {topic}"), message };
         let properties = [
             ("partitioner".to_string(), PropertyValue::Text(PARTITIONER.into())),
@@ -239,7 +239,7 @@ pub(crate) struct Sides {
 
 impl Sides {
     /// `None` unless `cfg` is repartitioned.
-    pub fn of(cfg: &Config) -> Result<Option<Sides>, PipelineError> {
+    pub(crate) fn of(cfg: &Config) -> Result<Option<Sides>, PipelineError> {
         match &cfg.source {
             crate::source::config::SourceConfig::Kafka(source) if cfg.dedup.repartition => {
                 Sides::new(cfg, source).map(Some)

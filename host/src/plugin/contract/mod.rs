@@ -34,7 +34,7 @@ pub enum Contract {
 
 impl Contract {
     /// The package version alone: `0.2.0`.
-    pub fn version(&self) -> &'static str {
+    pub(crate) fn version(&self) -> &'static str {
         match self {
             Contract::V01 => "0.1.0",
             Contract::V02 | Contract::Classifier => "0.2.0",
@@ -42,7 +42,7 @@ impl Contract {
     }
 
     /// The world within the package: `plugin` or `classifier`.
-    pub fn world(&self) -> &'static str {
+    pub(crate) fn world(&self) -> &'static str {
         match self {
             Contract::V01 | Contract::V02 => "plugin",
             Contract::Classifier => "classifier",

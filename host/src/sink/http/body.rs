@@ -21,7 +21,7 @@ pub struct Framing<'a> {
 impl Framing<'_> {
     /// The bytes of one event, without framing (what `batch.max_bytes`
     /// counts).
-    pub fn event(&self, d: &Delivery, out: &mut Vec<u8>) {
+    pub(crate) fn event(&self, d: &Delivery, out: &mut Vec<u8>) {
         match self.payload {
             Payload::Envelope => d.write_envelope(out),
             Payload::Event { id_field, timestamp_field } => {

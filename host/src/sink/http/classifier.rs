@@ -171,18 +171,18 @@ pub struct PluginReader {
 }
 
 /// Who reads a sink's answers: a profile's rules or a plugin.
-pub enum Reader {
+pub(crate) enum Reader {
     Profile(Box<Profile>),
     Plugin(Box<PluginReader>),
 }
 
 impl Reader {
-    pub fn profile(p: Profile) -> Reader {
+    pub(crate) fn profile(p: Profile) -> Reader {
         Reader::Profile(Box::new(p))
     }
 
     /// The reply to `sent`, held to the fixed rules.
-    pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Ruling {
+    pub(crate) fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Ruling {
         match self {
             Reader::Profile(p) => {
                 let request = response::classify::Request { ids: sent.ids, times: sent.timestamps, texts: sent.texts };
@@ -194,7 +194,7 @@ impl Reader {
 }
 
 impl PluginReader {
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.classifier.id().to_string()
     }
 

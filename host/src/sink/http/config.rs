@@ -154,7 +154,7 @@ impl Default for ResponseConfig {
 
 impl ResponseConfig {
     /// The profile in force; `Err` names an unknown built-in.
-    pub fn profile(&self) -> Result<Profile, ProfileError> {
+    pub(crate) fn profile(&self) -> Result<Profile, ProfileError> {
         match self {
             ResponseConfig::Named(name) => Profile::builtin(name),
             ResponseConfig::Profile(p) => Ok((**p).clone()),
@@ -162,7 +162,7 @@ impl ResponseConfig {
     }
 
     /// The built-in's name, or `custom`, for `sluice check`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             ResponseConfig::Named(n) => n,
             ResponseConfig::Profile(_) => "custom",

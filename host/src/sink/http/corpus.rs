@@ -34,13 +34,12 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::classifier::Reader;
-use super::response::profile::Profile;
 use super::response::{Response, Ruling};
 use crate::plugin::classified::Asked;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Case {
+pub(crate) struct Case {
     #[serde(default)]
     pub about: String,
     pub ids: Vec<String>,
@@ -64,7 +63,7 @@ fn first_attempt() -> u32 {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub status: u16,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -75,12 +74,6 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    /// This answer to a request of the records `ids`, read by `profile`.
-    pub fn read(&self, profile: &Profile, ids: &[&str]) -> Result<Ruling, String> {
-        let sent = Asked { ids, timestamps: &[], spans: &[], texts: &[], body_bytes: 0, attempt: 1 };
-        self.read_with(&Reader::profile(profile.clone()), &sent)
-    }
-
     /// This answer to `sent`, read by `reader`.
     pub(crate) fn read_with(&self, reader: &Reader, sent: &Asked<'_>) -> Result<Ruling, String> {
         let mut headers = HeaderMap::new();
@@ -100,7 +93,7 @@ impl Recorded {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Expect {
+pub(crate) struct Expect {
     pub answers: Option<Vec<String>>,
     #[serde(default)]
     pub systemic: bool,
@@ -118,7 +111,7 @@ pub struct Expect {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CaseError {
+pub(crate) enum CaseError {
     #[error("{path}: {message}")]
     Read { path: String, message: String },
     #[error("{path}: expected {expected}, got {got}")]
@@ -126,7 +119,7 @@ pub enum CaseError {
 }
 
 impl Case {
-    pub fn load(path: &Path) -> Result<Case, CaseError> {
+    pub(crate) fn load(path: &Path) -> Result<Case, CaseError> {
         let read = |message: String| CaseError::Read { path: path.display().to_string(), message };
         let text = std::fs::read_to_string(path).map_err(|e| read(e.to_string()))?;
         let case: Case = serde_json::from_str(&text).map_err(|e| read(e.to_string()))?;
@@ -168,7 +161,7 @@ impl Case {
     }
 
     /// The case's response read by `reader`.
-    pub fn reply(&self, reader: &Reader) -> Result<Ruling, String> {
+    pub(crate) fn reply(&self, reader: &Reader) -> Result<Ruling, String> {
         let ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
         let timestamps = self.nanos()?;
         let texts: Vec<&[u8]> = self.texts.iter().map(|t| t.as_bytes()).collect();
@@ -202,7 +195,7 @@ impl Case {
     }
 
     /// `Ok(what it came to)` when the reader reads it as expected.
-    pub fn check(&self, reader: &Reader, path: &Path) -> Result<String, CaseError> {
+    pub(crate) fn check(&self, reader: &Reader, path: &Path) -> Result<String, CaseError> {
         let shown = path.display().to_string();
         let reply = self.reply(reader).map_err(|message| CaseError::Read { path: shown.clone(), message })?;
         let got = describe(&reply);
@@ -257,7 +250,7 @@ impl Case {
 }
 
 /// A reply in the words of the corpus.
-pub fn describe(reply: &Ruling) -> String {
+pub(crate) fn describe(reply: &Ruling) -> String {
     match reply {
         Ruling::Answers(a) => format!("answers {}", a.iter().map(|x| x.fate()).collect::<Vec<_>>().join(" ")),
         Ruling::Systemic(_) => "systemic".into(),
@@ -269,7 +262,7 @@ pub fn describe(reply: &Ruling) -> String {
 }
 
 /// The cases of a folder, in name order.
-pub fn cases(dir: &Path) -> Result<Vec<std::path::PathBuf>, CaseError> {
+pub(crate) fn cases(dir: &Path) -> Result<Vec<std::path::PathBuf>, CaseError> {
     let read = |message: String| CaseError::Read { path: dir.display().to_string(), message };
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| read(e.to_string()))?
@@ -283,7 +276,7 @@ pub fn cases(dir: &Path) -> Result<Vec<std::path::PathBuf>, CaseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::http::response::profile::BUILTIN;
+    use crate::sink::http::response::profile::{BUILTIN, Profile};
 
     fn reader(name: &str) -> Reader {
         Reader::profile(Profile::builtin(name).unwrap_or_else(|e| panic!("{e}")))

@@ -26,7 +26,7 @@ fn seconds(ns: i64, out: &mut Vec<u8>) {
 
 /// Splunk HEC (`/services/collector/event`): one envelope per event,
 /// newline-separated: `{"time":…,"event":{…},"fields":{"event_id":"…"}}`.
-pub fn splunk_hec(batch: &[&Delivery], out: &mut Vec<u8>) {
+pub(crate) fn splunk_hec(batch: &[&Delivery], out: &mut Vec<u8>) {
     for d in batch {
         out.push(b'{');
         if let Some(ns) = d.timestamp {

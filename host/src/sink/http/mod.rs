@@ -14,6 +14,6 @@ pub mod classifier;
 #[cfg(feature = "http")]
 pub mod client;
 pub mod config;
-pub mod corpus;
-pub mod formats;
+pub(crate) mod corpus;
+pub(crate) mod formats;
 pub mod response;

@@ -24,7 +24,10 @@ fn consumer(k: &KafkaSourceConfig) -> Result<BaseConsumer, KafkaSourceError> {
 }
 
 /// The configured topics' partitions, as the brokers list them now.
-pub fn partitions(consumer: &BaseConsumer, k: &KafkaSourceConfig) -> Result<Vec<(String, i32)>, KafkaSourceError> {
+pub(crate) fn partitions(
+    consumer: &BaseConsumer,
+    k: &KafkaSourceConfig,
+) -> Result<Vec<(String, i32)>, KafkaSourceError> {
     let md = consumer.fetch_metadata(None, TIMEOUT).map_err(KafkaSourceError::client("fetch metadata"))?;
     let mut out = Vec::new();
     for t in md.topics().iter().filter(|t| k.matches(t.name())) {
@@ -77,7 +80,7 @@ impl rdkafka::consumer::ConsumerContext for LastError {}
 /// `sluice check --connect`: the brokers answer within a few seconds, take
 /// the credentials, and hold every named topic (a `^regex` at least one).
 /// A failure says the brokers' own reason when they gave one.
-pub fn probe(k: &KafkaSourceConfig) -> Result<String, KafkaSourceError> {
+pub(crate) fn probe(k: &KafkaSourceConfig) -> Result<String, KafkaSourceError> {
     let c: BaseConsumer<LastError> = client_config(k)?
         .create_with_context(LastError::default())
         .map_err(KafkaSourceError::client("create a consumer"))?;
@@ -113,7 +116,7 @@ pub fn probe(k: &KafkaSourceConfig) -> Result<String, KafkaSourceError> {
 
 /// The longest `retention.ms` among the configured topics; `None` when a
 /// topic keeps records forever or the brokers do not say.
-pub fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceError> {
+pub(crate) fn retention(k: &KafkaSourceConfig) -> Result<Option<Duration>, KafkaSourceError> {
     let c = consumer(k)?;
     let topics: Vec<String> =
         partitions(&c, k)?.into_iter().map(|(t, _)| t).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
@@ -175,7 +178,7 @@ pub(crate) fn source_partition_count(k: &KafkaSourceConfig) -> Result<i32, Kafka
 }
 
 /// Create `topic` (replication as the brokers default) with `configs`.
-pub fn create_topic(
+pub(crate) fn create_topic(
     k: &KafkaSourceConfig,
     topic: &str,
     partitions: i32,
@@ -202,7 +205,7 @@ pub fn create_topic(
 
 /// One partition's progress for the group.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct PartitionLag {
+pub(crate) struct PartitionLag {
     pub topic: String,
     pub partition: i32,
     /// The group's committed offset (the next record to read), if any.
@@ -213,7 +216,7 @@ pub struct PartitionLag {
     pub lag: i64,
 }
 
-pub fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError> {
+pub(crate) fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError> {
     let c = consumer(k)?;
     let parts = partitions(&c, k)?;
     let mut tpl = TopicPartitionList::new();
@@ -237,7 +240,7 @@ pub fn lag(k: &KafkaSourceConfig) -> Result<Vec<PartitionLag>, KafkaSourceError>
 
 /// One partition moved by a reset.
 #[derive(Debug, Clone, Serialize)]
-pub struct Reset {
+pub(crate) struct Reset {
     pub partition: String,
     pub from: Option<i64>,
     pub to: i64,
@@ -250,7 +253,12 @@ pub struct Reset {
 /// `force` skips the live-member check, for brokers that cannot describe
 /// groups (the tansu broker's SQLite storage, for one); the operator then
 /// vouches that no member runs.
-pub fn reset(k: &KafkaSourceConfig, to: &ResetTo, only: &[i32], force: bool) -> Result<Vec<Reset>, KafkaSourceError> {
+pub(crate) fn reset(
+    k: &KafkaSourceConfig,
+    to: &ResetTo,
+    only: &[i32],
+    force: bool,
+) -> Result<Vec<Reset>, KafkaSourceError> {
     let c = consumer(k)?;
     if !force {
         let groups = c.fetch_group_list(Some(&k.group_id), TIMEOUT).map_err(|e| {

@@ -37,7 +37,7 @@ const DEFAULTS: [(&str, &str); 4] = [
 ];
 
 /// What the client config holds, printable: secrets show their source.
-pub fn describe(k: &KafkaSourceConfig) -> BTreeMap<String, String> {
+pub(crate) fn describe(k: &KafkaSourceConfig) -> BTreeMap<String, String> {
     settings(k).into_iter().chain(k.connection.secret_sources()).collect()
 }
 

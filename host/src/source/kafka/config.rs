@@ -106,7 +106,7 @@ pub fn repartition_topic(group: &str) -> String {
 impl KafkaSourceConfig {
     /// Whether `topic` is one of the configured topics (a name, or a
     /// `^regex`).
-    pub fn matches(&self, topic: &str) -> bool {
+    pub(crate) fn matches(&self, topic: &str) -> bool {
         self.topics.iter().any(|t| match t.strip_prefix('^') {
             Some(re) => regex::Regex::new(&format!("^{re}")).is_ok_and(|r| r.is_match(topic)),
             None => t == topic,
@@ -116,7 +116,7 @@ impl KafkaSourceConfig {
 
 /// Where `sluice replay` resets the group to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResetTo {
+pub(crate) enum ResetTo {
     Earliest,
     Offset(i64),
     /// Milliseconds since the epoch: the first record at or after it.

@@ -30,7 +30,7 @@ impl KafkaConnection {
     /// What reaches and logs into the brokers, in the order librdkafka is
     /// to apply it (the address last, so no property overrides it).
     /// Secrets are not here: `secrets` reads them when a client is built.
-    pub fn security(&self) -> Vec<(String, String)> {
+    pub(crate) fn security(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let protocol = match (self.tls.is_some(), self.sasl.is_some()) {
             (true, true) => Some("SASL_SSL"),
@@ -59,7 +59,7 @@ impl KafkaConnection {
 
     /// The secrets, read from the environment now (never kept in the
     /// config): `(property, value)`, or the variable that is not set.
-    pub fn secrets(&self) -> Result<Vec<(&'static str, String)>, String> {
+    pub(crate) fn secrets(&self) -> Result<Vec<(&'static str, String)>, String> {
         let from_env = |var: &str| std::env::var(var).map_err(|_| format!("the environment variable {var} is not set"));
         let mut out = Vec::new();
         if let Some(sasl) = &self.sasl {

@@ -13,15 +13,15 @@
 //! `pipeline/kafka`.
 
 #[cfg(feature = "kafka")]
-pub mod admin;
+pub(crate) mod admin;
 #[cfg(feature = "kafka")]
-pub mod client;
+pub(crate) mod client;
 pub mod config;
-pub mod connection;
+pub(crate) mod connection;
 #[cfg(feature = "kafka")]
-pub mod record;
+pub(crate) mod record;
 #[cfg(feature = "kafka")]
-pub mod watermarks;
+pub(crate) mod watermarks;
 
 #[cfg(feature = "kafka")]
 use rdkafka::error::KafkaError;

@@ -40,22 +40,22 @@ struct Copied {
 
 impl MessageBatch {
     /// Room for `messages` more messages and `bytes` more bytes.
-    pub fn reserve(&mut self, messages: usize, bytes: usize) {
+    pub(crate) fn reserve(&mut self, messages: usize, bytes: usize) {
         self.data.reserve(bytes);
         self.messages.reserve(messages);
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.messages.len()
     }
 
     /// The bytes copied so far.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.data.len()
     }
 
     /// Copy `m` in; its buffer in librdkafka may go once this returns.
-    pub fn push(&mut self, m: &BorrowedMessage<'_>) {
+    pub(crate) fn push(&mut self, m: &BorrowedMessage<'_>) {
         let mut copy = |b: &[u8]| {
             let start = self.data.len();
             self.data.extend_from_slice(b);
@@ -80,7 +80,7 @@ impl MessageBatch {
 
     /// The records, in the order pushed. `topic`: the partition's topic
     /// name, shared by its records (the same as `m.topic()`).
-    pub fn finish(self, topic: &Arc<str>) -> impl Iterator<Item = KafkaRecord> + '_ {
+    pub(crate) fn finish(self, topic: &Arc<str>) -> impl Iterator<Item = KafkaRecord> + '_ {
         let data = Bytes::from(self.data);
         self.messages.into_iter().map(move |c| KafkaRecord {
             offset: c.offset,

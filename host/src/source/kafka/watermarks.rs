@@ -18,7 +18,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 /// The low and high watermark of each of `parts`, in their order.
-pub fn watermarks<C: ConsumerContext>(
+pub(crate) fn watermarks<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     parts: &[(&str, i32)],
     timeout: Duration,

@@ -79,14 +79,7 @@ pub enum DedupScope {
     Topic,
 }
 
-impl DedupScope {
-    pub fn name(self) -> &'static str {
-        match self {
-            DedupScope::Partition => "partition",
-            DedupScope::Topic => "topic",
-        }
-    }
-}
+impl DedupScope {}
 
 impl TryFrom<String> for DedupScope {
     type Error = String;
@@ -152,7 +145,7 @@ impl Default for ChangelogConfig {
 impl DedupConfig {
     /// The changelog topic of a Kafka pipeline whose group is
     /// `kafka_group`, if it has one (a file pipeline has none).
-    pub fn changelog_topic(&self, kafka_group: Option<&str>) -> Option<String> {
+    pub(crate) fn changelog_topic(&self, kafka_group: Option<&str>) -> Option<String> {
         let group = kafka_group?;
         if !self.changelog.enabled {
             return None;

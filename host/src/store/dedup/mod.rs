@@ -19,8 +19,8 @@
 //! before delivery would turn a replay into silent loss; the other order can
 //! only yield a duplicate.
 
-pub mod config;
-pub mod events;
+pub(crate) mod config;
+pub(crate) mod events;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -457,7 +457,7 @@ impl<'s> DedupWindow<'s> {
 
     /// For each key, its value in the newest live bucket that has it
     /// (`sluice audit`).
-    pub fn values(&self, keys: &[Vec<u8>], now_secs: u64) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    pub(crate) fn values(&self, keys: &[Vec<u8>], now_secs: u64) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for bucket in self.live_buckets(now_secs) {
             let pending: Vec<usize> = (0..keys.len()).filter(|i| out[*i].is_none()).collect();
@@ -541,7 +541,7 @@ impl<'s> DedupWindow<'s> {
     }
 
     /// Drop the buckets that ended more than `window` ago. Returns how many.
-    pub fn expire(&self, now_secs: u64) -> Result<usize, StoreError> {
+    pub(crate) fn expire(&self, now_secs: u64) -> Result<usize, StoreError> {
         let oldest = self.oldest_live(now_secs);
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let old: Vec<u64> = buckets.range(..oldest).copied().collect();
@@ -580,7 +580,7 @@ impl<'s> DedupWindow<'s> {
     /// The window's time (seconds since the epoch): what `seen`, `record`
     /// and expiry should be given. A wall clock that has jumped away from
     /// it is reported once per jump.
-    pub fn now_secs(&self) -> u64 {
+    pub(crate) fn now_secs(&self) -> u64 {
         let now = self.clock.now_secs();
         if let Some(skew_secs) = self.clock.jumped(wall_secs(), now) {
             crate::store::dedup::events::ClockJumped { skew_secs }.emit();
@@ -588,7 +588,7 @@ impl<'s> DedupWindow<'s> {
         now
     }
 
-    pub fn window(&self) -> Duration {
+    pub(crate) fn window(&self) -> Duration {
         Duration::from_secs(self.window_secs)
     }
 }

@@ -13,7 +13,7 @@
 //! says what was masked. Since the original is never written, a masked
 //! value is in no entry, no export and no file of the store.
 
-pub mod config;
+pub(crate) mod config;
 
 use base64::Engine as _;
 use rocksdb::{IteratorMode, WriteBatch};
@@ -52,7 +52,7 @@ pub enum Bytes {
 }
 
 impl Bytes {
-    pub fn new(b: &[u8]) -> Bytes {
+    pub(crate) fn new(b: &[u8]) -> Bytes {
         match std::str::from_utf8(b) {
             Ok(s) => Bytes::Utf8(s.to_string()),
             Err(_) => Bytes::Base64(base64::engine::general_purpose::STANDARD.encode(b)),
@@ -98,7 +98,7 @@ pub struct Entry {
 }
 
 /// What the pipeline knows when it quarantines a record.
-pub struct Rejection<'a> {
+pub(crate) struct Rejection<'a> {
     pub record: &'a Record,
     pub stage: &'a str,
     pub plugin: Option<&'a PluginId>,
@@ -108,7 +108,7 @@ pub struct Rejection<'a> {
     pub attempts: u32,
 }
 
-pub struct Quarantine<'s> {
+pub(crate) struct Quarantine<'s> {
     store: &'s Store,
     pipeline: String,
     plugins: Vec<PluginVersion>,
@@ -116,19 +116,21 @@ pub struct Quarantine<'s> {
 }
 
 impl<'s> Quarantine<'s> {
-    pub fn new(store: &'s Store, pipeline: &str, plugins: Vec<PluginVersion>, masking: Masking) -> Self {
+    pub(crate) fn new(store: &'s Store, pipeline: &str, plugins: Vec<PluginVersion>, masking: Masking) -> Self {
         Quarantine { store, pipeline: pipeline.to_string(), plugins, masking }
     }
 
     /// Build the entry for `r` and add it to `batch`.
-    pub fn put(&self, batch: &mut WriteBatch, r: Rejection<'_>, now_nanos: i64) -> Result<Entry, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn put(&self, batch: &mut WriteBatch, r: Rejection<'_>, now_nanos: i64) -> Result<Entry, StoreError> {
         let entry = self.entry(r, now_nanos);
         self.write(batch, &entry)?;
         Ok(entry)
     }
 
+    #[cfg(test)]
     /// Add `entry` to `batch`: durable when the batch is committed.
-    pub fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
+    pub(crate) fn write(&self, batch: &mut WriteBatch, entry: &Entry) -> Result<(), StoreError> {
         self.write_all(batch, &[entry])
     }
 
@@ -141,7 +143,7 @@ impl<'s> Quarantine<'s> {
     /// store's write) replaces that entry, under its first id, rather than
     /// adding a second for the same record. The entry's own `id` is then
     /// not the one stored: read it back by position.
-    pub fn write_all(&self, batch: &mut WriteBatch, entries: &[&Entry]) -> Result<(), StoreError> {
+    pub(crate) fn write_all(&self, batch: &mut WriteBatch, entries: &[&Entry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -190,12 +192,12 @@ impl<'s> Quarantine<'s> {
         self.masking.text(reason, &secrets).into_owned()
     }
 
-    pub fn masking(&self) -> &Masking {
+    pub(crate) fn masking(&self) -> &Masking {
         &self.masking
     }
 
     /// The entry for `r`, not yet written anywhere.
-    pub fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
+    pub(crate) fn entry(&self, r: Rejection<'_>, now_nanos: i64) -> Entry {
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("{:016x}{:08x}", now_nanos.max(0) as u64, seq);
         let (payload, mut masked) = self.masking.apply(&r.record.payload);
@@ -260,7 +262,7 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    pub fn keeps(&self, e: &Entry) -> bool {
+    pub(crate) fn keeps(&self, e: &Entry) -> bool {
         let written = e.written_nanos();
         self.stage.as_ref().is_none_or(|s| *s == e.stage)
             && self.plugin.as_ref().is_none_or(|p| e.plugin.as_ref().is_some_and(|q| q.name == *p))
@@ -274,7 +276,7 @@ impl Filter {
 impl Entry {
     /// The record again, as its source handed it over (a replay, a shadow
     /// run): what the plugins set on it is not kept.
-    pub fn record(&self) -> crate::record::Record {
+    pub(crate) fn record(&self) -> crate::record::Record {
         crate::record::Record {
             payload: self.payload.to_vec().into(),
             key: self.key.as_ref().map(|k| k.to_vec().into()),
@@ -295,7 +297,7 @@ impl Entry {
 
 /// Counts of entries per door detail, for `quarantine stats`.
 #[derive(Debug, Default, Serialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub entries: u64,
     pub replayed: u64,
     pub masked: u64,

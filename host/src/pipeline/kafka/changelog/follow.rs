@@ -59,7 +59,7 @@ impl Changelog<'_> {
 
     /// Read every changelog partition into the store until `stop`. A
     /// failure is recorded for the waiting partitions and returned.
-    pub fn follow(&self, stop: &dyn Fn() -> bool) -> Result<(), PipelineError> {
+    pub(crate) fn follow(&self, stop: &dyn Fn() -> bool) -> Result<(), PipelineError> {
         let Some(progress) = &self.follow else { return Ok(()) };
         let result = self.follow_inner(progress, stop);
         if let Err(e) = &result {

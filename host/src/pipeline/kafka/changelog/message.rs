@@ -16,7 +16,7 @@ const HEAD: usize = 9;
 const ID: usize = std::mem::size_of::<IdDigest>();
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum MessageError {
+pub(crate) enum MessageError {
     #[error("{0} bytes: shorter than the 9-byte head")]
     Short(usize),
     #[error("version {0}: this sluice reads version 1 (a newer sluice wrote it?)")]
@@ -36,7 +36,7 @@ pub(crate) fn encode(accepted_secs: u64, ids: &[IdDigest]) -> Vec<u8> {
 }
 
 /// The time and the ids of a message.
-pub fn decode(value: &[u8]) -> Result<(u64, Vec<IdDigest>), MessageError> {
+pub(crate) fn decode(value: &[u8]) -> Result<(u64, Vec<IdDigest>), MessageError> {
     if value.len() < HEAD {
         return Err(MessageError::Short(value.len()));
     }

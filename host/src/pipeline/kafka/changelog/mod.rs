@@ -33,10 +33,10 @@
 //! owner initialises before it restores: the zombie's next commit is
 //! refused, and it stops after the batch it was in.
 
-pub mod follow;
-pub mod message;
+pub(crate) mod follow;
+pub(crate) mod message;
 pub mod restore;
-pub mod transaction;
+pub(crate) mod transaction;
 
 use std::time::{Duration, Instant};
 

@@ -14,7 +14,7 @@ use crate::sink::Answer;
 /// them, `counts.documents`). Times and texts may be empty when the
 /// profile reads neither.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub ids: &'a [&'a str],
     pub times: &'a [Option<i64>],
     pub texts: &'a [&'a [u8]],

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Json<'a> {
+pub(crate) enum Json<'a> {
     Null,
     Bool(bool),
     Unsigned(u64),
@@ -22,7 +22,7 @@ pub enum Json<'a> {
 }
 
 impl<'a> Json<'a> {
-    pub fn parse(body: &'a [u8]) -> Result<Json<'a>, serde_json::Error> {
+    pub(crate) fn parse(body: &'a [u8]) -> Result<Json<'a>, serde_json::Error> {
         serde_json::from_slice(body)
     }
 
@@ -30,14 +30,14 @@ impl<'a> Json<'a> {
         Json::Object(Vec::new())
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Json::Str(s) => Some(s),
             _ => None,
         }
     }
 
-    pub fn as_array(&self) -> Option<&[Json<'a>]> {
+    pub(crate) fn as_array(&self) -> Option<&[Json<'a>]> {
         match self {
             Json::Array(a) => Some(a),
             _ => None,
@@ -45,7 +45,7 @@ impl<'a> Json<'a> {
     }
 
     /// The member `key` of an object (the first, if a key repeats).
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Json<'a>> {
         match self {
             Json::Object(o) => o.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
@@ -54,7 +54,7 @@ impl<'a> Json<'a> {
 
     /// A whole number, or a string holding one (ClickHouse's summary and
     /// OTLP's int64 fields quote their counts).
-    pub fn count(&self) -> Option<u64> {
+    pub(crate) fn count(&self) -> Option<u64> {
         match self {
             Json::Unsigned(n) => Some(*n),
             Json::Signed(n) => u64::try_from(*n).ok(),
@@ -65,7 +65,7 @@ impl<'a> Json<'a> {
 
     /// For reasons: a string as it is, `null` as nothing, anything else as
     /// its JSON text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Json::Str(s) => s.to_string(),
             Json::Null => String::new(),

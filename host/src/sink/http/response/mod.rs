@@ -9,9 +9,9 @@
 //! come to, `../corpus.rs`) runs through here for every built-in profile.
 
 pub mod classify;
-pub mod fixed;
-pub mod json;
-pub mod pointer;
+pub(crate) mod fixed;
+pub(crate) mod json;
+pub(crate) mod pointer;
 pub mod profile;
 
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub enum Ruling {
 /// place in the batch), and what is left to send: the one reading of a
 /// [`Ruling`] that the sink and `sluice test`'s scripted answers share.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Settled {
+pub(crate) struct Settled {
     pub answered: Vec<(usize, Answer)>,
     pub next: Next,
     /// The request counts as failed for the breaker: a systemic answer
@@ -58,7 +58,7 @@ pub struct Settled {
 
 /// What is sent next for the records a reply did not settle.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     Done,
     /// These, in one request: what an all-or-nothing insert did not take,
     /// or what came after the row a backend refused.
@@ -67,7 +67,7 @@ pub enum Next {
     Halves(Vec<usize>, Vec<usize>),
 }
 
-pub fn settle(mut items: Vec<usize>, reply: Ruling) -> Settled {
+pub(crate) fn settle(mut items: Vec<usize>, reply: Ruling) -> Settled {
     let done =
         |answered: Vec<(usize, Answer)>, failed: bool| Settled { answered, next: Next::Done, failed, dropped: None };
     match reply {
@@ -115,7 +115,7 @@ pub struct Response<'a> {
 }
 
 /// The start of a body, for reasons and logs.
-pub fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(400)]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -62,7 +62,7 @@ impl<'de> Deserialize<'de> for Pointer {
 impl Pointer {
     /// Every value the pointer reaches, in document order; none when a
     /// step is missing.
-    pub fn all<'v, 'a>(&self, v: &'v Json<'a>) -> Vec<&'v Json<'a>> {
+    pub(crate) fn all<'v, 'a>(&self, v: &'v Json<'a>) -> Vec<&'v Json<'a>> {
         let mut out = Vec::new();
         all_from(&self.steps, v, &mut out);
         out
@@ -70,14 +70,14 @@ impl Pointer {
 
     /// The first value reached, found without collecting the others: the
     /// per-item look-ups of a bulk answer run this a few times per record.
-    pub fn first<'v, 'a>(&self, v: &'v Json<'a>) -> Option<&'v Json<'a>> {
+    pub(crate) fn first<'v, 'a>(&self, v: &'v Json<'a>) -> Option<&'v Json<'a>> {
         first_from(&self.steps, v)
     }
 
     /// The sum of the numbers reached (a number written as a string
     /// counts: ClickHouse's summary quotes its counts); `None` when nothing
     /// is reached or something reached is not a count.
-    pub fn sum(&self, v: &Json<'_>) -> Option<u64> {
+    pub(crate) fn sum(&self, v: &Json<'_>) -> Option<u64> {
         let found = self.all(v);
         if found.is_empty() {
             return None;

@@ -286,7 +286,7 @@ pub struct TimeFormats(pub Vec<sluice_guest::time::Format>);
 
 impl TimeFormats {
     /// `text` as ns since the epoch by the first format that reads it.
-    pub fn parse(&self, text: &str) -> Option<i64> {
+    pub(crate) fn parse(&self, text: &str) -> Option<i64> {
         self.0.iter().find_map(|f| f.parse(text, 0).ok())
     }
 }
@@ -322,7 +322,7 @@ pub struct Code {
 }
 
 impl Code {
-    pub fn contains(&self, status: u16) -> bool {
+    pub(crate) fn contains(&self, status: u16) -> bool {
         (self.lo..=self.hi).contains(&status)
     }
 }
@@ -510,7 +510,7 @@ impl Profile {
     }
 
     /// The rules in force, fixed ones first, as `sluice check` prints them.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut out: Vec<String> = fixed::DESCRIBED.iter().map(|s| format!("fixed: {s}")).collect();
         for rule in &self.status {
             let codes: Vec<String> = rule.codes.iter().map(Code::to_string).collect();
