@@ -191,12 +191,14 @@ impl Config {
             }};
         }
         let pipeline = section!(pipeline: PipelineConfig);
-        let source = section!(source: SourceConfig);
+        // A misspelt source or sink key, named as written (serde would call
+        // some of them a missing key instead); those sections are then not
+        // read.
+        let unknown = unknown_keys::in_sections(raw, p);
+        let source = if unknown.source { None } else { section!(source: SourceConfig) };
         let plugins = section!(plugins: Vec<PluginConfig>, default);
         let dedup = section!(dedup: DedupConfig, default);
-        // A misspelt sink key, named as written (serde would call some of
-        // them a missing key instead); then the sinks are not read.
-        let (sink, sinks) = if unknown_keys::in_sinks(raw, p) {
+        let (sink, sinks) = if unknown.sinks {
             (None, None)
         } else {
             (section!(sink: Option<SinkConfig>, default), section!(sinks: Vec<NamedSinkConfig>, default))
