@@ -8,6 +8,7 @@ use bytes::Bytes;
 /// contract), so sinks copy it through without parsing it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
+    /// The event id: what the dedup window keys and a backend dedups by.
     pub id: String,
     /// Nanoseconds since the epoch, when the event has a time; rendered as
     /// RFC 3339 where a sink writes it (`write_timestamp`).
@@ -93,7 +94,9 @@ fn is_json_space(b: u8) -> bool {
 /// The final word on one event, after retries and the breaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinalAnswer {
+    /// Taken (or already there): its id goes into the dedup window.
     Accepted,
+    /// Refused for good: the record is quarantined with this reason.
     Rejected(String),
 }
 

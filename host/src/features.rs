@@ -57,7 +57,9 @@ pub(crate) fn built() -> Vec<&'static str> {
      `--features {feature}`"
 )]
 pub struct NotBuilt {
+    /// What the config asked for (`source type "kafka"`).
     pub what: String,
+    /// The cargo feature that builds it.
     pub feature: &'static str,
 }
 

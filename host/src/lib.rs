@@ -46,6 +46,10 @@
 // checks and documents every config, so the code that serves a backend is
 // there and, with its feature off, not called: what is unused then is
 // unused by the build's features, not by the program.
+// What stays public is what the binary, the suites and the benches use:
+// each of it says why it is there (wasmtime's `wasi-config` denies the
+// same).
+#![deny(missing_docs)]
 #![cfg_attr(not(all(feature = "kafka", feature = "http", feature = "postgres")), allow(dead_code, unused_imports))]
 
 pub mod batch;

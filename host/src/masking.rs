@@ -47,10 +47,22 @@ pub(crate) struct Masking {
 /// A masking rule that does not compile, by its key and value.
 #[derive(Debug, thiserror::Error)]
 pub enum MaskingError {
+    /// One of `quarantine.mask_patterns`.
     #[error("quarantine.mask_patterns: {pattern:?}: {source}")]
-    Pattern { pattern: String, source: regex::Error },
+    Pattern {
+        /// The regex as configured.
+        pattern: String,
+        /// Why it does not compile.
+        source: regex::Error,
+    },
+    /// One of `quarantine.mask_fields`.
     #[error("quarantine.mask_fields: {field:?}: {source}")]
-    Field { field: String, source: regex::Error },
+    Field {
+        /// The field name as configured.
+        field: String,
+        /// Why the regex made of it does not compile.
+        source: regex::Error,
+    },
 }
 
 impl Masking {

@@ -4,21 +4,43 @@
 
 use std::path::{Path, PathBuf};
 
+/// Why a config stops the start; every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file cannot be read, or is not TOML.
     #[error("cannot read config {}: {message}", path.display())]
-    Load { path: PathBuf, message: String },
+    Load {
+        /// The config file.
+        path: PathBuf,
+        /// Why, with the line when TOML says it.
+        message: String,
+    },
+    /// One key is wrong.
     #[error("config {}: {key}: {message}", path.display())]
-    Invalid { path: PathBuf, key: String, message: String },
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// The key at fault, dotted (`sinks[1].url`).
+        key: String,
+        /// What is wrong and what would be right.
+        message: String,
+    },
     /// More than one thing is wrong: each on its own line, key first.
     #[error("config {} has {} problems:{}", path.display(), problems.len(), problems.iter().map(|p| format!("\n  {}: {}", p.key, p.message)).collect::<String>())]
-    Many { path: PathBuf, problems: Vec<Problem> },
+    Many {
+        /// The config file.
+        path: PathBuf,
+        /// Each key at fault, in the order found.
+        problems: Vec<Problem>,
+    },
 }
 
 /// One thing wrong with a config: the key at fault and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The key at fault, dotted (`sinks[1].url`).
     pub key: String,
+    /// What is wrong and what would be right.
     pub message: String,
 }
 

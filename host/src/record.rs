@@ -14,16 +14,22 @@ pub enum Position {
     /// The topic is shared by every record of a partition: one allocation
     /// per partition, not one per record.
     Kafka {
+        /// The topic's name.
         #[serde(with = "shared_str")]
         topic: Arc<str>,
+        /// The partition's number.
         partition: i32,
+        /// The message's offset; the commit is one past the finished prefix.
         offset: i64,
     },
     /// The path is shared by every line of a file, like the topic.
     File {
+        /// The path configured (or matched by a glob), not the rotated name.
         #[serde(with = "shared_str")]
         path: Arc<str>,
+        /// Rotations followed before this line's file.
         generation: u64,
+        /// The line's first byte in its file.
         offset: u64,
     },
 }
@@ -117,11 +123,16 @@ impl std::fmt::Display for Position {
 /// sink takes a reference, never a copy or an allocation of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The bytes a plugin parses: a line without its newline, or a
+    /// Kafka message's value.
     pub payload: Bytes,
+    /// The Kafka message's key.
     pub key: Option<Bytes>,
+    /// The Kafka message's headers, in order.
     pub headers: Vec<(String, Vec<u8>)>,
     /// Nanoseconds since the Unix epoch (the Kafka message timestamp).
     pub source_timestamp: Option<i64>,
+    /// Where it sits, for the commit and the quarantine entry.
     pub position: Position,
     /// Set by an earlier stage of the chain.
     pub event_id: Option<String>,
@@ -153,6 +164,7 @@ impl Record {
 /// What a record's payload is made from: owned bytes move in (a `Vec`, a
 /// `String`, a slice of a batch's buffer), borrowed ones are copied.
 pub trait IntoPayload {
+    /// The bytes, moved where they can be.
     fn into_payload(self) -> Bytes;
 }
 
@@ -183,6 +195,8 @@ impl<T: AsRef<[u8]> + ?Sized> IntoPayload for &T {
 /// An event a plugin emitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// The event id the dedup window keys; `None`: the record's position
+    /// stands in (`custody::plan`), which repeats only on a replay.
     pub id: Option<String>,
     /// Nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
@@ -213,17 +227,25 @@ impl Event {
 /// What one plugin said of one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The events the record became (one for a parser, several for a
+    /// splitter, none for a record that only fed state).
     Emit(Vec<Event>),
     /// One event whose body is the record's payload, unchanged (the plugin
     /// set `keep`, `wit/plugin.wit`), with the id and timestamp it set.
     /// Only a chain sees it (it moves the payload on instead of copying it
     /// back); everywhere else it is resolved into an `Emit`.
     Keep {
+        /// The event id, as `Event::id`.
         id: Option<String>,
+        /// Nanoseconds since the Unix epoch.
         timestamp: Option<i64>,
+        /// The sinks named, as `Event::sinks`.
         sinks: Option<Bytes>,
     },
+    /// Dropped on purpose (a filter), with the reason counted: the record
+    /// is finished without delivery.
     Drop(String),
+    /// The record is bad: quarantined with this reason.
     Reject(String),
 }
 

@@ -10,7 +10,9 @@ use crate::record::Event;
 /// with every quarantined record as the version that processed it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PluginId {
+    /// Its name in the chain.
     pub name: String,
+    /// The blake3 of the component's bytes.
     pub digest: blake3::Hash,
 }
 
@@ -32,12 +34,19 @@ pub enum Judgement<E> {
     /// object, or with no plugins the source's JSON, or its text quoted as
     /// a JSON string): a sink copies it through without parsing it again.
     Emit(E),
+    /// A plugin dropped the record on purpose: finished, not delivered.
     Drop {
+        /// The plugin that said so.
         plugin: PluginId,
+        /// Its reason, counted.
         reason: String,
     },
+    /// A plugin (or the host, for a broken contract) refused the record:
+    /// it is quarantined.
     Reject {
+        /// The plugin that said so.
         plugin: PluginId,
+        /// Its reason, stored with the entry.
         reason: String,
     },
 }
@@ -55,6 +64,7 @@ pub(crate) type Judged = Judgement<usize>;
 /// allocation per batch where a `Vec<Verdict>` would make one per record.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Verdicts {
+    /// One per source record, in order.
     pub judged: Vec<Judged>,
     /// The events of `Judged::Emit(n)` records, `n` each, in record order.
     pub events: Vec<Event>,

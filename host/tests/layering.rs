@@ -3,8 +3,9 @@
 //! assembler imported only by what runs a pipeline, and no `unwrap` or
 //! `expect` outside tests.
 //!
-//! It reads `src/` as text: each `use` and each `crate::`/`super::`/
-//! `self::` path (and a module's `use child::…`) is resolved to the file
+//! It reads `src/` as text: each `use` and each path in the code
+//! (`crate::…`, `super::…`, and a module's own child, `child::Item`, in a
+//! `use` or a type) is resolved to the file
 //! that defines what it names, or to the file that re-exports it: an import
 //! through a `pub use` depends on the re-exporting module, so a circle
 //! behind a re-export is one. One edge per file pair. Test
@@ -350,7 +351,10 @@ impl Source {
                 paths.extend(expand(&[], &tree));
             }
             for (_, w) in words(text) {
-                if w.starts_with("crate::") || w.starts_with("super::") || w.starts_with("self::") {
+                // A path in the code: from the crate root, or a child
+                // module's item (`audit::Book`), resolved below as a `use`.
+                // (`super::` alone opens a `use` group, expanded above.)
+                if w.contains("::") && !w.ends_with("::") {
                     paths.push(w.split("::").filter(|s| !s.is_empty()).map(String::from).collect());
                 }
             }
@@ -563,4 +567,24 @@ fn an_import_through_a_re_export_is_an_edge_to_the_re_exporter() {
     let edges = s.edges();
     assert!(edges["t.rs"].contains("p/mod.rs"), "{edges:?}");
     assert_eq!(circles(&edges), vec![vec!["p/ch.rs".to_string(), "p/mod.rs".into(), "t.rs".into()]]);
+}
+
+/// A parent that names its child's item in a type (`audit::Book`), not in
+/// a `use`, while the child imports the parent, is a circle; a `use` group
+/// of siblings (`use super::{a, b}`) is no edge to the parent.
+#[test]
+fn a_child_named_in_the_code_is_an_edge_and_a_use_group_is_not() {
+    let files = [
+        ("lib.rs", "mod s; mod k;"),
+        ("s/mod.rs", "pub mod audit;\npub struct Store { book: audit::Book }\n"),
+        ("s/audit.rs", "use super::Store;\npub struct Book;\nimpl Store {}\n"),
+        ("k/mod.rs", "mod a; mod b;\n"),
+        ("k/a.rs", "use super::{b};\npub struct A(b::B);\n"),
+        ("k/b.rs", "pub struct B;\n"),
+    ];
+    let s = Source::of(files.iter().map(|(r, t)| (r.to_string(), t.to_string())));
+    let edges = s.edges();
+    assert!(edges["s/mod.rs"].contains("s/audit.rs"), "{edges:?}");
+    assert!(!edges["k/a.rs"].contains("k/mod.rs"), "{edges:?}");
+    assert_eq!(circles(&edges), vec![vec!["s/audit.rs".to_string(), "s/mod.rs".into()]]);
 }

@@ -11,15 +11,16 @@ use std::io::Write;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use super::AuditArgs;
+use super::args::AuditArgs;
 use crate::config::Config;
 use crate::custody::ids::{IdDigest, PIPELINE_SCOPE, Scope, digest, scope, topic_scope};
 use crate::pipeline::clock::now_nanos;
 use crate::source::config::SourceConfig;
 use crate::store::Store;
-use crate::store::audit::{ABSORBED, Context, Origin, Trail};
+use crate::store::audit::{ABSORBED, Trail};
 use crate::store::dedup::DedupWindow;
 use crate::store::dedup::config::DedupScope;
+use crate::store::interned::{Context, Origin};
 use crate::store::quarantine::Entry;
 
 /// One id's answer.
@@ -98,7 +99,7 @@ pub(crate) struct Quarantined {
 
 pub(crate) fn run(args: &AuditArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let store = Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")?;
     if args.summary {
         let since = match &args.since {

@@ -11,10 +11,10 @@ use crate::plugin::engine::Runtime;
 
 /// `Ok(true)`: every case passed. `Err`: the config, its plugins or the
 /// cases cannot be read (exit 2).
-pub(crate) fn test(args: &super::ConfigTestArgs) -> Result<bool> {
+pub(crate) fn test(args: &super::args::ConfigTestArgs) -> Result<bool> {
     let file = &args.config.config;
     let cfg = Config::load(file)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let cases = crate::plugin::conformance::load_dir::<Case>(&args.cases)?;
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     // A plugin that refuses its config is the config's fault, not a case's.

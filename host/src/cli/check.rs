@@ -20,14 +20,14 @@ pub(crate) const EXIT_UNREACHABLE: u8 = 3;
 
 /// `check` of one config, or of each pipeline a list file names (`sluice
 /// run -c all.toml`) and then of what they may not share.
-pub(crate) fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
+pub(crate) fn check(check: &super::args::CheckArgs) -> Result<(), CheckFailed> {
     let paths = super::several::expand(std::slice::from_ref(&check.config.config)).map_err(CheckFailed::BadInput)?;
     if paths.len() == 1 && paths[0] == check.config.config {
         return check_one(check);
     }
     let mut configs = Vec::with_capacity(paths.len());
     for path in &paths {
-        let one = super::CheckArgs { config: super::ConfigArgs::of(path.clone()), connect: check.connect };
+        let one = super::args::CheckArgs { config: super::args::ConfigArgs::of(path.clone()), connect: check.connect };
         check_one(&one)?;
         configs.push(Config::load(path).map_err(|e| CheckFailed::BadInput(e.into()))?);
     }
@@ -37,7 +37,7 @@ pub(crate) fn check(check: &super::CheckArgs) -> Result<(), CheckFailed> {
     Ok(())
 }
 
-fn check_one(check: &super::CheckArgs) -> Result<(), CheckFailed> {
+fn check_one(check: &super::args::CheckArgs) -> Result<(), CheckFailed> {
     let args = &check.config;
     // Read before the load opens the store, which narrows the folder.
     let state_open = crate::config::Config::load(&args.config)

@@ -20,12 +20,12 @@ fn without_kafka(command: &str) -> Result<()> {
 }
 
 #[cfg(not(feature = "kafka"))]
-pub(crate) fn lag(_args: &super::LagArgs) -> Result<()> {
+pub(crate) fn lag(_args: &super::args::LagArgs) -> Result<()> {
     without_kafka("sluice lag")
 }
 
 #[cfg(not(feature = "kafka"))]
-pub(crate) fn replay(_args: &super::ReplayArgs) -> Result<()> {
+pub(crate) fn replay(_args: &super::args::ReplayArgs) -> Result<()> {
     without_kafka("sluice replay")
 }
 
@@ -40,9 +40,9 @@ fn kafka_source(cfg: &Config, file: &std::path::Path) -> Result<crate::source::k
 /// `sluice lag`: per partition, the group's committed offset, the high
 /// watermark, and the difference.
 #[cfg(feature = "kafka")]
-pub(crate) fn lag(args: &super::LagArgs) -> Result<()> {
+pub(crate) fn lag(args: &super::args::LagArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;
     let rows = crate::source::kafka::admin::lag(&k).with_context(|| format!("group {:?}", k.group_id))?;
     if args.json {
@@ -60,9 +60,9 @@ pub(crate) fn lag(args: &super::LagArgs) -> Result<()> {
 
 /// `sluice replay`: reset the group's offsets; the next run re-reads.
 #[cfg(feature = "kafka")]
-pub(crate) fn replay(args: &super::ReplayArgs) -> Result<()> {
+pub(crate) fn replay(args: &super::args::ReplayArgs) -> Result<()> {
     let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let k = kafka_source(&cfg, &args.config.config)?;
     let resets = crate::source::kafka::admin::reset(&k, &args.from, &args.partitions, args.force)?;
     for r in &resets {

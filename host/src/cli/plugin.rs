@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
+use super::args::{CacheAction, CacheArgs, InspectArgs, RunArgs, TestArgs};
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
 use crate::plugin::isolate::Isolated;

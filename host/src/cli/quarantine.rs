@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use super::{EntryFilter, QuarantineCommand};
+use super::args::{EntryFilter, QuarantineCommand};
 use crate::config::Config;
 use crate::pipeline;
 use crate::store::Store;
@@ -16,7 +16,7 @@ use crate::store::quarantine::{Entry, Filter, Stats};
 
 pub(crate) fn run(cmd: &QuarantineCommand) -> Result<()> {
     match cmd {
-        QuarantineCommand::List(super::QueryArgs { config, filter, json }) => {
+        QuarantineCommand::List(super::args::QueryArgs { config, filter, json }) => {
             let filter = to_filter(filter)?;
             let store = open(&config.config)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -43,7 +43,7 @@ pub(crate) fn run(cmd: &QuarantineCommand) -> Result<()> {
             let entry = store.quarantine_entry(id)?.with_context(|| format!("no quarantine entry {id}"))?;
             println!("{}", serde_json::to_string_pretty(&entry)?);
         }
-        QuarantineCommand::Stats(super::QueryArgs { config, filter, json }) => {
+        QuarantineCommand::Stats(super::args::QueryArgs { config, filter, json }) => {
             let filter = to_filter(filter)?;
             let store = open(&config.config)?;
             let mut stats = Stats::default();
@@ -110,7 +110,7 @@ pub(crate) fn run(cmd: &QuarantineCommand) -> Result<()> {
 
 fn open(config: &std::path::Path) -> Result<Store> {
     let cfg = Config::load(config)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     Store::open_read_only(&cfg.pipeline.state_dir).context("open the state store")
 }
 

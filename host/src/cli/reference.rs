@@ -12,7 +12,7 @@ pub(crate) fn markdown() -> String {
          edit. -->\n\nEvery `sluice` command with its arguments. `sluice help <command>` prints the same. Exit \
          codes are in [Exit codes](exit-codes.md).\n",
     );
-    let mut cli = super::Cli::command();
+    let mut cli = super::args::Cli::command();
     // Built, so that every argument has its value names and counts.
     cli.build();
     for sub in cli.get_subcommands() {

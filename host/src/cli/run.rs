@@ -26,7 +26,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::PipelineArgs as RunArgs;
+use super::args::PipelineArgs;
 use super::validate::{BadInput, validate};
 use crate::config::Config;
 use crate::pipeline;
@@ -129,7 +129,7 @@ fn in_force(control: &Control, digest: &str, old: Option<&str>) {
 /// One reload request: validate, and either stage the new config (and stop
 /// the running pipeline) or say why not.
 fn reload(runtime: &Runtime, control: &Control) {
-    let args = super::ConfigArgs::of(control.path.clone());
+    let args = super::args::ConfigArgs::of(control.path.clone());
     let file = args.config.display();
     match validate(&args, runtime, false) {
         Err(BadInput(e)) => {
@@ -165,7 +165,7 @@ fn fingerprint(path: &Path) -> Option<blake3::Hash> {
 /// `validate` loaded it with.
 pub(super) type Loaded = Vec<(std::path::PathBuf, Config, Chain)>;
 
-pub(crate) fn run(args: &super::PipelineArgs) -> ExitCode {
+pub(crate) fn run(args: &super::args::PipelineArgs) -> ExitCode {
     match load_all(&args.configs) {
         Ok((loaded, runtime)) => run_loaded(args, loaded, &runtime),
         Err(BadInput(e)) => {
@@ -184,12 +184,12 @@ fn load_all(given: &[std::path::PathBuf]) -> Result<(Loaded, crate::plugin::engi
         .map_err(|e| BadInput(e.into()))?;
     let mut loaded = Vec::with_capacity(paths.len());
     for path in paths {
-        let (cfg, chain) = super::validate::validate(&super::ConfigArgs::of(path.clone()), &runtime, true)?;
+        let (cfg, chain) = super::validate::validate(&super::args::ConfigArgs::of(path.clone()), &runtime, true)?;
         loaded.push((path, cfg, chain));
     }
     let configs: Vec<(&std::path::Path, &Config)> = loaded.iter().map(|(p, c, _)| (p.as_path(), c)).collect();
     super::several::apart(&configs).map_err(|e| BadInput(anyhow::anyhow!(e)))?;
-    super::mask_output_as_all(&loaded.iter().map(|(_, c, _)| c).collect::<Vec<_>>());
+    super::mask::mask_output_as_all(&loaded.iter().map(|(_, c, _)| c).collect::<Vec<_>>());
     Ok((loaded, runtime))
 }
 
@@ -198,7 +198,7 @@ fn load_all(given: &[std::path::PathBuf]) -> Result<(Loaded, crate::plugin::engi
 /// each on its own thread with its own reloads, until every one has ended.
 /// A pipeline that fails stops the others (they drain and commit) and the
 /// process exits 1, so that a supervisor restarts the whole of it.
-fn run_loaded(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
+fn run_loaded(args: &PipelineArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
     let several = loaded.len() > 1;
     // The recorder the listener will serve, before the first metric: each
     // pipeline's `sluice_config_info` is said below, before any starts.
@@ -274,7 +274,7 @@ fn run_loaded(args: &RunArgs, loaded: Loaded, runtime: &Runtime) -> ExitCode {
 /// The log's masking: with several pipelines, what any of them masks.
 fn mask_output_as(controls: &[Arc<Control>]) {
     let configs: Vec<Config> = controls.iter().filter_map(|c| c.config()).collect();
-    super::mask_output_as_all(&configs.iter().collect::<Vec<_>>());
+    super::mask::mask_output_as_all(&configs.iter().collect::<Vec<_>>());
 }
 
 /// The status page's description of a pipeline now in force (a start, a
@@ -293,7 +293,7 @@ fn about(cfg: &Config, digest: String) {
 /// Run one pipeline's configs, one after the other, until one ends without
 /// a reload waiting; 0 when it ended well, 1 when it failed (and then the
 /// other pipelines of the process are stopped).
-fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: super::SummaryForm) -> u8 {
+fn drive(control: &Control, all: &[Arc<Control>], runtime: &Runtime, summary: super::summary::SummaryForm) -> u8 {
     let mut routes = Vec::new();
     loop {
         let stop = Stop::default();

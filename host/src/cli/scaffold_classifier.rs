@@ -12,8 +12,8 @@
 
 use anyhow::Result;
 
+use super::args::{Lang, NewArgs};
 use super::scaffold::{RUST_BUILD, RUST_MANIFEST, WIT, make_executable, say_steps, write_sources};
-use super::{Lang, NewArgs};
 
 const WIT_CLASSIFIER: &str = include_str!("../../../wit/classifier.wit");
 const RUST_SDK: &str = include_str!("../../../guest-sdk/classifier/src/lib.rs");

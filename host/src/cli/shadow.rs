@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use super::ShadowArgs;
+use super::args::ShadowArgs;
 use crate::config::Config;
 use crate::pipeline::setup::build_chain;
 use crate::pipeline::shadow::{Differing, Shadow};
@@ -116,7 +116,7 @@ struct Line<'a> {
 pub(crate) fn run(args: &ShadowArgs) -> Result<()> {
     let runtime = Runtime::new(Runtime::default_cache_dir())?;
     let cfg = Config::load(&args.config.config)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let (candidate_cfg, changed) = candidate(&cfg, args)?;
     let current = build_chain(&runtime, &cfg)?;
     let candidate = build_chain(&runtime, &candidate_cfg).context("the candidate chain")?;

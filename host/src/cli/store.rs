@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 
-use super::ConfigArgs;
+use super::args::ConfigArgs;
 use crate::config::Config;
 use crate::pipeline;
 use crate::source::config::SourceConfig;
@@ -12,7 +12,7 @@ use crate::store::Store;
 /// so the operator sees where each file will be read from next.
 pub(crate) fn repair_store(args: &ConfigArgs) -> Result<()> {
     let cfg = Config::load(&args.config).with_context(|| format!("config {}", args.config.display()))?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     let path = &cfg.pipeline.state_dir;
     let (store, how) = Store::repair(path, &pipeline::setup::identity(&cfg))?;
     let checkpoints = store.checkpoints()?;

@@ -45,7 +45,7 @@ pub(super) fn endpoint(url: Option<SocketAddr>, config: Option<&std::path::Path>
             // A list file: the listener its pipelines share.
             let file = &super::several::listener(given)?;
             let cfg = Config::load(file)?;
-            super::mask_output_as(&cfg);
+            super::mask::mask_output_as(&cfg);
             cfg.metrics.listen.with_context(|| {
                 format!(
                     "config {}: metrics.listen is not set, and {command} reads the pipeline's metrics listener: \

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::ConfigArgs;
+use super::args::ConfigArgs;
 use crate::config::Config;
 use crate::pipeline;
 use crate::plugin::engine::Runtime;
@@ -17,7 +17,7 @@ pub(crate) struct BadInput(pub anyhow::Error);
 pub(super) fn load(args: &ConfigArgs) -> Result<(Config, Runtime, crate::plugin::chain::Chain), BadInput> {
     let runtime = Runtime::new(Runtime::default_cache_dir()).map_err(|e| BadInput(e.into()))?;
     let (cfg, chain) = validate(args, &runtime, true)?;
-    super::mask_output_as(&cfg);
+    super::mask::mask_output_as(&cfg);
     Ok((cfg, runtime, chain))
 }
 

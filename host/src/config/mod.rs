@@ -75,19 +75,27 @@ impl ConfigError {
 /// `Config::load`): every section's mistake is reported, not the first.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `[pipeline]`: the name, the state store, batching.
     pub pipeline: PipelineConfig,
+    /// `[source]`: files or Kafka.
     pub source: SourceConfig,
+    /// `[[plugins]]`: the chain, in order.
     pub plugins: Vec<PluginConfig>,
+    /// `[dedup]`: the window of delivered event ids.
     pub dedup: DedupConfig,
     /// `[[sinks]]`, or the one `[sink]` as a sink named `default`.
     pub sinks: Vec<NamedSinkConfig>,
     /// `[[routes]]`: which sinks an event goes to (none: every sink).
     pub routes: Vec<RouteConfig>,
+    /// `[quarantine]`: where refused records are kept, and masking.
     pub quarantine: QuarantineConfig,
+    /// `[shutdown]`: how long a stop may drain.
     pub shutdown: ShutdownConfig,
+    /// `[metrics]`: the listener for metrics, status and the API.
     pub metrics: MetricsConfig,
     /// Who may read record contents on the metrics listener.
     pub api: ApiConfig,
+    /// `[watchdog]`: what counts as stuck.
     pub watchdog: WatchdogConfig,
 }
 impl Config {

@@ -59,6 +59,7 @@ fn default_in_flight() -> usize {
     2
 }
 
+/// How a stop (SIGTERM, SIGINT) drains what is in flight.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShutdownConfig {

@@ -19,6 +19,7 @@ pub type IdDigest = [u8; 24];
 /// Which ids see each other: one per Kafka partition, one for a whole file
 /// pipeline.
 pub(crate) type Scope = [u8; 8];
+/// The scope of a file pipeline: all its files share one window.
 pub const PIPELINE_SCOPE: Scope = [0; 8];
 
 /// The scope of a partition (`topic/partition`).
@@ -29,6 +30,8 @@ pub fn scope(partition: &str) -> Scope {
     if s == PIPELINE_SCOPE { [1; 8] } else { s }
 }
 
+/// The window's key for `id` in `scope`: the scope, then 16 bytes of the
+/// id's blake3, so one scope's ids sort together.
 pub fn digest(scope: &Scope, id: &str) -> IdDigest {
     let h = blake3::hash(id.as_bytes());
     let mut d = [0u8; 24];

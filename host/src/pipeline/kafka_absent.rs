@@ -10,7 +10,7 @@ pub(crate) mod repartition {
 
     use crate::config::Config;
     use crate::pipeline::error::PipelineError;
-    use crate::record::{Position, Record};
+    use crate::record::Position;
     use crate::sink::named::Sinks;
 
     /// A repartitioned pipeline's two halves: never, without Kafka.
@@ -30,6 +30,10 @@ pub(crate) mod repartition {
             match self.never {}
         }
     }
+}
+
+pub(crate) mod by_id_value {
+    use crate::record::Record;
 
     /// Only events of a repartitioned back are decoded, and there is none.
     pub(crate) fn decode(_record: &mut Record) -> Result<(), String> {

@@ -230,7 +230,7 @@ impl Reader for ReplayReader<'_> {
         let records = (self.next..end)
             .map(|i| {
                 let mut record = self.entries[i].record();
-                let refused = if self.events { super::kafka::repartition::decode(&mut record).err() } else { None };
+                let refused = if self.events { super::kafka::by_id_value::decode(&mut record).err() } else { None };
                 Pulled { record, start: i as u64, next: i as u64 + 1, refused }
             })
             .collect();

@@ -25,6 +25,7 @@ impl Drop for RaiseOnDrop<'_> {
 pub struct Stop(Arc<AtomicBool>);
 
 impl Stop {
+    /// Ask every holder to stop; idempotent.
     pub fn request(&self) {
         self.0.store(true, Ordering::SeqCst);
     }

@@ -20,6 +20,7 @@ use crate::verdict::{Judged, Verdict, Verdicts};
 
 /// One step of a chain. [`Isolated`] is the real one; tests use fakes.
 pub trait Stage {
+    /// The plugin's name and digest, as verdicts name it.
     fn id(&self) -> &PluginId;
     /// Exactly one outcome per input, in order. The first stage reads the
     /// source's records where they are; a later one reads derived events beside
@@ -39,6 +40,8 @@ impl Stage for Isolated {
     }
 }
 
+/// The plugin chain: each stage's events are the next one's records, and
+/// every source record ends with one verdict naming the stage that decided.
 pub struct Chain<S: Stage = Isolated> {
     stages: Vec<S>,
     /// With no stages: the payloads are bodies another chain checked
@@ -61,6 +64,7 @@ enum Standing {
 }
 
 impl<S: Stage> Chain<S> {
+    /// A chain of `stages`, run in order.
     pub fn new(stages: Vec<S>) -> Chain<S> {
         Chain { stages, payloads_checked: false, live: Vec::new(), next: Vec::new() }
     }
@@ -72,6 +76,7 @@ impl<S: Stage> Chain<S> {
         Chain { payloads_checked: true, ..Chain::new(Vec::new()) }
     }
 
+    /// The stages, in order.
     pub fn stages(&self) -> &[S] {
         &self.stages
     }

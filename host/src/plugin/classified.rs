@@ -9,6 +9,7 @@ pub(crate) const RECORD_BYTES: usize = 32;
 /// about, and what a profile that matches by time reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Asked<'a> {
+    /// Each record's event id, in the order the body holds them.
     pub ids: &'a [&'a str],
     /// Per record, in the order of `ids`.
     pub timestamps: &'a [Option<i64>],
@@ -17,7 +18,9 @@ pub struct Asked<'a> {
     /// Per record, its bytes as sent, for a reader that matches the
     /// records a backend quotes; empty when none does.
     pub texts: &'a [&'a [u8]],
+    /// The body's length before compression.
     pub body_bytes: u64,
+    /// This send of these records, from 1 (`wit/classifier.wit`).
     pub attempt: u32,
 }
 

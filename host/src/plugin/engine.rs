@@ -33,6 +33,7 @@ pub struct LoadedPlugin {
 }
 
 impl LoadedPlugin {
+    /// Its name and the digest of its bytes.
     pub fn id(&self) -> &PluginId {
         &self.id
     }
@@ -46,8 +47,11 @@ impl LoadedPlugin {
 /// Where compiled plugins came from, since the runtime started.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
+    /// Components compiled by Cranelift (a miss in both caches).
     pub compiled: u64,
+    /// Components loaded precompiled from the cache folder.
     pub from_disk: u64,
+    /// Components found compiled already in this process (a reload).
     pub from_memory: u64,
 }
 
@@ -219,6 +223,7 @@ impl Runtime {
         format!("{:016x}", h.finish())
     }
 
+    /// How the plugins loaded so far were had.
     pub fn cache_stats(&self) -> CacheStats {
         CacheStats {
             compiled: self.counters.compiled.load(Ordering::Relaxed),

@@ -8,18 +8,39 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// Ran past the per-batch time limit.
-    Timeout { limit_ms: u128 },
+    Timeout {
+        /// The plugin's `time_limit`, in milliseconds.
+        limit_ms: u128,
+    },
     /// Tried to grow its memory past the limit.
-    OutOfMemory { wanted: usize, limit: usize },
+    OutOfMemory {
+        /// The size it asked for, in bytes.
+        wanted: usize,
+        /// The plugin's `memory` limit, in bytes.
+        limit: usize,
+    },
     /// Any other trap (a panic, an out-of-bounds access, stack exhaustion);
     /// with what the guest wrote to stderr just before, when anything.
-    Trap { trap: String, stderr: String },
+    Trap {
+        /// wasmtime's description of the trap.
+        trap: String,
+        /// The guest's last stderr lines, bounded; empty when it wrote none.
+        stderr: String,
+    },
     /// Returned a number of outcomes different from the number of records.
-    WrongCount { records: usize, outcomes: usize },
+    WrongCount {
+        /// Records in the batch.
+        records: usize,
+        /// Outcomes returned.
+        outcomes: usize,
+    },
     /// Returned 0.2 outcome buffers that break the layout rules
     /// (`wit/plugin.wit`): a slice outside its buffer, overlapping slices,
     /// events out of order, an unknown kind or flag.
-    Malformed { rule: String },
+    Malformed {
+        /// The rule broken, with the outcome's index.
+        rule: String,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -39,20 +60,60 @@ impl fmt::Display for Fault {
     }
 }
 
+/// Why a plugin could not be loaded: each stops the start (or a reload),
+/// before any record is read, so none of them costs a record.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
+    /// wasmtime's engine or its epoch thread could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
+    /// The plugin's file cannot be read.
     #[error("cannot read plugin {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The configured `path`.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The file is not a component wasmtime can compile.
     #[error("plugin {} is not a valid WebAssembly component: {message}", path.display())]
-    Compile { path: PathBuf, message: String },
+    Compile {
+        /// The configured `path`.
+        path: PathBuf,
+        /// wasmtime's reason.
+        message: String,
+    },
+    /// The component imports something the host does not offer (another
+    /// WIT version, a WASI interface sluice withholds).
     #[error("plugin {plugin} cannot be linked: {message}")]
-    Link { plugin: String, message: String },
+    Link {
+        /// The plugin's name in the chain.
+        plugin: String,
+        /// wasmtime's reason.
+        message: String,
+    },
+    /// Instantiation failed (a start function trapped, a limit was hit).
     #[error("plugin {plugin} cannot be instantiated: {message}")]
-    Instantiate { plugin: String, message: String },
+    Instantiate {
+        /// The plugin's name in the chain.
+        plugin: String,
+        /// wasmtime's reason.
+        message: String,
+    },
+    /// The plugin's `init` returned an error for its `[plugins.config]`.
     #[error("plugin {plugin} refused its config: {message}")]
-    Config { plugin: String, message: String },
+    Config {
+        /// The plugin's name in the chain.
+        plugin: String,
+        /// The plugin's own words.
+        message: String,
+    },
+    /// The plugin's `init` trapped or ran past a limit.
     #[error("plugin {plugin} faulted in init: {fault}")]
-    Init { plugin: String, fault: Fault },
+    Init {
+        /// The plugin's name in the chain.
+        plugin: String,
+        /// What went wrong.
+        fault: Fault,
+    },
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use wasmtime::{Store, Trap};
 
-use super::contract::{Bound, Returned};
+use super::contract::Bound;
+use super::contract::shared::Returned;
 use super::engine::{EPOCH_TICK, LoadedPlugin};
 use super::error::{Fault, PluginError};
 use super::inputs::Inputs;

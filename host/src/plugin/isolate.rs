@@ -18,9 +18,13 @@ use crate::verdict::PluginId;
 /// Counters a stage keeps about its own health.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct StageStats {
+    /// Batches handed to the plugin.
     pub batches: u64,
+    /// Batches on which it faulted, then run again record by record.
     pub faulted_batches: u64,
+    /// Records rejected because the plugin faulted on them alone.
     pub faulted_records: u64,
+    /// Fresh instances made after a fault (a trap leaves one unusable).
     pub rebuilds: u64,
 }
 
@@ -45,6 +49,7 @@ impl Isolated {
         Ok(Isolated { plugin, instance, stats: StageStats::default() })
     }
 
+    /// The plugin's name and digest, for verdicts and quarantine entries.
     pub fn id(&self) -> &PluginId {
         &self.plugin.id
     }
@@ -54,6 +59,7 @@ impl Isolated {
         self.plugin.contract()
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> StageStats {
         self.stats
     }

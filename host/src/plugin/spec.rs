@@ -43,9 +43,11 @@ impl Default for PluginLimits {
 pub struct PluginSpec {
     /// Name used in logs, metrics and quarantine entries.
     pub name: String,
+    /// The component file (`.wasm`).
     pub path: PathBuf,
     /// The plugin's own config table, handed to `init` as JSON.
     pub config: serde_json::Value,
+    /// What one instance may use.
     pub limits: PluginLimits,
 }
 

@@ -50,8 +50,10 @@ pub struct ClickhouseSinkConfig {
     /// More ClickHouse settings for the insert, as URL parameters.
     #[serde(default)]
     pub settings: BTreeMap<String, String>,
+    /// `[sink.batch]`, `[sink.request]`.
     #[serde(flatten)]
     pub sending: SendingConfig,
+    /// `[sink.retry]`, `[sink.breaker]`.
     #[serde(flatten)]
     pub guard: GuardConfig,
 }
@@ -84,6 +86,8 @@ impl ClickhouseSinkConfig {
         self.http().validate(p);
     }
 
+    /// The sink's name in logs and metrics: the server's origin and the
+    /// table, never the credentials a URL may carry.
     pub fn name(&self) -> String {
         let mut url = url::Url::parse(&self.url).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
         if url.is_empty() {

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Attempt, Delivery, Sink, SinkError};
 
+/// NDJSON appended to a file, synced before a batch counts as delivered.
 pub struct FileSink {
     path: PathBuf,
     /// Workers deliver from their own threads; appends are serialized.
@@ -27,6 +28,7 @@ pub struct FileSink {
 }
 
 impl FileSink {
+    /// Open `path` for appending, creating it and its folder.
     pub fn open(path: &Path) -> Result<FileSink, SinkError> {
         let io = |source| SinkError::Io { target: path.display().to_string(), source };
         if let Some(dir) = path.parent() {

@@ -95,6 +95,7 @@ pub struct Attempt {
     /// otherwise took, by its contract never to be sent again (OTLP's
     /// partial success), and what it said of them.
     pub dropped_by_backend: u64,
+    /// What the backend said of the first such drop, for the log.
     pub dropped_reason: Option<String>,
 }
 
@@ -110,12 +111,26 @@ impl Attempt {
     }
 }
 
+/// Why a sink could not be built or opened; a failure to deliver is an
+/// [`Answer`], not this.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// The sink's file (or stdout) cannot be opened or written.
     #[error("sink {target}: {source}")]
-    Io { target: String, source: std::io::Error },
+    Io {
+        /// The file's path, or `stdout`.
+        target: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The sink cannot be set up (a client, a credential, a route).
     #[error("sink {target}: {message}")]
-    Setup { target: String, message: String },
+    Setup {
+        /// What was being set up: the URL, the topic, `routes`.
+        target: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// One attempt at delivering a batch. Sinks do no retrying or waiting of

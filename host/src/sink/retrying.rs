@@ -27,6 +27,8 @@ use crate::delivery::FinalAnswer;
 use crate::sink::events::{BreakerChanged, SinkRequests};
 use crate::telemetry::InternalEvent;
 
+/// A sink behind its retries and breaker: the one place a failed request
+/// waits, so the sinks themselves only send.
 pub struct RetryingSink {
     sink: Box<dyn Sink>,
     name: String,
@@ -43,6 +45,7 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(15 * 60);
 
 impl RetryingSink {
+    /// `sink` held to `retry` and `breaker`.
     pub fn new(sink: Box<dyn Sink>, retry: RetryConfig, breaker: BreakerConfig) -> RetryingSink {
         RetryingSink::labelled(sink, retry, breaker, None)
     }

@@ -9,13 +9,18 @@ use super::kafka::config::KafkaSourceConfig;
 use crate::problem::Problems;
 use crate::units::{bytes, duration};
 
+/// Where records come from (`type = "file"` or `"kafka"`).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SourceConfig {
+    /// Lines of local files, each file a partition, with a checkpoint per
+    /// file in the state store (the embedded default).
     File(FileSourceConfig),
+    /// A consumer group's partitions, offsets committed to the group.
     Kafka(Box<KafkaSourceConfig>),
 }
 
+/// `type = "file"`: lines of local files, rotation followed.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSourceConfig {

@@ -30,12 +30,25 @@ pub(crate) fn unpack(position: u64) -> (u64, u64) {
     (position >> OFFSET_BITS, position & ((1 << OFFSET_BITS) - 1))
 }
 
+/// Why the file source cannot read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A configured path is not a glob, or a match cannot be read.
     #[error("source path {pattern:?}: {message}")]
-    Pattern { pattern: String, message: String },
+    Pattern {
+        /// The path as configured.
+        pattern: String,
+        /// glob's reason.
+        message: String,
+    },
+    /// A file cannot be opened or read.
     #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
 }
 
 /// Every file matched by `patterns` (paths or globs), sorted, deduplicated.
@@ -67,9 +80,12 @@ struct Framed {
 
 /// A line read from a file, with its byte range and packed positions.
 pub struct SourceRecord {
+    /// The line, without its newline.
     pub record: Record,
-    /// Packed position of the first byte, and of the byte after the line end.
+    /// Packed position (generation and offset) of the first byte.
     pub start: u64,
+    /// Packed position of the byte after the line's end: the checkpoint
+    /// once this line is finished.
     pub next: u64,
     /// Longer than `max_line_bytes`: quarantined whole, never parsed.
     pub oversize: bool,

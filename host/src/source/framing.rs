@@ -8,7 +8,9 @@ use std::io::BufRead;
 /// One framed line: where it starts and its bytes without the line end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
+    /// The line's first byte in the stream.
     pub offset: u64,
+    /// The line, without its end.
     pub bytes: Vec<u8>,
 }
 
@@ -25,6 +27,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: BufRead> LineReader<R> {
+    /// A reader from the stream's first byte.
     pub fn new(inner: R) -> Self {
         Self::starting_at(inner, 0)
     }

@@ -22,8 +22,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rocksdb::{IteratorMode, WriteOptions};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use super::interned::{Book, Context, Origin};
 use super::{CF_META, Store, StoreError};
 use crate::record::Position;
 
@@ -78,33 +79,6 @@ impl Trail {
             offset: u64::from_be_bytes(offset),
         })
     }
-}
-
-/// What delivered a batch: the sink and the chain, and whether it was a
-/// run or a quarantine replay.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Context {
-    pub sink: String,
-    /// `name@blake3-hex` of each plugin, in chain order.
-    pub plugins: Vec<String>,
-    /// `run` or `replay`.
-    pub via: String,
-}
-
-/// Where records come from: a topic or a file.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub(crate) struct Origin {
-    /// `kafka` or `file`.
-    pub kind: String,
-    pub name: String,
-}
-
-/// The interned contexts and origins, loaded from `meta` at first use.
-#[derive(Default)]
-pub(crate) struct Book {
-    loaded: bool,
-    contexts: HashMap<Context, u32>,
-    origins: HashMap<Origin, u32>,
 }
 
 /// The origin of a record (a topic's partition, or a file) and its
@@ -204,6 +178,7 @@ pub struct Trails {
 }
 
 impl Trails {
+    /// Trails written under `context`, interned once in the store.
     pub fn new(store: &Store, context: &Context) -> Result<Trails, StoreError> {
         Ok(Trails { context: store.intern_context(context)?, last: None })
     }

@@ -19,6 +19,7 @@ pub mod disk_reserve;
 pub(crate) mod filter;
 pub(crate) mod folder_check;
 pub(crate) mod id_blobs;
+pub mod interned;
 pub(crate) mod quarantine;
 
 use std::collections::BTreeMap;
@@ -42,60 +43,127 @@ pub(crate) struct FamilyShape {
 pub(crate) const CF_META: &str = "meta";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
 pub(crate) const CF_QUARANTINE: &str = "quarantine";
+/// The dedup window's families, one per time bucket: `ids-<bucket>`.
+pub(crate) const CF_IDS_PREFIX: &str = "ids-";
 /// Source position → quarantine entry id: one entry per position.
 pub(crate) const CF_QUARANTINE_POSITIONS: &str = "quarantine-positions";
 const IDENTITY_KEY: &[u8] = b"identity";
 
+/// Why the state store could not be opened, read or written. Each names
+/// the store's folder (`path`), since one host may run several pipelines,
+/// and says what an operator can do; none of them loses a record: custody
+/// stops before the offset moves.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// RocksDB refused an operation.
     #[error("state store {}: {source}", path.display())]
-    Rocks { path: PathBuf, source: rocksdb::Error },
+    Rocks {
+        /// The store's folder.
+        path: PathBuf,
+        /// RocksDB's own error.
+        source: rocksdb::Error,
+    },
+    /// A file beside the database (lock, marker, reserve) failed.
     #[error("state store {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The store's folder.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     #[error(
         "state store {path} belongs to pipeline {found:?} (sources {found_sources:?}), not {expected:?} (sources {expected_sources:?}); \
          point pipeline.state_dir at a folder of its own, or fix pipeline.name",
         path = path.display()
     )]
+    /// The store was created for another pipeline: its checkpoints and
+    /// window would skip or repeat this one's records.
     WrongPipeline {
+        /// The store's folder.
         path: PathBuf,
+        /// The pipeline name the store was created for.
         found: String,
+        /// The sources the store was created for.
         found_sources: Vec<String>,
+        /// This config's pipeline name.
         expected: String,
+        /// This config's sources.
         expected_sources: Vec<String>,
     },
+    /// A value in the store does not decode.
     #[error("state store {}: corrupt {what}: {message}", path.display())]
-    Corrupt { path: PathBuf, what: String, message: String },
+    Corrupt {
+        /// The store's folder.
+        path: PathBuf,
+        /// Which kind of value (a checkpoint, the identity, an entry).
+        what: String,
+        /// Why it does not decode.
+        message: String,
+    },
+    /// A write batch did not reach the store.
     #[error("state store {}: a write failed: {message}", path.display())]
-    WriteFailed { path: PathBuf, message: String },
+    WriteFailed {
+        /// The store's folder.
+        path: PathBuf,
+        /// RocksDB's reason.
+        message: String,
+    },
     #[error(
         "state store {} is in use by another process (it holds the store's LOCK): one sluice per store; stop the \
          other (a frozen one still holds it), or give this pipeline a pipeline.state_dir of its own",
         path.display()
     )]
-    InUse { path: PathBuf },
+    /// Another process holds the store's lock.
+    InUse {
+        /// The store's folder.
+        path: PathBuf,
+    },
     #[error(
         "state store {}: its volume is full ({message}); nothing was lost: free space there (or move the store), \
          and start again; pipeline.state_reserve keeps room while it runs",
         path.display()
     )]
-    NoSpace { path: PathBuf, message: String },
+    /// The store's volume is full.
+    NoSpace {
+        /// The store's folder.
+        path: PathBuf,
+        /// RocksDB's or the system's reason.
+        message: String,
+    },
     #[error("state store {} is a file, not a folder: point pipeline.state_dir at a folder (sluice creates it)", path.display())]
-    NotAFolder { path: PathBuf },
+    /// `pipeline.state_dir` names a file.
+    NotAFolder {
+        /// The path configured as the store's folder.
+        path: PathBuf,
+    },
     #[error(
         "state store {} is not a sluice store: it holds {found}; sluice will not write into it. Point \
          pipeline.state_dir at a new or empty folder",
         path.display()
     )]
-    Foreign { path: PathBuf, found: String },
+    /// The folder holds files that are not a sluice store.
+    Foreign {
+        /// The store's folder.
+        path: PathBuf,
+        /// What was found there.
+        found: String,
+    },
     #[error("state store {} cannot be read: {what}. {}", path.display(), folder_check::WAYS_ON)]
-    Damaged { path: PathBuf, what: String },
+    /// The store does not open; `sluice store repair` may bring it back.
+    Damaged {
+        /// The store's folder.
+        path: PathBuf,
+        /// What RocksDB could not read.
+        what: String,
+    },
 }
 
 /// What a store was created for; a store refuses to open for another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
+    /// `pipeline.name`.
     pub pipeline: String,
+    /// The file source's paths, or `kafka:<group>/<topic>` per topic.
     pub sources: Vec<String>,
 }
 
@@ -104,15 +172,21 @@ pub struct Identity {
 /// many rotations were followed, and the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
+    /// Rotations followed since the path was first read.
     pub generation: u64,
+    /// The next byte to read: every record below it is in custody's
+    /// finished prefix.
     pub offset: u64,
+    /// The file's device number.
     pub dev: u64,
+    /// The file's inode.
     pub ino: u64,
     /// How many of the file's first bytes `head_hash` covers, and their
     /// blake3: a file truncated and rewritten while sluice was stopped
     /// keeps its inode, and may have grown past `offset`.
     #[serde(default)]
     pub head_len: u64,
+    /// The blake3 of the first `head_len` bytes, in hex.
     #[serde(default)]
     pub head_hash: String,
 }
@@ -127,13 +201,16 @@ pub(crate) enum Repaired {
     Rebuilt,
 }
 
+/// The state store: one RocksDB database per pipeline holding its
+/// checkpoints, dedup window, quarantine and audit, so a checkpoint and the
+/// window entries of the records below it are written in one batch.
 pub struct Store {
     db: Arc<Db>,
     path: PathBuf,
     /// Bytes the committer keeps free on the store's volume (`room`).
     reserve: std::sync::atomic::AtomicU64,
     /// The delivery audit's interned names (`audit`).
-    audit: std::sync::Mutex<audit::Book>,
+    audit: std::sync::Mutex<interned::Book>,
 }
 
 impl Store {
@@ -345,6 +422,8 @@ impl Store {
         Ok(())
     }
 
+    /// The committed position of a file partition, `None` before its first
+    /// commit (it is then read from the start, or the end per `start_at`).
     pub fn checkpoint(&self, partition: &str) -> Result<Option<Checkpoint>, StoreError> {
         let cf = self.cf(CF_CHECKPOINTS)?;
         match self.db.get_cf(&cf, partition.as_bytes()).map_err(|e| self.rocks(e))? {
@@ -506,7 +585,7 @@ impl Store {
         let mut small: BTreeMap<String, (usize, Vec<u8>, Vec<u8>)> = BTreeMap::new();
         for file in self.db.live_files().map_err(|e| self.rocks(e))? {
             let name = file.column_family_name;
-            if name.starts_with(dedup::CF_PREFIX) || file.size as u64 >= SMALL_TABLE_BYTES {
+            if name.starts_with(CF_IDS_PREFIX) || file.size as u64 >= SMALL_TABLE_BYTES {
                 continue;
             }
             let (Some(start), Some(end)) = (file.start_key, file.end_key) else { continue };
@@ -596,7 +675,7 @@ const MAX_SMALL_TABLES: usize = 3;
 /// Which family `name` is, as `Store::shape` names it.
 fn family_kind(name: &str) -> &'static str {
     match name {
-        n if n.starts_with(dedup::CF_PREFIX) => "dedup",
+        n if n.starts_with(CF_IDS_PREFIX) => "dedup",
         CF_META => CF_META,
         CF_CHECKPOINTS => CF_CHECKPOINTS,
         CF_QUARANTINE => CF_QUARANTINE,
@@ -631,7 +710,7 @@ fn block_cache() -> &'static rocksdb::Cache {
 /// alternatives against them.
 #[doc(hidden)]
 pub fn dedup_bucket_options() -> Options {
-    cf_options(&format!("{}0", dedup::CF_PREFIX))
+    cf_options(&format!("{}0", CF_IDS_PREFIX))
 }
 
 /// Options per column family: bloom filters where look-ups dominate.
@@ -639,7 +718,7 @@ pub(crate) fn cf_options(name: &str) -> Options {
     let mut o = Options::default();
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_block_cache(block_cache());
-    if name.starts_with(dedup::CF_PREFIX) {
+    if name.starts_with(CF_IDS_PREFIX) {
         // Ids reach the tables sorted, in files RocksDB ingests
         // (`id_blobs`); the memtable holds a key per batch, not per id, so
         // RocksDB's default skiplist serves (the hashed memtable it had

@@ -8,14 +8,24 @@ use serde::Serialize;
 
 use crate::custody::offsets::Door;
 
+/// One partition's (or the run's) records by the door they left through:
+/// `records` is their sum once the run has finished them all, which is the
+/// reconciliation `sluice run --once` prints.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Counts {
+    /// Records read from the source.
     pub records: u64,
+    /// Records whose events the sink took.
     pub delivered: u64,
+    /// Records whose events the dedup window (or the backend) already had.
     pub duplicate: u64,
+    /// Records quarantined durably, with a reason.
     pub quarantined: u64,
+    /// Records a plugin dropped on purpose.
     pub dropped: u64,
+    /// Seconds spent in the plugin chain.
     pub plugin_seconds: f64,
+    /// Seconds spent delivering to the sinks.
     pub sink_seconds: f64,
 }
 
@@ -44,8 +54,11 @@ impl Counts {
 /// events all reached the sink or were duplicates with at least one new.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct RunStats {
+    /// Every partition's counts summed.
     pub total: Counts,
+    /// Counts by partition (`topic/partition`, or the file's path).
     pub partitions: BTreeMap<String, Counts>,
+    /// The run's wall time.
     pub seconds: f64,
     /// Quarantined records by `stage: reason` (masked), at most
     /// [`MAX_REASONS`] of them.

@@ -60,7 +60,7 @@ pub(crate) use self::lane::{Doorbell, Keeper, Lane};
 pub(crate) use self::pool::{Pool, PoolParts};
 pub(crate) use self::shared::Shared;
 pub(crate) use self::shared::{Commit, IdLog, QuarantineLog, SentIds, Settings};
-use super::PipelineError;
+use super::error::PipelineError;
 use crate::custody::standing::PartitionState;
 use crate::plugin::chain::Chain;
 

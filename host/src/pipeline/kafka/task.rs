@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 
-use super::Tasks;
+use super::changelog::Changelog;
 use super::changelog::restore::Restored;
 use super::changelog::transaction::PartitionTransactions;
 use super::rebalance::Context;
 use crate::batch::{Pull, Pulled};
+use crate::config::Config;
 use crate::custody::ids::{Scope, scope, topic_scope};
 use crate::custody::standing::PartitionState;
 use crate::pipeline::driver::{self, Doorbell, IdLog, Keeper, Lane, LaneDone, Partition, Pool, Reader, Shared};
@@ -32,9 +33,27 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::kafka::events::UncheckedRecords;
 use crate::pipeline::setup::build_chain;
 use crate::plugin::chain::Chain;
+use crate::plugin::engine::Runtime;
 use crate::source::kafka::record::MessageBatch;
 use crate::store::dedup::config::DedupScope;
 use crate::telemetry::InternalEvent;
+
+/// What every partition task of a Kafka run shares.
+pub(crate) struct Tasks<'a> {
+    /// The config the run was built from: the member's own settings and
+    /// each task's chain come from it.
+    pub cfg: &'a Config,
+    pub shared: Shared<'a>,
+    pub runtime: &'a Runtime,
+    /// The dedup changelog, when on: a task restores from it first.
+    pub changelog: Option<&'a Changelog<'a>>,
+    /// `source.transactions`: each task commits through its partition's
+    /// transactions (`changelog::transaction`).
+    pub transactions: bool,
+    /// The partitions are `dedup.repartition`'s internal topic's: each
+    /// record is an event (`repartition::decode`), with no plugin to run.
+    pub reads_events: bool,
+}
 
 /// What the consume loop hands a partition's task.
 pub(super) struct Handed {
@@ -217,7 +236,7 @@ impl Reader for KafkaReader {
             .map(|r| {
                 let mut record = r.record;
                 // Refused (and quarantined) when no front wrote it.
-                let refused = if events { super::repartition::decode(&mut record).err() } else { None };
+                let refused = if events { super::by_id_value::decode(&mut record).err() } else { None };
                 Pulled { start: r.offset as u64, next: r.offset as u64 + 1, record, refused }
             })
             .collect();

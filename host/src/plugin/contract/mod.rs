@@ -7,11 +7,13 @@
 //!   buffers (`sluice-abi`).
 //!
 //! - `classifier`: the second world of 0.2 (`wit/classifier.wit`), a
-//!   plugin that reads an HTTP sink's responses instead of records.
+//!   plugin that reads an HTTP sink's responses instead of records;
+//! - `shared`: what every version has alike on the host's side (the log
+//!   and clock imports, a call's raw result).
 //!
 //! Both parse versions lift into the host's own `Outcome`s; the output contract that
 //! applies to both is `output_rules`. The generated bindings stay private:
-//! the rest of the host speaks `types.rs`.
+//! the rest of the host speaks `record.rs`.
 
 use std::fmt;
 
@@ -20,8 +22,6 @@ use wasmtime::component::{InstancePre, Linker};
 
 use super::sandbox::StoreState;
 use crate::plugin::inputs::Inputs;
-use crate::record::Outcome;
-use crate::telemetry::repeats::{self, REPEATS, Reasons, say};
 
 /// A contract version, as `sluice plugin inspect` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,16 +118,6 @@ pub(super) enum Bound {
     Classifier(classifier::Bindings),
 }
 
-/// What a `process` call returned before the output rules: one outcome per
-/// record (or the rule its outcome broke while being read, such as an id
-/// that is not UTF-8), or why the value is not a set of outcomes for this
-/// batch at all.
-pub(super) enum Returned {
-    Outcomes(Vec<Result<Outcome, String>>),
-    WrongCount { outcomes: usize },
-    Malformed(String),
-}
-
 impl Bound {
     pub(super) fn call_init(
         &self,
@@ -168,106 +158,9 @@ impl Bound {
     }
 }
 
-/// Severity of a plugin's log line, the same in every version.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
-
-/// One log line from a plugin, within the batch's budget
-/// (`max_log_lines_per_batch`); past it, the line is only counted, and the
-/// instance reports the count once the call returns.
-pub(super) fn log(state: &mut StoreState, level: Level, message: &str) {
-    if !state.logs.admit() {
-        return;
-    }
-    let plugin = &*state.plugin_name;
-    // What a plugin says while it sets up is said again by every instance
-    // of it (a worker's, a case's, a rebuild after a trap) with the same
-    // words: said once per process, and not counted as repeats either, or
-    // the count's line would say it a second time.
-    if state.helpers.initializing && !said_first_at_init(plugin, message) {
-        return;
-    }
-    // Lines a person reads (info and up) are said once per message and
-    // then counted (`telemetry::repeats`): a plugin that logs each record
-    // is not a line per record. Trace and debug, asked for, are said all.
-    let repeated = |level| {
-        let (said, due) =
-            REPEATS.occurred(plugin, level, &[("plugin log", message)], std::time::Instant::now(), Reasons::FromData);
-        say(&due);
-        said.first().copied().unwrap_or(true)
-    };
-    match level {
-        Level::Trace => tracing::trace!(plugin, "{message}"),
-        Level::Debug => tracing::debug!(plugin, "{message}"),
-        Level::Info if tracing::enabled!(tracing::Level::INFO) && repeated(repeats::Level::Info) => {
-            tracing::info!(plugin, "{message}")
-        }
-        Level::Warn if tracing::enabled!(tracing::Level::WARN) && repeated(repeats::Level::Warn) => {
-            tracing::warn!(plugin, "{message}")
-        }
-        Level::Error if tracing::enabled!(tracing::Level::ERROR) && repeated(repeats::Level::Error) => {
-            tracing::error!(plugin, "{message}")
-        }
-        Level::Info | Level::Warn | Level::Error => {}
-    }
-}
-
-/// Whether this is the first time `plugin` says `message` while it sets
-/// up, in this process. Bounded: past 4,096 distinct lines (a plugin that
-/// puts a counter in its setup message), each is said.
-fn said_first_at_init(plugin: &str, message: &str) -> bool {
-    use std::collections::HashSet;
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    static SAID: std::sync::Mutex<Option<HashSet<u64>>> = std::sync::Mutex::new(None);
-    let key = BuildHasherDefault::<DefaultHasher>::default().hash_one((plugin, message));
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    let said = said.get_or_insert_with(HashSet::new);
-    said.len() >= 4096 || said.insert(key)
-}
-
-/// The log and clock imports of one version, over its generated traits
-/// (`log`, `clock`, `wit` in scope where it is invoked): the same in every
-/// version, while the traits are each version's own.
-macro_rules! host_imports {
-    () => {
-        impl log::Host for StoreState {
-            fn log(&mut self, level: wit::Level, message: String) {
-                let level = match level {
-                    wit::Level::Trace => super::Level::Trace,
-                    wit::Level::Debug => super::Level::Debug,
-                    wit::Level::Info => super::Level::Info,
-                    wit::Level::Warn => super::Level::Warn,
-                    wit::Level::Error => super::Level::Error,
-                };
-                super::log(self, level, &message)
-            }
-        }
-
-        impl clock::Host for StoreState {
-            fn now(&mut self) -> i64 {
-                self.fixed_now.unwrap_or_else(super::now)
-            }
-        }
-
-        impl wit::Host for StoreState {}
-    };
-}
-use host_imports;
-
 mod classifier;
+pub(super) mod shared;
 mod v01;
 mod v02;
 
-/// The host's clock, for both versions.
-pub(super) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use shared::Returned;

@@ -4,7 +4,7 @@
 use wasmtime::Store;
 use wasmtime::component::Linker;
 
-use super::Returned;
+use super::shared::Returned;
 use crate::plugin::inputs::{Input, Inputs};
 use crate::plugin::sandbox::StoreState;
 use crate::record::{Event, Outcome, Position};
@@ -24,7 +24,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
     Bindings::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(linker, |s| s)
 }
 
-super::host_imports!();
+super::shared::host_imports!();
 
 pub(super) fn process(b: &Bindings, store: &mut Store<StoreState>, batch: Inputs<'_>) -> wasmtime::Result<Returned> {
     let wit_batch: Vec<_> = batch.iter().map(to_wit).collect();

@@ -10,7 +10,7 @@ use sluice_abi::{BatchBuf, BatchView, LayoutError, OutcomeView, Outcomes, Record
 use wasmtime::Store;
 use wasmtime::component::Linker;
 
-use super::Returned;
+use super::shared::Returned;
 use crate::plugin::inputs::Inputs;
 use crate::plugin::sandbox::StoreState;
 use crate::record::{Event, Outcome, Position};
@@ -34,7 +34,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
     Bindings::add_to_linker::<StoreState, wasmtime::component::HasSelf<StoreState>>(linker, |s| s)
 }
 
-super::host_imports!();
+super::shared::host_imports!();
 
 /// What an instance keeps between calls to pack its batches.
 #[derive(Default)]
@@ -175,7 +175,7 @@ fn lift(o: OutcomeView<'_>, payload: &Bytes, data: &Bytes) -> Result<Outcome, St
 mod helpers_impl {
     use wasmtime::component::Resource;
 
-    use super::generated::sluice::plugin::helpers::{self, PatternMatch};
+    use crate::plugin::contract::v02::generated::sluice::plugin::helpers::{self, PatternMatch};
     use crate::plugin::helpers::{self as pure, Patterns, TimeFormat};
     use crate::plugin::sandbox::StoreState;
 

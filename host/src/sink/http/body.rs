@@ -7,10 +7,13 @@ use super::config::{Compression, LabelsConfig, Payload};
 use super::response::profile::Render;
 use crate::delivery::Delivery;
 
+/// How a batch of events becomes one request body: a sink's render,
+/// payload shape and the keys some renders need.
 pub struct Framing<'a> {
     /// `Render::Lines` writes NDJSON; the sink resolves it from its
     /// `encoding` before framing.
     pub render: Render,
+    /// The envelope, or the event with its id as a field.
     pub payload: &'a Payload,
     /// `_bulk`: the index of the `create` actions.
     pub index: Option<&'a str>,
@@ -39,6 +42,7 @@ impl Framing<'_> {
         }
     }
 
+    /// The request body of `batch`, uncompressed.
     pub fn body(&self, batch: &[&Delivery]) -> Vec<u8> {
         self.body_with_spans(batch, &mut Vec::new())
     }

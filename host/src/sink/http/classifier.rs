@@ -24,6 +24,7 @@ use crate::plugin::pin::{self, Pin, Refused};
 use crate::plugin::spec::{PluginLimits, PluginSpec};
 use crate::sink::Answer;
 
+/// `[sink.classifier]`: a plugin that reads the backend's answers.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifierConfig {
@@ -157,8 +158,17 @@ pub enum ClassifierError {
     /// `digest` is not a pin (`blake3:<hex>` or `sha256:<hex>`).
     #[error("digest: {0}")]
     Digest(String),
+    /// The file is not the one pinned.
     #[error("{path} has digest {found}, not the {pinned} that digest pins: the file changed since it was pinned")]
-    Mismatch { path: String, pinned: Pin, found: Pin },
+    Mismatch {
+        /// The component's path.
+        path: String,
+        /// The configured digest.
+        pinned: Pin,
+        /// The file's digest, in the same algorithm.
+        found: Pin,
+    },
+    /// The component does not load.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::error::PluginError),
 }
@@ -198,6 +208,9 @@ impl PluginReader {
         self.classifier.id().to_string()
     }
 
+    /// The plugin's reply to `sent`, held to the fixed rules; a fault is
+    /// systemic (the backend's answer is unread, so nothing may be
+    /// concluded of a record).
     pub fn read(&self, sent: &Asked<'_>, r: &Response<'_>) -> Ruling {
         let n = sent.ids.len();
         let headers: Vec<(String, String)> = self

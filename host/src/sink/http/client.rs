@@ -19,6 +19,8 @@ use crate::plugin::classified::Asked;
 use crate::sink::context::SinkContext;
 use crate::sink::{Answer, Attempt, Sink, SinkError};
 
+/// The HTTP sink (`http`, and `clickhouse` underneath): one request per
+/// batch slice, its answer read per record by the response reader.
 pub struct HttpSink {
     client: reqwest::Client,
     /// Requests run here; workers call in from their own threads.

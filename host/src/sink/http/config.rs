@@ -11,6 +11,8 @@ use super::response::profile::{Profile, ProfileError};
 use crate::problem::Problems;
 use crate::sink::guard::GuardConfig;
 
+/// `type = "http"`: events to an HTTP backend, its answers read per
+/// record by a response profile or a classifier plugin.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSinkConfig {
@@ -38,6 +40,8 @@ pub struct HttpSinkConfig {
     /// A classifier plugin that reads the answers in place of the
     /// profile's rules (`response` then only shapes the request body).
     pub classifier: Option<super::classifier::ClassifierConfig>,
+    /// How a request's events are laid out (a profile's `render =
+    /// "lines"` follows it).
     #[serde(default)]
     pub encoding: Encoding,
     /// What each line or element is: the envelope `{"id", "timestamp",
@@ -49,8 +53,10 @@ pub struct HttpSinkConfig {
     pub index: Option<String>,
     /// `response = "loki"`: each stream's labels.
     pub labels: Option<LabelsConfig>,
+    /// `[sink.batch]`, `[sink.request]`.
     #[serde(flatten)]
     pub sending: SendingConfig,
+    /// `[sink.retry]`, `[sink.breaker]`.
     #[serde(flatten)]
     pub guard: GuardConfig,
 }
@@ -64,8 +70,10 @@ pub struct HttpSinkConfig {
 /// unknown).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub struct SendingConfig {
+    /// How a batch is cut into requests.
     #[serde(default)]
     pub batch: BatchConfig,
+    /// How requests are sent: their timeouts, how many at once, compression.
     #[serde(default)]
     pub request: RequestConfig,
 }
@@ -119,6 +127,7 @@ impl LabelsConfig {
     }
 }
 
+/// `[sink.basic_auth]`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BasicAuth {
@@ -128,11 +137,14 @@ pub struct BasicAuth {
     pub password_env: Option<String>,
 }
 
+/// The request's HTTP method.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Method {
+    /// The default.
     #[default]
     Post,
+    /// For a backend that takes only `PUT`.
     Put,
 }
 
@@ -142,7 +154,9 @@ pub enum Method {
 /// rules come first (`response::fixed`).
 #[derive(Debug, Clone)]
 pub enum ResponseConfig {
+    /// `response = "name"`: a built-in profile.
     Named(String),
+    /// `[sink.response]`: the operator's own.
     Profile(Box<Profile>),
 }
 
@@ -207,6 +221,7 @@ impl<'de> Deserialize<'de> for ResponseConfig {
     }
 }
 
+/// How a request's events are laid out.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Encoding {
@@ -312,11 +327,14 @@ fn default_concurrency() -> usize {
     4
 }
 
+/// How a request body is compressed.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Compression {
+    /// Uncompressed.
     #[default]
     None,
+    /// Fewer bytes on the wire, for some CPU.
     Gzip,
 }
 

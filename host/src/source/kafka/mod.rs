@@ -26,23 +26,42 @@ pub(crate) mod watermarks;
 #[cfg(feature = "kafka")]
 use rdkafka::error::KafkaError;
 
+/// Why the Kafka source stopped. Each stops before the next commit, so the
+/// group's offsets still name a record not yet finished.
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaSourceError {
+    /// librdkafka refused a call.
     #[cfg(feature = "kafka")]
     #[error("kafka: {what}: {source}")]
-    Client { what: String, source: KafkaError },
+    Client {
+        /// The call (subscribe, commit, seek…) and its subject.
+        what: String,
+        /// librdkafka's error.
+        source: KafkaError,
+    },
+    /// `sluice replay` found the group in use: a
+    /// live member would commit over the reset.
     #[error(
         "consumer group {group:?} has {members} live member(s): stop every sluice (and any other consumer) of the \
          group before resetting its offsets"
     )]
-    GroupActive { group: String, members: usize },
+    GroupActive {
+        /// `group_id`.
+        group: String,
+        /// Its members at the broker.
+        members: usize,
+    },
     /// A record on the consumer queue, which every assigned partition's
     /// split queue should have kept it off.
     #[error(
         "kafka: record {at} reached the consumer queue: its partition's queue was not split off; stopping without \
          committing, so that nothing past it is committed"
     )]
-    NotSplit { at: String },
+    NotSplit {
+        /// The record's `topic/partition@offset`.
+        at: String,
+    },
+    /// Anything else the source cannot go on from, in words.
     #[error("kafka: {0}")]
     Other(String),
 }

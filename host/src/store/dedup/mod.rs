@@ -33,10 +33,9 @@ use super::audit::{ABSORBED, TRAIL_BYTES};
 use super::clock::{WindowClock, wall_secs};
 use super::filter::{FilterStats, IdFilter};
 use super::id_blobs::{self, BLOB_MARK, BlobError, Entry, Pending, blob_key, blob_seq};
-use super::{CF_META, Store, StoreError, cf_options};
+use super::{CF_IDS_PREFIX, CF_META, Store, StoreError, cf_options};
 use crate::telemetry::InternalEvent;
 
-pub(crate) const CF_PREFIX: &str = "ids-";
 const BUCKET_KEY: &[u8] = b"dedup_bucket_secs";
 /// Where table files of pending ids are written before RocksDB ingests
 /// them (inside the store's folder, so that ingesting moves, not copies).
@@ -44,6 +43,8 @@ const CONVERT_DIR: &str = "ids-convert";
 
 use crate::custody::ids::IdDigest;
 
+/// The window of delivered event ids, in time buckets of the state store:
+/// an id is a duplicate while its bucket is younger than `dedup.window`.
 pub struct DedupWindow<'s> {
     store: &'s Store,
     window_secs: u64,
@@ -92,11 +93,11 @@ impl<'s> DedupWindow<'s> {
         let names =
             rocksdb::DBWithThreadMode::<rocksdb::MultiThreaded>::list_cf(&rocksdb::Options::default(), store.path())
                 .map_err(|e| store.rocks(e))?;
-        let buckets: BTreeSet<u64> = names.iter().filter_map(|n| n.strip_prefix(CF_PREFIX)?.parse().ok()).collect();
+        let buckets: BTreeSet<u64> = names.iter().filter_map(|n| n.strip_prefix(CF_IDS_PREFIX)?.parse().ok()).collect();
         // Blob numbers go on from the highest on disk, in any bucket.
         let mut next_blob = 0;
         for bucket in &buckets {
-            let Some(cf) = store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let Some(cf) = store.db().cf_handle(&format!("{CF_IDS_PREFIX}{bucket}")) else { continue };
             let mut it = store.db().raw_iterator_cf(&cf);
             it.seek_for_prev(blob_key(u64::MAX));
             // Past any id that happens to start with the mark.
@@ -150,7 +151,7 @@ impl<'s> DedupWindow<'s> {
         // decides which it reads, never what the filter holds.
         let all: Vec<u64> = w.buckets.lock().map(|b| b.iter().copied().collect()).unwrap_or_default();
         for bucket in all {
-            let name = format!("{CF_PREFIX}{bucket}");
+            let name = format!("{CF_IDS_PREFIX}{bucket}");
             let Some(cf) = store.db().cf_handle(&name) else { continue };
             let estimate = store.db().property_int_value_cf(&cf, "rocksdb.estimate-num-keys").ok().flatten();
             filter.reserve(bucket, estimate.unwrap_or(0) as usize);
@@ -245,7 +246,7 @@ impl<'s> DedupWindow<'s> {
             if !(settled && p.size() > 0 || p.size() >= self.convert_ids) {
                 continue;
             }
-            let name = format!("{CF_PREFIX}{bucket}");
+            let name = format!("{CF_IDS_PREFIX}{bucket}");
             let Some(cf) = self.store.db().cf_handle(&name) else { continue };
             // Converted are only ids read back: those of writes still on
             // their way wait for a later call.
@@ -370,7 +371,7 @@ impl<'s> DedupWindow<'s> {
             if pending.is_empty() {
                 continue;
             }
-            let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let Some(cf) = self.store.db().cf_handle(&format!("{CF_IDS_PREFIX}{bucket}")) else { continue };
             let mut pending = pending;
             self.with_pending(&cf, bucket, |p| {
                 pending.retain(|i| {
@@ -464,7 +465,7 @@ impl<'s> DedupWindow<'s> {
             if pending.is_empty() {
                 break;
             }
-            let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let Some(cf) = self.store.db().cf_handle(&format!("{CF_IDS_PREFIX}{bucket}")) else { continue };
             let mut pending = pending;
             let in_blobs = self.pending_trails(&cf, bucket)?;
             pending.retain(|i| {
@@ -491,7 +492,7 @@ impl<'s> DedupWindow<'s> {
         let first = since_secs / self.bucket_secs;
         let buckets: Vec<u64> = self.buckets.lock().map(|b| b.range(first..).copied().collect()).unwrap_or_default();
         for bucket in buckets {
-            let Some(cf) = self.store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { continue };
+            let Some(cf) = self.store.db().cf_handle(&format!("{CF_IDS_PREFIX}{bucket}")) else { continue };
             // Ids still in blobs first; an id also in a table (a crash
             // during its conversion) is reported once.
             let entries = self.pending_trails(&cf, bucket)?;
@@ -524,7 +525,7 @@ impl<'s> DedupWindow<'s> {
     /// The current bucket's column family, created when it is new.
     fn bucket(&self, now_secs: u64) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StoreError> {
         let bucket = now_secs / self.bucket_secs;
-        let name = format!("{CF_PREFIX}{bucket}");
+        let name = format!("{CF_IDS_PREFIX}{bucket}");
         {
             // Partitions share the window: creating a bucket (and dropping
             // one, below) happens under the lock, or two threads would race
@@ -546,7 +547,7 @@ impl<'s> DedupWindow<'s> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let old: Vec<u64> = buckets.range(..oldest).copied().collect();
         for bucket in &old {
-            self.store.db().drop_cf(&format!("{CF_PREFIX}{bucket}")).map_err(|e| self.store.rocks(e))?;
+            self.store.db().drop_cf(&format!("{CF_IDS_PREFIX}{bucket}")).map_err(|e| self.store.rocks(e))?;
             buckets.remove(bucket);
             self.blobs().remove(bucket);
             if let Some(f) = &self.filter {
@@ -798,7 +799,7 @@ mod tests {
 
     /// Keys of each length in a bucket: (ids, absorbed trails, blobs).
     fn key_kinds(store: &Store, bucket: u64) -> (usize, usize, usize) {
-        let Some(cf) = store.db().cf_handle(&format!("{CF_PREFIX}{bucket}")) else { return (0, 0, 0) };
+        let Some(cf) = store.db().cf_handle(&format!("{CF_IDS_PREFIX}{bucket}")) else { return (0, 0, 0) };
         let mut n = (0, 0, 0);
         for item in store.db().iterator_cf(&cf, rocksdb::IteratorMode::Start) {
             match item.map(|(k, _)| k.len()) {
@@ -867,7 +868,7 @@ mod tests {
 
         // A crash after a table was ingested and before its blobs were
         // deleted: the first blob is back beside its ids' table entries.
-        let cf = store.cf(&format!("{CF_PREFIX}{bucket}")).unwrap_or_else(|e| panic!("{e}"));
+        let cf = store.cf(&format!("{CF_IDS_PREFIX}{bucket}")).unwrap_or_else(|e| panic!("{e}"));
         store.db().put_cf(&cf, blob_key(0), &blob_values[0]).unwrap_or_else(|e| panic!("{e}"));
         // And a table file written but never ingested.
         std::fs::create_dir_all(dir.path().join(CONVERT_DIR)).unwrap_or_else(|e| panic!("{e}"));
@@ -914,7 +915,7 @@ mod tests {
             w.record_with_trails(&mut batch, &[a], &[trail(7)], &[], t0).unwrap_or_else(|e| panic!("{e}"));
             store.commit(batch).unwrap_or_else(|e| panic!("{e}"));
             // An id as the format before blobs stored it.
-            let cf = store.cf(&format!("{CF_PREFIX}{}", t0 / 450)).unwrap_or_else(|e| panic!("{e}"));
+            let cf = store.cf(&format!("{CF_IDS_PREFIX}{}", t0 / 450)).unwrap_or_else(|e| panic!("{e}"));
             store.db().put_cf(&cf, b, trail(8)).unwrap_or_else(|e| panic!("{e}"));
         }
         let r = DedupWindow::unfiltered(&store, Duration::from_secs(3600)).unwrap_or_else(|e| panic!("{e}"));

@@ -9,7 +9,6 @@
 //! share the scope claim their ids in flight (`custody::claims`).
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
@@ -17,6 +16,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use rocksdb::WriteBatch;
 
+use super::progress::Progress;
 use super::restore::{Ends, IDS_PER_WRITE, Restored, TIMEOUT};
 use super::{Changelog, ChangelogError};
 use crate::pipeline::error::PipelineError;
@@ -25,24 +25,6 @@ use crate::source::kafka::KafkaSourceError;
 use crate::source::kafka::watermarks::watermarks;
 use crate::telemetry::InternalEvent;
 use crate::telemetry::progress::Restoring;
-
-/// The follower's positions (next offset per changelog partition), for
-/// the partitions that wait on it.
-#[derive(Debug, Default)]
-pub(crate) struct Progress {
-    state: Mutex<FollowState>,
-    changed: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct FollowState {
-    positions: HashMap<i32, i64>,
-    /// Why the follower stopped, when it failed.
-    failed: Option<String>,
-    /// The changelog lost ids (accept-duplicates): every partition is
-    /// unchecked.
-    unchecked: bool,
-}
 
 fn key(cp: i32) -> String {
     format!("follow/{cp}")

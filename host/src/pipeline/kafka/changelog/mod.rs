@@ -11,7 +11,7 @@
 //! - Restore (`restore`): before a newly assigned partition's first batch,
 //!   its ids are read from where the local store stopped to the end. A
 //!   restart of the same instance reads only the tail.
-//! - Follow (`follow`, under `dedup.scope = "topic"`): every instance
+//! - Follow (`follow`; where it stands, `progress`; under `dedup.scope = "topic"`): every instance
 //!   reads the whole changelog as it grows, the way a global table does; a
 //!   partition's first batch waits until what was there at its assignment
 //!   is applied.
@@ -35,6 +35,7 @@
 
 pub(crate) mod follow;
 pub(crate) mod message;
+pub(crate) mod progress;
 pub mod restore;
 pub(crate) mod transaction;
 
@@ -127,7 +128,10 @@ pub(crate) fn retention_warning(retention: Option<Duration>, window: Duration) -
     }
 }
 
+/// The dedup window's changelog topic: what a member delivered, so the
+/// member that takes a partition over restores its window first.
 pub struct Changelog<'s> {
+    /// The changelog topic's name.
     pub topic: String,
     partitions: i32,
     producer: FutureProducer,
@@ -138,7 +142,7 @@ pub struct Changelog<'s> {
     on_missing: OnMissingState,
     retry: RetryConfig,
     /// Under the topic scope: the follower's progress.
-    pub(crate) follow: Option<follow::Progress>,
+    pub(crate) follow: Option<progress::Progress>,
     /// The restore reader, kept between the restores of a burst of
     /// assignments (the supervisor restores one partition at a time) and
     /// closed once every assigned partition is open: a client is a main

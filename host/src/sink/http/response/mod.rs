@@ -33,12 +33,24 @@ pub enum Ruling {
     /// Row `row` (from 0) is refused: reject it. The rows after it were
     /// not taken and are sent again; those before it were taken when
     /// `taken_before` (else sent again too: an all-or-nothing insert).
-    BadRow { row: usize, reason: String, taken_before: bool },
+    BadRow {
+        /// The refused row, from 0.
+        row: usize,
+        /// The backend's words.
+        reason: String,
+        /// Whether the rows before it were taken.
+        taken_before: bool,
+    },
     /// Every record is answered as taken: the backend refused `rejected`
     /// of them without naming which, and its contract says not to send
     /// them again (OTLP's partial success). The count and `reason` are
     /// logged and counted.
-    Partial { rejected: u64, reason: String },
+    Partial {
+        /// How many the backend refused.
+        rejected: u64,
+        /// What it said of them.
+        reason: String,
+    },
 }
 
 /// What one reply settles of the records of a request (`items`, by their
@@ -109,8 +121,11 @@ pub(crate) fn settle(mut items: Vec<usize>, reply: Ruling) -> Settled {
 
 /// One response as a profile reads it.
 pub struct Response<'a> {
+    /// The HTTP status.
     pub status: u16,
+    /// The response headers.
     pub headers: &'a http::header::HeaderMap,
+    /// The whole body.
     pub body: &'a [u8],
 }
 

@@ -15,6 +15,8 @@ use serde::{Deserialize, Deserializer};
 use super::fixed;
 use super::pointer::Pointer;
 
+/// How one backend's answers are read: a built-in profile's file, or an
+/// operator's `[sink.response]`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
@@ -116,6 +118,7 @@ pub enum RequestFate {
     Read,
 }
 
+/// A rule over the whole request's answer (`[[sink.response.status]]`).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusRule {
@@ -127,6 +130,7 @@ pub struct StatusRule {
     pub header: Option<String>,
     /// ... only when that header's value matches this regex.
     pub header_matches: Option<Pattern>,
+    /// What a matching answer means for every record of the request.
     pub fate: RequestFate,
 }
 
@@ -134,13 +138,19 @@ pub struct StatusRule {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordFate {
+    /// The backend took the record.
     Accepted,
+    /// The backend already had it (a conflict on its id).
     Duplicate,
+    /// A passing refusal of this record (a 429 item): sent again.
     Retry,
+    /// The record itself is bad: quarantined with the answer as reason.
     Reject,
+    /// The backend's fault: the records wait behind the breaker.
     Systemic,
 }
 
+/// Where a bulk answer holds one answer per record, and what each means.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Items {
@@ -161,6 +171,7 @@ pub struct Items {
     pub rules: Vec<ItemRule>,
 }
 
+/// A rule over one item of a bulk answer.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ItemRule {
@@ -172,9 +183,12 @@ pub struct ItemRule {
     pub error_types: Vec<String>,
     /// The item's error text matches this regex.
     pub reason_matches: Option<Pattern>,
+    /// What a matching item means for its record.
     pub fate: RecordFate,
 }
 
+/// Where an answer counts the records taken and refused, when it names
+/// none of them.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Counts {
@@ -213,6 +227,7 @@ fn split() -> CountFate {
     CountFate::Split
 }
 
+/// What a counted failure means for the request.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CountFate {
@@ -225,6 +240,7 @@ pub enum CountFate {
     Accepted,
 }
 
+/// A rule over one error text of a counted answer.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextRule {
@@ -234,6 +250,7 @@ pub struct TextRule {
     pub fate: CountFate,
 }
 
+/// How an error names the one row it refused.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Row {
@@ -263,6 +280,7 @@ fn one() -> usize {
     1
 }
 
+/// How an error names the records it refused by their time.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Timed {
@@ -305,6 +323,8 @@ impl<'de> Deserialize<'de> for TimeFormats {
     }
 }
 
+/// Where an answer says how many rows were written, so a backend that
+/// answers 200 and drops rows is caught.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Written {
@@ -317,7 +337,9 @@ pub struct Written {
 /// A status code or a class of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Code {
+    /// The lowest status included (`400` for `"4xx"`).
     pub lo: u16,
+    /// The highest status included (`499` for `"4xx"`).
     pub hi: u16,
 }
 
@@ -440,12 +462,23 @@ pub(crate) const BUILTIN: &[(&str, &str)] = &[
 /// A response profile that cannot be had by its name.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
+    /// `response = "…"` names no built-in profile.
     #[error("{name:?} is not a built-in response profile (built in: {known})")]
-    Unknown { name: String, known: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The built-in names, comma-separated.
+        known: String,
+    },
     /// Shipped data, parsed by a unit test of every profile: a broken
     /// build, still reported rather than a panic.
     #[error("the built-in profile {name:?} does not parse: {source}")]
-    Broken { name: String, source: toml::de::Error },
+    Broken {
+        /// The profile's name.
+        name: String,
+        /// The TOML error.
+        source: toml::de::Error,
+    },
 }
 
 impl Profile {
