@@ -155,11 +155,12 @@ fn files(runtime: &sluice::plugin::engine::Runtime, n: usize, counts: &[usize]) 
         let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
         pipeline::setup::build_chain(runtime, &cfg).unwrap_or_else(|e| panic!("{e}"));
         reset_peak_rss();
-        let (cpu0, t0) = (cpu_seconds(), Instant::now());
-        let (stats, threads) =
-            with_thread_peak(|| pipeline::run(&cfg, runtime, &Stop::default()).map_err(|e| e.to_string()));
+        let ((stats, cpu, wall), threads) = with_thread_peak(|| {
+            let (cpu, t0) = (sluice_benches::RunCpu::start(), Instant::now());
+            let stats = pipeline::run(&cfg, runtime, &Stop::default()).map_err(|e| e.to_string());
+            (stats, cpu.seconds(), t0.elapsed().as_secs_f64())
+        });
         let stats = stats.unwrap_or_else(|e| panic!("{e}"));
-        let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
         assert_eq!(stats.total.records as usize, n + n / 10, "every line read");
         assert_eq!(stats.total.delivered as usize, n, "every unique id delivered");
         rows.push(Row {

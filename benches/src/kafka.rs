@@ -14,7 +14,7 @@ use sluice::plugin::engine::Runtime;
 use sluice::telemetry::stats::RunStats;
 use sluice_e2e::kafka::high_watermarks;
 
-use crate::{cpu_seconds, reset_peak_rss};
+use crate::reset_peak_rss;
 
 /// `n` records of about 300 bytes over `partitions`, key and `event_id`
 /// `ev-{i:08}` (record `i` on partition `i % partitions`), stamped now.
@@ -144,7 +144,7 @@ impl<'a> Watch<'a> {
         pipeline::setup::build_chain(runtime, cfg).unwrap_or_else(|e| panic!("{e}"));
         let stop = Stop::default();
         reset_peak_rss();
-        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let (cpu, t0) = (crate::RunCpu::start(), Instant::now());
         let stats = std::thread::scope(|s| {
             let run = s.spawn(|| pipeline::run(cfg, runtime, &stop).map_err(|e| e.to_string()));
             while !self.done() {
@@ -155,7 +155,7 @@ impl<'a> Watch<'a> {
             stop.request();
             run.join().unwrap_or_else(|_| panic!("panicked")).unwrap_or_else(|e| panic!("{e}"))
         });
-        Measured { stats, cpu: cpu_seconds() - cpu0, wall: t0.elapsed().as_secs_f64() }
+        Measured { stats, cpu: cpu.seconds(), wall: t0.elapsed().as_secs_f64() }
     }
 }
 

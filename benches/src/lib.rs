@@ -119,6 +119,63 @@ pub fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// A run's CPU: this process's, less what the bench's own threads spent
+/// meanwhile. Those are the threads that existed before the run and are
+/// not sluice's (`sluice-*`): the bench's main thread and the clients it
+/// watches the run with, the thread sampler. At 1,024 partitions a look
+/// at the group's committed offsets (librdkafka's `committed`, a search of
+/// a list of 1,024 per partition, on the caller's thread and on the
+/// watching client's own) cost a tenth of the process's CPU, and that was
+/// counted as sluice's. A thread that ends during the run is sluice's (the
+/// bench's live until the end); its CPU stays in the process's.
+pub struct RunCpu {
+    start: f64,
+    /// The bench's threads, by id, with their CPU at the start.
+    bench: Vec<(i32, f64)>,
+}
+
+impl RunCpu {
+    /// From now.
+    pub fn start() -> RunCpu {
+        let bench = tasks()
+            .into_iter()
+            .filter(|(_, name)| !name.starts_with("sluice-"))
+            .filter_map(|(tid, _)| Some((tid, task_cpu_seconds(tid)?)))
+            .collect();
+        RunCpu { start: cpu_seconds(), bench }
+    }
+
+    /// CPU seconds since `start`, the bench's threads' left out.
+    pub fn seconds(&self) -> f64 {
+        let bench: f64 = self.bench.iter().filter_map(|(tid, at)| Some(task_cpu_seconds(*tid)? - at)).sum();
+        cpu_seconds() - self.start - bench
+    }
+}
+
+/// This process's threads: id and name.
+fn tasks() -> Vec<(i32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        Some((tid, name.trim().to_string()))
+    })
+    .collect()
+}
+
+/// CPU seconds thread `tid` of this process has used, to the nanosecond
+/// (its CPU clock, which Linux numbers from the thread id); `None` once
+/// it has ended.
+fn task_cpu_seconds(tid: i32) -> Option<f64> {
+    // The kernel's per-thread scheduler clock: (~tid << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED.
+    let clock = ((!tid) << 3) | 4 | 2;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the struct we pass; a bad clock id is an error.
+    let ok = unsafe { libc::clock_gettime(clock, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
 /// CPU seconds process `pid` has used (user and system, from
 /// `/proc/<pid>/stat`): a broker's beside sluice's. 0 when unreadable.
 pub fn process_cpu_seconds(pid: u32) -> f64 {

@@ -1,6 +1,6 @@
 //! The `sluice` command line. Each subcommand lives in its own file, its
 //! arguments in `args` (the grammar); this one parses and dispatches, and
-//! is the only file that imports the subcommands.
+//! no subcommand imports it.
 
 mod args;
 mod audit;
