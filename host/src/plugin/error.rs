@@ -60,8 +60,10 @@ impl fmt::Display for Fault {
     }
 }
 
-/// Why a plugin could not be loaded: each stops the start (or a reload),
-/// before any record is read, so none of them costs a record.
+/// Why a plugin could not be loaded or instantiated. At the start (or a
+/// reload) it stops before a record is read; during a run (a fresh
+/// instance after a trap) it stops the run before that batch is
+/// committed, so the batch is read again. Neither costs a record.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// wasmtime's engine or its epoch thread could not be set up.

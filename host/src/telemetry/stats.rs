@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::custody::offsets::Door;
 
 /// One partition's (or the run's) records by the door they left through:
-/// `records` is their sum once the run has finished them all, which is the
-/// reconciliation `sluice run --once` prints.
+/// `records` is their sum once the run has finished them all, the
+/// reconciliation the summary `sluice run` prints at its end shows.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Counts {
     /// Records read from the source.

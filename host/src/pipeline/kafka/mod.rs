@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::error::PipelineError;
-use super::setup::open_sinks;
+use super::setup::{finish, open_sinks, open_store, open_window, serve_endpoint};
 use super::stop::Stop;
 use crate::config::Config;
 use crate::plugin::engine::Runtime;
@@ -42,9 +42,9 @@ pub(super) fn run(
     runtime: &Runtime,
     stop: &Stop,
 ) -> Result<RunStats, PipelineError> {
-    let health = super::setup::serve_endpoint(cfg)?;
-    let store = crate::pipeline::setup::open_store(cfg)?;
-    let dedup = super::setup::open_window(cfg, &store)?;
+    let health = serve_endpoint(cfg)?;
+    let store = open_store(cfg)?;
+    let dedup = open_window(cfg, &store)?;
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let common = Common { runtime, stop, store: &store, dedup: &dedup, health: &health, stats: &stats };
@@ -57,5 +57,5 @@ pub(super) fn run(
             Serving { cfg, source, sinks: &sinks, ready: &ready, watched: Some(&health), reads_events: false };
         serve(&common, &serving)?;
     }
-    Ok(super::setup::finish(stats, started))
+    Ok(finish(stats, started))
 }

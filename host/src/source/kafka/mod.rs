@@ -26,8 +26,9 @@ pub(crate) mod watermarks;
 #[cfg(feature = "kafka")]
 use rdkafka::error::KafkaError;
 
-/// Why the Kafka source stopped. Each stops before the next commit, so the
-/// group's offsets still name a record not yet finished.
+/// Why the Kafka source, or a command on its group, cannot go on. A run
+/// stops before its next commit, so the group's offsets still name the
+/// first record not finished.
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaSourceError {
     /// librdkafka refused a call.
