@@ -281,6 +281,22 @@ path = "out/events.ndjson"
 
 #[cfg(test)]
 mod tests {
+    /// `RunCpu` reads other threads' clocks by id: the clock id it makes
+    /// from a thread id is that thread's, not another's or none.
+    #[test]
+    fn a_threads_clock_by_its_id_is_its_own() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let spin_until = super::thread_cpu_seconds() + 0.02;
+        while super::thread_cpu_seconds() < spin_until {
+            std::hint::black_box(0u64);
+        }
+        let by_id = super::task_cpu_seconds(tid).unwrap_or_else(|| panic!("no clock for thread {tid}"));
+        let own = super::thread_cpu_seconds();
+        assert!(by_id >= 0.02 && (own - by_id).abs() < 0.005, "by id {by_id} s, own clock {own} s");
+        assert!(super::tasks().iter().any(|(t, _)| *t == tid), "this thread among the process's");
+    }
+
     #[test]
     fn lines_are_about_300_bytes_and_ids_unique() {
         let lines = super::json_lines(1000, 1_700_000_000);
