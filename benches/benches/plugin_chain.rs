@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sluice::plugin::chain::build_chain;
 use sluice::record::Record;
-use sluice::verdict::Verdict;
+use sluice::verdict::Judgement;
 use sluice_guest::{Outcome, Plugin, configure};
 use sluice_plugin_json::Json;
 use sluice_plugin_ts_window::TsWindow;
@@ -72,9 +72,13 @@ fn main() {
                     .iter()
                     .map(|&(from, to)| Record::line(framed.slice(from..to), path.clone(), 0, from as u64))
                     .collect();
-                let verdicts = chain.run(batch).unwrap_or_else(|e| panic!("{e}"));
-                emitted += verdicts.iter().filter(|v| matches!(v, Verdict::Emit(_))).count();
-                last = verdicts;
+                // As the driver's front calls it (`judge`): the verdicts
+                // flat, one list of events per batch. `Chain::run` makes a
+                // `Vec` per record for the views that show verdicts.
+                let refs: Vec<&Record> = batch.iter().collect();
+                let verdicts = chain.judge(&refs).unwrap_or_else(|e| panic!("{e}"));
+                emitted += verdicts.judged.iter().filter(|v| matches!(v, Judgement::Emit(_))).count();
+                last = verdicts.events;
             }
             emitted
         });
@@ -99,13 +103,8 @@ fn main() {
     let ((wasm01, wasm01_emitted), _) = through_host(&[v01("json", json_config()), v01("ts-window", window_config())]);
 
     // The output contract alone, over the events of the last batch.
-    let events: Vec<sluice::record::Outcome> = last
-        .into_iter()
-        .filter_map(|v| match v {
-            Verdict::Emit(e) => Some(sluice::record::Outcome::Emit(e)),
-            _ => None,
-        })
-        .collect();
+    let events: Vec<sluice::record::Outcome> =
+        last.into_iter().map(|e| sluice::record::Outcome::Emit(vec![e])).collect();
     let limits = sluice_guest::output_rules::OutputLimits::default();
     let checks = 200usize;
     let t = Instant::now();

@@ -3,13 +3,15 @@
 
 use bytes::Bytes;
 
+use crate::record::EventId;
+
 /// One event on its way to a sink: its body as the plugins wrote it, moved
 /// here from the chain's output and checked once on the way (the output
 /// contract), so sinks copy it through without parsing it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// The event id: what the dedup window keys and a backend dedups by.
-    pub id: String,
+    pub id: EventId,
     /// Nanoseconds since the epoch, when the event has a time; rendered as
     /// RFC 3339 where a sink writes it (`write_timestamp`).
     pub timestamp: Option<i64>,
@@ -26,15 +28,15 @@ impl Delivery {
     /// A delivery for `body`, checked here: a body that is not JSON (a
     /// plugin broke the contract) is carried as a JSON string rather than
     /// corrupting NDJSON. For bodies nothing has checked yet (tests, cases).
-    pub fn new(id: String, timestamp: Option<i64>, body: &[u8]) -> Delivery {
-        Delivery { id, timestamp, body: crate::record::json_or_string(body).into(), sinks: None }
+    pub fn new(id: impl Into<EventId>, timestamp: Option<i64>, body: &[u8]) -> Delivery {
+        Delivery { id: id.into(), timestamp, body: crate::record::json_or_string(body).into(), sinks: None }
     }
 
     /// A delivery for a body the chain has checked (`Verdict::Emit`): moved
     /// in, not parsed or copied. The white space JSON allows around it is
     /// cut (a body ending in a line feed would split an NDJSON line) by
     /// narrowing the slice: a look at its first and last bytes.
-    pub fn checked(id: String, timestamp: Option<i64>, mut body: Bytes) -> Delivery {
+    pub fn checked(id: EventId, timestamp: Option<i64>, mut body: Bytes) -> Delivery {
         let end = body.len() - body.iter().rev().take_while(|b| is_json_space(**b)).count();
         body.truncate(end);
         let start = body.iter().take_while(|b| is_json_space(**b)).count();

@@ -56,11 +56,11 @@ impl Position {
     /// records of one deployment.
     /// One `format!` per record (it is on the hot path when plugins set
     /// no id); the test below holds it to `source:partition_name@offset`.
-    pub fn default_event_id(&self) -> String {
-        match self {
+    pub fn default_event_id(&self) -> EventId {
+        EventId::from(match self {
             Position::Kafka { topic, partition, offset } => format!("kafka:{topic}/{partition}@{offset}"),
             Position::File { path, generation, offset } => format!("file:{path}#{generation}@{offset}"),
-        }
+        })
     }
 
     /// The kind of source, as contract 0.2 names it to plugins.
@@ -114,6 +114,155 @@ impl std::fmt::Display for Position {
     }
 }
 
+/// An event id: UTF-8 text held as shared bytes.
+///
+/// An id a plugin returned is a slice of the buffer its outcomes came back
+/// in, as the event's body is: taking it allocates nothing, and handing it
+/// on (the next stage, the plan, the sink) takes a reference. Ids made
+/// here (a record's position, a test's literal) own their bytes.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EventId(Bytes);
+
+impl EventId {
+    /// `bytes` as an id, when they are UTF-8 (an id names a row, a log
+    /// line, a dedup key: text).
+    pub fn from_utf8(bytes: Bytes) -> Result<EventId, std::str::Utf8Error> {
+        if simdutf8::basic::from_utf8(&bytes).is_err() {
+            // The fast check says only "no"; the standard one says where.
+            std::str::from_utf8(&bytes)?;
+        }
+        Ok(EventId(bytes))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        // SAFETY: every constructor checks or is given UTF-8 (`from_utf8`,
+        // `From<String>`, `From<&str>`), and the bytes are never changed.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+
+    /// The id's bytes, shared.
+    pub fn bytes(&self) -> &Bytes {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for EventId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for EventId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for EventId {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Hashed as its text, so that a `str` finds it in a map (`Borrow`).
+impl std::hash::Hash for EventId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl std::borrow::Borrow<str> for EventId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for EventId {
+    fn from(s: String) -> EventId {
+        EventId(Bytes::from(s))
+    }
+}
+
+impl From<&str> for EventId {
+    fn from(s: &str) -> EventId {
+        EventId(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl From<&String> for EventId {
+    fn from(s: &String) -> EventId {
+        EventId::from(s.as_str())
+    }
+}
+
+impl From<EventId> for String {
+    fn from(id: EventId) -> String {
+        id.as_str().to_owned()
+    }
+}
+
+impl PartialEq<str> for EventId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for EventId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for EventId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<EventId> for str {
+    fn eq(&self, other: &EventId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<EventId> for &str {
+    fn eq(&self, other: &EventId) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<EventId> for String {
+    fn eq(&self, other: &EventId) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl std::fmt::Debug for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EventId {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventId {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<EventId, D::Error> {
+        String::deserialize(de).map(EventId::from)
+    }
+}
+
 /// A record handed to a plugin.
 ///
 /// Its bytes are [`Bytes`]: a slice of the buffer its batch was read into
@@ -135,7 +284,7 @@ pub struct Record {
     /// Where it sits, for the commit and the quarantine entry.
     pub position: Position,
     /// Set by an earlier stage of the chain.
-    pub event_id: Option<String>,
+    pub event_id: Option<EventId>,
     /// Nanoseconds since the Unix epoch, set by an earlier stage.
     pub timestamp: Option<i64>,
     /// The sinks an earlier stage named for it (its route, names joined
@@ -197,7 +346,7 @@ impl<T: AsRef<[u8]> + ?Sized> IntoPayload for &T {
 pub struct Event {
     /// The event id the dedup window keys; `None`: the record's position
     /// stands in (`custody::plan`), which repeats only on a replay.
-    pub id: Option<String>,
+    pub id: Option<EventId>,
     /// Nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
     /// One JSON object, UTF-8: a slice of the buffer the plugin's outcomes
@@ -211,7 +360,7 @@ pub struct Event {
 
 impl Event {
     /// An event with no route of its own.
-    pub fn new(id: Option<String>, timestamp: Option<i64>, body: Bytes) -> Event {
+    pub fn new(id: Option<EventId>, timestamp: Option<i64>, body: Bytes) -> Event {
         Event { id, timestamp, body, sinks: None }
     }
 }
@@ -236,7 +385,7 @@ pub enum Outcome {
     /// back); everywhere else it is resolved into an `Emit`.
     Keep {
         /// The event id, as `Event::id`.
-        id: Option<String>,
+        id: Option<EventId>,
         /// Nanoseconds since the Unix epoch.
         timestamp: Option<i64>,
         /// The sinks named, as `Event::sinks`.
@@ -297,6 +446,19 @@ fn quoted(payload: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_is_text_found_by_its_text() {
+        let buffer = Bytes::from_static(b"xx\xffabc");
+        assert!(EventId::from_utf8(buffer.slice(0..3)).is_err(), "an id that is not UTF-8 is refused");
+        let id = EventId::from_utf8(buffer.slice(3..)).expect("UTF-8");
+        assert_eq!((id.as_str(), id.bytes().as_ptr()), ("abc", buffer[3..].as_ptr()), "a slice, not a copy");
+        // Hashed as its text: a `str` finds it in a set.
+        let set: std::collections::HashSet<EventId> = [id.clone(), EventId::from("d")].into();
+        assert!(set.contains("abc") && set.contains("d") && !set.contains("ab"));
+        assert_eq!(serde_json::to_string(&id).ok().as_deref(), Some("\"abc\""));
+        assert_eq!(serde_json::from_str::<EventId>("\"abc\"").ok(), Some(id));
+    }
 
     #[test]
     fn the_default_id_is_what_contract_0_2_tells_plugins() {

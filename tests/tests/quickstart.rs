@@ -81,7 +81,7 @@ fn quickstart_delivers_or_quarantines_every_loghub_line() {
         .into_iter()
         .map(|e| {
             assert_eq!(e.reason, "no pattern matched (tried 4)", "only the strict Linux rule quarantines: {e:?}");
-            e.position.default_event_id()
+            String::from(e.position.default_event_id())
         })
         .collect();
     assert!(delivered_set.is_disjoint(&quarantined));

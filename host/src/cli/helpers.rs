@@ -164,7 +164,7 @@ fn judge(payload: &[u8], events: Vec<JudgedEvent>) -> Result<Option<String>, Str
     let sinks = |s: Option<String>| s.map(bytes::Bytes::from);
     let outcome = match <[JudgedEvent; 1]>::try_from(events) {
         Ok([only]) if only.keep => Outcome::Keep {
-            id: only.id,
+            id: only.id.map(Into::into),
             timestamp: only.timestamp.as_deref().map(|t| nanos(t, "timestamp")).transpose()?,
             sinks: sinks(only.sinks),
         },
@@ -176,7 +176,7 @@ fn judge(payload: &[u8], events: Vec<JudgedEvent>) -> Result<Option<String>, Str
 
 fn event(e: JudgedEvent, payload: &bytes::Bytes) -> Result<crate::record::Event, String> {
     Ok(crate::record::Event {
-        id: e.id,
+        id: e.id.map(Into::into),
         timestamp: e.timestamp.as_deref().map(|t| nanos(t, "timestamp")).transpose()?,
         body: if e.keep { payload.clone() } else { bytes(&e.body_b64, "body_b64")?.into() },
         sinks: e.sinks.map(bytes::Bytes::from),

@@ -158,7 +158,7 @@ pub(crate) fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Ve
     }
     #[derive(serde::Serialize)]
     struct EventLine<'a> {
-        id: &'a Option<String>,
+        id: Option<&'a str>,
         timestamp: Option<String>,
         body: Body<'a>,
     }
@@ -173,7 +173,7 @@ pub(crate) fn write_verdict(out: &mut impl Write, line: u64, offset: u64, v: &Ve
             let events = events
                 .iter()
                 .map(|e| EventLine {
-                    id: &e.id,
+                    id: e.id.as_deref(),
                     timestamp: e.timestamp.map(sluice_guest::time::format_rfc3339),
                     body: match serde_json::from_slice::<&serde_json::value::RawValue>(&e.body) {
                         Ok(raw) => Body::AsWritten(raw),

@@ -115,7 +115,7 @@ impl World {
         let plugin = PluginId { name: "fake".into(), digest: blake3::hash(b"fake") };
         match self.kinds[p][i] {
             Kind::Good | Kind::SinkReject => Verdict::Emit(vec![Event {
-                id: Some(self.ids[p][i].clone()),
+                id: Some(self.ids[p][i].as_str().into()),
                 timestamp: None,
                 body: body(&self.ids[p][i]).into_bytes().into(),
                 sinks: None,
@@ -165,7 +165,7 @@ impl World {
                 let mut plan = Plan::routed(batch.len(), self.fanout.as_ref());
                 for (j, &(p, i)) in batch.iter().enumerate() {
                     trackers[p].begin(i as u64, i as u64 + 1).unwrap_or_else(|e| panic!("{e}"));
-                    plan.verdict(j, self.verdict((p, i)), &PIPELINE_SCOPE, || format!("{p}-pos-{i}"));
+                    plan.verdict(j, self.verdict((p, i)), &PIPELINE_SCOPE, || format!("{p}-pos-{i}").into());
                 }
                 self.step().map_err(|c| self.lose(&pending, &[], c))?;
                 let seen: Vec<bool> = plan.digests().iter().map(|d| self.durable.window.contains(d)).collect();

@@ -28,7 +28,7 @@ use super::ids::{DigestSet, IdDigest, Scope, digest};
 use super::offsets::Door;
 use crate::delivery::Delivery;
 use crate::delivery::FinalAnswer;
-use crate::record::Event;
+use crate::record::{Event, EventId};
 use crate::route::Fanout;
 use crate::route::config::SinkMask;
 use crate::verdict::{PluginId, Verdict};
@@ -132,7 +132,7 @@ impl Plan {
         record: usize,
         verdict: Verdict,
         scope: &Scope,
-        default_id: impl FnOnce() -> String,
+        default_id: impl FnOnce() -> EventId,
     ) {
         match verdict {
             Verdict::Emit(events) => self.emit(record, events, scope, default_id),
@@ -149,13 +149,13 @@ impl Plan {
         record: usize,
         events: impl IntoIterator<Item = Event, IntoIter: ExactSizeIterator>,
         scope: &Scope,
-        default_id: impl FnOnce() -> String,
+        default_id: impl FnOnce() -> EventId,
     ) {
         debug_assert!(self.events.last().is_none_or(|e| e.record < record), "verdicts out of record order");
         let events = events.into_iter();
         let n = events.len();
         let mut default_id = Some(default_id);
-        let mut base = String::new();
+        let mut base = EventId::default();
         let mut planned = 0u32;
         let first = self.events.len();
         for (k, e) in events.enumerate() {
@@ -165,7 +165,7 @@ impl Plan {
                     if let Some(make) = default_id.take() {
                         base = make();
                     }
-                    if n == 1 { std::mem::take(&mut base) } else { format!("{base}/{k}") }
+                    if n == 1 { std::mem::take(&mut base) } else { format!("{base}/{k}").into() }
                 }
             };
             let d = digest(scope, &id);
@@ -415,7 +415,7 @@ mod tests {
     use crate::custody::ids::PIPELINE_SCOPE;
 
     fn emit(ids: &[Option<&str>]) -> Verdict {
-        Verdict::Emit(ids.iter().map(|id| Event::new(id.map(String::from), None, b"{}".as_slice().into())).collect())
+        Verdict::Emit(ids.iter().map(|id| Event::new(id.map(EventId::from), None, b"{}".as_slice().into())).collect())
     }
 
     fn plugin() -> PluginId {
@@ -428,7 +428,7 @@ mod tests {
         plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, || "pos-0".into());
         plan.verdict(1, emit(&[Some("a")]), &PIPELINE_SCOPE, || "pos-1".into()); // repeat in the batch
         plan.verdict(2, emit(&[None, None]), &PIPELINE_SCOPE, || "pos-2".into()); // a split
-        plan.verdict(3, Verdict::Drop { plugin: plugin(), reason: "noise".into() }, &PIPELINE_SCOPE, String::new);
+        plan.verdict(3, Verdict::Drop { plugin: plugin(), reason: "noise".into() }, &PIPELINE_SCOPE, EventId::default);
         plan.refuse(4, "source", "too long".into());
         plan.seen(&[false, false, false, false]);
         let fresh = plan.take_fresh();
@@ -458,8 +458,8 @@ mod tests {
     #[test]
     fn an_undecided_event_leaves_its_record_owed_and_unrecorded() {
         let mut plan = Plan::new(2);
-        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, String::new);
-        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, String::new);
+        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, EventId::default);
+        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, EventId::default);
         plan.seen(&[false, true]);
         assert_eq!(plan.take_fresh().len(), 1);
         let settled = plan.settle(vec![None]);
@@ -470,8 +470,8 @@ mod tests {
     #[test]
     fn ids_an_earlier_batch_in_flight_accepted_are_not_sent_again() {
         let mut plan = Plan::new(2);
-        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, String::new);
-        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, String::new);
+        plan.verdict(0, emit(&[Some("a")]), &PIPELINE_SCOPE, EventId::default);
+        plan.verdict(1, emit(&[Some("b")]), &PIPELINE_SCOPE, EventId::default);
         plan.seen(&[false, false]);
         let a = digest(&PIPELINE_SCOPE, "a");
         plan.accepted_earlier(|d| *d == a);
@@ -504,7 +504,7 @@ mod tests {
         let plan_of = |bodies: &[(&str, &str)]| {
             let mut plan = Plan::routed(bodies.len(), Some(&fanout));
             for (i, (id, body)) in bodies.iter().enumerate() {
-                plan.emit(i, [body_event(id, body)], &PIPELINE_SCOPE, String::new);
+                plan.emit(i, [body_event(id, body)], &PIPELINE_SCOPE, EventId::default);
             }
             plan
         };
@@ -569,7 +569,7 @@ mod tests {
         let fanout = Arc::new(Fanout::new(&["a".to_string(), "b".to_string()], &[]).unwrap_or_else(|e| panic!("{e}")));
         let mut plan = Plan::routed(3, Some(&fanout));
         for (i, id) in ["x", "y", "z"].iter().enumerate() {
-            plan.emit(i, [body_event(id, "{}")], &PIPELINE_SCOPE, String::new);
+            plan.emit(i, [body_event(id, "{}")], &PIPELINE_SCOPE, EventId::default);
         }
         plan.seen(&[false; 6]);
         let fresh = plan.take_fresh();
@@ -603,11 +603,11 @@ mod tests {
             ..body_event(id, "{}")
         };
         let mut plan = Plan::routed(4, Some(&two));
-        plan.emit(0, [routed("a", None)], &PIPELINE_SCOPE, String::new);
-        plan.emit(1, [routed("b", Some("archive"))], &PIPELINE_SCOPE, String::new);
-        plan.emit(2, [routed("c", Some("archive,index"))], &PIPELINE_SCOPE, String::new);
+        plan.emit(0, [routed("a", None)], &PIPELINE_SCOPE, EventId::default);
+        plan.emit(1, [routed("b", Some("archive"))], &PIPELINE_SCOPE, EventId::default);
+        plan.emit(2, [routed("c", Some("archive,index"))], &PIPELINE_SCOPE, EventId::default);
         // The second event names a sink there is not: the first goes too.
-        plan.emit(3, [routed("d1", Some("index")), routed("d2", Some("nowhere"))], &PIPELINE_SCOPE, String::new);
+        plan.emit(3, [routed("d1", Some("index")), routed("d2", Some("nowhere"))], &PIPELINE_SCOPE, EventId::default);
         plan.seen(&[false; 4]);
         let fresh = plan.take_fresh();
         assert_eq!(fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["a", "c", "b", "c"]);
@@ -628,8 +628,8 @@ mod tests {
             Fanout::new(&[crate::route::config::DEFAULT_SINK.to_string()], &[]).unwrap_or_else(|e| panic!("{e}")),
         );
         let mut plan = Plan::routed(2, Some(&one));
-        plan.emit(0, [routed("e", Some("default"))], &PIPELINE_SCOPE, String::new);
-        plan.emit(1, [routed("f", Some("archive"))], &PIPELINE_SCOPE, String::new);
+        plan.emit(0, [routed("e", Some("default"))], &PIPELINE_SCOPE, EventId::default);
+        plan.emit(1, [routed("f", Some("archive"))], &PIPELINE_SCOPE, EventId::default);
         plan.seen(&[false; 1]);
         assert_eq!(plan.take_fresh().iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["e"]);
         let settled = plan.settle(vec![Some(FinalAnswer::Accepted)]);

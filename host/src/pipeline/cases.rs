@@ -409,7 +409,7 @@ mod tests {
             .map(|(id, ts, body)| {
                 let ns =
                     ts.map(|t| sluice_guest::time::Format::rfc3339().parse(t, 0).unwrap_or_else(|e| panic!("{e}")));
-                Delivery::new(id.to_string(), ns, body.as_bytes())
+                Delivery::new(*id, ns, body.as_bytes())
             })
             .collect();
         Got { fate: Ok(fate), events, sinks: Vec::new() }

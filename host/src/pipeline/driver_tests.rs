@@ -33,7 +33,7 @@ impl Reader for Records {
             .map(|i| {
                 let payload = format!("{{\"n\":{i}}}").into_bytes();
                 let mut record = Record::line(payload, "records", 0, i);
-                record.event_id = Some(format!("ev-{i}"));
+                record.event_id = Some(format!("ev-{i}").into());
                 Pulled { record, start: i, next: i + 1, refused: None }
             })
             .collect::<Vec<_>>();
@@ -200,7 +200,7 @@ impl Reader for Trickle {
                 let mut record = Record::line(format!("{{\"n\":{i}}}").into_bytes(), "records", self.part as u64, i);
                 // Every partition repeats partition 0's ids: one scope, so
                 // each id reaches the sink once.
-                record.event_id = Some(format!("ev-{i}"));
+                record.event_id = Some(format!("ev-{i}").into());
                 Pulled { record, start: i, next: i + 1, refused: None }
             })
             .collect();

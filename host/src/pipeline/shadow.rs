@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::pipeline::error::PipelineError;
 use crate::plugin::chain::Chain;
-use crate::record::{Event, Record};
+use crate::record::{Event, EventId, Record};
 use crate::route::Fanout;
 use crate::verdict::Verdict;
 
@@ -84,7 +84,7 @@ fn compare_events(a: &Event, b: &Event, which: Option<String>) -> Vec<Difference
         (None, f) => f.map(String::from),
     };
     if a.id != b.id {
-        let id = |i: &Option<String>| i.clone().unwrap_or_else(|| "(none: the record's position)".into());
+        let id = |i: &Option<EventId>| i.as_deref().unwrap_or("(none: the record's position)").to_string();
         out.push(Difference { kind: "id", at: at(None), current: id(&a.id), candidate: id(&b.id) });
     }
     if a.timestamp != b.timestamp {
@@ -212,7 +212,7 @@ impl Shadow {
             let now_accepted = rejected(a) && matches!(b, Verdict::Emit(_));
             self.totals.now_accepted += now_accepted as u64;
             self.totals.now_rejected += (matches!(a, Verdict::Emit(_)) && rejected(b)) as u64;
-            each(Differing { position: record.position.default_event_id(), now_accepted, differences, index });
+            each(Differing { position: record.position.default_event_id().into(), now_accepted, differences, index });
         }
         Ok(())
     }
@@ -224,7 +224,7 @@ mod tests {
     use crate::verdict::PluginId;
 
     fn event(id: Option<&str>, ts: Option<i64>, body: &str) -> Event {
-        Event::new(id.map(String::from), ts, bytes::Bytes::copy_from_slice(body.as_bytes()))
+        Event::new(id.map(EventId::from), ts, bytes::Bytes::copy_from_slice(body.as_bytes()))
     }
 
     fn plugin() -> PluginId {

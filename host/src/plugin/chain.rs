@@ -13,7 +13,7 @@ use super::error::PluginError;
 use super::inputs::{Derived, Inputs};
 use super::isolate::Isolated;
 use super::spec::PluginSpec;
-use crate::record::{Event, Outcome, Record, json_or_string_bytes};
+use crate::record::{Event, EventId, Outcome, Record, json_or_string_bytes};
 use crate::telemetry::tap::{Point, Sample, TAPS};
 use crate::verdict::PluginId;
 use crate::verdict::{Judged, Verdict, Verdicts};
@@ -141,7 +141,7 @@ impl<S: Stage> Chain<S> {
                     Inputs::derived(batch, &live).iter().map(|input| Sample {
                         partition: "",
                         position: Some(input.position()),
-                        id: input.event_id(),
+                        id: input.event_id().map(EventId::as_str),
                         timestamp: input.timestamp(),
                         body: input.payload(),
                         reason: None,
@@ -238,7 +238,7 @@ fn drop_part(s: &mut Standing, next: &[Derived], owner: u32, stage: usize, reaso
 
 /// The event going on with its payload as the body (moved, no copy), with
 /// what the stage set; what it did not set stays as it was.
-fn kept(mut derived: Derived, id: Option<String>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Derived {
+fn kept(mut derived: Derived, id: Option<EventId>, timestamp: Option<i64>, sinks: Option<bytes::Bytes>) -> Derived {
     if id.is_some() {
         derived.event_id = id;
     }
@@ -291,7 +291,7 @@ mod tests {
     }
 
     fn decide(salt: u64, index: u8, payload: &[u8]) -> Outcome {
-        let event = |suffix: &[u8], id: Option<String>| Event {
+        let event = |suffix: &[u8], id: Option<EventId>| Event {
             id,
             timestamp: index.is_multiple_of(2).then_some(i64::from(index)),
             body: [payload, suffix].concat().into(),
@@ -299,7 +299,7 @@ mod tests {
         };
         match choice(salt, index, payload) {
             0 => Outcome::Emit(vec![event(b"a", None)]),
-            1 => Outcome::Emit(vec![event(b"b", Some(format!("s{index}"))), event(b"c", None)]),
+            1 => Outcome::Emit(vec![event(b"b", Some(format!("s{index}").into())), event(b"c", None)]),
             2 => Outcome::Drop(format!("drop at {index}")),
             3 => Outcome::Reject(format!("reject at {index}")),
             4 => Outcome::Emit(Vec::new()),

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::record::{Outcome, Position, Record};
+use crate::record::{EventId, Outcome, Position, Record};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CaseError {
@@ -281,7 +281,7 @@ impl CaseRecord {
             headers,
             source_timestamp: self.source_timestamp,
             position,
-            event_id: self.event_id.clone(),
+            event_id: self.event_id.as_deref().map(EventId::from),
             timestamp: self.timestamp,
             sinks: None,
         })

@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 
-use crate::record::{Position, Record};
+use crate::record::{EventId, Position, Record};
 
 /// One event between two stages: what the stages so far made of source
 /// record `owner`.
@@ -21,7 +21,8 @@ pub(crate) struct Derived {
     pub owner: u32,
     /// The event's body, the next stage's payload.
     pub payload: Bytes,
-    pub event_id: Option<String>,
+    /// The id a stage set, if any.
+    pub event_id: Option<EventId>,
     /// Nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
     /// The sinks a stage named (names joined by `,`).
@@ -111,8 +112,8 @@ impl<'a> Input<'a> {
         self.derived.map_or(&self.source.payload, |d| &d.payload)
     }
 
-    pub(crate) fn event_id(&self) -> Option<&'a str> {
-        self.derived.map_or(self.source.event_id.as_deref(), |d| d.event_id.as_deref())
+    pub(crate) fn event_id(&self) -> Option<&'a EventId> {
+        self.derived.map_or(self.source.event_id.as_ref(), |d| d.event_id.as_ref())
     }
 
     pub(crate) fn timestamp(&self) -> Option<i64> {
@@ -143,7 +144,7 @@ mod tests {
     fn record(payload: &'static str, offset: u64) -> Record {
         let mut r = Record::line(Bytes::from_static(payload.as_bytes()), "f", 0, offset);
         r.key = Some(Bytes::from_static(b"k"));
-        r.event_id = Some(format!("source-{offset}"));
+        r.event_id = Some(format!("source-{offset}").into());
         r
     }
 
@@ -165,8 +166,10 @@ mod tests {
         let inputs = Inputs::derived(&sources, &derived);
         assert_eq!(inputs.len(), 3);
         type Seen<'a> = (&'a [u8], Option<&'a str>, Option<i64>, i64);
-        let seen: Vec<Seen<'_>> =
-            inputs.iter().map(|i| (&i.payload()[..], i.event_id(), i.timestamp(), i.position().offset_i64())).collect();
+        let seen: Vec<Seen<'_>> = inputs
+            .iter()
+            .map(|i| (&i.payload()[..], i.event_id().map(EventId::as_str), i.timestamp(), i.position().offset_i64()))
+            .collect();
         assert_eq!(
             seen,
             [(&b"b1"[..], None, Some(5), 2), (b"b2", Some("e"), None, 2), (b"a", Some("source-1"), None, 1)]
@@ -182,7 +185,10 @@ mod tests {
         let (a, b) = (record("a", 1), record("b", 2));
         let sources = [&a, &b];
         let inputs = Inputs::sources(&sources);
-        assert_eq!(inputs.iter().map(|i| i.event_id()).collect::<Vec<_>>(), [Some("source-1"), Some("source-2")]);
+        assert_eq!(
+            inputs.iter().map(|i| i.event_id().map(EventId::as_str)).collect::<Vec<_>>(),
+            [Some("source-1"), Some("source-2")]
+        );
         assert_eq!(inputs.one(1).get(0).map(|i| i.position().offset_i64()), Some(2));
         assert!(inputs.get(2).is_none());
     }

@@ -41,7 +41,7 @@ mod tests {
 
     fn emit(id: Option<&str>, body: &[u8]) -> Outcome {
         Outcome::Emit(vec![Event {
-            id: id.map(str::to_string),
+            id: id.map(Into::into),
             timestamp: None,
             body: bytes::Bytes::copy_from_slice(body),
             sinks: None,
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn a_kept_body_is_checked_once_where_nothing_checked_it_and_its_id_always() {
-        let keep = |id: Option<&str>| Outcome::Keep { id: id.map(str::to_string), timestamp: None, sinks: None };
+        let keep = |id: Option<&str>| Outcome::Keep { id: id.map(Into::into), timestamp: None, sinks: None };
         let l = OutputLimits::default();
         // From the source, unchecked: the body rule applies.
         assert!(

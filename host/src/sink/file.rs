@@ -157,7 +157,7 @@ mod tests {
         let path = dir.path().join("out.ndjson");
         std::fs::write(&path, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c").unwrap_or_else(|e| panic!("{e}"));
         let sink = FileSink::open(&path).unwrap_or_else(|e| panic!("{e}"));
-        let d = Delivery::new("d".into(), None, b"{}");
+        let d = Delivery::new("d", None, b"{}");
         assert_eq!(sink.deliver(&[d]).ok().map(|a| a.answers), Some(vec![Answer::Accepted]));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         assert_eq!(text.lines().count(), 3, "{text}");
@@ -196,9 +196,9 @@ mod tests {
 
     #[test]
     fn bodies_pass_through_and_a_broken_body_stays_valid_ndjson() {
-        let good = render(&[Delivery::new("a".into(), None, br#"{"k": [1, 2]}"#)]);
+        let good = render(&[Delivery::new("a", None, br#"{"k": [1, 2]}"#)]);
         assert_eq!(good, b"{\"id\":\"a\",\"timestamp\":null,\"event\":{\"k\": [1, 2]}}\n");
-        let broken = render(&[Delivery::new("b".into(), None, b"not \"json")]);
+        let broken = render(&[Delivery::new("b", None, b"not \"json")]);
         let v: serde_json::Value = serde_json::from_slice(&broken).unwrap_or_default();
         assert_eq!(v["event"], "not \"json");
     }

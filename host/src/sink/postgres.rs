@@ -365,7 +365,7 @@ impl PostgresSink {
             let there: std::collections::HashSet<String> =
                 conn.client.query(&conn.present, &[&unproven])?.iter().map(|r| r.get(0)).collect();
             for (d, a) in batch.iter().zip(answers.iter_mut()) {
-                if *a == Answer::Duplicate && !there.contains(&d.id) {
+                if *a == Answer::Duplicate && !there.contains(d.id.as_str()) {
                     *a = Answer::Rejected(
                         "postgres: the row was neither inserted nor there: a trigger or rule discarded it".into(),
                     );
@@ -387,7 +387,7 @@ fn fates(batch: &[Delivery], inserted: impl Iterator<Item = String>) -> Vec<Answ
     }
     batch
         .iter()
-        .map(|d| match new.get_mut(&d.id) {
+        .map(|d| match new.get_mut(d.id.as_str()) {
             Some(n) if *n > 0 => {
                 *n -= 1;
                 Answer::Accepted
@@ -516,8 +516,7 @@ mod tests {
 
     #[test]
     fn returned_ids_are_accepted_the_rest_duplicates() {
-        let batch: Vec<Delivery> =
-            ["a", "b", "a", "c"].iter().map(|id| Delivery::new((*id).into(), None, b"{}")).collect();
+        let batch: Vec<Delivery> = ["a", "b", "a", "c"].iter().map(|id| Delivery::new(*id, None, b"{}")).collect();
         let got = fates(&batch, ["a".to_string(), "c".to_string()].into_iter());
         assert_eq!(got, vec![Answer::Accepted, Answer::Duplicate, Answer::Duplicate, Answer::Accepted]);
     }

@@ -9,7 +9,7 @@
 //! length: u32 big-endian][route][body]`, and the back routes it as the
 //! plugin said; both versions are read.
 
-use crate::record::Record;
+use crate::record::{EventId, Record};
 
 /// The first byte of every value the front writes: the format's version.
 const VERSION: u8 = 1;
@@ -58,8 +58,9 @@ pub(crate) fn decode(record: &mut Record) -> Result<(), String> {
     let mut time = [0u8; 8];
     time.copy_from_slice(&head[2..HEAD]);
     let timestamp = (head[1] == 1).then(|| i64::from_be_bytes(time));
-    let id = match record.key.as_deref().map(std::str::from_utf8) {
-        Some(Ok(id)) if !id.is_empty() => id.to_string(),
+    // The key's bytes are the id: shared, not copied.
+    let id = match record.key.clone().map(EventId::from_utf8) {
+        Some(Ok(id)) if !id.is_empty() => id,
         Some(Ok(_)) | None => return Err("no event id in its key".into()),
         Some(Err(_)) => return Err("its key is not UTF-8: not an event id".into()),
     };

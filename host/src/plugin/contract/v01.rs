@@ -7,7 +7,7 @@ use wasmtime::component::Linker;
 use super::shared::Returned;
 use crate::plugin::inputs::{Input, Inputs};
 use crate::plugin::sandbox::StoreState;
-use crate::record::{Event, Outcome, Position};
+use crate::record::{Event, EventId, Outcome, Position};
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -53,16 +53,16 @@ fn to_wit(r: Input<'_>) -> wit::Record {
                 offset: *offset,
             }),
         },
-        event_id: r.event_id().map(str::to_string),
+        event_id: r.event_id().map(|id| id.as_str().to_owned()),
         timestamp: r.timestamp(),
     }
 }
 
 fn from_wit(o: wit::Outcome) -> Outcome {
     match o {
-        wit::Outcome::Emit(events) => {
-            Outcome::Emit(events.into_iter().map(|e| Event::new(e.id, e.timestamp, e.body.into())).collect())
-        }
+        wit::Outcome::Emit(events) => Outcome::Emit(
+            events.into_iter().map(|e| Event::new(e.id.map(EventId::from), e.timestamp, e.body.into())).collect(),
+        ),
         wit::Outcome::Drop(reason) => Outcome::Drop(reason),
         wit::Outcome::Reject(reason) => Outcome::Reject(reason),
     }

@@ -13,7 +13,7 @@ use wasmtime::component::Linker;
 use super::shared::Returned;
 use crate::plugin::inputs::Inputs;
 use crate::plugin::sandbox::StoreState;
-use crate::record::{Event, Outcome, Position};
+use crate::record::{Event, EventId, Outcome, Position};
 
 pub(super) mod generated {
     wasmtime::component::bindgen!({
@@ -59,7 +59,7 @@ impl Packer {
                 payload: r.payload(),
                 payload_on_demand: on_demand,
                 key: r.key().map(|k| &k[..]),
-                event_id: r.event_id(),
+                event_id: r.event_id().map(EventId::as_str),
                 source_timestamp: r.source_timestamp(),
                 timestamp: r.timestamp(),
                 partition: (self.partitions.len() - 1) as u32,
@@ -142,8 +142,9 @@ impl crate::plugin::helpers::BatchPayloads for wit::Batch {
 fn lift(o: OutcomeView<'_>, payload: &Bytes, data: &Bytes) -> Result<Outcome, String> {
     // Checked by `Outcomes::check` (names, bounds): a slice, not a copy.
     let route = |sinks: Option<&[u8]>| sinks.map(|s| data.slice_ref(s));
-    let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<String>, String> {
-        id.map(|id| std::str::from_utf8(id).map(str::to_string).map_err(|_| format!("event {k}: the id is not UTF-8")))
+    // An id is a slice too, checked as UTF-8 once, here.
+    let id_of = |k: usize, id: Option<&[u8]>| -> Result<Option<EventId>, String> {
+        id.map(|id| EventId::from_utf8(data.slice_ref(id)).map_err(|_| format!("event {k}: the id is not UTF-8")))
             .transpose()
     };
     Ok(match o {

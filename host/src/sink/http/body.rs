@@ -275,7 +275,7 @@ mod tests {
 
     fn d(id: &str, body: &str) -> Delivery {
         // 2026-11-29T21:00:00Z
-        Delivery::new(id.into(), Some(1_795_986_000 * 1_000_000_000), body.as_bytes())
+        Delivery::new(id, Some(1_795_986_000 * 1_000_000_000), body.as_bytes())
     }
 
     #[test]

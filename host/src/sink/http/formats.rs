@@ -97,7 +97,7 @@ pub(crate) fn gelf(batch: &[&Delivery], host: &str, out: &mut Vec<u8>) {
                 m.insert("timestamp".into(), n.into());
             }
         }
-        m.insert("_event_id".into(), d.id.clone().into());
+        m.insert("_event_id".into(), d.id.as_str().into());
         for (k, v) in fields {
             // GELF forbids `_id` and wants names of word characters.
             if matches!(k.as_str(), "short_message" | "id" | "_id")
@@ -122,7 +122,7 @@ mod tests {
 
     fn d(id: &str, body: &str) -> Delivery {
         // 2026-11-29T21:00:00.250Z
-        Delivery::new(id.into(), Some(1_795_986_000_250_000_000), body.as_bytes())
+        Delivery::new(id, Some(1_795_986_000_250_000_000), body.as_bytes())
     }
 
     #[test]
