@@ -784,9 +784,12 @@ mod tests {
             })
     }
 
+    /// An event as the tests compare it: id, timestamp, body.
+    type OutEvent = (Option<Vec<u8>>, Option<i64>, Vec<u8>);
+
     #[derive(Debug, Clone, PartialEq)]
     enum Out {
-        Emit(Vec<(Option<Vec<u8>>, Option<i64>, Vec<u8>)>),
+        Emit(Vec<OutEvent>),
         Drop(Vec<u8>),
         Reject(Vec<u8>),
     }

@@ -192,7 +192,10 @@ mod tests {
         }
     }
 
-    fn batch(records: &[(&[u8], Option<&[u8]>, &[(&[u8], &[u8])], Option<&str>)]) -> Batch {
+    /// A record as the tests write it: payload, key, headers, event id.
+    type In<'a> = (&'a [u8], Option<&'a [u8]>, &'a [(&'a [u8], &'a [u8])], Option<&'a str>);
+
+    fn batch(records: &[In<'_>]) -> Batch {
         let mut buf = BatchBuf::default();
         for (i, (payload, key, headers, event_id)) in records.iter().enumerate() {
             let fields = RecordFields {

@@ -741,7 +741,10 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "ok-parse-epoch-huge",
         "ok-path-odd",
     ];
-    let runs: [(&str, &Path, &[&str], &dyn Fn(&str) -> bool); 4] = [
+    /// A language, its plugin, the mistakes it demonstrates, and what its
+    /// reasons look like.
+    type Run<'a> = (&'a str, &'a Path, &'a [&'a str], &'a dyn Fn(&str) -> bool);
+    let runs: [Run<'_>; 4] = [
         ("python", &py, &python, &|r| {
             (r.starts_with("TypeError: ") || r.starts_with("ValueError: ")) && r.contains("of mistakes_demo.py)")
                 || r.contains("timestamp is a float")
