@@ -119,7 +119,9 @@ impl std::fmt::Display for Position {
 /// An id a plugin returned is a slice of the buffer its outcomes came back
 /// in, as the event's body is: taking it allocates nothing, and handing it
 /// on (the next stage, the plan, the sink) takes a reference. Ids made
-/// here (a record's position, a test's literal) own their bytes.
+/// here (a record's position, a test's literal) own their bytes. A slice
+/// keeps its whole buffer alive, as a body does: what outlives a batch
+/// keeps an id's digest or a copy of its text, never the `EventId`.
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EventId(Bytes);
 
