@@ -139,7 +139,8 @@ impl EventId {
     /// The id's text.
     pub fn as_str(&self) -> &str {
         // SAFETY: every constructor checks or is given UTF-8 (`from_utf8`,
-        // `From<String>`, `From<&str>`), and the bytes are never changed.
+        // `From<String>`, `From<&str>`; `Default` is empty), and the bytes
+        // are never changed.
         unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
 
@@ -153,18 +154,6 @@ impl std::ops::Deref for EventId {
     type Target = str;
     fn deref(&self) -> &str {
         self.as_str()
-    }
-}
-
-impl AsRef<str> for EventId {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl AsRef<[u8]> for EventId {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
     }
 }
 
@@ -193,24 +182,14 @@ impl From<&str> for EventId {
     }
 }
 
-impl From<&String> for EventId {
-    fn from(s: &String) -> EventId {
-        EventId::from(s.as_str())
-    }
-}
-
 impl From<EventId> for String {
     fn from(id: EventId) -> String {
         id.as_str().to_owned()
     }
 }
 
-impl PartialEq<str> for EventId {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
+/// An id compared with the text of a literal or a `String` (tests, a
+/// sink's own bookkeeping).
 impl PartialEq<&str> for EventId {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
@@ -220,24 +199,6 @@ impl PartialEq<&str> for EventId {
 impl PartialEq<String> for EventId {
     fn eq(&self, other: &String) -> bool {
         self.as_str() == other
-    }
-}
-
-impl PartialEq<EventId> for str {
-    fn eq(&self, other: &EventId) -> bool {
-        self == other.as_str()
-    }
-}
-
-impl PartialEq<EventId> for &str {
-    fn eq(&self, other: &EventId) -> bool {
-        *self == other.as_str()
-    }
-}
-
-impl PartialEq<EventId> for String {
-    fn eq(&self, other: &EventId) -> bool {
-        self == other.as_str()
     }
 }
 
