@@ -188,7 +188,10 @@ fn main() {
         "url = \"{url}\"\n[batch]\nmax_records = {BATCH}\nmax_bytes = \"16MiB\"\n[request]\nconcurrency = 1\n"
     ));
     let sink = RetryingSink::new(
-        Box::new(HttpSink::new(&cfg, None, SinkContext { plugins: &plugins }).unwrap_or_else(|e| panic!("{e}"))),
+        Box::new(
+            HttpSink::new(&cfg, None, SinkContext { plugins: &plugins, registry: None })
+                .unwrap_or_else(|e| panic!("{e}")),
+        ),
         cfg.guard.retry.clone(),
         cfg.guard.breaker.clone(),
     );
@@ -221,7 +224,7 @@ fn main() {
     let ours_cfg = ch_cfg("ours");
     let ch_sink = RetryingSink::new(
         Box::new(
-            HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name()), SinkContext { plugins: &plugins })
+            HttpSink::new(&ours_cfg.http(), Some(ours_cfg.name()), SinkContext { plugins: &plugins, registry: None })
                 .unwrap_or_else(|e| panic!("{e}")),
         ),
         ours_cfg.guard.retry.clone(),

@@ -56,6 +56,11 @@ pub fn json_get_batch(paths: &[&str]) -> Result<(Vec<u8>, Vec<u8>), String> {
     bindings::sluice::plugin::helpers::json_get_batch(&paths)
 }
 
+#[cfg(target_arch = "wasm32")]
+pub fn schema(id: u32) -> Result<(String, String), String> {
+    bindings::sluice::plugin::helpers::schema(id)
+}
+
 /// An empty list of records, of any lifetime, in `list`'s allocation: the
 /// records of one batch cannot outlive it, but their list can be kept.
 /// Collecting an emptied `Vec` through `filter_map` reuses its buffer

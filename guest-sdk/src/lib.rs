@@ -39,6 +39,7 @@ pub mod duration;
 pub mod json;
 pub mod logfmt;
 pub mod output_rules;
+pub mod registry;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod shortcuts;

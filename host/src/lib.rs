@@ -24,6 +24,8 @@
 //!   masked (`redact`);
 //! - `batch/`: what the hot path carries, one buffer per batch with a
 //!   descriptor per record (start here, then `pipeline/driver/`);
+//! - `schema_registry/`: the schemas of records framed with a registry's
+//!   id (Avro, Protobuf), fetched before a batch reaches the plugins;
 //! - `plugin/`: WebAssembly plugins parse and validate records (sandboxed,
 //!   with fault isolation per record);
 //! - `store/`: the dedup window, checkpoints and the quarantine (RocksDB);
@@ -64,6 +66,7 @@ pub mod plugin;
 pub mod problem;
 pub mod record;
 pub mod route;
+pub mod schema_registry;
 pub mod sink;
 pub mod source;
 pub mod store;

@@ -31,6 +31,7 @@ const LAYERS: &[&str] = &[
     "custody",
     "telemetry",
     "batch",
+    "schema_registry",
     "plugin",
     "store",
     "source",

@@ -330,13 +330,18 @@ pub fn delete_topic(brokers: &str, topic: &str) {
 
 /// Produce `(partition, key, payload)` records with `acks=all`; every one
 /// is acknowledged before this returns, or it panics.
-pub fn produce(brokers: &str, topic: &str, records: &[(i32, String, String)]) {
+pub fn produce<P: AsRef<[u8]>>(brokers: &str, topic: &str, records: &[(i32, String, P)]) {
     produce_with(brokers, topic, records, &[]);
 }
 
 /// [`produce`] with producer properties of the caller's (a test that
 /// depends on how records are batched in the log sets `batch.size`).
-pub fn produce_with(brokers: &str, topic: &str, records: &[(i32, String, String)], properties: &[(&str, &str)]) {
+pub fn produce_with<P: AsRef<[u8]>>(
+    brokers: &str,
+    topic: &str,
+    records: &[(i32, String, P)],
+    properties: &[(&str, &str)],
+) {
     let mut config = client(brokers);
     config
         .set("acks", "all")
@@ -348,7 +353,7 @@ pub fn produce_with(brokers: &str, topic: &str, records: &[(i32, String, String)
     }
     let producer: ThreadedProducer<DefaultProducerContext> = config.create().unwrap_or_else(|e| panic!("{e}"));
     for (p, key, payload) in records {
-        let mut rec = BaseRecord::to(topic).partition(*p).key(key.as_str()).payload(payload.as_str());
+        let mut rec = BaseRecord::to(topic).partition(*p).key(key.as_str()).payload(payload.as_ref());
         loop {
             match producer.send(rec) {
                 Ok(()) => break,

@@ -20,6 +20,7 @@ pub mod kafka;
 pub mod languages;
 pub mod postgres;
 pub mod proxy;
+pub mod registry;
 pub mod tls;
 pub mod watched;
 
@@ -29,6 +30,9 @@ pub const PLUGIN_PACKAGES: &[&str] = &[
     "sluice-plugin-ts-window",
     "sluice-plugin-hostile",
     "sluice-plugin-hostile-abi",
+    "sluice-plugin-avro",
+    "sluice-plugin-protobuf",
+    "sluice-plugin-json-schema",
 ];
 
 pub fn workspace_root() -> PathBuf {

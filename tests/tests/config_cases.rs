@@ -75,7 +75,7 @@ fn example_pipelines() -> Vec<PathBuf> {
 /// point at `out/plugins`, where scripts/quickstart copies them).
 fn with_built_plugins(config: &Path, dir: &Path) -> PathBuf {
     let mut text = std::fs::read_to_string(config).unwrap_or_else(|e| panic!("{e}"));
-    for name in ["json", "pattern", "ts-window"] {
+    for name in ["json", "pattern", "ts-window", "avro", "protobuf", "json-schema"] {
         for up in ["../../../", "../../"] {
             text = text.replace(&format!("{up}out/plugins/{name}.wasm"), &plugin(name).display().to_string());
         }

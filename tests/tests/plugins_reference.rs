@@ -25,13 +25,16 @@ fn page() -> String {
         ("json", sluice_plugin_json::config_schema()),
         ("ts-window", sluice_plugin_ts_window::config_schema()),
         ("pattern", sluice_plugin_pattern::config_schema()),
+        ("avro", sluice_plugin_avro::config_schema()),
+        ("protobuf", sluice_plugin_protobuf::config_schema()),
+        ("json-schema", sluice_plugin_json_schema::config_schema()),
     ];
     for (name, schema) in &plugins {
         out.push_str(&format!("\n## `{name}`\n"));
         out.push_str(&sluice::config::schema::tables(schema, "plugins.config", &format!(" of `{name}`"), 3));
     }
     out.push_str(
-        "\n## Timestamp formats\n\nWhat `timestamp_format` (json, ts-window) and a timestamp rule's \
+        "\n## Timestamp formats\n\nWhat `timestamp_format` (json, ts-window, avro, protobuf, json-schema) and a timestamp rule's \
          `format` (pattern) take: a name, a pattern of items, or a table `{ format = \"…\", year = 2016, \
          zone = \"Europe/Berlin\", ambiguous = \"earliest\" }` for what the text leaves out.\n\n\
          | name | reads |\n|---|---|\n",

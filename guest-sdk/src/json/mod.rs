@@ -221,6 +221,45 @@ pub fn as_id(value: &Value) -> Option<String> {
     }
 }
 
+/// Where a decoded record's event id and time are, as the first-party
+/// decoders' configs name them (`id_field`, `timestamp_field`,
+/// `timestamp_format`, `require_id`).
+pub struct IdAndTime<'a> {
+    pub id_field: Option<&'a str>,
+    pub timestamp_field: Option<&'a str>,
+    pub timestamp_format: &'a crate::time::Format,
+    pub require_id: bool,
+}
+
+impl IdAndTime<'_> {
+    /// The id and the time (ns) of `value`: an id a scalar at `id_field`
+    /// ([`as_id`]), a time read with the format (a string as text, a number
+    /// as itself; a null as none). The error is the record's reason:
+    /// `require_id` and no id, or a time that does not parse.
+    pub fn read(&self, value: &Value) -> Result<(Option<String>, Option<i64>), String> {
+        let mut id = None;
+        if let Some(field) = self.id_field {
+            id = get(value, field).and_then(as_id);
+            if id.is_none() && self.require_id {
+                return Err(format!("id field {field:?} is missing or not a scalar"));
+            }
+        }
+        let mut timestamp = None;
+        if let Some(field) = self.timestamp_field
+            && let Some(v) = get(value, field).filter(|v| !v.is_null())
+        {
+            let format = self.timestamp_format;
+            let now = if format.needs_year() { crate::now() } else { 0 };
+            let parsed = match v {
+                Value::String(s) => format.parse(s, now),
+                v => format.parse_json(v, now),
+            };
+            timestamp = Some(parsed.map_err(|e| format!("timestamp field {field:?}: {e}"))?);
+        }
+        Ok((id, timestamp))
+    }
+}
+
 /// What kind of JSON value this is, for messages.
 pub fn kind(value: &Value) -> &'static str {
     match value {

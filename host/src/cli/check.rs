@@ -119,6 +119,13 @@ fn check_one(check: &super::args::CheckArgs) -> Result<(), CheckFailed> {
             println!("  graph:  {line}");
         }
     }
+    if let Some(r) = &cfg.schema_registry {
+        println!(
+            "  schemas: from the registry at {}, kept in {} (what a restart decodes while it is down)",
+            r.shown_url(),
+            cfg.pipeline.state_dir.join("schemas").display()
+        );
+    }
     if let Some(warning) = state_open {
         println!("  state:  WARNING {warning}; sluice narrowed it to 0700");
     }
@@ -201,6 +208,12 @@ fn connect(cfg: &Config, sinks: &crate::sink::named::Sinks, file: &std::path::Pa
     }
     for (i, (_, sink)) in sinks.iter().enumerate() {
         probes.push((format!("sink {}", sinks.describe(i)), sink.probe()));
+    }
+    #[cfg(feature = "http")]
+    if let Some(r) = &cfg.schema_registry {
+        let result =
+            crate::schema_registry::client::RegistryClient::new(r).map_err(|e| e.to_string()).and_then(|c| c.probe());
+        probes.push((format!("schema registry {}", r.shown_url()), result));
     }
     let mut failed = Vec::new();
     for (what, result) in &probes {

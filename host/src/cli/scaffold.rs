@@ -17,7 +17,7 @@ use super::args::{Lang, NewArgs};
 pub(super) const WIT: &str = include_str!("../../../wit/plugin.wit");
 const WIT_V01: &str = include_str!("../../../wit/v0.1/plugin.wit");
 
-const RUST_SDK: [(&str, &str); 15] = [
+const RUST_SDK: [(&str, &str); 16] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
     ("src/contract_v02.rs", include_str!("../../../guest-sdk/src/contract_v02.rs")),
@@ -30,6 +30,7 @@ const RUST_SDK: [(&str, &str); 15] = [
     ("src/time.rs", include_str!("../../../guest-sdk/src/time.rs")),
     ("src/logfmt.rs", include_str!("../../../guest-sdk/src/logfmt.rs")),
     ("src/output_rules.rs", include_str!("../../../guest-sdk/src/output_rules.rs")),
+    ("src/registry.rs", include_str!("../../../guest-sdk/src/registry.rs")),
     ("src/testing.rs", include_str!("../../../guest-sdk/src/testing.rs")),
     ("src/duration.rs", include_str!("../../../guest-sdk/src/duration.rs")),
     ("src/schema.rs", include_str!("../../../guest-sdk/src/schema.rs")),

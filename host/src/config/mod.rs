@@ -28,6 +28,7 @@ pub use self::pipeline::ShutdownConfig;
 use crate::plugin::config::PluginConfig;
 use crate::problem::{ConfigError, Problem, Problems};
 use crate::route::config::RouteConfig;
+use crate::schema_registry::config::SchemaRegistryConfig;
 use crate::sink::config::NamedSinkConfig;
 use crate::sink::config::SinkConfig;
 use crate::source::config::SourceConfig;
@@ -97,6 +98,9 @@ pub struct Config {
     pub api: ApiConfig,
     /// `[watchdog]`: what counts as stuck.
     pub watchdog: WatchdogConfig,
+    /// `[schema_registry]`: where the schemas of framed records (Avro,
+    /// Protobuf) come from.
+    pub schema_registry: Option<SchemaRegistryConfig>,
 }
 impl Config {
     /// Load `path`, apply `SLUICE__…` environment overrides, resolve
@@ -152,7 +156,7 @@ impl Config {
     /// mistyped key, and this goes on to the next section. `None` when any
     /// section failed (each failure is in `p`).
     fn from_sections(raw: &config::Config, p: &mut Problems) -> Option<Config> {
-        const SECTIONS: [&str; 12] = [
+        const SECTIONS: [&str; 13] = [
             "pipeline",
             "source",
             "plugins",
@@ -165,6 +169,7 @@ impl Config {
             "metrics",
             "api",
             "watchdog",
+            "schema_registry",
         ];
         match raw.clone().try_deserialize::<BTreeMap<String, config::Value>>() {
             Ok(table) => {
@@ -231,6 +236,7 @@ impl Config {
         let metrics = section!(metrics: MetricsConfig, default);
         let api = section!(api: ApiConfig, default);
         let watchdog = section!(watchdog: WatchdogConfig, default);
+        let schema_registry = section!(schema_registry: Option<SchemaRegistryConfig>, default);
         if !p.is_empty() {
             return None;
         }
@@ -246,6 +252,7 @@ impl Config {
             metrics: metrics?,
             api: api?,
             watchdog: watchdog?,
+            schema_registry: schema_registry?,
         })
     }
 
@@ -268,6 +275,9 @@ impl Config {
         }
         for s in &mut self.sinks {
             s.sink.absolutize(&abs);
+        }
+        if let Some(r) = &mut self.schema_registry {
+            r.absolutize(&abs);
         }
     }
 
@@ -369,6 +379,19 @@ impl Config {
         self.watchdog.validate(p);
         self.validate_sinks_and_routes(p);
         self.quarantine.validate(self.source.is_kafka(), p);
+        if let Some(r) = &self.schema_registry {
+            p.under("schema_registry", |p| r.validate(p));
+        }
+        let single = self.sinks.len() == 1 && self.sinks[0].name == crate::route::config::DEFAULT_SINK;
+        for (i, s) in self.sinks.iter().enumerate() {
+            if let SinkConfig::Kafka(k) = &s.sink
+                && k.encoding.is_some()
+                && self.schema_registry.is_none()
+            {
+                let at = if single { "sink.encoding".to_string() } else { format!("sinks[{i}].encoding") };
+                p.add(&at, "needs a [schema_registry] section: the registry its schema is registered with".into());
+            }
+        }
     }
 }
 /// `${VAR}`, `${VAR:-default}` (unset or empty: the default) and
@@ -535,7 +558,7 @@ mod tests {
                     // The plugins are built by scripts/quickstart; stand-ins
                     // here, since only the config is under test.
                     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-                    for p in ["json.wasm", "ts-window.wasm", "pattern.wasm"] {
+                    for p in ["json.wasm", "ts-window.wasm", "pattern.wasm", "avro.wasm", "protobuf.wasm", "json-schema.wasm"] {
                         std::fs::write(tmp.path().join(p), b"").unwrap_or_else(|e| panic!("{e}"));
                     }
                     let text = std::fs::read_to_string(&path).unwrap_or_default();

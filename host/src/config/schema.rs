@@ -9,6 +9,7 @@ use super::{
     ApiConfig, DedupConfig, MetricsConfig, NamedSinkConfig, PipelineConfig, PluginConfig, QuarantineConfig,
     RouteConfig, ShutdownConfig, SinkConfig, SourceConfig, WatchdogConfig,
 };
+use crate::schema_registry::config::SchemaRegistryConfig;
 
 /// A sluice pipeline's config file (`sluice.toml`). Every key can be
 /// overridden from the environment: `SLUICE__SECTION__KEY`.
@@ -46,6 +47,10 @@ struct Sections {
     api: ApiConfig,
     #[serde(default)]
     watchdog: WatchdogConfig,
+    /// Where the schemas of records framed with a registry's id come from
+    /// (the `avro` and `protobuf` plugins); none: no such records.
+    #[serde(default)]
+    schema_registry: Option<SchemaRegistryConfig>,
 }
 
 /// The JSON Schema of a config file. Defaults are written as the config

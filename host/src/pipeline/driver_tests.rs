@@ -128,6 +128,7 @@ fn with_shared<R>(
                 quarantine_topic: None,
                 changelog,
                 claims: None,
+                registry: None,
                 stats: &stats,
                 watchdog: dog,
             })

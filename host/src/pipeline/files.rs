@@ -48,7 +48,14 @@ pub(super) fn run(
     let stats = Mutex::new(RunStats::default());
     let started = Instant::now();
     let settings = setup::driver_settings(cfg);
-    let parts = setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
+    let parts = setup::Parts {
+        settings: &settings,
+        registry: setup::open_registry(cfg)?,
+        store: &store,
+        dedup: &dedup,
+        sinks: &sinks,
+        stats: &stats,
+    };
     setup::with_services(cfg, parts, Some(&health), Some(&health), |shared| {
         // The files share one dedup scope: two of them read at once may
         // hold the same id.

@@ -126,7 +126,14 @@ pub(crate) fn replay(
     let settings = crate::pipeline::setup::driver_settings(cfg);
     let front_settings = sides.as_ref().map(|s| crate::pipeline::setup::driver_settings(&s.front));
     let back_settings = sides.as_ref().map(|s| crate::pipeline::setup::driver_settings(&s.back));
-    let parts = super::setup::Parts { settings: &settings, store: &store, dedup: &dedup, sinks: &sinks, stats: &stats };
+    let parts = super::setup::Parts {
+        settings: &settings,
+        registry: super::setup::open_registry(cfg)?,
+        store: &store,
+        dedup: &dedup,
+        sinks: &sinks,
+        stats: &stats,
+    };
     super::setup::with_services(cfg, parts, None, None, |shared| {
         let shared = Shared { changelog: replayed_ids.as_ref().map(|l| l as &dyn IdLog), ..shared };
         let front = sides.as_ref().zip(front_settings.as_ref()).map(|(s, settings)| Shared {

@@ -16,6 +16,8 @@ use super::error::PipelineError;
 use crate::config::Config;
 use crate::plugin::chain::Chain;
 use crate::plugin::engine::Runtime;
+use crate::schema_registry::cache::Schemas;
+use crate::schema_registry::resolver::Resolver;
 use crate::sink::context::SinkContext;
 use crate::sink::named::Sinks;
 use crate::source::config::SourceConfig;
@@ -98,6 +100,8 @@ pub(crate) fn open_window<'a>(cfg: &Config, store: &'a Store) -> Result<DedupWin
 /// committer exist.
 pub(crate) struct Parts<'a> {
     pub settings: &'a Settings,
+    /// `open_registry`'s.
+    pub registry: Option<Arc<Resolver>>,
     pub store: &'a Store,
     pub dedup: &'a DedupWindow<'a>,
     pub sinks: &'a Sinks,
@@ -116,7 +120,7 @@ pub(crate) fn with_services<R>(
     committed: Option<&Health>,
     f: impl FnOnce(Shared<'_>) -> R,
 ) -> R {
-    let Parts { settings, store, dedup, sinks, stats } = parts;
+    let Parts { settings, registry, store, dedup, sinks, stats } = parts;
     with_watchdog(&cfg.watchdog, sinks, watched, |watchdog| {
         with_committer(store, committed, |committer| {
             f(Shared {
@@ -128,6 +132,7 @@ pub(crate) fn with_services<R>(
                 quarantine_topic: None,
                 changelog: None,
                 claims: None,
+                registry,
                 stats,
                 watchdog,
             })
@@ -216,6 +221,7 @@ pub(crate) fn build_stage(
         .map_err(|e| PipelineError::Config(format!("plugins[{i}].digest: {e}")))?;
     let mut spec = p.spec();
     spec.limits.fixed_now = fixed_now;
+    spec.schemas = cfg.schema_registry.as_ref().map(|_| Schemas::of_state(&cfg.pipeline.state_dir)).transpose()?;
     let load = || runtime.load(&spec).and_then(Isolated::new);
     pin::verify(pin.as_ref(), &p.path, load, |stage| stage.id().digest).map_err(|refused| match refused {
         Refused::Mismatch { pinned, found } => PipelineError::DigestMismatch {
@@ -245,10 +251,32 @@ pub(crate) fn build_stage(
     })
 }
 
+/// The run's schema registry, when the config has one: the client that
+/// fetches, over the schemas every plugin instance of the run reads.
+pub(crate) fn open_registry(cfg: &Config) -> Result<Option<Arc<Resolver>>, PipelineError> {
+    let Some(r) = &cfg.schema_registry else { return Ok(None) };
+    let schemas = Schemas::of_state(&cfg.pipeline.state_dir)?;
+    #[cfg(feature = "http")]
+    {
+        let client =
+            crate::schema_registry::client::RegistryClient::new(r).map_err(|e| PipelineError::Config(e.to_string()))?;
+        let mut resolver = Resolver::new(schemas, Box::new(client));
+        resolver.retry_max = r.retry_max;
+        Ok(Some(Arc::new(resolver)))
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (r, schemas);
+        Err(crate::features::Feature::Http
+            .missing("[schema_registry]")
+            .map_or_else(|| PipelineError::Config("[schema_registry]: no HTTP client".into()), PipelineError::from))
+    }
+}
+
 /// The configured sinks, each driven through its retries and breaker, and
 /// the routes over them.
 pub(crate) fn open_sinks(cfg: &Config, runtime: &Runtime) -> Result<Sinks, PipelineError> {
-    Ok(Sinks::build(&cfg.sinks, &cfg.routes, SinkContext { plugins: runtime })?)
+    Ok(Sinks::build(&cfg.sinks, &cfg.routes, SinkContext { plugins: runtime, registry: cfg.schema_registry.as_ref() })?)
 }
 
 /// The sinks' names and the routes over them, as `check` draws them.

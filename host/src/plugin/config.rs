@@ -189,6 +189,7 @@ impl PluginConfig {
                 max_log_lines_per_batch: self.max_log_lines_per_batch,
                 fixed_now: None,
             },
+            schemas: None,
         }
     }
 }

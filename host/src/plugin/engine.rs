@@ -30,6 +30,7 @@ pub struct LoadedPlugin {
     pub(super) config_json: String,
     pub(super) limits: PluginLimits,
     pub(super) engine: Engine,
+    pub(super) schemas: Option<Arc<crate::schema_registry::cache::Schemas>>,
 }
 
 impl LoadedPlugin {
@@ -151,7 +152,14 @@ impl Runtime {
         let pre = Pre::detect(instance_pre).map_err(|message| PluginError::Link { plugin: id.to_string(), message })?;
         let config_json = serde_json::to_string(&spec.config)
             .map_err(|e| PluginError::Config { plugin: id.to_string(), message: e.to_string() })?;
-        Ok(Arc::new(LoadedPlugin { id, pre, config_json, limits: spec.limits.clone(), engine: self.engine.clone() }))
+        Ok(Arc::new(LoadedPlugin {
+            id,
+            pre,
+            config_json,
+            limits: spec.limits.clone(),
+            engine: self.engine.clone(),
+            schemas: spec.schemas.clone(),
+        }))
     }
 
     /// Which contract version a compiled component speaks, or why it speaks

@@ -42,6 +42,8 @@ pub(crate) struct HelperState {
     /// payload to be one JSON object, so the output contract need not
     /// parse it again when an event keeps it. Cleared per call.
     pub objects: Vec<bool>,
+    /// What the `schema` helper answers from (`[schema_registry]`).
+    pub schemas: Option<std::sync::Arc<crate::schema_registry::cache::Schemas>>,
 }
 
 /// The payloads of a batch as the host holds them, for a plugin that has

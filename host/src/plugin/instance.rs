@@ -31,6 +31,7 @@ impl Instance {
             plugin.limits.fixed_now,
         );
         let mut store = Store::new(&plugin.engine, state);
+        store.data_mut().helpers.schemas = plugin.schemas.clone();
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(&plugin));

@@ -1,9 +1,12 @@
 //! How to load one plugin, and the limits an instance is held to.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_guest::output_rules::OutputLimits;
+
+use crate::schema_registry::cache::Schemas;
 
 /// Resource limits of one plugin instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +52,9 @@ pub struct PluginSpec {
     pub config: serde_json::Value,
     /// What one instance may use.
     pub limits: PluginLimits,
+    /// The schemas the `schema` helper answers from: the run's, when the
+    /// config has a `[schema_registry]`; none answers that it has none.
+    pub schemas: Option<Arc<Schemas>>,
 }
 
 impl PluginSpec {
@@ -60,6 +66,6 @@ impl PluginSpec {
             .and_then(|s| s.to_str())
             .map(|s| s.strip_prefix("sluice_plugin_").unwrap_or(s).replace('_', "-"))
             .unwrap_or_else(|| "plugin".to_string());
-        PluginSpec { name, path, config: serde_json::json!({}), limits: PluginLimits::default() }
+        PluginSpec { name, path, config: serde_json::json!({}), limits: PluginLimits::default(), schemas: None }
     }
 }

@@ -64,7 +64,7 @@ impl SinkConfig {
             #[cfg(feature = "http")]
             SinkConfig::Clickhouse(c) => Box::new(HttpSink::new(&c.http(), Some(c.name()), ctx)?),
             #[cfg(feature = "kafka")]
-            SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k)?),
+            SinkConfig::Kafka(k) => Box::new(KafkaSink::new(k, ctx.registry)?),
             #[cfg(feature = "postgres")]
             SinkConfig::Postgres(p) => Box::new(PostgresSink::new(p)?),
             #[allow(unreachable_patterns)]

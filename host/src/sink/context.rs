@@ -12,4 +12,7 @@ pub struct SinkContext<'a> {
     /// The run's plugin runtime: a classifier is loaded into it, not into
     /// an engine (and a clock thread) of its own.
     pub plugins: &'a Runtime,
+    /// `[schema_registry]`: what a Kafka sink's `[sink.encoding]`
+    /// registers its schema with.
+    pub registry: Option<&'a crate::schema_registry::config::SchemaRegistryConfig>,
 }

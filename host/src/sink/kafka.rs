@@ -11,6 +11,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde::Deserialize;
 
+use super::encoding::EncodingConfig;
 use super::guard::GuardConfig;
 #[cfg(feature = "kafka")]
 use super::http::body::Framing;
@@ -41,6 +42,10 @@ pub struct KafkaSinkConfig {
     #[schemars(with = "crate::units::DurationText")]
     #[serde(default = "default_timeout", deserialize_with = "crate::units::duration")]
     pub message_timeout: Duration,
+    /// Write each record value in Avro or Protobuf, framed for the
+    /// `[schema_registry]` (which it needs); unset: the JSON of `payload`.
+    #[serde(default)]
+    pub encoding: Option<EncodingConfig>,
     #[serde(flatten)]
     pub guard: GuardConfig,
 }
@@ -64,6 +69,9 @@ impl KafkaSinkConfig {
         }
         self.connection.validate("sink", &OWNED, p);
         self.guard.validate(p);
+        if let Some(e) = &self.encoding {
+            p.under("encoding", |p| e.validate(p));
+        }
     }
 
     /// Paths made absolute; `_` in property names from the environment
@@ -79,12 +87,72 @@ pub(crate) struct KafkaSink {
     topic: String,
     payload: Payload,
     name: String,
+    encoding: Option<RegistryEncoding>,
+}
+
+/// `[sink.encoding]` as a running sink holds it: the schema, and its id
+/// once the registry gave it.
+#[cfg(feature = "kafka")]
+struct RegistryEncoding {
+    schema: super::encoding::Schema,
+    schema_text: String,
+    schema_type: &'static str,
+    subject: String,
+    register: bool,
+    #[cfg(feature = "http")]
+    client: crate::schema_registry::client::RegistryClient,
+    id: std::sync::OnceLock<u32>,
+}
+
+#[cfg(feature = "kafka")]
+impl RegistryEncoding {
+    /// The schema's id, asked of the registry at the first batch and
+    /// kept; the registry's error (systemic) while it cannot say.
+    fn id(&self) -> Result<u32, String> {
+        if let Some(id) = self.id.get() {
+            return Ok(*id);
+        }
+        #[cfg(feature = "http")]
+        {
+            let id = self
+                .client
+                .subject_id(&self.subject, self.schema_type, &self.schema_text, self.register)
+                .map_err(|e| e.to_string())?;
+            Ok(*self.id.get_or_init(|| id))
+        }
+        #[cfg(not(feature = "http"))]
+        Err("[sink.encoding] needs the `http` feature for the schema registry's client".into())
+    }
 }
 
 #[cfg(feature = "kafka")]
 impl KafkaSink {
-    pub(crate) fn new(cfg: &KafkaSinkConfig) -> Result<KafkaSink, SinkError> {
+    pub(crate) fn new(
+        cfg: &KafkaSinkConfig,
+        registry: Option<&crate::schema_registry::config::SchemaRegistryConfig>,
+    ) -> Result<KafkaSink, SinkError> {
         let setup = |message: String| SinkError::Setup { target: format!("kafka {}", cfg.topic), message };
+        let encoding = match (&cfg.encoding, registry) {
+            (None, _) => None,
+            (Some(_), None) => return Err(setup("[sink.encoding] needs a [schema_registry] section".into())),
+            (Some(e), Some(r)) => {
+                let schema =
+                    super::encoding::Schema::compile(e).map_err(|(k, m)| setup(format!("encoding.{k}: {m}")))?;
+                let subject = schema.subject(e.subject, &cfg.topic);
+                #[cfg(not(feature = "http"))]
+                let _ = r;
+                Some(RegistryEncoding {
+                    schema,
+                    schema_text: e.schema.clone(),
+                    schema_type: e.format.schema_type(),
+                    subject,
+                    register: e.register,
+                    #[cfg(feature = "http")]
+                    client: crate::schema_registry::client::RegistryClient::new(r).map_err(|e| setup(e.to_string()))?,
+                    id: std::sync::OnceLock::new(),
+                })
+            }
+        };
         let mut properties = cfg.connection.properties.clone();
         properties.insert("message.timeout.ms".into(), PropertyValue::Int(cfg.message_timeout.as_millis() as i64));
         let client = crate::source::kafka::client::producer_config(&cfg.connection, &properties)
@@ -94,7 +162,14 @@ impl KafkaSink {
             producer,
             topic: cfg.topic.clone(),
             payload: cfg.payload.clone(),
-            name: format!("kafka {} {}", cfg.connection.brokers, cfg.topic),
+            name: match &encoding {
+                Some(e) => format!(
+                    "kafka {} {} ({} of subject {})",
+                    cfg.connection.brokers, cfg.topic, e.schema_type, e.subject
+                ),
+                None => format!("kafka {} {}", cfg.connection.brokers, cfg.topic),
+            },
+            encoding,
         })
     }
 }
@@ -158,9 +233,29 @@ impl Sink for KafkaSink {
     fn deliver(&self, batch: &[Delivery]) -> Result<Attempt, SinkError> {
         let framing = Framing { render: Render::Ndjson, payload: &self.payload, index: None, labels: None };
         let mut pending = Vec::with_capacity(batch.len());
+        // The schema's id, once per sink: without it no record can be
+        // written, and the registry's outage is the batch's, not theirs.
+        let id = match self.encoding.as_ref().map(RegistryEncoding::id).transpose() {
+            Ok(id) => id,
+            Err(e) => {
+                let answer = Answer::Systemic(format!("schema registry: {e}"));
+                return Ok(reported(batch.iter().map(|_| Err(answer.clone())).collect()));
+            }
+        };
+        let mut json = Vec::new();
         for d in batch {
             let mut value = Vec::with_capacity(d.event().len() + 64);
-            framing.event(d, &mut value);
+            match (&self.encoding, id) {
+                (Some(e), Some(id)) => {
+                    json.clear();
+                    framing.event(d, &mut json);
+                    if let Err(reason) = e.schema.encode(id, &json, &mut value) {
+                        pending.push(Err(Answer::Rejected(format!("{} encoding: {reason}", e.schema_type))));
+                        continue;
+                    }
+                }
+                _ => framing.event(d, &mut value),
+            }
             let record = FutureRecord::to(&self.topic).key(d.id.as_bytes()).payload(&value);
             // Queue full or a local refusal: nothing was sent.
             pending.push(self.producer.send_result(record).map_err(|(e, _)| answer_for(&e)));
@@ -173,6 +268,10 @@ impl Sink for KafkaSink {
     }
 
     fn probe(&self) -> Result<String, String> {
-        probe_topic(&self.producer, &self.topic)
+        let topic = probe_topic(&self.producer, &self.topic)?;
+        match &self.encoding {
+            Some(e) => Ok(format!("{topic}; schema id {} under subject {:?}", e.id()?, e.subject)),
+            None => Ok(topic),
+        }
     }
 }

@@ -18,6 +18,7 @@ pub(crate) mod breaker;
 pub mod clickhouse;
 pub(crate) mod config;
 pub mod context;
+pub(crate) mod encoding;
 pub(crate) mod events;
 pub mod file;
 pub(crate) mod guard;

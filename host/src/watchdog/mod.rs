@@ -355,6 +355,7 @@ mod tests {
                     quarantine_topic: None,
                     changelog: None,
                     claims: None,
+                    registry: None,
                     stats: &stats,
                     watchdog: dog,
                 };

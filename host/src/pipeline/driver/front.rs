@@ -29,6 +29,8 @@ use crate::pipeline::events::Backpressure;
 use crate::pipeline::stop::RaiseOnDrop;
 use crate::plugin::chain::Chain;
 use crate::record::Record;
+use crate::schema_registry::events::RegistryWaiting;
+use crate::schema_registry::resolver::Resolver;
 use crate::store::quarantine::{PluginVersion, Quarantine};
 use crate::telemetry::InternalEvent;
 use crate::telemetry::stats::Counts;
@@ -332,6 +334,61 @@ impl<'s> Front<'_, 's> {
         Ok(Some((records, segs, scopes)))
     }
 
+    /// Until the registry has answered for every schema id `batch` frames.
+    /// A registry that cannot answer is nobody's record's fault: the batch
+    /// waits (its partitions' oldest batch says `schema registry` to the
+    /// watchdog, their lag grows) and asks again, 100 ms after the first
+    /// failure and twice as long each time up to `retry_max`. Only a stop
+    /// ends the wait, with an error: the batch was not handed on, so its
+    /// records are read again on the next start.
+    fn wait_for_schemas(
+        &self,
+        registry: &Resolver,
+        batch: &[&Record],
+        segs: &[Seg],
+        records: &[Pulled],
+    ) -> Result<(), PipelineError> {
+        let mut wait = Duration::from_millis(100);
+        let mut waiting = false;
+        loop {
+            let error = match registry.prepare(batch.iter().map(|r| &r.payload[..])) {
+                Ok(()) => break,
+                Err(e) => e,
+            };
+            let stopping = self.back_failed.load(Ordering::SeqCst)
+                || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()));
+            if stopping {
+                return Err(PipelineError::Registry(error));
+            }
+            let said = wait < registry.retry_max || !waiting;
+            RegistryWaiting { error: &error.to_string(), retry_in: wait, said }.emit();
+            if !waiting {
+                waiting = true;
+                self.blocked_by(segs, records, "schema registry");
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(registry.retry_max);
+        }
+        if waiting {
+            self.blocked_by(segs, records, "plugins");
+        }
+        Ok(())
+    }
+
+    /// What the oldest batch of each of `segs`' partitions waits for, as
+    /// the watchdog and the status page show it.
+    fn blocked_by(&self, segs: &[Seg], records: &[Pulled], what: &'static str) {
+        for seg in segs {
+            let Some(lane) = self.lanes.iter().find(|l| l.id == seg.lane) else { continue };
+            let mut st = lock(&lane.state);
+            if let Some((at, _)) = st.blocking
+                && at == records[seg.range.start].start as i64
+            {
+                st.blocking = Some((at, what));
+            }
+        }
+    }
+
     /// The plugins' verdicts and the window's answers for one batch.
     fn prepare(&mut self, records: Vec<Pulled>, segs: Vec<Seg>, scopes: &[Scope]) -> Result<Prepared, PipelineError> {
         let shared = self.shared;
@@ -348,6 +405,11 @@ impl<'s> Front<'_, 's> {
                     index_of.push(i);
                 }
             }
+        }
+        // 0. The schemas the batch's framed payloads name, before any
+        // plugin reads one: fetched here, where waiting is lag.
+        if let Some(registry) = &shared.registry {
+            self.wait_for_schemas(registry, &to_plugins, &segs, &records)?;
         }
         // 1. Plugins, over every partition's records at once.
         let t = Instant::now();

@@ -130,6 +130,9 @@ pub(crate) struct Shared<'a> {
     /// When partitions share a dedup scope: the ids their batches in
     /// flight hold (`custody::claims`).
     pub claims: Option<Arc<Claims>>,
+    /// `[schema_registry]`: the schemas a batch's framed payloads name are
+    /// fetched before its plugins run.
+    pub registry: Option<Arc<crate::schema_registry::resolver::Resolver>>,
     pub stats: &'a Mutex<RunStats>,
     /// Every partition the driver runs is watched for stalls while it runs.
     pub watchdog: &'a Watchdog,

@@ -112,7 +112,14 @@ pub(super) fn serve(common: &Common<'_>, member_of: &Serving<'_>) -> Result<(), 
             }))
         });
         let settings = driver_settings(cfg);
-        let parts = crate::pipeline::setup::Parts { settings: &settings, store, dedup, sinks, stats };
+        let parts = crate::pipeline::setup::Parts {
+            settings: &settings,
+            registry: crate::pipeline::setup::open_registry(cfg)?,
+            store,
+            dedup,
+            sinks,
+            stats,
+        };
         let result = crate::pipeline::setup::with_services(cfg, parts, watched, Some(health), |shared| {
             let tasks = Tasks {
                 cfg,

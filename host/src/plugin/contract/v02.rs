@@ -275,5 +275,14 @@ mod helpers_impl {
             self.helpers.objects = objects;
             Ok((fields.table, fields.data))
         }
+
+        fn schema(&mut self, id: u32) -> Result<(String, String), String> {
+            match &self.helpers.schemas {
+                Some(schemas) => schemas.answer(id),
+                None => Err(format!(
+                    "schema id {id}: this pipeline has no [schema_registry] to fetch schemas from; add one to its config"
+                )),
+            }
+        }
     }
 }
