@@ -261,6 +261,17 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Resp
                 None => not_found(40402, "Version not found"),
             }
         }
+        // Look-up: the version of this subject that holds this text.
+        ("POST", ["subjects", subject]) => {
+            let asked = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+            let schema = asked["schema"].as_str().unwrap_or_default();
+            let st = lock(&state);
+            match st.stored.iter().find(|s| s.subject == *subject && s.schema == schema) {
+                Some(s) => answer(StatusCode::OK, s.to_json()),
+                None if st.stored.iter().any(|s| s.subject == *subject) => not_found(40403, "Schema not found"),
+                None => not_found(40401, "Subject not found"),
+            }
+        }
         ("POST", ["subjects", subject, "versions"]) => {
             let Ok(asked) = serde_json::from_slice::<Value>(&body) else {
                 return Ok(answer(

@@ -579,9 +579,13 @@ subject = "topic"
     }
     assert_eq!(terminate(&mut sluice), 0, "{}", run.log());
 
-    // The id the registry gave the subject.
+    // The id the registry gave the subject, which `check --connect` looks
+    // up (and never registers).
     let latest = reqwest_get(&format!("{}/subjects/{topic}-value/versions/latest", registry.url()));
     let id = u32::try_from(latest["id"].as_u64().unwrap_or_else(|| panic!("{latest}"))).unwrap_or(0);
+    let (code, said) = run.check_connect(&config);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains(&format!("schema id {id} under subject \"{topic}-value\"")), "{said}");
     let records = sluice_e2e::kafka::read_topic(&brokers, &topic, 1);
     assert_eq!(records.len(), n, "one record per event, and none for the misfit");
     let header = format.header(id);

@@ -558,7 +558,14 @@ mod tests {
                     // The plugins are built by scripts/quickstart; stand-ins
                     // here, since only the config is under test.
                     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-                    for p in ["json.wasm", "ts-window.wasm", "pattern.wasm", "avro.wasm", "protobuf.wasm", "json-schema.wasm"] {
+                    for p in [
+                        "json.wasm",
+                        "ts-window.wasm",
+                        "pattern.wasm",
+                        "avro.wasm",
+                        "protobuf.wasm",
+                        "json-schema.wasm",
+                    ] {
                         std::fs::write(tmp.path().join(p), b"").unwrap_or_else(|e| panic!("{e}"));
                     }
                     let text = std::fs::read_to_string(&path).unwrap_or_default();

@@ -234,7 +234,8 @@ pub(crate) mod proto {
     }
 }
 
-#[cfg(all(test, feature = "kafka"))]
+#[cfg(test)]
+#[cfg(feature = "kafka")]
 mod tests {
     use super::*;
 

@@ -123,6 +123,25 @@ impl RegistryEncoding {
         #[cfg(not(feature = "http"))]
         Err("[sink.encoding] needs the `http` feature for the schema registry's client".into())
     }
+
+    /// `check --connect`: the schema's id under its subject, looked up
+    /// and never registered (a check writes nothing).
+    fn probe(&self) -> Result<String, String> {
+        #[cfg(feature = "http")]
+        {
+            use crate::schema_registry::resolver::RegistryError;
+            match self.client.subject_id(&self.subject, self.schema_type, &self.schema_text, false) {
+                Ok(id) => Ok(format!("schema id {id} under subject {:?}", self.subject)),
+                Err(RegistryError::Subject { status: 404, .. }) if self.register => Ok(format!(
+                    "the registry answers; the schema is not under subject {:?} yet: the first batch registers it",
+                    self.subject
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        #[cfg(not(feature = "http"))]
+        Err("[sink.encoding] needs the `http` feature for the schema registry's client".into())
+    }
 }
 
 #[cfg(feature = "kafka")]
@@ -270,7 +289,7 @@ impl Sink for KafkaSink {
     fn probe(&self) -> Result<String, String> {
         let topic = probe_topic(&self.producer, &self.topic)?;
         match &self.encoding {
-            Some(e) => Ok(format!("{topic}; schema id {} under subject {:?}", e.id()?, e.subject)),
+            Some(e) => Ok(format!("{topic}; {}", e.probe()?)),
             None => Ok(topic),
         }
     }
