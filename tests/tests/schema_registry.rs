@@ -477,23 +477,31 @@ fn sink_schema(format: Format) -> Value {
             {"name": "event_id", "type": "string"},
             {"name": "page", "type": "string"},
             {"name": "n", "type": "long"}]}),
-        _ => json!({"package": "shop", "message": "Click", "fields": [
+        Format::Protobuf => json!({"package": "shop", "message": "Click", "fields": [
             {"name": "event_id", "number": 1, "type": "string"},
             {"name": "page", "number": 2, "type": "string"},
             {"name": "n", "number": 3, "type": "int64"}]}),
+        Format::JsonSchema => json!({"title": "shop.Click", "type": "object",
+            "required": ["event_id", "page", "n"],
+            "properties": {"event_id": {"type": "string"}, "page": {"type": "string"}, "n": {"type": "integer"}}}),
     }
 }
 
 /// Read `payloads` (the messages alone) back as a consumer's
 /// deserializer does: fastavro, or protobuf's `json_format`.
 fn decode(format: Format, payloads: &[&[u8]]) -> Vec<Value> {
+    if format == Format::JsonSchema {
+        // A JSON Schema deserializer parses the text after the header.
+        return payloads.iter().map(|p| serde_json::from_slice(p).unwrap_or_else(|e| panic!("{e}"))).collect();
+    }
     let hex: Vec<String> = payloads.iter().map(|p| p.iter().map(|b| format!("{b:02x}")).collect()).collect();
     let answer =
         encoder(&json!({"decode": true, "format": format.name(), "schema": sink_schema(format), "payloads": hex}));
     answer["records"].as_array().cloned().unwrap_or_else(|| panic!("decode: {answer}"))
 }
 
-/// JSON events to a Kafka topic in Avro or Protobuf: the schema registered
+/// JSON events to a Kafka topic in Avro, Protobuf or JSON checked by a
+/// JSON Schema: the schema registered
 /// under `<topic>-value`, each record framed with its id, read back by
 /// the producers' own libraries; an event that does not fit the schema is
 /// quarantined, and nothing else.
@@ -512,8 +520,8 @@ fn a_kafka_sink_writes_what_a_registry_consumer_reads(format: Format) {
     lines.insert(60, json!({"event_id": "misfit", "page": 7, "n": "seven"}).to_string());
     std::fs::write(dir.path().join("in.ndjson"), lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
     let schema_text = match format {
-        Format::Avro => sink_schema(format).to_string(),
-        _ => proto_text(&sink_schema(format)),
+        Format::Protobuf => proto_text(&sink_schema(format)),
+        _ => sink_schema(format).to_string(),
     };
     let cfg = format!(
         r#"
@@ -546,7 +554,10 @@ subject = "topic"
 "#,
         registry = registry.url(),
         json = plugin("json").display(),
-        fmt = format.name(),
+        fmt = match format {
+            Format::JsonSchema => "json",
+            other => other.name(),
+        },
     );
     let config = dir.path().join("sluice.toml");
     std::fs::write(&config, cfg).unwrap_or_else(|e| panic!("{e}"));
@@ -633,4 +644,9 @@ fn a_kafka_sink_writes_avro_a_consumer_reads() {
 #[test]
 fn a_kafka_sink_writes_protobuf_a_consumer_reads() {
     a_kafka_sink_writes_what_a_registry_consumer_reads(Format::Protobuf);
+}
+
+#[test]
+fn a_kafka_sink_writes_json_schema_records_a_consumer_reads() {
+    a_kafka_sink_writes_what_a_registry_consumer_reads(Format::JsonSchema);
 }

@@ -1,12 +1,13 @@
 //! `[sink.encoding]` of the Kafka sink: each record value written in Avro
-//! or Protobuf with a schema from the config, registered with the run's
+//! or Protobuf (or JSON checked against a JSON Schema) with a schema from
+//! the config, registered with the run's
 //! `[schema_registry]` under a subject, and framed with its id in
 //! Confluent's wire format, as a Confluent serializer writes it; a
 //! consumer with the registry's deserializer reads it as any other.
 //!
 //! ```toml
 //! [sink.encoding]
-//! format = "avro"              # or "protobuf"
+//! format = "avro"              # or "protobuf", "json"
 //! schema = '''{"type": "record", "name": "Click", "fields": [...]}'''
 //! subject = "topic"            # <topic>-value; or "record", "topic_record"
 //! ```
@@ -29,6 +30,8 @@ pub enum EncodingFormat {
     Avro,
     /// Protobuf; `schema` is a `.proto` file's text.
     Protobuf,
+    /// The event's JSON as it is, checked against `schema`, a JSON Schema.
+    Json,
 }
 
 impl EncodingFormat {
@@ -37,6 +40,7 @@ impl EncodingFormat {
         match self {
             EncodingFormat::Avro => "AVRO",
             EncodingFormat::Protobuf => "PROTOBUF",
+            EncodingFormat::Json => "JSON",
         }
     }
 }
@@ -60,10 +64,11 @@ pub enum SubjectStrategy {
 #[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EncodingConfig {
-    /// `avro` or `protobuf`.
+    /// `avro`, `protobuf` or `json`.
     pub format: EncodingFormat,
-    /// The schema each record value is written with: Avro's JSON, or a
-    /// `.proto` file (it may import the well-known types).
+    /// The schema each record value is written with: Avro's JSON, a
+    /// `.proto` file (it may import the well-known types), or a JSON
+    /// Schema (its `title` names the record for the `record` strategies).
     pub schema: String,
     /// Protobuf: the message events are written as, by its full name
     /// (`shop.Click`). Unset: the file's first message.
@@ -104,6 +109,8 @@ pub(crate) enum Schema {
     /// The message, and its indexes in the file as the wire format
     /// writes them.
     Protobuf(prost_reflect::MessageDescriptor, Vec<u8>),
+    /// The validator, and the schema's `title` (the record's name).
+    Json(Box<jsonschema::Validator>, String),
 }
 
 #[cfg(feature = "kafka")]
@@ -116,6 +123,16 @@ impl Schema {
                     return Err(("message", "only for format = \"protobuf\"".into()));
                 }
                 apache_avro::Schema::parse_str(&cfg.schema).map(Schema::Avro).map_err(|e| ("schema", e.to_string()))
+            }
+            EncodingFormat::Json => {
+                if cfg.message.is_some() {
+                    return Err(("message", "only for format = \"protobuf\"".into()));
+                }
+                let schema: serde_json::Value =
+                    serde_json::from_str(&cfg.schema).map_err(|e| ("schema", format!("not JSON: {e}")))?;
+                let title = schema.get("title").and_then(|t| t.as_str()).unwrap_or("record").to_string();
+                let validator = jsonschema::validator_for(&schema).map_err(|e| ("schema", e.to_string()))?;
+                Ok(Schema::Json(Box::new(validator), title))
             }
             EncodingFormat::Protobuf => {
                 let pool = proto::compile(&cfg.schema).map_err(|e| ("schema", e))?;
@@ -139,6 +156,7 @@ impl Schema {
             Schema::Avro(apache_avro::Schema::Record(r)) => r.name.fullname(None),
             Schema::Avro(other) => format!("{other:?}").chars().take(40).collect(),
             Schema::Protobuf(m, _) => m.full_name().to_string(),
+            Schema::Json(_, title) => title.clone(),
         }
     }
 
@@ -171,6 +189,22 @@ impl Schema {
                     .map_err(|e| format!("does not fit the Protobuf message {}: {e}", message.full_name()))?;
                 out.extend_from_slice(indexes);
                 out.extend(prost::Message::encode_to_vec(&m));
+            }
+            Schema::Json(validator, _) => {
+                let json: serde_json::Value = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+                let broken: Vec<String> = validator
+                    .iter_errors(&json)
+                    .take(3)
+                    .map(|e| {
+                        let at = e.instance_path().to_string();
+                        format!("{}: {e}", if at.is_empty() { "/" } else { &at })
+                    })
+                    .collect();
+                if !broken.is_empty() {
+                    return Err(format!("does not fit the JSON Schema: {}", broken.join("; ")));
+                }
+                // The text as the sink rendered it: no re-serialization.
+                out.extend_from_slice(value.trim_ascii_end());
             }
         }
         Ok(())
@@ -291,12 +325,26 @@ mod tests {
     }
 
     #[test]
+    fn json_is_checked_against_its_schema_and_written_as_it_is() {
+        let schema = r#"{"title":"Click","type":"object","required":["id"],"properties":{"n":{"type":"integer"}}}"#;
+        let s = Schema::compile(&cfg(EncodingFormat::Json, schema, None)).unwrap();
+        let mut out = Vec::new();
+        s.encode(5, b"{\"id\":\"a\",\"n\":1}\n", &mut out).unwrap();
+        assert_eq!(out, b"\0\0\0\0\x05{\"id\":\"a\",\"n\":1}");
+        assert_eq!(s.subject(SubjectStrategy::Record, "t"), "Click");
+        let e = s.encode(5, br#"{"n":"x"}"#, &mut Vec::new()).unwrap_err();
+        assert!(e.contains("/n") && e.contains("id"), "{e}");
+    }
+
+    #[test]
     fn a_schema_that_does_not_compile_is_named_by_its_key() {
         for (c, key) in [
             (cfg(EncodingFormat::Avro, "{\"type\":\"nope\"}", None), "schema"),
             (cfg(EncodingFormat::Avro, AVRO, Some("x")), "message"),
             (cfg(EncodingFormat::Protobuf, "message {", None), "schema"),
             (cfg(EncodingFormat::Protobuf, PROTO, Some("shop.Nope")), "message"),
+            (cfg(EncodingFormat::Json, "{\"type\": 12}", None), "schema"),
+            (cfg(EncodingFormat::Json, "nope", None), "schema"),
         ] {
             let (k, _) = Schema::compile(&c).err().unwrap();
             assert_eq!(k, key);
