@@ -649,6 +649,11 @@ mod tests {
         assert!(e.contains("sink.properties.\"acks\""), "{e}");
         let e = load("type = \"file\"\npath = \"out.ndjson\"\n[sink.breaker]\nfailures = 0");
         assert!(e.contains("sink.breaker.failures") || e.contains("breaker"), "{e}");
+        let kafka = "type = \"kafka\"\nbrokers = \"b:9092\"\ntopic = \"t\"\n[sink.encoding]\nformat = \"avro\"\n";
+        let e = load(&format!("{kafka}schema = '\"long\"'"));
+        assert!(e.contains("sink.encoding") && e.contains("[schema_registry]"), "{e}");
+        let e = load(&format!("{kafka}schema = '{{\"type\": \"nope\"}}'"));
+        assert!(e.contains("sink.encoding.schema"), "a schema that does not parse stops the start: {e}");
     }
 
     /// `response` is a built-in's name or a profile table; both are read,

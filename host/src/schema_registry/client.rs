@@ -1,6 +1,9 @@
-//! The registry's REST API, as much of it as decoding needs:
-//! `GET /schemas/ids/{id}`. Its own small runtime, as the HTTP sink's:
-//! the driver's front that asks is a plain thread.
+//! The registry's REST API, as much of it as sluice needs:
+//! `GET /schemas/ids/{id}` to decode, `POST /subjects/{subject}/versions`
+//! (or `POST /subjects/{subject}`, a look-up) for a Kafka sink's
+//! `[sink.encoding]`, and `GET /subjects` for `check --connect`. Its own
+//! small runtime, as the HTTP sink's: the driver's front and the sink that
+//! ask are plain threads.
 
 use std::time::Duration;
 
