@@ -25,12 +25,10 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::{Message, Offset, TopicPartitionList};
 use serde_json::{Value, json};
 
-use crate::kafka::{client, create_topic, free_port};
+use crate::kafka::{client, create_topic, free_port, read_topic};
 
 /// The topic the schemas live in.
 pub const TOPIC: &str = "_schemas";
@@ -171,30 +169,14 @@ fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 /// Every schema the topic holds, from its beginning to its end now.
 fn read_all(brokers: &str) -> Vec<Stored> {
-    let consumer: BaseConsumer = client(brokers)
-        .set("group.id", format!("registry-{}", free_port()))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap_or_else(|e| panic!("registry consumer: {e}"));
-    let (_, high) = consumer
-        .fetch_watermarks(TOPIC, 0, Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("registry watermarks: {e}"));
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(TOPIC, 0, Offset::Beginning).unwrap_or_else(|e| panic!("{e}"));
-    consumer.assign(&tpl).unwrap_or_else(|e| panic!("{e}"));
-    let mut stored = Vec::new();
-    let mut next = 0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while next < high {
-        assert!(Instant::now() < deadline, "registry: reading {TOPIC} stuck at {next} of {high}");
-        let Some(m) = consumer.poll(Duration::from_millis(200)) else { continue };
-        let m = m.unwrap_or_else(|e| panic!("registry read: {e}"));
-        next = m.offset() + 1;
-        let value: Value = serde_json::from_slice(m.payload().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("registry: offset {} of {TOPIC} is not JSON: {e}", m.offset()));
-        stored.push(Stored::from_json(&value).unwrap_or_else(|| panic!("registry: offset {}: {value}", m.offset())));
-    }
-    stored
+    read_topic(brokers, TOPIC, 1)
+        .into_iter()
+        .map(|m| {
+            let value: Value = serde_json::from_slice(&m.value)
+                .unwrap_or_else(|e| panic!("registry: offset {} of {TOPIC} is not JSON: {e}", m.offset));
+            Stored::from_json(&value).unwrap_or_else(|| panic!("registry: offset {}: {value}", m.offset))
+        })
+        .collect()
 }
 
 fn answer(status: StatusCode, body: Value) -> Response<Full<Bytes>> {

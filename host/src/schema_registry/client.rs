@@ -71,13 +71,18 @@ impl RegistryClient {
         Ok(RegistryClient { client, runtime, base, auth, shown: cfg.shown_url() })
     }
 
+    /// `request` with the config's credentials, if it has them.
+    fn authed(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.auth {
+            Some((user, password)) => request.basic_auth(user, password.as_ref()),
+            None => request,
+        }
+    }
+
     async fn get(&self, id: u32) -> Result<Fetched, RegistryError> {
         let unreachable = |message: String| RegistryError::Unreachable { url: self.shown.clone(), message };
         let url = self.base.join(&format!("schemas/ids/{id}")).map_err(|e| unreachable(e.to_string()))?;
-        let mut request = self.client.get(url).header("accept", "application/vnd.schemaregistry.v1+json");
-        if let Some((user, password)) = &self.auth {
-            request = request.basic_auth(user, password.as_ref());
-        }
+        let request = self.authed(self.client.get(url)).header("accept", "application/vnd.schemaregistry.v1+json");
         let response = request.send().await.map_err(|e| unreachable(error_chain(&e)))?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| unreachable(error_chain(&e)))?;
@@ -130,14 +135,10 @@ impl RegistryClient {
             if schema_type != "AVRO" {
                 body["schemaType"] = schema_type.into();
             }
-            let mut request = self
-                .client
-                .post(url)
+            let request = self
+                .authed(self.client.post(url))
                 .header("content-type", "application/vnd.schemaregistry.v1+json")
                 .body(body.to_string());
-            if let Some((user, password)) = &self.auth {
-                request = request.basic_auth(user, password.as_ref());
-            }
             let response = request.send().await.map_err(|e| unreachable(error_chain(&e)))?;
             let status = response.status().as_u16();
             let bytes = response.bytes().await.map_err(|e| unreachable(error_chain(&e)))?;
@@ -163,10 +164,7 @@ impl RegistryClient {
     pub(crate) fn probe(&self) -> Result<String, String> {
         self.runtime.block_on(async {
             let url = self.base.join("subjects").map_err(|e| e.to_string())?;
-            let mut request = self.client.get(url);
-            if let Some((user, password)) = &self.auth {
-                request = request.basic_auth(user, password.as_ref());
-            }
+            let request = self.authed(self.client.get(url));
             let response = request.send().await.map_err(|e| error_chain(&e))?;
             let status = response.status();
             let body = response.bytes().await.map_err(|e| error_chain(&e))?;

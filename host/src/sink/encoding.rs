@@ -153,8 +153,9 @@ impl Schema {
     /// subject strategies.
     pub(crate) fn full_name(&self) -> String {
         match self {
-            Schema::Avro(apache_avro::Schema::Record(r)) => r.name.fullname(None),
-            Schema::Avro(other) => format!("{other:?}").chars().take(40).collect(),
+            // A named type (record, enum, fixed) by its full name; a
+            // primitive has none, and takes its type's name.
+            Schema::Avro(s) => s.name().map_or_else(|| s.canonical_form(), |n| n.fullname(None)),
             Schema::Protobuf(m, _) => m.full_name().to_string(),
             Schema::Json(_, title) => title.clone(),
         }
