@@ -394,6 +394,17 @@ fn evolves_through_registry_outages(format: Format) {
     assert_eq!(code, 3, "check --connect says a dependency is unreachable: {said}");
     assert!(said.contains("schema registry") && said.contains("FAILED"), "{said}");
     assert!(sluice.0.try_wait().ok().flatten().is_none(), "sluice stopped during the outage: {}", run.log());
+    // A stop during the outage is a stop like any other: the waiting batch
+    // is let go undecided, and the next start waits for it again.
+    assert_eq!(terminate(&mut sluice), 0, "a stop while the registry is down: {}", run.log());
+    assert!(run.log().contains("the batch waiting for it is let go undecided"), "{}", run.log());
+    let said = run.log().matches("the schema registry cannot answer").count();
+    let mut sluice = run.spawn(&config);
+    while run.log().matches("the schema registry cannot answer").count() <= said {
+        assert!(waited_from.elapsed() < Duration::from_secs(90), "the restart did not wait: {}", run.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(run.delivered().len(), 150, "delivered after the stop with the registry down");
     // Back, knowing only what its topic holds.
     registry.restart();
     run.wait_lines(300, &mut sluice);

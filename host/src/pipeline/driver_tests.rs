@@ -15,6 +15,8 @@ use crate::custody::ids::{IdDigest, PIPELINE_SCOPE};
 use crate::custody::standing::PartitionState;
 use crate::pipeline::error::PipelineError;
 use crate::record::Record;
+use crate::schema_registry::cache::Schemas;
+use crate::schema_registry::resolver::{Fetch, Fetched, RegistryError, Resolver};
 
 const RECORDS: u64 = 100;
 const BATCH: u64 = 10;
@@ -96,6 +98,7 @@ fn with_shared<R>(
     pipeline: &str,
     source: &str,
     changelog: Option<&dyn IdLog>,
+    registry: Option<Arc<Resolver>>,
     f: impl FnOnce(&Shared<'_>) -> R,
 ) -> R {
     let path = dir.join("t.toml");
@@ -128,7 +131,7 @@ fn with_shared<R>(
                 quarantine_topic: None,
                 changelog,
                 claims: None,
-                registry: None,
+                registry: registry.clone(),
                 stats: &stats,
                 watchdog: dog,
             })
@@ -145,7 +148,7 @@ fn run(fence_at: Option<usize>, one_at_a_time: bool) -> (Vec<(u64, usize)>, Part
     let log = Transactions { sink: sink.clone(), commits: Mutex::default(), fence_at, fenced: &fenced, one_at_a_time };
     let state = Arc::new(Mutex::new(PartitionState::default()));
     let pipeline = format!("in_flight = 4\nbatch_size = {BATCH}");
-    with_shared(dir.path(), &pipeline, "", Some(&log), |shared| {
+    with_shared(dir.path(), &pipeline, "", Some(&log), None, |shared| {
         let stopping = || fenced.load(Ordering::SeqCst);
         let part = Partition {
             name: "records",
@@ -237,7 +240,7 @@ fn partitions_sharing_one_worker_share_batches_and_each_commits_its_own_prefix()
     let sink = dir.path().join("out.ndjson");
     let positions: Vec<Arc<Mutex<Vec<u64>>>> = (0..PARTS).map(|_| Arc::default()).collect();
     let segments: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
-    with_shared(dir.path(), "workers = 1\nbatch_size = 16", "poll_interval = \"10ms\"", None, |shared| {
+    with_shared(dir.path(), "workers = 1\nbatch_size = 16", "poll_interval = \"10ms\"", None, None, |shared| {
         let make_chain = || Ok(crate::plugin::chain::Chain::new(Vec::new()));
         let failed = Mutex::new(None);
         let on_error = |e: PipelineError| {
@@ -292,4 +295,72 @@ fn partitions_sharing_one_worker_share_batches_and_each_commits_its_own_prefix()
     let mut expected: Vec<String> = (0..(10 + PARTS as u64 - 1)).map(|i| format!("ev-{i}")).collect();
     expected.sort();
     assert_eq!(ids, expected);
+}
+
+/// A registry that never answers.
+struct Down;
+
+impl Fetch for Down {
+    fn fetch(&self, _id: u32) -> Result<Fetched, RegistryError> {
+        Err(RegistryError::Unreachable { url: "http://registry.invalid".into(), message: "refused".into() })
+    }
+}
+
+/// Records framed with schema id 7, ten per pull, forever.
+struct Framed {
+    next: u64,
+}
+
+impl Reader for Framed {
+    fn pull(&mut self, _max: usize) -> Result<Option<Pull>, PipelineError> {
+        let records = (self.next..self.next + BATCH)
+            .map(|i| {
+                let mut payload = vec![0, 0, 0, 0, 7];
+                payload.extend_from_slice(format!("{i}").as_bytes());
+                let mut record = Record::line(payload, "records", 0, i);
+                record.event_id = Some(format!("ev-{i}").into());
+                Pulled { record, start: i, next: i + 1, refused: None }
+            })
+            .collect::<Vec<_>>();
+        self.next += BATCH;
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received: Instant::now(), behind: None }))
+    }
+}
+
+/// A stop while the registry is down is a let-go like any other: the run
+/// ends well (it used to end with the registry's error), nothing reaches
+/// the sink, and the partition's position stays where it started, so the
+/// next owner reads the waiting batch again.
+#[test]
+fn a_stop_while_the_registry_is_down_lets_the_waiting_batch_go_undecided() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sink = dir.path().join("out.ndjson");
+    let schemas = Arc::new(Schemas::open(None).unwrap_or_else(|e| panic!("{e}")));
+    let registry = Arc::new(Resolver::new(schemas, Box::new(Down)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let positions: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let result = with_shared(dir.path(), "batch_size = 10", "", None, Some(registry), |shared| {
+        std::thread::scope(|scope| {
+            let flip = stop.clone();
+            // Past the first retries (100 ms, then 200 ms).
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                flip.store(true, Ordering::SeqCst);
+            });
+            let stopping = || stop.load(Ordering::SeqCst);
+            let part = Partition {
+                name: "records",
+                start: Some(0),
+                chain: crate::plugin::chain::Chain::new(Vec::new()),
+                stopping: &stopping,
+                state: Arc::default(),
+            };
+            driver::drive(shared, part, &mut Framed { next: 0 }, &mut Positions(positions.clone(), Arc::default()))
+        })
+    });
+    assert!(result.is_ok(), "the run ends well: {:?}", result.err().map(|e| e.to_string()));
+    assert!(stop.load(Ordering::SeqCst), "the run ended before the stop");
+    assert_eq!(lines(&sink), 0, "nothing reaches the sink without its schema");
+    let positions = positions.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(positions.iter().all(|p| *p == 0), "the position stays at the waiting batch: {positions:?}");
 }

@@ -12,10 +12,6 @@ pub enum PipelineError {
     /// The schemas kept in the state folder.
     #[error(transparent)]
     Schemas(#[from] crate::schema_registry::cache::CacheError),
-    /// The registry still could not answer when the run was asked to stop:
-    /// the batch it held was not handed on, so its records are read again.
-    #[error("{0}; the run stopped while waiting for it, and the records it held are read again on the next start")]
-    Registry(#[from] crate::schema_registry::resolver::RegistryError),
     #[error(transparent)]
     Source(#[from] crate::source::file::SourceError),
     #[error(transparent)]

@@ -26,6 +26,26 @@ impl InternalEvent for RegistryWaiting<'_> {
     }
 }
 
+/// The batch that waited for the registry was let go undecided: every
+/// partition in it is stopping (a shutdown, a rebalance), and its records
+/// are read again by whoever consumes them next.
+pub(crate) struct RegistryWaitLetGo<'a> {
+    pub error: &'a str,
+    pub records: usize,
+}
+
+impl InternalEvent for RegistryWaitLetGo<'_> {
+    fn emit(&self) {
+        tracing::warn!(
+            target: crate::telemetry::EVENTS,
+            error = self.error,
+            records = self.records,
+            "stopping while the schema registry cannot answer: the batch waiting for it is let go undecided, and \
+             its records are read again"
+        );
+    }
+}
+
 /// A schema was fetched and kept.
 pub(crate) struct SchemaFetched {
     pub id: u32,

@@ -29,7 +29,7 @@ use crate::pipeline::events::Backpressure;
 use crate::pipeline::stop::RaiseOnDrop;
 use crate::plugin::chain::Chain;
 use crate::record::Record;
-use crate::schema_registry::events::RegistryWaiting;
+use crate::schema_registry::events::{RegistryWaitLetGo, RegistryWaiting};
 use crate::schema_registry::resolver::Resolver;
 use crate::store::quarantine::{PluginVersion, Quarantine};
 use crate::telemetry::InternalEvent;
@@ -334,20 +334,15 @@ impl<'s> Front<'_, 's> {
         Ok(Some((records, segs, scopes)))
     }
 
-    /// Until the registry has answered for every schema id `batch` frames.
+    /// Until the registry has answered for every schema id `batch` frames
+    /// (`true`), or every partition of the batch must let go (`false`).
     /// A registry that cannot answer is nobody's record's fault: the batch
     /// waits (its partitions' oldest batch says `schema registry` to the
     /// watchdog, their lag grows) and asks again, 100 ms after the first
-    /// failure and twice as long each time up to `retry_max`. Only a stop
-    /// ends the wait, with an error: the batch was not handed on, so its
-    /// records are read again on the next start.
-    fn wait_for_schemas(
-        &self,
-        registry: &Resolver,
-        batch: &[&Record],
-        segs: &[Seg],
-        records: &[Pulled],
-    ) -> Result<(), PipelineError> {
+    /// failure and twice as long each time up to `retry_max`. A stop or a
+    /// rebalance ends the wait like any other let-go: the batch passes no
+    /// door, so its records are read again by the partitions' next owner.
+    fn wait_for_schemas(&self, registry: &Resolver, batch: &[&Record], segs: &[Seg], records: &[Pulled]) -> bool {
         let mut wait = Duration::from_millis(100);
         let mut waiting = false;
         loop {
@@ -358,7 +353,8 @@ impl<'s> Front<'_, 's> {
             let stopping = self.back_failed.load(Ordering::SeqCst)
                 || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()));
             if stopping {
-                return Err(PipelineError::Registry(error));
+                RegistryWaitLetGo { error: &error.to_string(), records: records.len() }.emit();
+                return false;
             }
             let said = wait < registry.retry_max || !waiting;
             RegistryWaiting { error: &error.to_string(), retry_in: wait, said }.emit();
@@ -366,13 +362,29 @@ impl<'s> Front<'_, 's> {
                 waiting = true;
                 self.blocked_by(segs, records, "schema registry");
             }
-            std::thread::sleep(wait);
+            self.sleep_unless_stopping(wait, segs);
             wait = (wait * 2).min(registry.retry_max);
         }
         if waiting {
             self.blocked_by(segs, records, "plugins");
         }
-        Ok(())
+        true
+    }
+
+    /// Sleep `wait`, waking early when the back fails or every partition
+    /// of `segs` must let go: a stop need not wait out a 30 s backoff.
+    fn sleep_unless_stopping(&self, wait: Duration, segs: &[Seg]) {
+        let until = Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero()
+                || self.back_failed.load(Ordering::SeqCst)
+                || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()))
+            {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
     }
 
     /// What the oldest batch of each of `segs`' partitions waits for, as
@@ -408,8 +420,14 @@ impl<'s> Front<'_, 's> {
         }
         // 0. The schemas the batch's framed payloads name, before any
         // plugin reads one: fetched here, where waiting is lag.
-        if let Some(registry) = &shared.registry {
-            self.wait_for_schemas(registry, &to_plugins, &segs, &records)?;
+        if let Some(registry) = &shared.registry
+            && !self.wait_for_schemas(registry, &to_plugins, &segs, &records)
+        {
+            // Let go: a plan that decides nothing leaves every record
+            // owed, refused ones too (they are refused again when read).
+            let plan = Plan::routed(records.len(), shared.sinks.fanout());
+            let saw_writes = self.writes_durable.load(Ordering::SeqCst);
+            return Ok(Prepared { records, segs, plan, saw_writes, counts, claimed: None });
         }
         // 1. Plugins, over every partition's records at once.
         let t = Instant::now();
