@@ -237,16 +237,29 @@ impl IdAndTime<'_> {
     /// as itself; a null as none). The error is the record's reason:
     /// `require_id` and no id, or a time that does not parse.
     pub fn read(&self, value: &Value) -> Result<(Option<String>, Option<i64>), String> {
+        let at = |path: Option<&str>| path.and_then(|p| get(value, p));
+        self.read_fields(at(self.id_field), at(self.timestamp_field))
+    }
+
+    /// [`IdAndTime::read`] of values a decoder found itself: what is at
+    /// `id_field` and at `timestamp_field` (none where nothing is), so a
+    /// decoder that writes its body straight from its record need not
+    /// build a JSON value of all of it.
+    pub fn read_fields(
+        &self,
+        id_value: Option<&Value>,
+        timestamp_value: Option<&Value>,
+    ) -> Result<(Option<String>, Option<i64>), String> {
         let mut id = None;
         if let Some(field) = self.id_field {
-            id = get(value, field).and_then(as_id);
+            id = id_value.and_then(as_id);
             if id.is_none() && self.require_id {
                 return Err(format!("id field {field:?} is missing or not a scalar"));
             }
         }
         let mut timestamp = None;
         if let Some(field) = self.timestamp_field
-            && let Some(v) = get(value, field).filter(|v| !v.is_null())
+            && let Some(v) = timestamp_value.filter(|v| !v.is_null())
         {
             let format = self.timestamp_format;
             let now = if format.needs_year() { crate::now() } else { 0 };

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use apache_avro::Schema;
 use apache_avro::types::Value as Avro;
 use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 use sluice_guest::registry::{NOT_FRAMED, framed};
 use sluice_guest::time::Format;
 use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin};
@@ -164,13 +164,14 @@ impl AvroDecoder {
                 Err(e) => return Outcome::reject(format!("timestamp field {field:?}: {e}")),
             }
         }
-        let Value::Object(object) = json(value) else {
+        if !matches!(peel(&value), Avro::Record(_)) {
             return Outcome::reject(format!("schema id {schema_id}: the top level is not a record"));
-        };
-        match serde_json::to_vec(&object) {
-            Ok(body) => Outcome::emit(Event { id, timestamp, body, sinks: Vec::new() }),
-            Err(e) => Outcome::reject(format!("schema id {schema_id}: {e}")),
         }
+        // Written straight from the decoded value, in the schema's field
+        // order: no `serde_json::Value` in between.
+        let mut body = Vec::with_capacity(256);
+        write_json(&value, &mut body);
+        Outcome::emit(Event { id, timestamp, body, sinks: Vec::new() })
     }
 
     /// Nanoseconds since the epoch, from a timestamp logical type or by
@@ -185,10 +186,20 @@ impl AvroDecoder {
             Avro::Union(_, inner) => return self.time_of(inner),
             other => {
                 let now = if self.timestamp_format.needs_year() { sluice_guest::now() } else { 0 };
-                match json(other.clone()) {
-                    Value::String(s) => self.timestamp_format.parse(&s, now).map_err(|e| e.to_string())?,
-                    v => self.timestamp_format.parse_json(&v, now).map_err(|e| e.to_string())?,
+                let format = &self.timestamp_format;
+                match other {
+                    Avro::String(s) | Avro::Enum(_, s) => format.parse(s, now),
+                    Avro::Int(n) => format.parse_json(&Value::from(*n), now),
+                    Avro::Long(n) => format.parse_json(&Value::from(*n), now),
+                    // Anything else is refused by `parse_json`, which
+                    // names what it found.
+                    other => {
+                        let mut text = Vec::new();
+                        write_json(other, &mut text);
+                        format.parse_json(&serde_json::from_slice(&text).unwrap_or(Value::Null), now)
+                    }
                 }
+                .map_err(|e| e.to_string())?
             }
         }))
     }
@@ -223,16 +234,25 @@ fn id_of(v: &Avro) -> Option<String> {
     }
 }
 
-/// A decoded value as JSON, as Avro's own JSON encoding reads, except that
-/// a union is its value alone (not `{"type": value}`) and bytes are their
-/// base64. Logical types are their underlying number or text.
-fn json(v: Avro) -> Value {
-    use base64::Engine as _;
-    let base64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+/// A value through its unions.
+fn peel(v: &Avro) -> &Avro {
     match v {
-        Avro::Null => Value::Null,
-        Avro::Boolean(b) => Value::Bool(b),
-        Avro::Int(n) | Avro::Date(n) | Avro::TimeMillis(n) => Value::from(n),
+        Avro::Union(_, inner) => peel(inner),
+        v => v,
+    }
+}
+
+/// Write `v` as JSON, as Avro's own JSON encoding reads, except that a
+/// union is its value alone (not `{"type": value}`) and bytes are their
+/// base64. A record's fields keep the schema's order; a map's keys are
+/// sorted, so one record always gives the same body. Logical types are
+/// their underlying number or text.
+fn write_json(v: &Avro, out: &mut Vec<u8>) {
+    use base64::Engine as _;
+    match v {
+        Avro::Null => out.extend_from_slice(b"null"),
+        Avro::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Avro::Int(n) | Avro::Date(n) | Avro::TimeMillis(n) => put(out, n),
         Avro::Long(n)
         | Avro::TimeMicros(n)
         | Avro::TimestampMillis(n)
@@ -240,19 +260,52 @@ fn json(v: Avro) -> Value {
         | Avro::TimestampNanos(n)
         | Avro::LocalTimestampMillis(n)
         | Avro::LocalTimestampMicros(n)
-        | Avro::LocalTimestampNanos(n) => Value::from(n),
-        Avro::Float(f) => Number::from_f64(f64::from(f)).map_or(Value::Null, Value::Number),
-        Avro::Double(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
-        Avro::Bytes(b) | Avro::Fixed(_, b) => base64(&b),
-        Avro::String(s) | Avro::Enum(_, s) => Value::String(s),
-        Avro::Uuid(u) => Value::String(u.to_string()),
-        Avro::Union(_, inner) => json(*inner),
-        Avro::Array(items) => Value::Array(items.into_iter().map(json).collect()),
-        Avro::Map(m) => Value::Object(m.into_iter().map(|(k, v)| (k, json(v))).collect()),
-        Avro::Record(fields) => Value::Object(fields.into_iter().map(|(k, v)| (k, json(v))).collect::<Map<_, _>>()),
+        | Avro::LocalTimestampNanos(n) => put(out, n),
+        // Not finite: `null`, as serde_json writes it.
+        Avro::Float(f) => put(out, &f64::from(*f)),
+        Avro::Double(f) => put(out, f),
+        Avro::Bytes(b) | Avro::Fixed(_, b) => put(out, &base64::engine::general_purpose::STANDARD.encode(b)),
+        Avro::String(s) | Avro::Enum(_, s) => put(out, s.as_str()),
+        Avro::Uuid(u) => put(out, &u.to_string()),
+        Avro::Union(_, inner) => write_json(inner, out),
+        Avro::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(item, out);
+            }
+            out.push(b']');
+        }
+        Avro::Map(m) => {
+            let mut entries: Vec<_> = m.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            write_object(entries.into_iter().map(|(k, v)| (k.as_str(), v)), out);
+        }
+        Avro::Record(fields) => write_object(fields.iter().map(|(k, v)| (k.as_str(), v)), out),
         // Decimals and durations: what the crate's own conversion gives.
-        other => Value::try_from(other).unwrap_or(Value::Null),
+        other => put(out, &Value::try_from(other.clone()).unwrap_or(Value::Null)),
     }
+}
+
+fn write_object<'v>(entries: impl Iterator<Item = (&'v str, &'v Avro)>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put(out, k);
+        out.push(b':');
+        write_json(v, out);
+    }
+    out.push(b'}');
+}
+
+/// A scalar as serde_json writes it (escaping, numbers, `null` for a
+/// float that is not finite). Into a `Vec` it cannot fail.
+fn put<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 export_plugin!(AvroDecoder);
@@ -335,6 +388,36 @@ mod tests {
         let (id, _, b) = body(&out[1]);
         assert_eq!(id.as_deref(), Some("b"));
         assert_eq!(b["referrer"], "/x");
+    }
+
+    #[test]
+    fn the_body_keeps_the_schemas_field_order() {
+        const ODD: &str = r#"{"type":"record","name":"Odd","fields":[
+            {"name":"zeta","type":"string"},
+            {"name":"alpha","type":{"type":"map","values":"long"}},
+            {"name":"mid","type":"bytes"},
+            {"name":"list","type":{"type":"array","items":["null","double"]}},
+            {"name":"inner","type":{"type":"record","name":"In","fields":[
+                {"name":"y","type":"boolean"},{"name":"x","type":"int"}]}}]}"#;
+        native::register(11, "AVRO", ODD);
+        let payload = encode(11, ODD, |r| {
+            r.put("zeta", "q\"uote");
+            r.put("alpha", Avro::Map([("b".to_string(), Avro::Long(2)), ("a".to_string(), Avro::Long(1))].into()));
+            r.put("mid", Avro::Bytes(vec![0, 1, 2]));
+            let items = vec![
+                Avro::Union(1, Box::new(Avro::Double(1.5))),
+                Avro::Union(0, Box::new(Avro::Null)),
+                Avro::Union(1, Box::new(Avro::Double(f64::NAN))),
+            ];
+            r.put("list", Avro::Array(items));
+            r.put("inner", Avro::Record(vec![("y".into(), Avro::Boolean(true)), ("x".into(), Avro::Int(-3))]));
+        });
+        let out = run_natively::<AvroDecoder>("{}", &[&payload]).unwrap();
+        let Outcome::Emit(events) = &out[0] else { panic!("not emitted: {:?}", out[0]) };
+        assert_eq!(
+            String::from_utf8_lossy(&events[0].body),
+            r#"{"zeta":"q\"uote","alpha":{"a":1,"b":2},"mid":"AAEC","list":[1.5,null,null],"inner":{"y":true,"x":-3}}"#
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage, SerializeOptions, Value as Pv};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 use serde::Deserialize;
 use serde_json::Value;
@@ -218,37 +218,85 @@ impl ProtobufDecoder {
     }
 
     fn event(&self, message: &DynamicMessage, schema_id: u32) -> Outcome {
-        let options = SerializeOptions::new()
-            .use_proto_field_name(true)
-            .skip_default_fields(false)
-            .stringify_64_bit_integers(false);
-        let mut value = match message.serialize_with_options(serde_json::value::Serializer, &options) {
-            Ok(v) => v,
-            Err(e) => return Outcome::reject(format!("schema id {schema_id}: {e}")),
-        };
-        if self.unknown_fields == UnknownFields::Keep {
-            keep_unknown(message, &mut value);
-        }
+        // The id and the time straight from the message, and the body
+        // written straight from it: no `serde_json::Value` of the record.
         let fields = json::IdAndTime {
             id_field: self.id_field.as_deref(),
             timestamp_field: self.timestamp_field.as_deref(),
             timestamp_format: &self.timestamp_format,
             require_id: self.require_id,
         };
-        let (id, timestamp) = match fields.read(&value) {
-            Ok(x) => x,
-            Err(reason) => return Outcome::reject(reason),
-        };
-        match serde_json::to_vec(&value) {
-            Ok(body) => Outcome::emit(Event { id, timestamp, body, sinks: Vec::new() }),
-            Err(e) => Outcome::reject(format!("schema id {schema_id}: {e}")),
+        let at = |path: Option<&str>| path.and_then(|p| field_json(message, p));
+        let (id, timestamp) =
+            match fields.read_fields(at(fields.id_field).as_ref(), at(fields.timestamp_field).as_ref()) {
+                Ok(x) => x,
+                Err(reason) => return Outcome::reject(reason),
+            };
+        let mut body = Vec::with_capacity(256);
+        if let Err(e) = message.serialize_with_options(&mut serde_json::Serializer::new(&mut body), &OPTIONS) {
+            return Outcome::reject(format!("schema id {schema_id}: {e}"));
         }
+        if self.unknown_fields == UnknownFields::Keep {
+            keep_unknown(message, &mut body);
+        }
+        Outcome::emit(Event { id, timestamp, body, sinks: Vec::new() })
     }
 }
 
-/// The top-level message's unknown fields under `"_unknown"`: number to
-/// the base64 of each occurrence's encoding.
-fn keep_unknown(message: &DynamicMessage, value: &mut Value) {
+/// Protobuf's JSON mapping as the events are written: the `.proto`'s
+/// field names, defaults present, 64-bit integers as numbers.
+const OPTIONS: SerializeOptions =
+    SerializeOptions::new().use_proto_field_name(true).skip_default_fields(false).stringify_64_bit_integers(false);
+
+/// The value at a dotted path of proto field names, as the event's JSON
+/// holds it; none where the body has nothing (an unset field with
+/// presence, a path through something that is not a message).
+fn field_json(message: &DynamicMessage, path: &str) -> Option<Value> {
+    let (name, rest) = match path.split_once('.') {
+        Some((name, rest)) => (name, Some(rest)),
+        None => (path, None),
+    };
+    let field = message.descriptor().get_field_by_name(name)?;
+    if field.supports_presence() && !message.has_field(&field) {
+        return None;
+    }
+    let value = message.get_field(&field);
+    match (rest, value.as_ref()) {
+        (Some(rest), Pv::Message(inner)) => field_json(inner, rest),
+        (Some(_), _) => None,
+        (None, Pv::Message(inner)) => inner.serialize_with_options(serde_json::value::Serializer, &OPTIONS).ok(),
+        (None, v) => Some(scalar_json(&field, v)),
+    }
+}
+
+/// A field's scalar as the JSON mapping writes it. A list or a map is
+/// never an id or a time: an empty one of its kind stands for it, so the
+/// reason names what was found.
+fn scalar_json(field: &prost_reflect::FieldDescriptor, v: &Pv) -> Value {
+    use base64::Engine as _;
+    match v {
+        Pv::Bool(b) => Value::Bool(*b),
+        Pv::I32(n) => Value::from(*n),
+        Pv::I64(n) => Value::from(*n),
+        Pv::U32(n) => Value::from(*n),
+        Pv::U64(n) => Value::from(*n),
+        Pv::F32(f) => serde_json::Number::from_f64(f64::from(*f)).map_or(Value::Null, Value::Number),
+        Pv::F64(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Pv::String(s) => Value::String(s.clone()),
+        Pv::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+        Pv::EnumNumber(n) => match field.kind().as_enum().and_then(|e| e.get_value(*n)) {
+            Some(value) => Value::String(value.name().to_string()),
+            None => Value::from(*n),
+        },
+        Pv::List(_) => Value::Array(Vec::new()),
+        Pv::Map(_) | Pv::Message(_) => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// The top-level message's unknown fields under `"_unknown"`, appended to
+/// the object `body` holds: number to the base64 of each occurrence's
+/// encoding.
+fn keep_unknown(message: &DynamicMessage, body: &mut Vec<u8>) {
     use base64::Engine as _;
     let mut kept = serde_json::Map::new();
     for field in message.unknown_fields() {
@@ -259,16 +307,22 @@ fn keep_unknown(message: &DynamicMessage, value: &mut Value) {
             list.push(encoded);
         }
     }
-    if let (false, Value::Object(object)) = (kept.is_empty(), value) {
-        object.insert("_unknown".into(), Value::Object(kept));
+    if kept.is_empty() || body.last() != Some(&b'}') {
+        return;
     }
+    body.pop();
+    if body.len() > 1 {
+        body.push(b',');
+    }
+    body.extend_from_slice(b"\"_unknown\":");
+    let _ = serde_json::to_writer(&mut *body, &kept);
+    body.push(b'}');
 }
 
 export_plugin!(ProtobufDecoder);
 
 #[cfg(test)]
 mod tests {
-    use prost_reflect::Value as Pv;
     use sluice_guest::registry::native;
     use sluice_guest::testing::run_natively;
 
@@ -374,6 +428,89 @@ message Click {
         let out = run_natively::<ProtobufDecoder>(&keep.to_string(), &[&v2("b")]).unwrap();
         // Field 4, "/x": tag 0x22, length 2.
         assert_eq!(emitted(&out[0]).2["_unknown"], serde_json::json!({"4": ["IgIveA=="]}));
+    }
+
+    /// What the decoder reads from the message itself is what the body it
+    /// writes holds at the same path, for every kind of field; the body
+    /// keeps the fields in field-number order.
+    #[test]
+    fn fields_read_from_the_message_are_those_of_its_body() {
+        const WIDE: &str = r#"syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+enum Level { LOW = 0; HIGH = 1; }
+message Meta { string id = 1; int64 n = 2; google.protobuf.Timestamp at = 3; }
+message Click {
+  string zeta = 1;
+  Level level = 2;
+  Meta meta = 3;
+  bytes raw = 4;
+  repeated int32 many = 5;
+  google.protobuf.Timestamp unset = 6;
+  optional string maybe = 7;
+  uint64 big = 8;
+  double ratio = 9;
+  bool on = 10;
+}"#;
+        let pool = compile(WIDE).unwrap();
+        let mut meta = DynamicMessage::new(pool.get_message_by_name("shop.Meta").unwrap());
+        meta.set_field_by_name("id", Pv::String("m-1".into()));
+        meta.set_field_by_name("n", Pv::I64(-5));
+        meta.set_field_by_name("at", ts(1_700_000_000));
+        let mut m = DynamicMessage::new(pool.get_message_by_name("shop.Click").unwrap());
+        m.set_field_by_name("zeta", Pv::String("z\"q".into()));
+        m.set_field_by_name("level", Pv::EnumNumber(1));
+        m.set_field_by_name("meta", Pv::Message(meta));
+        m.set_field_by_name("raw", Pv::Bytes(vec![0, 1, 2].into()));
+        m.set_field_by_name("many", Pv::List(vec![Pv::I32(1), Pv::I32(2)]));
+        m.set_field_by_name("big", Pv::U64(u64::MAX));
+        m.set_field_by_name("ratio", Pv::F64(0.25));
+        m.set_field_by_name("on", Pv::Bool(true));
+        let mut body = Vec::new();
+        m.serialize_with_options(&mut serde_json::Serializer::new(&mut body), &OPTIONS).unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert!(text.starts_with(r#"{"zeta":"z\"q","level":"HIGH","meta":{"#), "{text}");
+        let value: Value = serde_json::from_str(&text).unwrap();
+        let paths = [
+            "zeta",
+            "level",
+            "meta",
+            "meta.id",
+            "meta.n",
+            "meta.at",
+            "raw",
+            "many",
+            "unset",
+            "maybe",
+            "big",
+            "ratio",
+            "on",
+            "nope",
+            "zeta.x",
+            "meta.nope",
+        ];
+        for path in paths {
+            let mut want = json::get(&value, path).cloned();
+            // A list stands for itself by its kind only.
+            if let Some(Value::Array(_)) = want {
+                want = Some(Value::Array(Vec::new()));
+            }
+            assert_eq!(field_json(&m, path), want, "{path} in {text}");
+        }
+        assert!(field_json(&m, "unset").is_none() && field_json(&m, "maybe").is_none());
+    }
+
+    #[test]
+    fn kept_unknown_fields_join_the_body_as_one_more_key() {
+        registered();
+        let keep = serde_json::json!({"reader_schema": "syntax = \"proto3\"; package shop; message Click {}",
+            "reader_message": "shop.Click", "unknown_fields": "keep"});
+        let out = run_natively::<ProtobufDecoder>(&keep.to_string(), &[&v2("b")]).unwrap();
+        let Outcome::Emit(events) = &out[0] else { panic!("{:?}", out[0]) };
+        let body = String::from_utf8_lossy(&events[0].body);
+        assert!(body.starts_with(r#"{"_unknown":{"1":["#), "an empty message and the kept fields: {body}");
+        let (_, _, value) = emitted(&out[0]);
+        assert_eq!(value["_unknown"].as_object().map(|o| o.len()), Some(4), "{body}");
     }
 
     #[test]
