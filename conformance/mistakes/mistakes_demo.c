@@ -81,6 +81,15 @@ static void process(const sluice_record *r, sluice_out *out) {
     } else if (is(r, "json-get-null-path")) {
         name = "json-get-null-path";
         ok = sluice_json_get(r->payload, NULL, &value, &found, &error);
+    } else if (is(r, "schema-null-text")) {
+        name = "schema-null-text";
+        ok = sluice_schema(7, &value, NULL, &error);
+    } else if (is(r, "schema-unfetched")) {
+        /* No [schema_registry] in `sluice plugin run`: the host's reason. */
+        name = "schema-unfetched";
+        sluice_buf text = {0};
+        ok = sluice_schema(7, &value, &text, &error);
+        sluice_buf_free(&text);
     } else if (is(r, "reject-null")) {
         sluice_reject(out, NULL);
         return;
@@ -114,6 +123,20 @@ static void process(const sluice_record *r, sluice_out *out) {
     } else if (is(r, "ok-log-not-utf8")) {
         name = "ok-log-not-utf8";
         sluice_log(SLUICE_INFO, "a payload: %s", "\xff\xfe");
+    } else if (is(r, "ok-framed-null-body")) {
+        name = "ok-framed-null-body";
+        uint32_t id = 0;
+        result = sluice_framed((sluice_bytes){(const uint8_t *)"\0\0\0\0\7x", 6}, &id, NULL);
+    } else if (is(r, "ok-framed-payload")) {
+        name = "ok-framed-payload";
+        uint32_t id = 0;
+        sluice_bytes body;
+        result = sluice_framed(r->payload, &id, &body);
+    } else if (is(r, "ok-framed-bytes")) {
+        name = "ok-framed-bytes";
+        uint32_t id = 0;
+        sluice_bytes body = {0};
+        result = sluice_framed((sluice_bytes){(const uint8_t *)"\0\0\0\1\7x", 6}, &id, &body) ? (long long)id * 10 + (long long)body.len : -1;
     } else if (is(r, "ok-rfc3339-extreme")) {
         name = "ok-rfc3339-extreme";
         sluice_format_rfc3339(INT64_MIN, &value);

@@ -11,11 +11,13 @@ import {
   emit,
   exportPlugin,
   formatRfc3339,
+  framed,
   info,
   jsonGet,
   jsonObjectCheck,
   logfmt,
   nowNanos,
+  schema,
   text,
 } from "./sluice-plugin.js";
 
@@ -48,6 +50,11 @@ class Mistakes extends Plugin {
       "rfc3339-huge": () => formatRfc3339(2n ** 70n),
       "rfc3339-fraction": () => formatRfc3339(1.5),
       "rfc3339-null": () => formatRfc3339(null),
+      "schema-null": () => schema(null),
+      "schema-string": () => schema("7"),
+      "schema-fraction": () => schema(1.5),
+      "schema-negative": () => schema(-1),
+      "framed-null": () => framed(null),
       // Natural types: taken.
       "ok-time-parse-bytes": () => this.day.parse(new TextEncoder().encode("2017-05-16")),
       "ok-time-parse-payload": () => this.day.parse(record.payload.subarray(record.payload.length - 10)),
@@ -56,6 +63,8 @@ class Mistakes extends Plugin {
       "ok-rfc3339-number": () => formatRfc3339(0),
       "ok-info-number": () => info(5),
       "ok-now": () => nowNanos() > 0n,
+      "ok-framed-payload": () => framed(record.payload),
+      "ok-framed-bytes": () => framed(new Uint8Array([0, 0, 0, 0, 7, 120])).id,
     };
     if (name === "emit-fraction-timestamp") return emit({ a: 1 }, undefined, 1.5);
     if (name === "ok-emit-number-id") return emit({ a: 1 }, 7);

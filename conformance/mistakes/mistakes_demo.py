@@ -12,11 +12,13 @@ from sluice_plugin import (
     emit,
     export,
     format_rfc3339,
+    framed,
     info,
     json_get,
     json_object_check,
     logfmt,
     now_nanos,
+    schema,
 )
 
 
@@ -48,6 +50,12 @@ class Mistakes(Plugin):
             "rfc3339-huge": lambda: format_rfc3339(2**70),
             "rfc3339-none": lambda: format_rfc3339(None),
             "emit-int-body": lambda: emit(5),
+            "schema-none": lambda: schema(None),
+            "schema-text": lambda: schema("7"),
+            "schema-negative": lambda: schema(-1),
+            # No [schema_registry]: the host's reason, as a ValueError.
+            "schema-unfetched": lambda: schema(7),
+            "framed-none": lambda: framed(None),
             # Natural types: taken.
             "ok-time-parse-bytes": lambda: self.day.parse(b"2017-05-16"),
             "ok-time-parse-payload": lambda: self.day.parse(record.payload[-10:]),
@@ -56,6 +64,8 @@ class Mistakes(Plugin):
             "ok-rfc3339-digits": lambda: format_rfc3339("0"),
             "ok-info-int": lambda: info(5),
             "ok-now": lambda: now_nanos() > 0,
+            "ok-framed-payload": lambda: framed(record.payload),
+            "ok-framed-bytes": lambda: framed(b"\x00\x00\x00\x00\x07x"),
         }
         if name == "emit-float-timestamp":
             return emit({"a": 1}, timestamp=1.5)

@@ -451,6 +451,28 @@ static void set_live(int32_t *live, size_t n, int32_t from, int32_t to) {
         }
 }
 
+bool sluice_framed(sluice_bytes payload, uint32_t *id, sluice_bytes *body) {
+    if (!id || !body || !payload.ptr || payload.len < 5 || payload.ptr[0] != 0) return false;
+    const uint8_t *p = payload.ptr;
+    *id = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | (uint32_t)p[4];
+    *body = (sluice_bytes){p + 5, payload.len - 5};
+    return true;
+}
+
+bool sluice_schema(uint32_t id, sluice_buf *schema_type, sluice_buf *text, sluice_buf *error) {
+    if (!schema_type || !text) return mistake(error, "sluice_schema: schema_type and text must not be NULL");
+    plugin_tuple2_string_string_t got;
+    plugin_string_t err;
+    if (!sluice_plugin_helpers_schema(id, &got, &err)) {
+        take_error(&err, error);
+        return false;
+    }
+    sluice_buf_push(schema_type, got.f0.ptr, got.f0.len);
+    sluice_buf_push(text, got.f1.ptr, got.f1.len);
+    plugin_tuple2_string_string_free(&got);
+    return true;
+}
+
 bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sluice_buf *error) {
     if (!spec || !format) return mistake(error, "sluice_time_format_compile: spec and format must not be NULL");
     sluice_buf tmp = {0};

@@ -172,6 +172,26 @@ bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error);
  * nothing. False (and why) when `payload` is not one JSON object. */
 bool sluice_json_get(sluice_bytes payload, const char *path, sluice_buf *value, bool *found, sluice_buf *error);
 
+/* Records framed for a schema registry (Confluent's wire format: a zero
+ * byte, the schema id in 4 bytes big-endian, then the encoded record).
+ * True, with the id and the bytes after the header (a view into
+ * `payload`), when `payload` is framed; false when it is not (it does not
+ * start with a zero byte, or is shorter than the header), or when `id` or
+ * `body` is NULL. Reject a record that is not framed with
+ * SLUICE_NOT_FRAMED. */
+bool sluice_framed(sluice_bytes payload, uint32_t *id, sluice_bytes *body);
+#define SLUICE_NOT_FRAMED                                                      \
+    "not in the schema registry's wire format: a record starts with a zero byte and a 4-byte schema id"
+/* The schema the registry holds under `id`: its type (AVRO, PROTOBUF or
+ * JSON) appended to `schema_type` and its text to `text`. No I/O: the host
+ * fetched every id of the batch before the plugin was called. False, with
+ * the host's reason in `error` (a good reject reason as it is), when the
+ * registry has no such schema, the host never fetched `id`, or the
+ * pipeline has no [schema_registry]; or naming the mistake when
+ * `schema_type` or `text` is NULL. Ask once per new id and keep what you
+ * parse: an id never changes what it means. */
+bool sluice_schema(uint32_t id, sluice_buf *schema_type, sluice_buf *text, sluice_buf *error);
+
 /* `%{SHORTCUT:name}` patterns (the pattern plugin's engine and shortcut
  * table), compiled once, tried in order. */
 typedef struct {

@@ -12,7 +12,9 @@
 //   check, RFC 3339) is answered by the host's own code, through
 //   `sluice plugin helpers` ($SLUICE, else `sluice` on the PATH): a
 //   format, a zone or a pattern answers in a test exactly as in the
-//   pipeline.
+//   pipeline;
+// - `schema` answers what the test registered with the SDK's
+//   `registerSchema` (there is no registry to fetch from).
 //
 // One process per call (Node has no synchronous pipe to a child), which
 // is milliseconds: fine for unit tests, not for benchmarks.
@@ -120,6 +122,16 @@ export function formatRfc3339(nanos) {
   return call({ call: "format-rfc3339", nanos: String(nanos) });
 }
 
+/** What the test registered (`registerSchema`), as the host answers an id
+ * it holds; the host's words for one it does not. */
+export function schema(id) {
+  const found = schemas.get(id);
+  if (found === undefined) throw refusal(`schema id ${id} is not in the schema registry`);
+  return found;
+}
+
+const schemas = new Map();
+
 // --- The host's output rules, for runNatively ---------------------------
 
 /** null when the host takes these events of a record with `payload`, else
@@ -135,4 +147,4 @@ function judge(payload, events) {
 // Not an import of the WIT world (a component has no such function):
 // the SDK's runNatively finds it here, on the main thread that imported
 // this module.
-globalThis.__sluiceNative = { judge };
+globalThis.__sluiceNative = { judge, schemas };

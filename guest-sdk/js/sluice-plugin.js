@@ -40,6 +40,7 @@ import {
   jsonGet as hostJsonGet,
   jsonObjectCheck as hostJsonObjectCheck,
   formatRfc3339 as hostFormatRfc3339,
+  schema as hostSchema,
 } from "sluice:plugin/helpers@0.2.0";
 
 const encoder = new TextEncoder();
@@ -328,6 +329,68 @@ export function jsonObjectCheck(payload) {
 /** Nanoseconds since the epoch as RFC 3339 in UTC, as sinks write it. */
 export function formatRfc3339(nanos) {
   return hostFormatRfc3339(nanosArg(nanos, "formatRfc3339"));
+}
+
+/** The reason to reject a record that `framed` finds no header in. */
+export const NOT_FRAMED =
+  "not in the schema registry's wire format: a record starts with a zero byte and a 4-byte schema id";
+
+/**
+ * A payload framed for a schema registry (Confluent's wire format: a zero
+ * byte, the schema id in 4 bytes big-endian, the encoded record):
+ * `{ id, body }`, `body` a view of the bytes after the header; null when
+ * the payload is not framed. Reject such a record with `NOT_FRAMED`.
+ */
+export function framed(payload) {
+  if (!ArrayBuffer.isView(payload)) throw new TypeError(`framed takes a Uint8Array (a record's payload), not ${kind(payload)}`);
+  const bytes = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
+  if (bytes.length < 5 || bytes[0] !== 0) return null;
+  const id = ((bytes[1] << 24) >>> 0) + (bytes[2] << 16) + (bytes[3] << 8) + bytes[4];
+  return { id, body: bytes.subarray(5) };
+}
+
+/** A schema id: a whole number in 0..2^32-1. */
+function schemaIdArg(value, what) {
+  if (typeof value !== "number" && typeof value !== "bigint") {
+    throw new TypeError(`${what} takes a schema id (a number), not ${kind(value)}`);
+  }
+  if (typeof value === "number" && !Number.isInteger(value)) throw new RangeError(`${what}: ${value} is not a whole schema id`);
+  const n = BigInt(value);
+  if (n < 0n || n > 0xffffffffn) throw new RangeError(`${what}: ${n} is not a schema id (0 to 4294967295)`);
+  return Number(n);
+}
+
+/**
+ * The schema the registry holds under `id` (what `framed` read):
+ * `{ schemaType, text }`, the type `AVRO`, `PROTOBUF` or `JSON`. No I/O:
+ * the host fetched every id of the batch before the plugin was called.
+ * Throws the host's reason, a good reject reason as it is, when the
+ * registry has no such schema, the host never fetched `id`, or the
+ * pipeline has no `[schema_registry]`. Ask once per new id and keep what
+ * you parse: an id never changes what it means.
+ */
+export function schema(id) {
+  const n = schemaIdArg(id, "schema");
+  let got;
+  try {
+    got = hostSchema(n);
+  } catch (e) {
+    throw hostError(e);
+  }
+  return { schemaType: got[0], text: got[1] };
+}
+
+/**
+ * For a plugin's unit tests under `node --import ./sluice-native.mjs`:
+ * what `schema(id)` answers from now on. In a pipeline the host fetches
+ * schemas from the registry instead.
+ */
+export function registerSchema(id, schemaType, text) {
+  const schemas = globalThis.__sluiceNative?.schemas;
+  if (!(schemas instanceof Map)) {
+    throw new Error("registerSchema is for unit tests under node --import ./sluice-native.mjs; in a pipeline the host fetches schemas from [schema_registry]");
+  }
+  schemas.set(schemaIdArg(id, "registerSchema"), [textArg(schemaType, "registerSchema"), textArg(text, "registerSchema")]);
 }
 
 export class Plugin {

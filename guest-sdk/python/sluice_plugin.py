@@ -473,6 +473,85 @@ class Patterns:
         return None if m is None else (m.pattern, dict(m.captures))
 
 
+NOT_FRAMED = "not in the schema registry's wire format: a record starts with a zero byte and a 4-byte schema id"
+"""The reason to reject a record that `framed` finds no header in."""
+
+
+def framed(payload: Union[bytes, bytearray, memoryview]):
+    """A payload framed for a schema registry (Confluent's wire format: a
+    zero byte, the schema id in 4 bytes big-endian, the encoded record):
+    `(id, body)`, body the bytes after the header; None when the payload
+    is not framed. Reject such a record with `NOT_FRAMED`."""
+    if not isinstance(payload, _BYTES_LIKE):
+        raise TypeError(f"framed takes bytes (a record's payload), not {_a(type(payload).__name__)}")
+    view = memoryview(payload).cast("B")
+    if len(view) < 5 or view[0] != 0:
+        return None
+    return int.from_bytes(view[1:5], "big"), bytes(view[5:])
+
+
+class RegisteredSchema(tuple):
+    """A schema as the registry holds it: `schema_type` (`AVRO`,
+    `PROTOBUF` or `JSON`) and `text`; unpacks as `(schema_type, text)`."""
+
+    __slots__ = ()
+
+    def __new__(cls, schema_type: str, text: str):
+        return super().__new__(cls, (schema_type, text))
+
+    @property
+    def schema_type(self) -> str:
+        return self[0]
+
+    @property
+    def text(self) -> str:
+        return self[1]
+
+
+def _schema_id(value, what: str) -> int:
+    """A schema id: an int in 0..2**32-1."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} takes a schema id (an int), not {_a(type(value).__name__)}")
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"{what}: {value} is not a schema id (0 to 4294967295)")
+    return value
+
+
+# What `schema` answers outside the component (`register_schema`).
+_native_schemas: Dict[int, RegisteredSchema] = {}
+
+
+def schema(id: int) -> RegisteredSchema:
+    """The schema the registry holds under `id` (what `framed` read). No
+    I/O: the host fetched every id of the batch before the plugin was
+    called. `ValueError` with the host's reason, a good reject reason as it
+    is, when the registry has no such schema, the host never fetched `id`,
+    or the pipeline has no `[schema_registry]`. Ask once per new id and
+    keep what you parse: an id never changes what it means."""
+    id = _schema_id(id, "schema")
+    if NATIVE:
+        found = _native_schemas.get(id)
+        if found is None:
+            raise ValueError(f"schema id {id} is not in the schema registry")
+        return found
+    try:
+        schema_type, text = helpers.schema(id)
+    except Err as e:
+        raise _host_error(e) from None
+    return RegisteredSchema(schema_type, text)
+
+
+def register_schema(id: int, schema_type: str, text: str) -> None:
+    """For a plugin's unit tests in plain Python: what `schema(id)`
+    answers from now on. In a pipeline the host fetches schemas from the
+    registry instead."""
+    if not NATIVE:
+        raise RuntimeError("register_schema is for unit tests in plain Python; in a pipeline the host fetches schemas from [schema_registry]")
+    _native_schemas[_schema_id(id, "register_schema")] = RegisteredSchema(
+        _text(schema_type, "register_schema"), _text(text, "register_schema")
+    )
+
+
 # The host's helpers outside the component: one `sluice plugin helpers`
 # per test run, a JSON request and answer per line (host/src/cli/helpers.rs).
 _native_host = None

@@ -670,6 +670,11 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "rfc3339-none",
         "emit-int-body",
         "emit-float-timestamp",
+        "schema-none",
+        "schema-text",
+        "schema-negative",
+        "schema-unfetched",
+        "framed-none",
         "ok-time-parse-bytes",
         "ok-time-parse-payload 2017-05-16",
         "ok-match-payload",
@@ -678,6 +683,8 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "ok-info-int",
         "ok-now",
         "ok-emit-int-id",
+        "ok-framed-payload",
+        "ok-framed-bytes",
     ];
     let javascript = [
         "time-format-int",
@@ -698,6 +705,11 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "rfc3339-fraction",
         "rfc3339-null",
         "emit-fraction-timestamp",
+        "schema-null",
+        "schema-string",
+        "schema-fraction",
+        "schema-negative",
+        "framed-null",
         "ok-time-parse-bytes",
         "ok-time-parse-payload 2017-05-16",
         "ok-match-payload",
@@ -706,6 +718,8 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "ok-info-number",
         "ok-now",
         "ok-emit-number-id",
+        "ok-framed-payload",
+        "ok-framed-bytes",
     ];
     let c_mistakes = [
         "parse-never-compiled",
@@ -718,6 +732,8 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "json-get-null-path",
         "reject-null",
         "emit-null",
+        "schema-null-text",
+        "schema-unfetched",
         "ok-parse-not-utf8",
         "ok-compile-not-utf8",
         "ok-match-not-utf8",
@@ -726,6 +742,9 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "ok-logfmt-null-line",
         "ok-log-not-utf8",
         "ok-rfc3339-extreme",
+        "ok-framed-null-body",
+        "ok-framed-payload",
+        "ok-framed-bytes",
     ];
     let rust_mistakes = [
         "parse-not-utf8",
@@ -753,7 +772,10 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
             (r.starts_with("TypeError: ") || r.starts_with("RangeError: ")) && r.contains("(line ")
         }),
         ("c", &c, &c_mistakes, &|r| {
-            r.contains("must not be NULL") || r.contains("never compiled") || r.contains("NULL")
+            r.contains("must not be NULL")
+                || r.contains("never compiled")
+                || r.contains("NULL")
+                || r.contains("schema id 7: this pipeline has no [schema_registry]")
         }),
         ("rust", &rust, &rust_mistakes, &|r| !r.contains("trap") && !r.contains("panic")),
     ];
@@ -828,16 +850,7 @@ fn a_native_run_rejects_what_the_host_rejects_and_pins_now_in_python_and_node() 
          \x20 console.log(o.verdict, o.reason ?? o.events[0].body);\n}\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let python = componentize_py().with_file_name("python3");
-    let mut py = Command::new(&python);
-    py.arg(dir.path().join("careless.py")).arg(sdk.join("python"));
-    let mut node = Command::new("node");
-    node.arg("--import").arg(sdk.join("js/sluice-native.mjs")).arg(dir.path().join("careless.mjs"));
-    for (lang, mut cmd) in [("python", py), ("node", node)] {
-        let out = cmd.env("SLUICE", sluice_bin!()).output().unwrap_or_else(|e| panic!("{lang}: {e}"));
-        let said = String::from_utf8_lossy(&out.stdout).into_owned();
-        println!("{lang}:\n{said}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{lang}: {}", String::from_utf8_lossy(&out.stderr));
+    for (lang, said) in run_natively_in_python_and_node(dir.path(), "careless") {
         let lines: Vec<&str> = said.lines().collect();
         assert_eq!(lines.len(), 6, "{lang}: {said}");
         assert!(lines[0].starts_with("reject process returned"), "{lang}: {}", lines[0]);
@@ -856,4 +869,84 @@ fn a_native_run_rejects_what_the_host_rejects_and_pins_now_in_python_and_node() 
             lines[5]
         );
     }
+}
+
+/// The schema registry's helpers in a Python and a JavaScript plugin's
+/// unit test, outside the component: `framed` reads the header,
+/// `schema` answers what the test registered, and an id nobody
+/// registered or a payload that is not framed rejects its record with the
+/// reason the host would give.
+#[test]
+fn a_native_decoder_reads_the_schemas_its_test_registered_in_python_and_node() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sdk = root().join("guest-sdk");
+    std::fs::write(
+        dir.path().join("decoder.py"),
+        "import json, sys\nsys.path.insert(0, sys.argv[1])\n\
+         from sluice_plugin import NOT_FRAMED, Plugin, emit, framed, register_schema, reject, run_natively, schema\n\n\
+         class Decoder(Plugin):\n\
+         \x20   def process(self, record):\n\
+         \x20       header = framed(record.payload)\n\
+         \x20       if header is None:\n            return reject(NOT_FRAMED)\n\
+         \x20       schema_id, body = header\n\
+         \x20       found = schema(schema_id)\n\
+         \x20       return emit({\"id\": schema_id, \"type\": found.schema_type, \"text\": found.text, \"body\": body.decode()})\n\n\
+         register_schema(7, \"AVRO\", '\"long\"')\n\
+         payloads = [b\"\\x00\\x00\\x00\\x00\\x07abc\", b\"\\x00\\x00\\x00\\x00\\x08abc\", b\"{}\"]\n\
+         for o in run_natively(Decoder, {}, payloads):\n\
+         \x20   print(o.verdict, o.reason if o.reason is not None else json.dumps(o.events[0].json()))\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(sdk.join("js/sluice-plugin.js"), dir.path().join("sluice-plugin.js"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("decoder.mjs"),
+        "import { NOT_FRAMED, Plugin, emit, framed, registerSchema, reject, runNatively, schema } from \"./sluice-plugin.js\";\n\
+         class Decoder extends Plugin {\n\
+         \x20 process(record) {\n\
+         \x20   const header = framed(record.payload);\n\
+         \x20   if (header === null) return reject(NOT_FRAMED);\n\
+         \x20   const found = schema(header.id);\n\
+         \x20   return emit({ id: header.id, type: found.schemaType, text: found.text, body: new TextDecoder().decode(header.body) });\n\
+         \x20 }\n}\n\
+         registerSchema(7, \"AVRO\", '\"long\"');\n\
+         const payloads = [new Uint8Array([0, 0, 0, 0, 7, 97, 98, 99]), new Uint8Array([0, 0, 0, 0, 8, 97, 98, 99]), \"{}\"];\n\
+         for (const o of runNatively(Decoder, {}, payloads)) {\n\
+         \x20 console.log(o.verdict, o.reason ?? o.events[0].body);\n}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (lang, said) in run_natively_in_python_and_node(dir.path(), "decoder") {
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(lines.len(), 3, "{lang}: {said}");
+        let first: serde_json::Value = serde_json::from_str(lines[0].trim_start_matches("emit "))
+            .unwrap_or_else(|e| panic!("{lang}: {e}: {}", lines[0]));
+        assert_eq!(first, serde_json::json!({"id": 7, "type": "AVRO", "text": "\"long\"", "body": "abc"}), "{lang}");
+        assert!(
+            lines[1].starts_with("reject") && lines[1].contains("schema id 8 is not in the schema registry"),
+            "{lang}: {}",
+            lines[1]
+        );
+        assert!(lines[2].starts_with("reject not in the schema registry's wire format"), "{lang}: {}", lines[2]);
+    }
+}
+
+/// Run `NAME.py` (with the Python SDK's folder as its argument) and
+/// `NAME.mjs` (under `sluice-native.mjs`) of `dir`, natively: what each
+/// printed, once it exited well.
+fn run_natively_in_python_and_node(dir: &Path, name: &str) -> Vec<(&'static str, String)> {
+    let sdk = root().join("guest-sdk");
+    let mut py = Command::new(componentize_py().with_file_name("python3"));
+    py.arg(dir.join(format!("{name}.py"))).arg(sdk.join("python"));
+    let mut node = Command::new("node");
+    node.arg("--import").arg(sdk.join("js/sluice-native.mjs")).arg(dir.join(format!("{name}.mjs")));
+    [("python", py), ("node", node)]
+        .into_iter()
+        .map(|(lang, mut cmd)| {
+            let out = cmd.env("SLUICE", sluice_bin!()).output().unwrap_or_else(|e| panic!("{lang}: {e}"));
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            println!("{lang}:\n{said}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "{lang}: {}", String::from_utf8_lossy(&out.stderr));
+            (lang, said)
+        })
+        .collect()
 }
