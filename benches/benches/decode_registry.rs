@@ -141,7 +141,7 @@ fn main() {
 
     let schemas = Arc::new(Schemas::open(None).unwrap_or_else(|e| panic!("{e}")));
     let held = |id, schema_type: &str, text: &str| {
-        let schema = RegisteredSchema { schema_type: schema_type.into(), schema: text.into() };
+        let schema = RegisteredSchema::new(schema_type, text);
         schemas.insert(id, schema).unwrap_or_else(|e| panic!("{e}"));
     };
     held(AVRO_ID, "AVRO", AVRO_SCHEMA);

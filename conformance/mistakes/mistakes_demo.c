@@ -84,6 +84,9 @@ static void process(const sluice_record *r, sluice_out *out) {
     } else if (is(r, "schema-null-text")) {
         name = "schema-null-text";
         ok = sluice_schema(7, &value, NULL, &error);
+    } else if (is(r, "schema-references-null-each")) {
+        name = "schema-references-null-each";
+        ok = sluice_schema_references(7, NULL, NULL, NULL, &error);
     } else if (is(r, "schema-unfetched")) {
         /* No [schema_registry] in `sluice plugin run`: the host's reason. */
         name = "schema-unfetched";

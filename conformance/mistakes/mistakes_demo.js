@@ -18,6 +18,7 @@ import {
   logfmt,
   nowNanos,
   schema,
+  schemaReferences,
   text,
 } from "./sluice-plugin.js";
 
@@ -55,6 +56,7 @@ class Mistakes extends Plugin {
       "schema-fraction": () => schema(1.5),
       "schema-negative": () => schema(-1),
       "framed-null": () => framed(null),
+      "schema-references-string": () => schemaReferences("7"),
       // Natural types: taken.
       "ok-time-parse-bytes": () => this.day.parse(new TextEncoder().encode("2017-05-16")),
       "ok-time-parse-payload": () => this.day.parse(record.payload.subarray(record.payload.length - 10)),

@@ -19,6 +19,7 @@ from sluice_plugin import (
     logfmt,
     now_nanos,
     schema,
+    schema_references,
 )
 
 
@@ -56,6 +57,7 @@ class Mistakes(Plugin):
             # No [schema_registry]: the host's reason, as a ValueError.
             "schema-unfetched": lambda: schema(7),
             "framed-none": lambda: framed(None),
+            "schema-references-text": lambda: schema_references("7"),
             # Natural types: taken.
             "ok-time-parse-bytes": lambda: self.day.parse(b"2017-05-16"),
             "ok-time-parse-payload": lambda: self.day.parse(record.payload[-10:]),

@@ -473,6 +473,23 @@ bool sluice_schema(uint32_t id, sluice_buf *schema_type, sluice_buf *text, sluic
     return true;
 }
 
+bool sluice_schema_references(uint32_t id, sluice_pair_fn each, void *ctx, size_t *count, sluice_buf *error) {
+    if (!each) return mistake(error, "sluice_schema_references: each must not be NULL");
+    plugin_list_tuple2_string_string_t got;
+    plugin_string_t err;
+    if (!sluice_plugin_helpers_schema_references(id, &got, &err)) {
+        take_error(&err, error);
+        return false;
+    }
+    for (size_t i = 0; i < got.len; i++) {
+        sluice_bytes name = {got.ptr[i].f0.ptr, got.ptr[i].f0.len}, text = {got.ptr[i].f1.ptr, got.ptr[i].f1.len};
+        each(ctx, name, &text);
+    }
+    if (count) *count = got.len;
+    plugin_list_tuple2_string_string_free(&got);
+    return true;
+}
+
 bool sluice_time_format_compile(const char *spec, sluice_time_format *format, sluice_buf *error) {
     if (!spec || !format) return mistake(error, "sluice_time_format_compile: spec and format must not be NULL");
     sluice_buf tmp = {0};

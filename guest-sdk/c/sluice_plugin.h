@@ -164,6 +164,15 @@ typedef void (*sluice_pair_fn)(void *ctx, sluice_bytes name, const sluice_bytes 
  * returns how many. */
 size_t sluice_logfmt(sluice_bytes line, sluice_pair_fn each, void *ctx);
 
+/* The schemas the one under `id` references (Confluent's schema references:
+ * an Avro named type, a Protobuf import, a JSON Schema `$ref` kept under
+ * another subject), each handed to `each(ctx, name, &text)` (valid during
+ * the call only): every one the references reach, each before any that
+ * needs it, the order to parse them in; `*count` (unless NULL) says how
+ * many. False with the host's reason in `error`, as sluice_schema, or
+ * naming the mistake when `each` is NULL. */
+bool sluice_schema_references(uint32_t id, sluice_pair_fn each, void *ctx, size_t *count, sluice_buf *error);
+
 /* True when `payload` is one JSON object in UTF-8 (the rule every body
  * meets); else false, with why in `error`. */
 bool sluice_json_object_check(sluice_bytes payload, sluice_buf *error);

@@ -13,8 +13,8 @@
 //   `sluice plugin helpers` ($SLUICE, else `sluice` on the PATH): a
 //   format, a zone or a pattern answers in a test exactly as in the
 //   pipeline;
-// - `schema` answers what the test registered with the SDK's
-//   `registerSchema` (there is no registry to fetch from).
+// - `schema` and `schemaReferences` answer what the test registered with
+//   the SDK's `registerSchema` (there is no registry to fetch from).
 //
 // One process per call (Node has no synchronous pipe to a child), which
 // is milliseconds: fine for unit tests, not for benchmarks.
@@ -130,7 +130,14 @@ export function schema(id) {
   return found;
 }
 
+/** The references the test registered with the schema. */
+export function schemaReferences(id) {
+  schema(id);
+  return references.get(id) ?? [];
+}
+
 const schemas = new Map();
+const references = new Map();
 
 // --- The host's output rules, for runNatively ---------------------------
 
@@ -147,4 +154,4 @@ function judge(payload, events) {
 // Not an import of the WIT world (a component has no such function):
 // the SDK's runNatively finds it here, on the main thread that imported
 // this module.
-globalThis.__sluiceNative = { judge, schemas };
+globalThis.__sluiceNative = { judge, schemas, references };

@@ -41,6 +41,7 @@ import {
   jsonObjectCheck as hostJsonObjectCheck,
   formatRfc3339 as hostFormatRfc3339,
   schema as hostSchema,
+  schemaReferences as hostSchemaReferences,
 } from "sluice:plugin/helpers@0.2.0";
 
 const encoder = new TextEncoder();
@@ -381,16 +382,43 @@ export function schema(id) {
 }
 
 /**
- * For a plugin's unit tests under `node --import ./sluice-native.mjs`:
- * what `schema(id)` answers from now on. In a pipeline the host fetches
- * schemas from the registry instead.
+ * The schemas the one under `id` references (Confluent's schema
+ * references: an Avro named type, a Protobuf import, a JSON Schema `$ref`
+ * kept under another subject), as `[{ name, text }]`: every one the
+ * references reach, each before any that needs it, the order to parse
+ * them in. Empty for a schema with none. Throws as `schema`.
  */
-export function registerSchema(id, schemaType, text) {
-  const schemas = globalThis.__sluiceNative?.schemas;
-  if (!(schemas instanceof Map)) {
+export function schemaReferences(id) {
+  const n = schemaIdArg(id, "schemaReferences");
+  let got;
+  try {
+    got = hostSchemaReferences(n);
+  } catch (e) {
+    throw hostError(e);
+  }
+  return Array.from(got, ([name, text]) => ({ name, text }));
+}
+
+/**
+ * For a plugin's unit tests under `node --import ./sluice-native.mjs`:
+ * what `schema(id)` (and, with `references` as `[name, text]` pairs,
+ * `schemaReferences(id)`) answers from now on. In a pipeline the host
+ * fetches schemas from the registry instead.
+ */
+export function registerSchema(id, schemaType, text, references = []) {
+  const native = globalThis.__sluiceNative;
+  if (!(native?.schemas instanceof Map)) {
     throw new Error("registerSchema is for unit tests under node --import ./sluice-native.mjs; in a pipeline the host fetches schemas from [schema_registry]");
   }
-  schemas.set(schemaIdArg(id, "registerSchema"), [textArg(schemaType, "registerSchema"), textArg(text, "registerSchema")]);
+  const n = schemaIdArg(id, "registerSchema");
+  native.schemas.set(n, [textArg(schemaType, "registerSchema"), textArg(text, "registerSchema")]);
+  native.references.set(
+    n,
+    Array.from(references, (pair) => {
+      if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`registerSchema's references are [name, text] pairs, not ${kind(pair)}`);
+      return [textArg(pair[0], "registerSchema"), textArg(pair[1], "registerSchema")];
+    }),
+  );
 }
 
 export class Plugin {

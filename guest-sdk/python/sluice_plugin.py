@@ -517,8 +517,10 @@ def _schema_id(value, what: str) -> int:
     return value
 
 
-# What `schema` answers outside the component (`register_schema`).
+# What `schema` and `schema_references` answer outside the component
+# (`register_schema`).
 _native_schemas: Dict[int, RegisteredSchema] = {}
+_native_references: Dict[int, List[tuple]] = {}
 
 
 def schema(id: int) -> RegisteredSchema:
@@ -541,15 +543,37 @@ def schema(id: int) -> RegisteredSchema:
     return RegisteredSchema(schema_type, text)
 
 
-def register_schema(id: int, schema_type: str, text: str) -> None:
-    """For a plugin's unit tests in plain Python: what `schema(id)`
+def schema_references(id: int) -> List[tuple]:
+    """The schemas the one under `id` references (Confluent's schema
+    references: an Avro named type, a Protobuf import, a JSON Schema
+    `$ref` kept under another subject), as `(name, text)` pairs, every
+    one the references reach, each before any that needs it: the order to
+    parse them in. Empty for a schema with none. Raises as `schema`."""
+    id = _schema_id(id, "schema_references")
+    if NATIVE:
+        schema(id)
+        return list(_native_references.get(id, ()))
+    try:
+        return [tuple(pair) for pair in helpers.schema_references(id)]
+    except Err as e:
+        raise _host_error(e) from None
+
+
+def register_schema(id: int, schema_type: str, text: str, references=()) -> None:
+    """For a plugin's unit tests in plain Python: what `schema(id)` (and,
+    with `references` as `(name, text)` pairs, `schema_references(id)`)
     answers from now on. In a pipeline the host fetches schemas from the
     registry instead."""
     if not NATIVE:
         raise RuntimeError("register_schema is for unit tests in plain Python; in a pipeline the host fetches schemas from [schema_registry]")
-    _native_schemas[_schema_id(id, "register_schema")] = RegisteredSchema(
-        _text(schema_type, "register_schema"), _text(text, "register_schema")
-    )
+    id = _schema_id(id, "register_schema")
+    _native_schemas[id] = RegisteredSchema(_text(schema_type, "register_schema"), _text(text, "register_schema"))
+    pairs = []
+    for pair in references:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"register_schema's references are (name, text) pairs, not {_a(type(pair).__name__)}")
+        pairs.append((_text(pair[0], "register_schema"), _text(pair[1], "register_schema")))
+    _native_references[id] = pairs
 
 
 # The host's helpers outside the component: one `sluice plugin helpers`

@@ -61,6 +61,11 @@ pub fn schema(id: u32) -> Result<(String, String), String> {
     bindings::sluice::plugin::helpers::schema(id)
 }
 
+#[cfg(target_arch = "wasm32")]
+pub fn schema_references(id: u32) -> Result<Vec<(String, String)>, String> {
+    bindings::sluice::plugin::helpers::schema_references(id)
+}
+
 /// An empty list of records, of any lifetime, in `list`'s allocation: the
 /// records of one batch cannot outlive it, but their list can be kept.
 /// Collecting an emptied `Vec` through `filter_map` reuses its buffer

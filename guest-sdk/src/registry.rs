@@ -56,6 +56,35 @@ pub fn schema(id: u32) -> Result<RegisteredSchema, String> {
     }
 }
 
+/// A schema another one references (Confluent's schema references).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The name the referencing schema uses: an Avro type's full name, a
+    /// Protobuf import's path, a JSON Schema `$ref`.
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// Every schema the one under `id` references, directly or through
+/// another, each before any that needs it: the order to parse them in.
+/// Empty for a schema with no references. The errors are [`schema`]'s.
+pub fn references(id: u32) -> Result<Vec<Reference>, String> {
+    #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+    {
+        let listed = crate::__contract::schema_references(id)?;
+        Ok(listed.into_iter().map(|(name, text)| Reference { name, text }).collect())
+    }
+    #[cfg(all(target_arch = "wasm32", feature = "contract-0-1"))]
+    {
+        Err(format!("schema id {id}: schemas from a registry need the 0.2 contract"))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        native::references(id)
+    }
+}
+
 /// Natively (unit tests, benches) the host is not there: schemas are
 /// registered here instead, per thread.
 #[cfg(not(target_arch = "wasm32"))]
@@ -65,14 +94,31 @@ pub mod native {
 
     use super::RegisteredSchema;
 
+    use super::Reference;
+
     thread_local! {
         static SCHEMAS: RefCell<HashMap<u32, RegisteredSchema>> = RefCell::new(HashMap::new());
+        static REFERENCES: RefCell<HashMap<u32, Vec<Reference>>> = RefCell::new(HashMap::new());
     }
 
     /// What [`super::schema`] answers for `id` on this thread from now on.
     pub fn register(id: u32, schema_type: &str, text: &str) {
         let schema = RegisteredSchema { schema_type: schema_type.into(), text: text.into() };
         SCHEMAS.with(|s| s.borrow_mut().insert(id, schema));
+        REFERENCES.with(|r| r.borrow_mut().remove(&id));
+    }
+
+    /// [`register`], with the schemas it references as `(name, text)`,
+    /// each before any that needs it.
+    pub fn register_with_references(id: u32, schema_type: &str, text: &str, references: &[(&str, &str)]) {
+        register(id, schema_type, text);
+        let listed = references.iter().map(|(name, text)| Reference { name: name.to_string(), text: text.to_string() });
+        REFERENCES.with(|r| r.borrow_mut().insert(id, listed.collect()));
+    }
+
+    pub(super) fn references(id: u32) -> Result<Vec<Reference>, String> {
+        get(id)?;
+        Ok(REFERENCES.with(|r| r.borrow().get(&id).cloned()).unwrap_or_default())
     }
 
     pub(super) fn get(id: u32) -> Result<RegisteredSchema, String> {

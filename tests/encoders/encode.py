@@ -9,8 +9,15 @@ stdin, one JSON object:
   {"format": "protobuf", "schema": {"package": "shop", "message": "Click",
      "fields": [{"name": "event_id", "number": 1, "type": "string"}, ...]},
    "records": [...]}
-A Protobuf field's type is a scalar (string, int64, int32, bool, double)
-or "timestamp" (google.protobuf.Timestamp, given in milliseconds).
+A Protobuf field's type is a scalar (string, int64, int32, bool, double),
+"timestamp" (google.protobuf.Timestamp, given in milliseconds) or
+"message:<full name>" of a message an import defines (given as a dict).
+
+Schema references: an Avro job may carry "references", the schemas (in
+order) whose named types its schema uses; a Protobuf spec may carry
+"imports", [{"file": "shop/money.proto", "package": ..., "message": ...,
+"fields": [...]}], each another file its message's fields use. A
+Protobuf answer then has "import_texts" too: each file's .proto text.
 
 With "decode": true and "payloads" (hex) instead of "records", it reads
 them back (fastavro, protobuf's json_format) and writes {"records": [...]}.
@@ -25,10 +32,13 @@ import json
 import sys
 
 
-def avro(schema, records):
+def avro(schema, records, references=()):
     import fastavro
 
-    parsed = fastavro.parse_schema(schema)
+    named = {}
+    for r in references:
+        fastavro.parse_schema(r, named_schemas=named)
+    parsed = fastavro.parse_schema(schema, named_schemas=named)
     payloads = []
     for r in records:
         out = io.BytesIO()
@@ -40,37 +50,58 @@ def avro(schema, records):
 SCALARS = {"string": 9, "int64": 3, "int32": 5, "bool": 8, "double": 1}
 
 
+def file_proto(name, spec, deps):
+    """The FileDescriptorProto of one message `spec` in file `name`, and its
+    .proto text; `deps` are the files it imports."""
+    from google.protobuf import descriptor_pb2
+
+    f = descriptor_pb2.FileDescriptorProto(name=name, package=spec["package"], syntax="proto3")
+    lines = ['syntax = "proto3";', f'package {spec["package"]};']
+    for dep in deps:
+        f.dependency.append(dep)
+        lines.append(f'import "{dep}";')
+    m = f.message_type.add(name=spec["message"])
+    lines.append(f'message {spec["message"]} {{')
+    for field in spec["fields"]:
+        d = m.field.add(name=field["name"], number=field["number"], label=1)
+        kind = field["type"]
+        if kind == "timestamp":
+            d.type = 11
+            d.type_name = ".google.protobuf.Timestamp"
+            lines.append(f'  google.protobuf.Timestamp {field["name"]} = {field["number"]};')
+        elif kind.startswith("message:"):
+            d.type = 11
+            d.type_name = "." + kind[len("message:"):]
+            lines.append(f'  {kind[len("message:"):]} {field["name"]} = {field["number"]};')
+        else:
+            d.type = SCALARS[kind]
+            lines.append(f'  {kind} {field["name"]} = {field["number"]};')
+    lines.append("}")
+    return f, "\n".join(lines) + "\n"
+
+
 def message_class(spec):
-    """The message class `spec` describes, and the .proto text of it."""
+    """The message class `spec` describes, the .proto text of it, and the
+    text of each file it imports (by its path)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
     pool = descriptor_pool.DescriptorPool()
     ts_file = descriptor_pb2.FileDescriptorProto()
     timestamp_pb2.DESCRIPTOR.CopyToProto(ts_file)
     pool.Add(ts_file)
-
-    f = descriptor_pb2.FileDescriptorProto(name="schema.proto", package=spec["package"], syntax="proto3")
-    f.dependency.append("google/protobuf/timestamp.proto")
-    m = f.message_type.add(name=spec["message"])
-    lines = ['syntax = "proto3";', f'package {spec["package"]};', 'import "google/protobuf/timestamp.proto";',
-             f'message {spec["message"]} {{']
-    for field in spec["fields"]:
-        d = m.field.add(name=field["name"], number=field["number"], label=1)
-        if field["type"] == "timestamp":
-            d.type = 11
-            d.type_name = ".google.protobuf.Timestamp"
-            lines.append(f'  google.protobuf.Timestamp {field["name"]} = {field["number"]};')
-        else:
-            d.type = SCALARS[field["type"]]
-            lines.append(f'  {field["type"]} {field["name"]} = {field["number"]};')
-    lines.append("}")
+    imports = {}
+    for imported in spec.get("imports", []):
+        f, text = file_proto(imported["file"], imported, [])
+        pool.Add(f)
+        imports[imported["file"]] = text
+    f, text = file_proto("schema.proto", spec, ["google/protobuf/timestamp.proto", *imports])
     pool.Add(f)
     cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(f'{spec["package"]}.{spec["message"]}'))
-    return cls, "\n".join(lines) + "\n"
+    return cls, text, imports
 
 
 def protobuf(spec, records):
-    cls, text = message_class(spec)
+    cls, text, imports = message_class(spec)
     types = {field["name"]: field["type"] for field in spec["fields"]}
     payloads = []
     for r in records:
@@ -78,10 +109,14 @@ def protobuf(spec, records):
         for k, v in r.items():
             if types[k] == "timestamp":
                 getattr(msg, k).FromMilliseconds(v)
+            elif types[k].startswith("message:"):
+                sub = getattr(msg, k)
+                for kk, vv in v.items():
+                    setattr(sub, kk, vv)
             else:
                 setattr(msg, k, v)
         payloads.append(msg.SerializeToString().hex())
-    return text, payloads
+    return text, payloads, imports
 
 
 def decode(job):
@@ -95,7 +130,7 @@ def decode(job):
         return [fastavro.schemaless_reader(io.BytesIO(p), parsed) for p in payloads]
     from google.protobuf import json_format
 
-    cls, _ = message_class(job["schema"])
+    cls, _, _ = message_class(job["schema"])
     out = []
     for p in payloads:
         msg = cls()
@@ -114,9 +149,15 @@ def main():
     if job.get("decode"):
         json.dump({"records": decode(job)}, sys.stdout)
         return
-    encode = {"avro": avro, "protobuf": protobuf, "json-schema": json_schema}[job["format"]]
-    text, payloads = encode(job["schema"], job["records"])
-    json.dump({"schema_text": text, "payloads": payloads}, sys.stdout)
+    answer = {}
+    if job["format"] == "avro":
+        text, payloads = avro(job["schema"], job["records"], job.get("references", ()))
+    elif job["format"] == "protobuf":
+        text, payloads, answer["import_texts"] = protobuf(job["schema"], job["records"])
+    else:
+        text, payloads = json_schema(job["schema"], job["records"])
+    answer.update(schema_text=text, payloads=payloads)
+    json.dump(answer, sys.stdout)
 
 
 main()

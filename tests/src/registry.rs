@@ -41,12 +41,15 @@ struct Stored {
     version: u32,
     schema_type: String,
     schema: String,
+    /// Its schema references as the API takes them: `[{"name",
+    /// "subject", "version"}]`.
+    references: Value,
 }
 
 impl Stored {
     fn to_json(&self) -> Value {
         json!({"id": self.id, "subject": self.subject, "version": self.version,
-               "schemaType": self.schema_type, "schema": self.schema})
+               "schemaType": self.schema_type, "schema": self.schema, "references": self.references})
     }
 
     fn from_json(v: &Value) -> Option<Stored> {
@@ -56,6 +59,7 @@ impl Stored {
             version: u32::try_from(v["version"].as_u64()?).ok()?,
             schema_type: v["schemaType"].as_str()?.to_string(),
             schema: v["schema"].as_str()?.to_string(),
+            references: v.get("references").cloned().unwrap_or_else(|| json!([])),
         })
     }
 }
@@ -111,7 +115,14 @@ impl SchemaRegistry {
     /// Register `schema` under `subject` over the API, as a producer's
     /// serializer does; its id.
     pub fn register(&self, subject: &str, schema_type: &str, schema: &str) -> u32 {
-        let body = json!({"schema": schema, "schemaType": schema_type});
+        self.register_with_references(subject, schema_type, schema, json!([]))
+    }
+
+    /// [`SchemaRegistry::register`] of a schema that references others:
+    /// `references` as the API takes them, `[{"name", "subject",
+    /// "version"}]`.
+    pub fn register_with_references(&self, subject: &str, schema_type: &str, schema: &str, references: Value) -> u32 {
+        let body = json!({"schema": schema, "schemaType": schema_type, "references": references});
         let url = format!("{}/subjects/{subject}/versions", self.url());
         let answer = reqwest_blocking_post(&url, &body);
         let id = answer["id"].as_u64().unwrap_or_else(|| panic!("register {subject}: {answer}"));
@@ -191,13 +202,17 @@ fn not_found(code: u32, message: &str) -> Response<Full<Bytes>> {
     answer(StatusCode::NOT_FOUND, json!({"error_code": code, "message": message}))
 }
 
-/// The API's shape of a schema by id: `schemaType` left out for Avro.
+/// The API's shape of a schema by id: `schemaType` left out for Avro,
+/// `references` for a schema without any.
 fn by_id(s: &Stored) -> Value {
-    if s.schema_type == "AVRO" {
-        json!({"schema": s.schema})
-    } else {
-        json!({"schema": s.schema, "schemaType": s.schema_type})
+    let mut v = json!({"schema": s.schema});
+    if s.schema_type != "AVRO" {
+        v["schemaType"] = json!(s.schema_type);
     }
+    if s.references.as_array().is_some_and(|r| !r.is_empty()) {
+        v["references"] = s.references.clone();
+    }
+    v
 }
 
 async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Response<Full<Bytes>>, hyper::Error> {
@@ -263,10 +278,12 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Resp
             };
             let schema = asked["schema"].as_str().unwrap_or_default().to_string();
             let schema_type = asked["schemaType"].as_str().unwrap_or("AVRO").to_string();
+            let references = asked.get("references").cloned().unwrap_or_else(|| json!([]));
             let subject = subject.to_string();
             let state = state.clone();
             // The broker's acknowledgement is waited for off the runtime.
-            let registered = tokio::task::spawn_blocking(move || register(&state, subject, schema_type, schema)).await;
+            let registered =
+                tokio::task::spawn_blocking(move || register(&state, subject, schema_type, schema, references)).await;
             match registered {
                 Ok(Ok(id)) => answer(StatusCode::OK, json!({"id": id})),
                 Ok(Err(e)) => answer(StatusCode::INTERNAL_SERVER_ERROR, json!({"error_code": 50001, "message": e})),
@@ -283,7 +300,13 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Resp
 /// Under `subject`: the id it already has for this text, else the id
 /// another subject has for it, else a new one; written to the topic and
 /// acknowledged before it is answered.
-fn register(state: &Mutex<State>, subject: String, schema_type: String, schema: String) -> Result<u32, String> {
+fn register(
+    state: &Mutex<State>,
+    subject: String,
+    schema_type: String,
+    schema: String,
+    references: Value,
+) -> Result<u32, String> {
     let mut st = lock(state);
     if let Some(s) = st.stored.iter().find(|s| s.subject == subject && s.schema == schema) {
         return Ok(s.id);
@@ -293,7 +316,7 @@ fn register(state: &Mutex<State>, subject: String, schema_type: String, schema: 
         None => st.stored.iter().map(|s| s.id).max().unwrap_or(0) + 1,
     };
     let version = st.stored.iter().filter(|s| s.subject == subject).map(|s| s.version).max().unwrap_or(0) + 1;
-    let stored = Stored { id, subject, version, schema_type, schema };
+    let stored = Stored { id, subject, version, schema_type, schema, references };
     let key = json!({"subject": stored.subject, "version": version}).to_string();
     let value = stored.to_json().to_string();
     st.producer

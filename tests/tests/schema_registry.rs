@@ -226,12 +226,16 @@ impl Run {
         produce(&self.brokers, &self.topic, &framed);
     }
 
-    fn config(&self, registry: &str, reader: &str) -> PathBuf {
-        let plugin_config = match self.format {
-            Format::Avro => format!("reader_schema = '''{reader}'''"),
-            Format::Protobuf => format!("reader_schema = '''{reader}'''\nreader_message = \"shop.Click\""),
+    /// The run's config; `reader`, a reader schema for Avro or Protobuf.
+    fn config(&self, registry: &str, reader: Option<&str>) -> PathBuf {
+        let plugin_config = match (self.format, reader) {
+            (Format::Avro, Some(reader)) => format!("reader_schema = '''{reader}'''"),
+            (Format::Protobuf, Some(reader)) => {
+                format!("reader_schema = '''{reader}'''\nreader_message = \"shop.Click\"")
+            }
             // JSON has no reader schema: each record keeps its own fields.
-            Format::JsonSchema => "timestamp_format = \"epoch_ms\"".to_string(),
+            (Format::JsonSchema, _) => "timestamp_format = \"epoch_ms\"".to_string(),
+            (_, None) => String::new(),
         };
         let cfg = format!(
             r#"
@@ -369,7 +373,7 @@ fn evolves_through_registry_outages(format: Format) {
     let mut stray = format.header(NEVER_REGISTERED);
     stray.extend_from_slice(b"\x02x");
     produce(&brokers, &topic, &[(0, "stray".to_string(), stray)]);
-    let config = run.config(&registry.url(), &v2_text);
+    let config = run.config(&registry.url(), Some(&v2_text));
     let (code, said) = run.check_connect(&config);
     assert_eq!(code, 0, "{said}");
     assert!(said.contains(&format!("schema registry {}/: ok (1 subjects)", registry.url())), "{said}");
@@ -660,4 +664,124 @@ fn a_kafka_sink_writes_protobuf_a_consumer_reads() {
 #[test]
 fn a_kafka_sink_writes_json_schema_records_a_consumer_reads() {
     a_kafka_sink_writes_what_a_registry_consumer_reads(Format::JsonSchema);
+}
+
+/// Confluent's schema references: the topic's schema uses a type that
+/// another subject holds (an Avro named type, a Protobuf import, a JSON
+/// Schema `$ref`). sluice fetches the referenced schema with the one that
+/// names it and keeps both in its state folder: every record is delivered
+/// once with its nested fields, and a sluice restarted while the registry
+/// is down decodes the next records from what it kept.
+fn decodes_a_schema_that_references_another_subject(format: Format) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let broker = Broker::start(Storage::Sqlite);
+    let brokers = broker.brokers();
+    let mut registry = SchemaRegistry::start(&brokers);
+    let topic = format!("orders-{}", format.name());
+    create_topic(&brokers, &topic, 2);
+    let money_avro = json!({"type": "record", "name": "Money", "namespace": "shop", "fields": [
+        {"name": "cents", "type": "long"}, {"name": "currency", "type": "string"}]});
+    let money_json = json!({"type": "object", "required": ["cents", "currency"],
+        "properties": {"cents": {"type": "integer"}, "currency": {"type": "string", "minLength": 3}}});
+    let (schema, reference) = match format {
+        Format::Avro => (
+            json!({"type": "record", "name": "Order", "namespace": "shop", "fields": [
+                {"name": "event_id", "type": "string"},
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                {"name": "total", "type": "shop.Money"}]}),
+            "shop.Money",
+        ),
+        Format::Protobuf => (
+            json!({"package": "shop", "message": "Click", "fields": [
+                {"name": "event_id", "number": 1, "type": "string"},
+                {"name": "ts", "number": 2, "type": "timestamp"},
+                {"name": "total", "number": 3, "type": "message:shop.Money"}],
+              "imports": [{"file": "shop/money.proto", "package": "shop", "message": "Money", "fields": [
+                {"name": "cents", "number": 1, "type": "int64"},
+                {"name": "currency", "number": 2, "type": "string"}]}]}),
+            "shop/money.proto",
+        ),
+        Format::JsonSchema => (
+            json!({"type": "object", "required": ["event_id", "ts", "total"], "properties": {
+                "event_id": {"type": "string"}, "ts": {"type": "integer"}, "total": {"$ref": "money.json"}}}),
+            "money.json",
+        ),
+    };
+    let records: Vec<Value> = (0..120)
+        .map(|i| json!({"event_id": format!("order-{i:05}"), "ts": ts_ms(i), "total": {"cents": i * 10, "currency": "EUR"}}))
+        .collect();
+    let mut job = json!({"format": format.name(), "schema": schema, "records": records});
+    if format == Format::Avro {
+        job["references"] = json!([money_avro]);
+    }
+    let answer = encoder(&job);
+    let referenced = match format {
+        Format::Avro => money_avro.to_string(),
+        Format::Protobuf => answer["import_texts"][reference].as_str().unwrap_or_default().to_string(),
+        Format::JsonSchema => money_json.to_string(),
+    };
+    registry.register("shop-money", format.registry_type(), &referenced);
+    let id = registry.register_with_references(
+        &format!("{topic}-value"),
+        format.registry_type(),
+        answer["schema_text"].as_str().unwrap_or_default(),
+        json!([{"name": reference, "subject": "shop-money", "version": 1}]),
+    );
+    let payloads: Vec<Vec<u8>> = answer["payloads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("encode.py: {answer}"))
+        .iter()
+        .map(|h| {
+            let mut framed = format.header(id);
+            framed.extend(hex(h.as_str().unwrap_or_default()));
+            framed
+        })
+        .collect();
+    let run = Run {
+        dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+        format,
+        brokers: brokers.clone(),
+        topic: topic.clone(),
+        produced: BTreeMap::new(),
+    };
+    let keyed = |range: std::ops::Range<usize>| -> Vec<(i32, String, Vec<u8>)> {
+        range.map(|i| ((i % 2) as i32, format!("order-{i:05}"), payloads[i].clone())).collect()
+    };
+    produce(&brokers, &topic, &keyed(0..100));
+    let config = run.config(&registry.url(), None);
+    let mut sluice = run.spawn(&config);
+    run.wait_lines(100, &mut sluice);
+    assert_eq!(terminate(&mut sluice), 0, "{}", run.log());
+    // The registry goes away; what sluice kept decodes the rest.
+    registry.stop();
+    produce(&brokers, &topic, &keyed(100..120));
+    let mut sluice = run.spawn(&config);
+    run.wait_lines(120, &mut sluice);
+    assert_eq!(terminate(&mut sluice), 0, "{}", run.log());
+
+    let mut seen = BTreeMap::new();
+    for line in run.delivered() {
+        let id = line["id"].as_str().unwrap_or_else(|| panic!("no id: {line}")).to_string();
+        let i: usize = id.trim_start_matches("order-").parse().unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(line["event"]["total"], json!({"cents": i * 10, "currency": "EUR"}), "{line}");
+        *seen.entry(id).or_insert(0) += 1;
+    }
+    let expected: BTreeMap<String, i32> = (0..120).map(|i| (format!("order-{i:05}"), 1)).collect();
+    assert_eq!(seen, expected, "every order once");
+    assert_eq!(run.quarantined(), Vec::new(), "nothing quarantined");
+}
+
+#[test]
+fn an_avro_schema_that_references_another_subjects_type_decodes() {
+    decodes_a_schema_that_references_another_subject(Format::Avro);
+}
+
+#[test]
+fn a_protobuf_schema_that_imports_another_subjects_file_decodes() {
+    decodes_a_schema_that_references_another_subject(Format::Protobuf);
+}
+
+#[test]
+fn a_json_schema_whose_ref_is_another_subjects_schema_decodes() {
+    decodes_a_schema_that_references_another_subject(Format::JsonSchema);
 }

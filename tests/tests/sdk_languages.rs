@@ -675,6 +675,7 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "schema-negative",
         "schema-unfetched",
         "framed-none",
+        "schema-references-text",
         "ok-time-parse-bytes",
         "ok-time-parse-payload 2017-05-16",
         "ok-match-payload",
@@ -710,6 +711,7 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "schema-fraction",
         "schema-negative",
         "framed-null",
+        "schema-references-string",
         "ok-time-parse-bytes",
         "ok-time-parse-payload 2017-05-16",
         "ok-match-payload",
@@ -733,6 +735,7 @@ fn every_helper_given_a_likely_mistake_rejects_only_its_record_and_never_traps_i
         "reject-null",
         "emit-null",
         "schema-null-text",
+        "schema-references-null-each",
         "schema-unfetched",
         "ok-parse-not-utf8",
         "ok-compile-not-utf8",
@@ -883,15 +886,16 @@ fn a_native_decoder_reads_the_schemas_its_test_registered_in_python_and_node() {
     std::fs::write(
         dir.path().join("decoder.py"),
         "import json, sys\nsys.path.insert(0, sys.argv[1])\n\
-         from sluice_plugin import NOT_FRAMED, Plugin, emit, framed, register_schema, reject, run_natively, schema\n\n\
+         from sluice_plugin import NOT_FRAMED, Plugin, emit, framed, register_schema, reject, run_natively, schema, schema_references\n\n\
          class Decoder(Plugin):\n\
          \x20   def process(self, record):\n\
          \x20       header = framed(record.payload)\n\
          \x20       if header is None:\n            return reject(NOT_FRAMED)\n\
          \x20       schema_id, body = header\n\
          \x20       found = schema(schema_id)\n\
-         \x20       return emit({\"id\": schema_id, \"type\": found.schema_type, \"text\": found.text, \"body\": body.decode()})\n\n\
-         register_schema(7, \"AVRO\", '\"long\"')\n\
+         \x20       refs = [name for name, _ in schema_references(schema_id)]\n\
+         \x20       return emit({\"id\": schema_id, \"type\": found.schema_type, \"text\": found.text, \"body\": body.decode(), \"refs\": refs})\n\n\
+         register_schema(7, \"AVRO\", '\"long\"', [(\"shop.Money\", \"{}\")])\n\
          payloads = [b\"\\x00\\x00\\x00\\x00\\x07abc\", b\"\\x00\\x00\\x00\\x00\\x08abc\", b\"{}\"]\n\
          for o in run_natively(Decoder, {}, payloads):\n\
          \x20   print(o.verdict, o.reason if o.reason is not None else json.dumps(o.events[0].json()))\n",
@@ -901,15 +905,16 @@ fn a_native_decoder_reads_the_schemas_its_test_registered_in_python_and_node() {
         .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.path().join("decoder.mjs"),
-        "import { NOT_FRAMED, Plugin, emit, framed, registerSchema, reject, runNatively, schema } from \"./sluice-plugin.js\";\n\
+        "import { NOT_FRAMED, Plugin, emit, framed, registerSchema, reject, runNatively, schema, schemaReferences } from \"./sluice-plugin.js\";\n\
          class Decoder extends Plugin {\n\
          \x20 process(record) {\n\
          \x20   const header = framed(record.payload);\n\
          \x20   if (header === null) return reject(NOT_FRAMED);\n\
          \x20   const found = schema(header.id);\n\
-         \x20   return emit({ id: header.id, type: found.schemaType, text: found.text, body: new TextDecoder().decode(header.body) });\n\
+         \x20   const refs = schemaReferences(header.id).map((r) => r.name);\n\
+         \x20   return emit({ id: header.id, type: found.schemaType, text: found.text, body: new TextDecoder().decode(header.body), refs });\n\
          \x20 }\n}\n\
-         registerSchema(7, \"AVRO\", '\"long\"');\n\
+         registerSchema(7, \"AVRO\", '\"long\"', [[\"shop.Money\", \"{}\"]]);\n\
          const payloads = [new Uint8Array([0, 0, 0, 0, 7, 97, 98, 99]), new Uint8Array([0, 0, 0, 0, 8, 97, 98, 99]), \"{}\"];\n\
          for (const o of runNatively(Decoder, {}, payloads)) {\n\
          \x20 console.log(o.verdict, o.reason ?? o.events[0].body);\n}\n",
@@ -920,7 +925,11 @@ fn a_native_decoder_reads_the_schemas_its_test_registered_in_python_and_node() {
         assert_eq!(lines.len(), 3, "{lang}: {said}");
         let first: serde_json::Value = serde_json::from_str(lines[0].trim_start_matches("emit "))
             .unwrap_or_else(|e| panic!("{lang}: {e}: {}", lines[0]));
-        assert_eq!(first, serde_json::json!({"id": 7, "type": "AVRO", "text": "\"long\"", "body": "abc"}), "{lang}");
+        assert_eq!(
+            first,
+            serde_json::json!({"id": 7, "type": "AVRO", "text": "\"long\"", "body": "abc", "refs": ["shop.Money"]}),
+            "{lang}"
+        );
         assert!(
             lines[1].starts_with("reject") && lines[1].contains("schema id 8 is not in the schema registry"),
             "{lang}: {}",

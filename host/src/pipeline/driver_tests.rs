@@ -364,3 +364,118 @@ fn a_stop_while_the_registry_is_down_lets_the_waiting_batch_go_undecided() {
     let positions = positions.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert!(positions.iter().all(|p| *p == 0), "the position stays at the waiting batch: {positions:?}");
 }
+
+/// A registry that is down until `up` is set, then holds schema 7.
+struct DownUntil(Arc<AtomicBool>);
+
+impl Fetch for DownUntil {
+    fn fetch(&self, id: u32) -> Result<Fetched, RegistryError> {
+        if !self.0.load(Ordering::SeqCst) {
+            return Down.fetch(id);
+        }
+        let schema = crate::schema_registry::cache::RegisteredSchema::new("AVRO", "\"long\"");
+        Ok(if id == 7 { Fetched::Found(schema) } else { Fetched::Unknown })
+    }
+}
+
+/// Records of partition `part` framed with schema id 7, three per pull,
+/// `total` in all (forever when none).
+struct FramedPart {
+    part: usize,
+    next: u64,
+    total: Option<u64>,
+}
+
+impl Reader for FramedPart {
+    fn pull(&mut self, _max: usize) -> Result<Option<Pull>, PipelineError> {
+        let end = match self.total {
+            Some(total) if self.next >= total => return Ok(None),
+            Some(total) => (self.next + 3).min(total),
+            None => self.next + 3,
+        };
+        let records = (self.next..end)
+            .map(|i| {
+                let mut payload = vec![0, 0, 0, 0, 7];
+                payload.extend_from_slice(format!("p{}-{i}", self.part).as_bytes());
+                let mut record = Record::line(payload, "records", self.part as u64, i);
+                record.event_id = Some(format!("p{}-ev-{i}", self.part).into());
+                Pulled { record, start: i, next: i + 1, refused: None }
+            })
+            .collect();
+        self.next = end;
+        Ok(Some(Pull { records, scope: PIPELINE_SCOPE, received: Instant::now(), behind: None }))
+    }
+}
+
+/// A batch of two partitions waits for the registry while one of them
+/// stops: it is not let go, because the other goes on and must not be
+/// left with a hole. When the registry answers, every record of the one
+/// that goes on is delivered once and its position reaches its end.
+#[test]
+fn a_batch_waiting_for_the_registry_is_let_go_only_when_all_its_partitions_stop() {
+    const TOTAL: u64 = 20;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sink = dir.path().join("out.ndjson");
+    let up = Arc::new(AtomicBool::new(false));
+    let schemas = Arc::new(Schemas::open(None).unwrap_or_else(|e| panic!("{e}")));
+    let registry = Arc::new(Resolver::new(schemas, Box::new(DownUntil(up.clone()))));
+    let a_stops = Arc::new(AtomicBool::new(false));
+    let b_positions: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let pipeline = "workers = 1\nbatch_size = 16";
+    with_shared(dir.path(), pipeline, "poll_interval = \"10ms\"", None, Some(registry), |shared| {
+        let make_chain = || Ok(crate::plugin::chain::Chain::new(Vec::new()));
+        let failed = Mutex::new(None);
+        let on_error = |e: PipelineError| {
+            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+        };
+        std::thread::scope(|scope| {
+            let (stops, comes_up) = (a_stops.clone(), up.clone());
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                stops.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(500));
+                comes_up.store(true, Ordering::SeqCst);
+            });
+            let pool =
+                driver::Pool::new(scope, shared, driver::PoolParts { make_chain: &make_chain, on_error: &on_error });
+            let a_stopping = a_stops.clone();
+            let lanes = [
+                driver::Lane {
+                    name: Arc::from("a"),
+                    start: Some(0),
+                    reader: Box::new(FramedPart { part: 0, next: 0, total: None }),
+                    keeper: Box::new(Positions(Arc::default(), Arc::default())),
+                    stopping: Arc::new(move || a_stopping.load(Ordering::SeqCst)),
+                    state: Arc::default(),
+                },
+                driver::Lane {
+                    name: Arc::from("b"),
+                    start: Some(0),
+                    reader: Box::new(FramedPart { part: 1, next: 0, total: Some(TOTAL) }),
+                    keeper: Box::new(Positions(b_positions.clone(), Arc::default())),
+                    stopping: Arc::new(|| false),
+                    state: Arc::default(),
+                },
+            ];
+            let done: Vec<_> = lanes.into_iter().map(|lane| pool.add(lane)).collect();
+            pool.close();
+            for d in done {
+                d.wait();
+            }
+        });
+        assert_eq!(failed.into_inner().unwrap_or_else(|p| p.into_inner()), None);
+    });
+    assert!(up.load(Ordering::SeqCst), "b finished before the registry came back");
+    let positions = b_positions.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(positions.last(), Some(&TOTAL), "b is committed to its end: {positions:?}");
+    let text = std::fs::read_to_string(&sink).unwrap_or_default();
+    let mut b_ids: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter_map(|v| v["id"].as_str().filter(|id| id.starts_with("p1-")).map(String::from))
+        .collect();
+    b_ids.sort();
+    let mut expected: Vec<String> = (0..TOTAL).map(|i| format!("p1-ev-{i}")).collect();
+    expected.sort();
+    assert_eq!(b_ids, expected, "every record of b once");
+}

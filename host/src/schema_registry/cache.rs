@@ -11,7 +11,9 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-/// A schema as the registry answered `GET /schemas/ids/{id}`.
+/// A schema as the registry answered `GET /schemas/ids/{id}`, with the
+/// schemas it references fetched too. The state folder's files have this
+/// shape; one written before references were read has none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisteredSchema {
     /// `AVRO`, `PROTOBUF` or `JSON`; the API leaves it out for Avro.
@@ -19,9 +21,29 @@ pub struct RegisteredSchema {
     pub schema_type: String,
     /// The schema's text: Avro's JSON, a `.proto` file, a JSON Schema.
     pub schema: String,
+    /// Every schema its references reach, each before any that needs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<ReferencedSchema>,
 }
 
-fn avro() -> String {
+/// A schema another references, by the name the referencing one uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferencedSchema {
+    /// An Avro type's full name, a Protobuf import's path, a `$ref`.
+    pub name: String,
+    /// Its text.
+    pub schema: String,
+}
+
+impl RegisteredSchema {
+    /// A schema that references none.
+    pub fn new(schema_type: &str, schema: &str) -> RegisteredSchema {
+        RegisteredSchema { schema_type: schema_type.into(), schema: schema.into(), references: Vec::new() }
+    }
+}
+
+/// The type the API leaves out: Avro.
+pub(super) fn avro() -> String {
     "AVRO".into()
 }
 
@@ -145,8 +167,18 @@ impl Schemas {
     /// neither held nor answered 404 was not framed in this batch's
     /// payloads (a second stage asking for an id it made up, say).
     pub(crate) fn answer(&self, id: u32) -> Result<(String, String), String> {
+        self.held(id).map(|s| (s.schema_type.clone(), s.schema.clone()))
+    }
+
+    /// What the `schema-references` helper answers for `id`.
+    pub(crate) fn references(&self, id: u32) -> Result<Vec<(String, String)>, String> {
+        self.held(id).map(|s| s.references.iter().map(|r| (r.name.clone(), r.schema.clone())).collect())
+    }
+
+    /// The schema under `id`, or the record's reason why there is none.
+    fn held(&self, id: u32) -> Result<Arc<RegisteredSchema>, String> {
         if let Some(s) = self.get(id) {
-            return Ok((s.schema_type.clone(), s.schema.clone()));
+            return Ok(s);
         }
         if self.unknown.read().unwrap_or_else(|p| p.into_inner()).contains(&id) {
             Err(format!("schema id {id} is not in the schema registry (it answered 404, error code 40403)"))
@@ -164,7 +196,7 @@ mod tests {
     use super::*;
 
     fn avro(text: &str) -> RegisteredSchema {
-        RegisteredSchema { schema_type: "AVRO".into(), schema: text.into() }
+        RegisteredSchema::new("AVRO", text)
     }
 
     #[test]
@@ -173,11 +205,18 @@ mod tests {
         let path = dir.path().join("schemas");
         let s = Schemas::open(Some(path.clone())).unwrap();
         s.insert(7, avro("\"long\"")).unwrap();
-        s.insert(9, RegisteredSchema { schema_type: "PROTOBUF".into(), schema: "syntax = \"proto3\";".into() })
-            .unwrap();
+        s.insert(9, RegisteredSchema::new("PROTOBUF", "syntax = \"proto3\";")).unwrap();
+        // With the schema it references, kept in the same file.
+        let mut with_reference = avro(r#"{"type":"record","name":"Order","fields":[{"name":"m","type":"Money"}]}"#);
+        with_reference
+            .references
+            .push(ReferencedSchema { name: "Money".into(), schema: "{\"type\":\"fixed\"}".into() });
+        s.insert(10, with_reference).unwrap();
         drop(s);
         let again = Schemas::open(Some(path)).unwrap();
         assert_eq!(again.answer(7), Ok(("AVRO".into(), "\"long\"".into())));
+        assert_eq!(again.references(7), Ok(Vec::new()));
+        assert_eq!(again.references(10), Ok(vec![("Money".into(), "{\"type\":\"fixed\"}".into())]));
         assert_eq!(again.get(9).map(|s| s.schema_type.clone()).as_deref(), Some("PROTOBUF"));
         assert!(!again.has(8));
     }

@@ -1,5 +1,6 @@
 //! The registry's REST API, as much of it as sluice needs:
-//! `GET /schemas/ids/{id}` to decode, `POST /subjects/{subject}/versions`
+//! `GET /schemas/ids/{id}` to decode (and `GET /subjects/{s}/versions/{v}`
+//! for the schemas it references), `POST /subjects/{subject}/versions`
 //! (or `POST /subjects/{subject}`, a look-up) for a Kafka sink's
 //! `[sink.encoding]`, and `GET /subjects` for `check --connect`. Its own
 //! small runtime, as the HTTP sink's: the driver's front and the sink that
@@ -7,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::cache::RegisteredSchema;
+use super::cache::{ReferencedSchema, RegisteredSchema};
 use super::config::{RegistryAuth, SchemaRegistryConfig};
 use super::resolver::{Fetch, Fetched, RegistryError};
 
@@ -93,7 +94,15 @@ impl RegistryClient {
             body: String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned(),
         };
         match status {
-            200 => serde_json::from_slice::<RegisteredSchema>(&body).map(Fetched::Found).map_err(|_| answer(status)),
+            200 => {
+                let answered = serde_json::from_slice::<Answered>(&body).map_err(|_| answer(status))?;
+                let references = self.referenced(id, answered.references).await?;
+                Ok(Fetched::Found(RegisteredSchema {
+                    schema_type: answered.schema_type,
+                    schema: answered.schema,
+                    references,
+                }))
+            }
             404 => {
                 let code = serde_json::from_slice::<serde_json::Value>(&body)
                     .ok()
@@ -105,7 +114,99 @@ impl RegistryClient {
     }
 }
 
+/// A schema as the API answers it, by id or by subject and version.
+#[derive(serde::Deserialize)]
+struct Answered {
+    #[serde(rename = "schemaType", default = "super::cache::avro")]
+    schema_type: String,
+    schema: String,
+    #[serde(default)]
+    references: Vec<Pointer>,
+}
+
+/// A schema reference: the name the schema uses for it, and where the
+/// registry keeps it.
+#[derive(serde::Deserialize)]
+struct Pointer {
+    name: String,
+    subject: String,
+    version: i64,
+}
+
+/// How many schemas one schema's references may reach: a chain longer
+/// than this is a cycle, or a mistake.
+const MAX_REFERENCES: usize = 256;
+
 impl RegistryClient {
+    /// Every schema `pointers` reach, through their own references too,
+    /// each before any that needs it (depth first, a schema after what it
+    /// references), each name once. A reference the registry cannot
+    /// answer for is systemic, like the schema's own fetch: the batch
+    /// waits. (Confluent's registry refuses to delete a schema another
+    /// references.)
+    async fn referenced(&self, id: u32, pointers: Vec<Pointer>) -> Result<Vec<ReferencedSchema>, RegistryError> {
+        enum Step {
+            Visit(Pointer),
+            Keep(String, String),
+        }
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut steps: Vec<Step> = pointers.into_iter().rev().map(Step::Visit).collect();
+        while let Some(step) = steps.pop() {
+            match step {
+                Step::Visit(p) => {
+                    if !seen.insert(p.name.clone()) {
+                        continue;
+                    }
+                    if seen.len() > MAX_REFERENCES {
+                        return Err(RegistryError::Answer {
+                            url: self.shown.clone(),
+                            id,
+                            status: 200,
+                            body: format!("its references reach more than {MAX_REFERENCES} schemas"),
+                        });
+                    }
+                    let answered = self.version(&p.subject, p.version).await?;
+                    steps.push(Step::Keep(p.name, answered.schema));
+                    steps.extend(answered.references.into_iter().rev().map(Step::Visit));
+                }
+                Step::Keep(name, schema) => out.push(ReferencedSchema { name, schema }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The registry's URL with `segments` after it, each one path segment
+    /// (a subject's `/` and the like escaped).
+    fn url_of(&self, segments: &[&str]) -> Result<url::Url, RegistryError> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|_| RegistryError::Unreachable { url: self.shown.clone(), message: "not a base URL".into() })?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// `GET /subjects/{subject}/versions/{version}`.
+    async fn version(&self, subject: &str, version: i64) -> Result<Answered, RegistryError> {
+        let unreachable = |message: String| RegistryError::Unreachable { url: self.shown.clone(), message };
+        let url = self.url_of(&["subjects", subject, "versions", &version.to_string()])?;
+        let request = self.authed(self.client.get(url)).header("accept", "application/vnd.schemaregistry.v1+json");
+        let response = request.send().await.map_err(|e| unreachable(error_chain(&e)))?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| unreachable(error_chain(&e)))?;
+        let refused = || RegistryError::Subject {
+            url: self.shown.clone(),
+            subject: format!("{subject} (version {version}, a schema reference)"),
+            status,
+            body: String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned(),
+        };
+        if status != 200 {
+            return Err(refused());
+        }
+        serde_json::from_slice::<Answered>(&body).map_err(|_| refused())
+    }
+
     /// The id of `schema` under `subject`: registered there (the registry
     /// answers the existing id for a schema it has), or with `register`
     /// false only looked up. For a producer: a Kafka sink's
@@ -121,16 +222,11 @@ impl RegistryClient {
     ) -> Result<u32, RegistryError> {
         self.runtime.block_on(async {
             let unreachable = |message: String| RegistryError::Unreachable { url: self.shown.clone(), message };
-            // A subject is one path segment: `/` and the like escaped.
-            let mut url = self.base.clone();
-            url.path_segments_mut()
-                .map_err(|_| unreachable("not a base URL".into()))?
-                .pop_if_empty()
-                .push("subjects")
-                .push(subject);
-            if register {
-                url.path_segments_mut().map_err(|_| unreachable("not a base URL".into()))?.push("versions");
-            }
+            let url = if register {
+                self.url_of(&["subjects", subject, "versions"])?
+            } else {
+                self.url_of(&["subjects", subject])?
+            };
             let mut body = serde_json::json!({ "schema": schema });
             if schema_type != "AVRO" {
                 body["schemaType"] = schema_type.into();

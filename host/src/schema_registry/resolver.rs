@@ -147,8 +147,8 @@ mod tests {
 
     fn setup() -> (Arc<Fake>, Arc<Schemas>, Resolver) {
         let mut schemas = HashMap::new();
-        schemas.insert(1, RegisteredSchema { schema_type: "AVRO".into(), schema: "\"long\"".into() });
-        schemas.insert(2, RegisteredSchema { schema_type: "AVRO".into(), schema: "\"string\"".into() });
+        schemas.insert(1, RegisteredSchema::new("AVRO", "\"long\""));
+        schemas.insert(2, RegisteredSchema::new("AVRO", "\"string\""));
         let fake = Arc::new(Fake { schemas, ..Fake::default() });
         let cache = Arc::new(Schemas::open(None).unwrap());
         let resolver = Resolver::new(cache.clone(), Box::new(fake.clone()));

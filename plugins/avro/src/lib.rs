@@ -13,17 +13,20 @@
 //!
 //! The writer's schema is the one the record names: its id is read from
 //! the payload's header and its text comes from the host
-//! (`sluice_guest::registry::schema`), parsed once per id and kept. With a
-//! `reader_schema`, every record is resolved into it by Avro's rules: a
-//! field the writer lacked takes the reader's default, one the reader
-//! lacks is left out, a type promotes (`int` to `long`, `float` to
-//! `double`). Without one, each record keeps its writer's shape.
+//! (`sluice_guest::registry::schema`), parsed once per id and kept, with
+//! the named types it takes from other subjects (schema references,
+//! `registry::references`). With a `reader_schema`, every record is
+//! resolved into it by Avro's rules: a field the writer lacked takes the
+//! reader's default, one the reader lacks is left out, a type promotes
+//! (`int` to `long`, `float` to `double`). Without one, each record keeps
+//! its writer's shape.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apache_avro::Schema;
+use apache_avro::headers::HeaderBuilder;
 use apache_avro::types::Value as Avro;
+use apache_avro::{GenericSingleObjectReader, Schema};
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_guest::registry::{NOT_FRAMED, framed};
@@ -66,7 +69,7 @@ pub struct AvroDecoder {
     /// does not parse keeps its reason, so its records are rejected with
     /// it without asking again.
     #[serde(skip)]
-    writers: HashMap<u32, Result<Arc<Schema>, String>>,
+    writers: HashMap<u32, Result<Arc<Writer>, String>>,
     #[serde(skip)]
     reader: Option<Schema>,
 }
@@ -106,20 +109,31 @@ impl Plugin for AvroDecoder {
             Ok(w) => w,
             Err(reason) => return Outcome::reject(reason),
         };
-        let value = match apache_avro::from_avro_datum(&writer, &mut body, None) {
+        let mut bytes = Bytes { left: body, short: false };
+        let decoded = match &writer.decoder {
+            Some(decoder) => decoder.read_value(&mut bytes),
+            None => apache_avro::from_avro_datum_schemata(
+                &writer.schema,
+                writer.referenced.iter().collect(),
+                &mut bytes,
+                None,
+            ),
+        };
+        let value = match decoded {
             Ok(v) => v,
             Err(e) => return Outcome::reject(format!("schema id {id}: the record does not decode: {e}")),
         };
+        // apache-avro 0.20 reads a string cut short as a null: a record
+        // that ran out of bytes did not decode, whatever came of it.
+        if bytes.short {
+            return Outcome::reject(format!("schema id {id}: the record does not decode: it ends too soon"));
+        }
+        body = bytes.left;
         if !body.is_empty() {
             return Outcome::reject(format!(
                 "schema id {id}: {} bytes follow the record: it was not written with this schema",
                 body.len()
             ));
-        }
-        // apache-avro 0.20 reads a string cut short as a null: a value
-        // its own schema does not allow is a record that did not decode.
-        if !value.validate(&writer) {
-            return Outcome::reject(format!("schema id {id}: the record does not decode: it ends too soon"));
         }
         let value = match &self.reader {
             Some(reader) => match value.resolve(reader) {
@@ -134,14 +148,63 @@ impl Plugin for AvroDecoder {
     }
 }
 
+/// A writer schema, parsed once per id.
+struct Writer {
+    schema: Schema,
+    /// The schemas it references (Confluent's schema references), parsed
+    /// in the order the host gave them.
+    referenced: Vec<Schema>,
+    /// For a schema that references none: a decoder that keeps the
+    /// schema's name table, which `from_avro_datum` builds per record.
+    decoder: Option<GenericSingleObjectReader>,
+}
+
+/// The Confluent header is read before the decoder is called: its
+/// single-object header is empty.
+struct NoHeader;
+
+impl HeaderBuilder for NoHeader {
+    fn build_header(&self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+/// A record's bytes as the decoder reads them, noting whether it ever
+/// asked for more than were left.
+struct Bytes<'a> {
+    left: &'a [u8],
+    short: bool,
+}
+
+impl std::io::Read for Bytes<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.left.len());
+        self.short |= n < buf.len();
+        buf[..n].copy_from_slice(&self.left[..n]);
+        self.left = &self.left[n..];
+        Ok(n)
+    }
+}
+
 impl AvroDecoder {
-    /// The writer schema under `id`, parsed at its first record.
-    fn writer(&mut self, id: u32) -> Result<Arc<Schema>, String> {
+    /// The writer schema under `id`, parsed at its first record, with the
+    /// schemas it references.
+    fn writer(&mut self, id: u32) -> Result<Arc<Writer>, String> {
         self.writers
             .entry(id)
             .or_insert_with(|| {
                 let text = sluice_guest::registry::schema_text(id, "AVRO")?;
-                Schema::parse_str(&text).map(Arc::new).map_err(|e| format!("schema id {id} does not parse: {e}"))
+                let references = sluice_guest::registry::references(id)?;
+                let unparsed = |e: apache_avro::Error| format!("schema id {id} does not parse: {e}");
+                if references.is_empty() {
+                    let schema = Schema::parse_str(&text).map_err(unparsed)?;
+                    let decoder = GenericSingleObjectReader::new_with_header_builder(schema.clone(), NoHeader)
+                        .map_err(unparsed)?;
+                    return Ok(Arc::new(Writer { schema, referenced: Vec::new(), decoder: Some(decoder) }));
+                }
+                let (schema, referenced) =
+                    Schema::parse_str_with_list(&text, references.iter().map(|r| r.text.as_str())).map_err(unparsed)?;
+                Ok(Arc::new(Writer { schema, referenced, decoder: None }))
             })
             .clone()
     }
@@ -418,6 +481,34 @@ mod tests {
             String::from_utf8_lossy(&events[0].body),
             r#"{"zeta":"q\"uote","alpha":{"a":1,"b":2},"mid":"AAEC","list":[1.5,null,null],"inner":{"y":true,"x":-3}}"#
         );
+    }
+
+    #[test]
+    fn a_schema_that_references_another_subjects_type_decodes() {
+        const MONEY: &str = r#"{"type":"record","name":"Money","namespace":"shop","fields":[
+            {"name":"cents","type":"long"},{"name":"currency","type":"string"}]}"#;
+        const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+            {"name":"event_id","type":"string"},{"name":"total","type":"shop.Money"}]}"#;
+        native::register_with_references(21, "AVRO", ORDER, &[("shop.Money", MONEY)]);
+        native::register(22, "AVRO", ORDER);
+        // Encoded with the reference inlined: the bytes are the same.
+        let whole = ORDER.replace("\"shop.Money\"", MONEY);
+        let payload = |id: u32| {
+            encode(id, &whole, |r| {
+                r.put("event_id", "o-1");
+                r.put(
+                    "total",
+                    Avro::Record(vec![("cents".into(), Avro::Long(1250)), ("currency".into(), "EUR".into())]),
+                );
+            })
+        };
+        let out = run_natively::<AvroDecoder>(r#"{"id_field":"event_id"}"#, &[&payload(21), &payload(22)]).unwrap();
+        let (id, _, b) = body(&out[0]);
+        assert_eq!(id.as_deref(), Some("o-1"));
+        assert_eq!(b, serde_json::json!({"event_id":"o-1","total":{"cents":1250,"currency":"EUR"}}));
+        // Without its reference the schema names a type it does not have.
+        let Outcome::Reject(reason) = &out[1] else { panic!("{:?}", out[1]) };
+        assert!(reason.contains("schema id 22 does not parse"), "{reason}");
     }
 
     #[test]

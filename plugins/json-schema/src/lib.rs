@@ -107,6 +107,23 @@ impl Plugin for JsonSchemaDecoder {
     }
 }
 
+/// The schemas a registry's references give, for the `$ref`s the
+/// validator follows: a reference's name is the whole URI, or its last
+/// part (a relative `$ref` is resolved against the schema's base URI
+/// first). Nothing is fetched: a plugin has no network.
+struct Referenced(Vec<(String, Value)>);
+
+impl jsonschema::Retrieve for Referenced {
+    fn retrieve(&self, uri: &jsonschema::Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let uri = uri.as_str();
+        self.0
+            .iter()
+            .find(|(name, _)| uri == name || uri.strip_suffix(name.as_str()).is_some_and(|rest| rest.ends_with('/')))
+            .map(|(_, value)| value.clone())
+            .ok_or_else(|| format!("{uri} is not among the schema's references").into())
+    }
+}
+
 impl JsonSchemaDecoder {
     /// The validator of schema `id`, compiled at its first record.
     fn validator(&mut self, id: u32) -> Result<Arc<jsonschema::Validator>, String> {
@@ -116,7 +133,15 @@ impl JsonSchemaDecoder {
                 let text = sluice_guest::registry::schema_text(id, "JSON")?;
                 let schema: Value =
                     serde_json::from_str(&text).map_err(|e| format!("schema id {id} is not JSON: {e}"))?;
-                jsonschema::validator_for(&schema)
+                let mut referenced = Vec::new();
+                for r in sluice_guest::registry::references(id)? {
+                    let value = serde_json::from_str(&r.text)
+                        .map_err(|e| format!("schema id {id}: its reference {:?} is not JSON: {e}", r.name))?;
+                    referenced.push((r.name, value));
+                }
+                jsonschema::options()
+                    .with_retriever(Referenced(referenced))
+                    .build(&schema)
                     .map(Arc::new)
                     .map_err(|e| format!("schema id {id} does not compile: {e}"))
             })
@@ -190,6 +215,26 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_ref_to_another_subjects_schema_is_followed() {
+        const MONEY: &str = r#"{"type":"object","required":["cents"],"properties":{"cents":{"type":"integer"}}}"#;
+        const ORDER: &str =
+            r#"{"type":"object","properties":{"event_id":{"type":"string"},"total":{"$ref":"money.json"}}}"#;
+        native::register_with_references(24, "JSON", ORDER, &[("money.json", MONEY)]);
+        native::register(25, "JSON", ORDER);
+        let good = r#"{"event_id":"o-1","total":{"cents":1250}}"#;
+        let bad = r#"{"event_id":"o-2","total":{"cents":"a lot"}}"#;
+        let out = run_natively::<JsonSchemaDecoder>(
+            "{}",
+            &[&framed_json(24, good), &framed_json(24, bad), &framed_json(25, good)],
+        )
+        .unwrap();
+        assert!(matches!(&out[0], Outcome::Emit(e) if e[0].body == good.as_bytes()), "{:?}", out[0]);
+        assert!(rejected(&out[1]).contains("/total/cents"), "{}", rejected(&out[1]));
+        // Without its reference the `$ref` leads nowhere.
+        assert!(rejected(&out[2]).contains("schema id 25 does not compile"), "{}", rejected(&out[2]));
     }
 
     #[test]

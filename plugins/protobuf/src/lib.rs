@@ -22,9 +22,9 @@
 //! The JSON is Protobuf's canonical mapping with the `.proto`'s field
 //! names (`user_id`, not `userId`), every field present (defaults too),
 //! 64-bit integers as numbers, enums by name, `bytes` as base64,
-//! `google.protobuf.Timestamp` as RFC 3339 text. Imports of the
-//! well-known types (`google/protobuf/*.proto`) resolve; a schema with
-//! registry references to other subjects is not read yet.
+//! `google.protobuf.Timestamp` as RFC 3339 text. Imports resolve to the
+//! well-known types (`google/protobuf/*.proto`) and to the files the
+//! registry's schema references name (`sluice_guest::registry::references`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMe
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 use serde::Deserialize;
 use serde_json::Value;
-use sluice_guest::registry::{NOT_FRAMED, framed};
+use sluice_guest::registry::{NOT_FRAMED, Reference, framed};
 use sluice_guest::time::Format;
 use sluice_guest::{Event, Outcome, Plugin, Record, export_plugin, json};
 
@@ -108,20 +108,28 @@ pub fn config_schema() -> serde_json::Value {
 /// The name the registry's schema is compiled under.
 const SCHEMA_FILE: &str = "schema.proto";
 
-/// Answers `schema.proto` with one text; the well-known types come from
-/// protox's own copies.
-struct OneFile(String);
+/// Answers `schema.proto` with the schema's text, and each import the
+/// registry's references name with the referenced schema's; the
+/// well-known types come from protox's own copies.
+struct Files(HashMap<String, String>);
 
-impl FileResolver for OneFile {
+impl FileResolver for Files {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
-        if name == SCHEMA_FILE { File::from_source(name, &self.0) } else { Err(protox::Error::file_not_found(name)) }
+        match self.0.get(name) {
+            Some(text) => File::from_source(name, text),
+            None => Err(protox::Error::file_not_found(name)),
+        }
     }
 }
 
-/// Compile a `.proto` text with its imports of the well-known types.
-fn compile(text: &str) -> Result<DescriptorPool, String> {
+/// Compile a `.proto` text with its imports: the files `references`
+/// gives by path (a registry's schema references) and the well-known
+/// types.
+fn compile(text: &str, references: &[Reference]) -> Result<DescriptorPool, String> {
+    let mut named: HashMap<String, String> = references.iter().map(|r| (r.name.clone(), r.text.clone())).collect();
+    named.insert(SCHEMA_FILE.to_string(), text.to_string());
     let mut files = ChainFileResolver::new();
-    files.add(OneFile(text.to_string()));
+    files.add(Files(named));
     files.add(GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(files);
     compiler.include_imports(true);
@@ -157,7 +165,7 @@ impl Plugin for ProtobufDecoder {
         }
         match (&self.reader_schema, &self.reader_message) {
             (Some(text), Some(name)) => {
-                let pool = compile(text).map_err(|e| format!("reader_schema: {e}"))?;
+                let pool = compile(text, &[]).map_err(|e| format!("reader_schema: {e}"))?;
                 let message = pool
                     .get_message_by_name(name)
                     .ok_or_else(|| format!("reader_message: reader_schema has no message {name:?}"))?;
@@ -203,7 +211,8 @@ impl ProtobufDecoder {
             .entry(id)
             .or_insert_with(|| {
                 let text = sluice_guest::registry::schema_text(id, "PROTOBUF")?;
-                compile(&text).map(Arc::new).map_err(|e| format!("schema id {id} does not compile: {e}"))
+                let references = sluice_guest::registry::references(id)?;
+                compile(&text, &references).map(Arc::new).map_err(|e| format!("schema id {id} does not compile: {e}"))
             })
             .clone()?;
         let file = pool.get_file_by_name(SCHEMA_FILE).ok_or_else(|| format!("schema id {id}: no file"))?;
@@ -348,7 +357,7 @@ message Click {
 }"#;
 
     fn encode(schema_id: u32, text: &str, indexes: &[u8], fill: &[(&str, Pv)]) -> Vec<u8> {
-        let pool = compile(text).unwrap();
+        let pool = compile(text, &[]).unwrap();
         let desc = pool.get_message_by_name("shop.Click").unwrap();
         let mut m = DynamicMessage::new(desc);
         for (k, v) in fill {
@@ -362,7 +371,7 @@ message Click {
     }
 
     fn ts(seconds: i64) -> Pv {
-        let pool = compile(V1).unwrap();
+        let pool = compile(V1, &[]).unwrap();
         let t = pool.get_message_by_name("google.protobuf.Timestamp").unwrap();
         let mut m = DynamicMessage::new(t);
         m.set_field_by_name("seconds", Pv::I64(seconds));
@@ -452,7 +461,7 @@ message Click {
   double ratio = 9;
   bool on = 10;
 }"#;
-        let pool = compile(WIDE).unwrap();
+        let pool = compile(WIDE, &[]).unwrap();
         let mut meta = DynamicMessage::new(pool.get_message_by_name("shop.Meta").unwrap());
         meta.set_field_by_name("id", Pv::String("m-1".into()));
         meta.set_field_by_name("n", Pv::I64(-5));
@@ -514,10 +523,42 @@ message Click {
     }
 
     #[test]
+    fn a_schema_that_imports_another_subjects_file_decodes() {
+        const MONEY: &str =
+            "syntax = \"proto3\";\npackage shop;\nmessage Money { int64 cents = 1; string currency = 2; }\n";
+        const ORDER: &str = "syntax = \"proto3\";\npackage shop;\nimport \"shop/money.proto\";\n\
+                             message Click { string event_id = 1; shop.Money total = 2; }\n";
+        native::register_with_references(31, "PROTOBUF", ORDER, &[("shop/money.proto", MONEY)]);
+        native::register(32, "PROTOBUF", ORDER);
+        let refs = [Reference { name: "shop/money.proto".into(), text: MONEY.into() }];
+        let pool = compile(ORDER, &refs).unwrap();
+        let mut money = DynamicMessage::new(pool.get_message_by_name("shop.Money").unwrap());
+        money.set_field_by_name("cents", Pv::I64(1250));
+        money.set_field_by_name("currency", Pv::String("EUR".into()));
+        let mut m = DynamicMessage::new(pool.get_message_by_name("shop.Click").unwrap());
+        m.set_field_by_name("event_id", Pv::String("o-1".into()));
+        m.set_field_by_name("total", Pv::Message(money));
+        let payload = |id: u32| {
+            let mut out = vec![0];
+            out.extend_from_slice(&id.to_be_bytes());
+            out.push(0);
+            out.extend(prost::Message::encode_to_vec(&m));
+            out
+        };
+        let out =
+            run_natively::<ProtobufDecoder>(r#"{"id_field":"total.currency"}"#, &[&payload(31), &payload(32)]).unwrap();
+        let (id, _, b) = emitted(&out[0]);
+        assert_eq!(id.as_deref(), Some("EUR"));
+        assert_eq!(b, serde_json::json!({"event_id":"o-1","total":{"cents":1250,"currency":"EUR"}}));
+        // Without its reference the import is not found.
+        assert!(rejected(&out[1]).contains("schema id 32 does not compile"), "{}", rejected(&out[1]));
+    }
+
+    #[test]
     fn message_indexes_pick_a_nested_message() {
         registered();
         // [0, 0]: count 2 (zigzag 4), 0, 0: Click.Inner; n = 7.
-        let pool = compile(V2).unwrap();
+        let pool = compile(V2, &[]).unwrap();
         let mut m = DynamicMessage::new(pool.get_message_by_name("shop.Click.Inner").unwrap());
         m.set_field_by_name("n", Pv::I64(7));
         let mut rec = vec![0, 0, 0, 0, 12, 4, 0, 0];

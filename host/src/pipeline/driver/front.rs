@@ -350,9 +350,7 @@ impl<'s> Front<'_, 's> {
                 Ok(()) => break,
                 Err(e) => e,
             };
-            let stopping = self.back_failed.load(Ordering::SeqCst)
-                || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()));
-            if stopping {
+            if self.must_let_go(segs) {
                 RegistryWaitLetGo { error: &error.to_string(), records: records.len() }.emit();
                 return false;
             }
@@ -371,16 +369,21 @@ impl<'s> Front<'_, 's> {
         true
     }
 
-    /// Sleep `wait`, waking early when the back fails or every partition
-    /// of `segs` must let go: a stop need not wait out a 30 s backoff.
+    /// Whether a batch of `segs` that waits must be let go undecided: its
+    /// back failed, or every one of its partitions is stopping (one that
+    /// goes on must not be left with a hole).
+    fn must_let_go(&self, segs: &[Seg]) -> bool {
+        self.back_failed.load(Ordering::SeqCst)
+            || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()))
+    }
+
+    /// Sleep `wait`, waking early when the batch of `segs` must let go: a
+    /// stop need not wait out a 30 s backoff.
     fn sleep_unless_stopping(&self, wait: Duration, segs: &[Seg]) {
         let until = Instant::now() + wait;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero()
-                || self.back_failed.load(Ordering::SeqCst)
-                || segs.iter().all(|s| self.lanes.iter().any(|l| l.id == s.lane && (l.stopping)()))
-            {
+            if left.is_zero() || self.must_let_go(segs) {
                 return;
             }
             std::thread::sleep(left.min(Duration::from_millis(100)));

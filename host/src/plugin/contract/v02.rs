@@ -184,6 +184,16 @@ mod helpers_impl {
         format!("this {what} was dropped")
     }
 
+    impl StoreState {
+        /// The schemas the `schema` helpers answer from, or why there are
+        /// none: the record's reason, naming its id.
+        fn schemas(&self, id: u32) -> Result<&crate::schema_registry::cache::Schemas, String> {
+            self.helpers.schemas.as_deref().ok_or_else(|| {
+                format!("schema id {id}: this pipeline has no [schema_registry] to fetch schemas from; add one to its config")
+            })
+        }
+    }
+
     impl helpers::HostTimeFormat for StoreState {
         fn compile(&mut self, spec: String) -> Result<Resource<TimeFormat>, String> {
             if self.helpers.time_formats >= pure::MAX_TIME_FORMATS {
@@ -277,12 +287,11 @@ mod helpers_impl {
         }
 
         fn schema(&mut self, id: u32) -> Result<(String, String), String> {
-            match &self.helpers.schemas {
-                Some(schemas) => schemas.answer(id),
-                None => Err(format!(
-                    "schema id {id}: this pipeline has no [schema_registry] to fetch schemas from; add one to its config"
-                )),
-            }
+            self.schemas(id)?.answer(id)
+        }
+
+        fn schema_references(&mut self, id: u32) -> Result<Vec<(String, String)>, String> {
+            self.schemas(id)?.references(id)
         }
     }
 }
