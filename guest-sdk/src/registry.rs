@@ -92,9 +92,7 @@ pub mod native {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    use super::RegisteredSchema;
-
-    use super::Reference;
+    use super::{Reference, RegisteredSchema};
 
     thread_local! {
         static SCHEMAS: RefCell<HashMap<u32, RegisteredSchema>> = RefCell::new(HashMap::new());

@@ -133,8 +133,9 @@ struct Pointer {
     version: i64,
 }
 
-/// How many schemas one schema's references may reach: a chain longer
-/// than this is a cycle, or a mistake.
+/// How many schemas one schema's references may reach (each is fetched
+/// and kept with it): more is taken for a mistake. A cycle ends where a
+/// name comes round again.
 const MAX_REFERENCES: usize = 256;
 
 impl RegistryClient {
