@@ -151,13 +151,17 @@ fn encoder(job: &Value) -> Value {
 /// The schema's text as registered, and each record encoded.
 fn encode(format: Format, version: u32, records: &[Value]) -> (String, Vec<Vec<u8>>) {
     let answer = encoder(&json!({"format": format.name(), "schema": format.schema(version), "records": records}));
-    let payloads = answer["payloads"]
+    (answer["schema_text"].as_str().unwrap_or_default().to_string(), payloads(&answer))
+}
+
+/// The encoded records of an `encode.py` answer (hex in it).
+fn payloads(answer: &Value) -> Vec<Vec<u8>> {
+    answer["payloads"]
         .as_array()
         .unwrap_or_else(|| panic!("encode.py: {answer}"))
         .iter()
         .map(|h| hex(h.as_str().unwrap_or_default()))
-        .collect();
-    (answer["schema_text"].as_str().unwrap_or_default().to_string(), payloads)
+        .collect()
 }
 
 fn hex(text: &str) -> Vec<u8> {
@@ -727,13 +731,11 @@ fn decodes_a_schema_that_references_another_subject(format: Format) {
         answer["schema_text"].as_str().unwrap_or_default(),
         json!([{"name": reference, "subject": "shop-money", "version": 1}]),
     );
-    let payloads: Vec<Vec<u8>> = answer["payloads"]
-        .as_array()
-        .unwrap_or_else(|| panic!("encode.py: {answer}"))
-        .iter()
-        .map(|h| {
+    let payloads: Vec<Vec<u8>> = payloads(&answer)
+        .into_iter()
+        .map(|p| {
             let mut framed = format.header(id);
-            framed.extend(hex(h.as_str().unwrap_or_default()));
+            framed.extend(p);
             framed
         })
         .collect();

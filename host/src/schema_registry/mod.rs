@@ -1,7 +1,8 @@
 //! Schemas from a schema registry that speaks Confluent's REST API
 //! (Confluent, Karapace, Redpanda, Apicurio's `ccompat`), for records in
 //! its wire format: byte 0, the schema's id in 4 bytes big-endian, then
-//! the Avro, Protobuf or JSON payload (`framing.rs`).
+//! the Avro, Protobuf or JSON payload (read by the plugins' own SDK,
+//! `sluice_guest::registry::framed`, which the front uses too).
 //!
 //! Plugins have no network, so the host fetches. Before a batch reaches
 //! the plugins, the driver's front asks `Resolver::prepare` for every
@@ -22,5 +23,4 @@ pub mod cache;
 pub(crate) mod client;
 pub mod config;
 pub(crate) mod events;
-pub(crate) mod framing;
 pub(crate) mod resolver;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::cache::{CacheError, RegisteredSchema, Schemas};
 use super::events::SchemaFetched;
-use super::framing::schema_id;
 use crate::telemetry::InternalEvent;
 
 /// What the registry said of an id.
@@ -90,7 +89,8 @@ impl Resolver {
     pub(crate) fn prepare<'a>(&self, payloads: impl IntoIterator<Item = &'a [u8]>) -> Result<(), RegistryError> {
         let mut missing: Vec<u32> = Vec::new();
         let mut last = None;
-        for id in payloads.into_iter().filter_map(schema_id) {
+        let framed_id = |p: &'a [u8]| sluice_guest::registry::framed(p).map(|(id, _)| id);
+        for id in payloads.into_iter().filter_map(framed_id) {
             if last == Some(id) {
                 continue;
             }
